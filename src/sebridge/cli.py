@@ -1,0 +1,144 @@
+"""The `sebridge` command: parse argv, load the config, call one function."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from sebridge import __version__
+
+__all__ = ["main"]
+
+USAGE_ERROR = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the sebridge command line; returns the process exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return USAGE_ERROR
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sebridge",
+        description="Azure Scheduled Events to Slack, Teams and Jira, with approvals back to IMDS.",
+    )
+    parser.add_argument("--version", action="version", version=f"sebridge {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        metavar="FILE",
+        help="config file (default: $SEBRIDGE_CONFIG, else /etc/sebridge/sebridge.toml)",
+    )
+    common.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    as_json = argparse.ArgumentParser(add_help=False)
+    as_json.add_argument("--json", action="store_true", help="machine-readable output")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(
+        name: str, help_text: str, *parents: argparse.ArgumentParser
+    ) -> argparse.ArgumentParser:
+        return commands.add_parser(
+            name, help=help_text, description=help_text, parents=list(parents)
+        )
+
+    command("run", "run the daemon: poll IMDS, notify, carry out approvals", common).set_defaults(
+        run=_with_config(lambda cmd, c, a: cmd.run(c))
+    )
+    command(
+        "once", "one tick: poll, record, deliver, approve; then exit", common, as_json
+    ).set_defaults(run=_with_config(lambda cmd, c, a: cmd.once(c, as_json=a.json)))
+    events = command("events", "current events and their state", common, as_json)
+    events.add_argument("--all", action="store_true", help="also events gone in the last day")
+    events.set_defaults(
+        run=_with_config(lambda cmd, c, a: cmd.events(c, as_json=a.json, show_all=a.all))
+    )
+    approve = command("approve", "approve an event: IMDS may start it now", common, as_json)
+    approve.add_argument("event_id", metavar="EVENT_ID")
+    approve.add_argument("--as", dest="actor", help="who approves (default: your user name)")
+    approve.set_defaults(
+        run=_with_config(
+            lambda cmd, c, a: cmd.approve(c, a.event_id, actor=a.actor, as_json=a.json)
+        )
+    )
+    history = command(
+        "history", "transitions, deliveries and approvals, oldest first", common, as_json
+    )
+    history.add_argument("event_id", nargs="?", metavar="EVENT_ID", help="only this event")
+    history.add_argument("--limit", type=int, default=100, help="newest N transitions (100)")
+    history.set_defaults(
+        run=_with_config(
+            lambda cmd, c, a: cmd.history(c, event_id=a.event_id, limit=a.limit, as_json=a.json)
+        )
+    )
+    command("check", "validate the configuration and open the store", common, as_json).set_defaults(
+        run=_with_config(lambda cmd, c, a: cmd.check(c, as_json=a.json))
+    )
+
+    simulate = command("simulate", "run the IMDS Scheduled Events simulator (test drain logic)")
+    simulate.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    simulate.add_argument("--port", type=int, default=8080, help="port (8080; 0 = any free)")
+    simulate.add_argument("--scenario", type=Path, help="TOML or JSON file of events to play")
+    simulate.add_argument("--time-scale", type=float, help="run X times faster than real time")
+    simulate.add_argument("--vm-name", help="this VM's name (vm0)")
+    simulate.set_defaults(run=_simulate)
+
+    demo = command("demo", "simulator + daemon + console: the whole flow, no accounts needed")
+    demo.add_argument("--time-scale", type=float, default=60.0, help="speed-up (60)")
+    demo.add_argument("--yes", action="store_true", help="approve the Redeploy without asking")
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def _with_config(
+    command: Callable[..., int],
+) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        from sebridge.config import load
+        from sebridge.errors import BridgeError, ConfigError
+        from sebridge.runtime import configure_logging
+
+        try:
+            config = load(args.config)
+        except ConfigError as exc:
+            print(f"sebridge: configuration error: {exc}", file=sys.stderr)
+            return USAGE_ERROR
+        configure_logging(config, verbose=args.verbose)
+        # Imported only now, so `--help` and `simulate` stay fast.
+        from sebridge import commands
+
+        try:
+            return command(commands, config, args)
+        except BridgeError as exc:
+            print(f"sebridge: {exc}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from sebridge.simulator import serve
+
+    return serve(
+        host=args.host,
+        port=args.port,
+        scenario_path=args.scenario,
+        time_scale=args.time_scale,
+        vm_name=args.vm_name,
+    )
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from sebridge.demo import run_demo
+
+    return run_demo(time_scale=args.time_scale, assume_yes=args.yes)

@@ -1,0 +1,278 @@
+"""What each `sebridge` subcommand does, given a loaded Config.
+
+Exit codes: 0 done; 1 something failed at run time (IMDS, store); 2 bad
+usage or configuration; 3 an approval was refused.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any, TextIO
+
+from sebridge.config import Config
+from sebridge.errors import ApprovalError, BridgeError
+from sebridge.render import countdown
+from sebridge.runtime import build_approver, build_daemon, build_imds, open_store
+from sebridge.store import EventRecord, HistoryEntry
+from sebridge.store.codec import event_to_dict
+
+__all__ = ["approve", "check", "events", "history", "once", "run"]
+
+OK, FAILED, USAGE, REFUSED = 0, 1, 2, 3
+
+
+def run(config: Config) -> int:
+    """The daemon, until SIGTERM/SIGINT."""
+    daemon = build_daemon(config)
+    return daemon.run(
+        config.imds.poll_interval,
+        shutdown_grace=config.dispatch.shutdown_grace_seconds,
+        retention=timedelta(days=config.store.retention_days),
+    )
+
+
+def once(config: Config, *, as_json: bool, out: TextIO = sys.stdout) -> int:
+    """One tick, then deliver what it produced (bounded by the shutdown grace)."""
+    daemon = build_daemon(config, stdout=sys.stderr if as_json else None)
+    try:
+        result = daemon.tick()
+        daemon.dispatcher.start()
+        daemon.dispatcher.flush(config.dispatch.shutdown_grace_seconds)
+        daemon.dispatcher.stop(timeout=1.0)
+    finally:
+        daemon.imds.close()
+        daemon.store.close()
+    if as_json:
+        _dump(
+            {
+                "polled": result.polled,
+                "error": result.error,
+                "transitions": [
+                    {"kind": t.kind, "event_id": t.event_id, "event_type": t.event.event_type}
+                    for t in result.transitions
+                ],
+                "approvals_done": result.approvals_done,
+            },
+            out,
+        )
+    elif result.error:
+        print(f"sebridge: {result.error}", file=sys.stderr)
+    return OK if result.polled else FAILED
+
+
+def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO = sys.stdout) -> int:
+    """The events in the latest document (and, with --all, those gone in the last day)."""
+    store = open_store(config)
+    now = datetime.now(UTC)
+    try:
+        records = store.events(include_gone_since=now - timedelta(days=1) if show_all else None)
+    finally:
+        store.close()
+    if as_json:
+        _dump([_event_json(r) for r in records], out)
+        return OK
+    if not records:
+        print("no events (IMDS's latest document is empty)", file=out)
+        return OK
+    rows = [
+        [
+            r.event.event_id,
+            r.event.event_type,
+            r.state if r.present else f"{r.state} (gone)",
+            countdown(r.event.not_before, now) or (r.event.not_before_text or "-"),
+            r.event.source or "-",
+            ",".join(r.event.resources) or "-",
+            r.policy,
+            f"{r.approval.actor} ({r.approval.state})" if r.approval else "-",
+            " ".join(f"{d.sink}:{d.state}" for d in r.deliveries) or "-",
+        ]
+        for r in records
+    ]
+    head = [
+        "EVENT ID",
+        "TYPE",
+        "STATE",
+        "NOT BEFORE",
+        "SOURCE",
+        "RESOURCES",
+        "POLICY",
+        "APPROVED BY",
+        "DELIVERIES",
+    ]
+    _table(head, rows, out)
+    for r in records:
+        for d in r.deliveries:
+            if d.state == "failed":
+                print(f"! {r.event.event_id} {d.sink}: {d.last_error}", file=out)
+    return OK
+
+
+def approve(
+    config: Config, event_id: str, *, actor: str | None, as_json: bool, out: TextIO = sys.stdout
+) -> int:
+    """Record an approval and POST it to IMDS now (the daemon retries if that fails)."""
+    who = actor or os.environ.get("SUDO_USER") or getpass.getuser()
+    store, imds = open_store(config), build_imds(config)
+    approver = build_approver(config, store, imds)
+    try:
+        approval, new = approver.approve(event_id, who, "cli")
+        approver.execute()
+        final = store.approval(approval.event_id) or approval
+    except ApprovalError as exc:
+        print(f"sebridge: approval refused: {exc}", file=sys.stderr)
+        return REFUSED
+    finally:
+        imds.close()
+        store.close()
+    if as_json:
+        _dump(
+            {
+                "event_id": final.event_id,
+                "actor": final.actor,
+                "via": final.via,
+                "state": final.state,
+                "new": new,
+                "error": final.last_error,
+            },
+            out,
+        )
+    elif not new:
+        print(f"{final.event_id} was already approved by {final.actor} ({final.state})", file=out)
+    elif final.state == "posted":
+        print(f"approved {final.event_id} as {final.actor}: StartRequests sent to IMDS", file=out)
+    elif final.state == "dry_run":
+        print(f"approved {final.event_id} as {final.actor} (DRY RUN: not sent to IMDS)", file=out)
+    else:
+        print(
+            f"approval of {final.event_id} recorded ({final.state}): {final.last_error}; "
+            "the daemon retries it",
+            file=out,
+        )
+    return OK if final.state in ("posted", "dry_run", "pending", "posting") else FAILED
+
+
+def history(
+    config: Config, *, event_id: str | None, limit: int, as_json: bool, out: TextIO = sys.stdout
+) -> int:
+    """Transitions with their deliveries, oldest first; refused actions after them."""
+    store = open_store(config)
+    try:
+        entries = store.history(event_id=event_id, limit=limit)
+        audit = store.audit_entries(limit=limit) if event_id is None else []
+    finally:
+        store.close()
+    if as_json:
+        _dump([_history_json(e) for e in entries], out)
+        return OK
+    for e in entries:
+        t = e.transition
+        who = f" by {t.actor} via {t.via}" if t.actor else ""
+        dry = " [DRY RUN]" if t.dry_run else ""
+        sent = " ".join(f"{d.sink}:{d.state}" for d in e.deliveries) or "no sinks"
+        print(
+            f"{e.at:%Y-%m-%d %H:%M:%S} {t.kind:<9} {t.event.event_type:<9} {t.event_id}"
+            f"{who}{dry}  [{sent}]",
+            file=out,
+        )
+        for d in e.deliveries:
+            if d.last_error:
+                print(f"    {d.sink} ({d.attempts} attempts): {d.last_error}", file=out)
+    for a in audit:
+        print(
+            f"{a.at:%Y-%m-%d %H:%M:%S} {a.action:<9} {a.event_id} by {a.actor} via {a.via}: "
+            f"{a.detail}",
+            file=out,
+        )
+    if not entries and not audit:
+        print("no history yet", file=out)
+    return OK
+
+
+def check(config: Config, *, as_json: bool, out: TextIO = sys.stdout) -> int:
+    """Validate the configuration (done by loading it) and open the store."""
+    problems: list[str] = []
+    try:
+        open_store(config).close()
+    except BridgeError as exc:
+        problems.append(f"store: {exc}")
+    try:
+        build_imds(config).close()
+    except ValueError as exc:
+        problems.append(f"imds: {exc}")
+    if as_json:
+        _dump(
+            {
+                "config": config.redacted(),
+                "source": config.source,
+                "warnings": list(config.warnings),
+                "problems": problems,
+            },
+            out,
+        )
+    else:
+        print(f"configuration: {config.source}: valid", file=out)
+        print(f"sinks: {', '.join(config.sinks_enabled()) or 'none'}", file=out)
+        for warning in config.warnings:
+            print(f"warning: {warning}", file=out)
+        for problem in problems:
+            print(f"problem: {problem}", file=out)
+    return FAILED if problems else OK
+
+
+def _event_json(r: EventRecord) -> dict[str, Any]:
+    return {
+        **event_to_dict(r.event),
+        "state": r.state,
+        "policy": r.policy,
+        "present": r.present,
+        "first_seen": r.first_seen.isoformat(),
+        "gone_at": r.gone_at.isoformat() if r.gone_at else None,
+        "approval": {
+            "actor": r.approval.actor,
+            "via": r.approval.via,
+            "state": r.approval.state,
+            "error": r.approval.last_error,
+        }
+        if r.approval
+        else None,
+        "deliveries": [
+            {"sink": d.sink, "state": d.state, "attempts": d.attempts, "error": d.last_error}
+            for d in r.deliveries
+        ],
+    }
+
+
+def _history_json(e: HistoryEntry) -> dict[str, Any]:
+    t = e.transition
+    return {
+        "id": e.id,
+        "at": e.at.isoformat(),
+        "kind": t.kind,
+        "event_id": t.event_id,
+        "event_type": t.event.event_type,
+        "changes": list(t.changes),
+        "actor": t.actor,
+        "via": t.via,
+        "dry_run": t.dry_run,
+        "deliveries": [
+            {"sink": d.sink, "state": d.state, "attempts": d.attempts, "error": d.last_error}
+            for d in e.deliveries
+        ],
+    }
+
+
+def _table(head: list[str], rows: list[list[str]], out: TextIO) -> None:
+    widths = [max(len(str(c)) for c in col) for col in zip(head, *rows, strict=False)]
+    for row in (head, *rows):
+        print(
+            "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip(), file=out
+        )
+
+
+def _dump(data: Any, out: TextIO) -> None:
+    json.dump(data, out, indent=2)
+    out.write("\n")

@@ -1,0 +1,171 @@
+"""Reading one TOML table into a frozen dataclass, strictly, for config.py.
+
+A dataclass field is a config key: its annotation says how to read it (bool,
+int, float, str, tuple[str, ...] or Secret), its default is the key's default,
+and its metadata (see `config._opt`) holds limits and choices. Secret fields
+also accept `<name>_file`. Strings are interpolated (config_secrets.Expander).
+Problems are collected, each naming its full key, and raised together as one
+ConfigError; values that failed keep their defaults meanwhile.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import fields
+from typing import Any, TypeVar
+
+from sebridge.config_secrets import Expander, Secret, read_secret_file
+from sebridge.errors import ConfigError
+
+__all__ = ["Reader", "did_you_mean"]
+
+_T = TypeVar("_T")
+
+
+class Reader:
+    """Typed reads of config tables from one environment snapshot, collecting problems."""
+
+    def __init__(self, environ: Mapping[str, str], source: str) -> None:
+        self.env = Expander(environ)
+        self.source = source
+        self.problems: list[str] = []
+        self.warnings: list[str] = []
+
+    def raise_problems(self) -> None:
+        """Raise one ConfigError carrying every problem so far, if there is any."""
+        if len(self.problems) == 1:
+            raise ConfigError(f"{self.source}: {self.problems[0]}")
+        if self.problems:
+            lines = "".join(f"\n  - {p}" for p in self.problems)
+            raise ConfigError(f"{self.source}: {len(self.problems)} problems:{lines}")
+
+    def error(self, key: str, message: str) -> None:
+        self.problems.append(f"{key}: {message}")
+
+    def required(self, key: str, when: str) -> None:
+        """`key` is empty but needed; say why it is empty when an env variable emptied it."""
+        self.problems.append(f"{key} is empty{self.env.why_empty(key)}; it is required {when}")
+
+    def section(self, name: str, raw: Any, cls: type[_T], defaults: Mapping[str, Any]) -> _T:
+        """Build `cls` from the table `raw` (absent: {}); `defaults` override class defaults."""
+        if not isinstance(raw, Mapping):
+            self.problems.append(f"[{name}] must be a table, got {_describe(raw)}")
+            raw = {}
+        known: list[str] = []
+        values: dict[str, Any] = dict(defaults)
+        hints = typing.get_type_hints(cls)
+        for f in fields(cls):  # type: ignore[arg-type]
+            kind, key = hints[f.name], f"{name}.{f.name}"
+            known.append(f.name)
+            if kind is Secret:
+                known.append(f"{f.name}_file")
+                values[f.name] = self._secret(raw, name, f.name)
+            elif f.name in raw:
+                try:
+                    values[f.name] = self._value(kind, raw[f.name], key, f.metadata)
+                except ValueError as exc:
+                    self.error(key, str(exc))
+        for k in raw:
+            if k not in known:
+                hint = did_you_mean(k, known)
+                self.problems.append(
+                    f'unknown key "{k}" in [{name}]{hint}; known keys: {", ".join(known)}'
+                )
+        return cls(**values)
+
+    def _value(self, kind: Any, raw: Any, key: str, meta: Mapping[str, Any]) -> Any:
+        if kind is bool:
+            if not isinstance(raw, bool):
+                raise ValueError(f"expected true or false, got {_describe(raw)}")
+            return raw
+        if kind is int or kind is float:
+            accepted = (int, float) if kind is float else int
+            if isinstance(raw, bool) or not isinstance(raw, accepted):
+                what = "a number" if kind is float else "an integer"
+                raise ValueError(f"expected {what}, got {_describe(raw)}")
+            if not math.isfinite(raw):
+                raise ValueError(f"expected a finite number, got {_describe(raw)}")
+            _check_range(raw, meta)
+            return kind(raw)
+        if kind is str:
+            if not isinstance(raw, str):
+                raise ValueError(f"expected a string, got {_describe(raw)}")
+            return _check_choice(self.env.expand(raw, key), meta)
+        if kind == tuple[str, ...]:
+            if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
+                raise ValueError(f"expected a list of strings, got {_describe(raw)}")
+            return tuple(_check_choice(self.env.expand(item, key), meta) for item in raw)
+        raise TypeError(f"{key}: no reader for {kind!r}")  # a field type this module lacks
+
+    def _secret(self, raw: Mapping[str, Any], section: str, name: str) -> Secret:
+        key = f"{section}.{name}"
+        inline = self._string(raw, name, key, secret=True)
+        path = self._string(raw, f"{name}_file", key, secret=False)
+        if inline and path:
+            self.problems.append(f"{section}: set {name} or {name}_file, not both")
+        elif path:
+            try:
+                return Secret(read_secret_file(path))
+            except ValueError as exc:
+                self.error(f"{key}_file", str(exc))
+        return Secret(inline)
+
+    def _string(self, raw: Mapping[str, Any], name: str, key: str, *, secret: bool) -> str:
+        """Read a string that feeds the secret `key` (empty results are recorded under it)."""
+        value = raw.get(name, "")
+        try:
+            if not isinstance(value, str):
+                raise ValueError(f"expected a string, got {_describe(value, secret=secret)}")
+            return self.env.expand(value, key, secret=secret)
+        except ValueError as exc:
+            self.error(f"{key.rpartition('.')[0]}.{name}", str(exc))
+            return ""
+
+
+def did_you_mean(word: str, known: Iterable[str], *, quote: str = '"') -> str:
+    """' (did you mean "x"?)' for the closest of `known` (case-insensitive), else ""."""
+    by_lower = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    if not close:
+        return ""
+    end = "]" if quote == "[" else quote
+    return f" (did you mean {quote}{by_lower[close[0]]}{end}?)"
+
+
+def _check_range(value: float, meta: Mapping[str, Any]) -> None:
+    why = f" ({meta['why']})" if meta.get("why") else ""
+    ge, gt, le = meta.get("ge"), meta.get("gt"), meta.get("le")
+    if ge is not None and value < ge:
+        raise ValueError(f"must be >= {ge:g}{why}, got {value:g}")
+    if gt is not None and value <= gt:
+        raise ValueError(f"must be > {gt:g}{why}, got {value:g}")
+    if le is not None and value > le:
+        raise ValueError(f"must be <= {le:g}{why}, got {value:g}")
+
+
+def _check_choice(value: str, meta: Mapping[str, Any]) -> str:
+    choices: tuple[str, ...] = meta.get("choices", ())
+    if choices and value not in choices:
+        hint = did_you_mean(value, choices)
+        raise ValueError(f'must be one of {", ".join(choices)}; got "{value}"{hint}')
+    return value
+
+
+def _describe(value: Any, *, secret: bool = False) -> str:
+    """How an error shows a bad value: the value itself, or only its kind for secrets."""
+    if isinstance(value, bool):
+        return "a boolean" if secret else str(value).lower()
+    if isinstance(value, int | float):
+        return "a number" if secret else f"{value!r}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 60 else value[:57] + "..."
+        return "a string" if secret else json.dumps(shown, ensure_ascii=False)
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a table"
+    return "a date/time"

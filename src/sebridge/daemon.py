@@ -1,0 +1,236 @@
+"""The daemon: tick() is the unit of work; run() calls it on an APScheduler interval.
+
+tick(): IMDS GET -> unchanged document? stop there (nothing parsed, nothing
+written) -> diff against the previous document -> one store transaction
+(events, transitions, outbox rows, the policy's approvals) -> carry out
+pending approvals -> wake the dispatcher. A failed poll is not an empty
+document: no transition is ever invented from an IMDS outage.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from sebridge.approve import Approver
+from sebridge.diff import diff
+from sebridge.dispatch import Dispatcher
+from sebridge.errors import ImdsError
+from sebridge.imds import ImdsClient
+from sebridge.model import Approval, Document, Transition, TransitionKind
+from sebridge.policy import APPROVE, IGNORE, PolicySettings, decide
+from sebridge.sinks.base import Sink
+from sebridge.store import Store
+
+__all__ = ["Daemon", "TickResult"]
+
+log = logging.getLogger(__name__)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class TickResult:
+    """What one tick did (for `sebridge once`, tests and logs)."""
+
+    polled: bool = False
+    changed: bool = False
+    transitions: list[Transition] = field(default_factory=list)
+    approvals_done: int = 0
+    error: str | None = None
+
+
+class Daemon:
+    """Polls IMDS, records transitions, carries out approvals, feeds the dispatcher.
+
+    Args:
+        vm_name: this VM's name; empty: asked from IMDS (compute name) on the first tick.
+    """
+
+    def __init__(
+        self,
+        imds: ImdsClient,
+        store: Store,
+        sinks: Sequence[Sink],
+        *,
+        policy: PolicySettings | None = None,
+        dry_run: bool = False,
+        vm_name: str = "",
+        retry_for: timedelta = timedelta(hours=1),
+        max_backoff: float = 300.0,
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self.imds = imds
+        self.store = store
+        self.sinks = list(sinks)
+        self._sink_names = [s.name for s in self.sinks]
+        self._policy = policy or PolicySettings()
+        self._dry_run = dry_run
+        self._vm_name = vm_name
+        self._clock = clock
+        self.approver = Approver(store, imds, self.sinks_for, dry_run=dry_run, clock=clock)
+        self.dispatcher = Dispatcher(
+            store,
+            self.sinks,
+            vm_name=self.vm_name,
+            dry_run=dry_run,
+            retry_for=retry_for,
+            max_backoff=max_backoff,
+            clock=clock,
+        )
+        self._previous: Document | None = store.last_document()
+        self._last_object: Document | None = None
+        self._imds_failing: str | None = None
+        self._data_version = store.db.data_version()
+
+    def vm_name(self) -> str:
+        """This VM's name, as IMDS's Resources spell it."""
+        return self._vm_name or socket.gethostname()
+
+    def sinks_for(self, policy: str) -> Sequence[str]:
+        """Ignored events go nowhere; every other one to every sink."""
+        return [] if policy == IGNORE else self._sink_names
+
+    def tick(self) -> TickResult:
+        """One poll, end to end."""
+        result = TickResult()
+        document = self._poll(result)
+        if document is not None and document is not self._last_object:
+            self._last_object = document
+            if document != self._previous:
+                self._record(document, result)
+        # Approvals stored by another process (CLI, another agent) show up as a
+        # changed data_version; our own (Slack, policy) as pending rows.
+        result.approvals_done = self.approver.execute()
+        if result.changed or result.approvals_done or self._foreign_write():
+            self.dispatcher.wake()
+        return result
+
+    def _poll(self, result: TickResult) -> Document | None:
+        try:
+            document = self.imds.get_document()
+        except ImdsError as exc:
+            result.error = str(exc)
+            if self._imds_failing != type(exc).__name__:
+                log.warning("IMDS poll failed: %s (events kept as they were)", exc)
+            self._imds_failing = type(exc).__name__
+            return None
+        if self._imds_failing:
+            log.info("IMDS answers again")
+            self._imds_failing = None
+        result.polled = True
+        if not self._vm_name:
+            self._learn_vm_name()
+        return document
+
+    def _learn_vm_name(self) -> None:
+        try:
+            self._vm_name = self.imds.instance_name()
+        except ImdsError as exc:
+            log.warning("cannot read this VM's name from IMDS (%s); using the hostname", exc)
+            self._vm_name = socket.gethostname()
+
+    def _record(self, document: Document, result: TickResult) -> None:
+        now = self._clock()
+        approved = self.store.approved_ids() if self._previous else frozenset()
+        transitions = diff(self._previous, document, now, approved)
+        policies: dict[str, str] = {}
+        approvals: list[Approval] = []
+        for t in transitions:
+            if t.kind in (TransitionKind.SCHEDULED, TransitionKind.UNPLANNED):
+                decision = decide(t.event, self._policy, self.vm_name())
+                policies[t.event_id] = decision
+                if decision == APPROVE:
+                    approvals.append(Approval(t.event_id, "policy", "policy", now))
+        deliveries = [
+            (t, self.sinks_for(self._policy_of(t.event_id, policies))) for t in transitions
+        ]
+        self.store.apply(document, deliveries, now, policies=policies, approvals=approvals)
+        self._previous = document
+        result.changed = True
+        result.transitions = transitions
+        for t in transitions:
+            log.info("%s %s %s", t.kind, t.event.event_type, t.event_id)
+
+    def _policy_of(self, event_id: str, fresh: dict[str, str]) -> str:
+        if event_id in fresh:
+            return fresh[event_id]
+        record = self.store.event(event_id)
+        return record.policy if record else "notify"
+
+    def _foreign_write(self) -> bool:
+        version = self.store.db.data_version()
+        changed = version != self._data_version
+        self._data_version = version
+        return changed
+
+    def run(
+        self,
+        poll_interval: float = 1.0,
+        *,
+        stop: threading.Event | None = None,
+        shutdown_grace: float = 5.0,
+        retention: timedelta = timedelta(days=90),
+    ) -> int:
+        """Poll until SIGTERM/SIGINT (or `stop` is set); returns the exit code, 0.
+
+        The first poll runs at once. On a signal the running tick finishes, the
+        outbox gets `shutdown_grace` seconds to deliver what is due, then we exit.
+        """
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        # Claims this host held before a crash are ours to take back; only the
+        # daemon does this (a CLI beside a running daemon must not).
+        self.store.outbox.release_own_claims()
+        stop = stop or threading.Event()
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, lambda *_: stop.set())
+        scheduler = BackgroundScheduler(timezone=UTC)
+        scheduler.add_job(
+            self._safe_tick,
+            "interval",
+            seconds=poll_interval,
+            next_run_time=datetime.now(UTC),
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+            id="poll",
+        )
+        scheduler.add_job(
+            self._prune, "interval", hours=6, args=[retention], next_run_time=datetime.now(UTC)
+        )
+        self.dispatcher.start()
+        scheduler.start()
+        log.info("sebridge polling %s every %gs", self.imds.endpoint, poll_interval)
+        stop.wait()
+        log.info("stopping: finishing the current tick")
+        scheduler.shutdown(wait=True)
+        self.dispatcher.flush(shutdown_grace)
+        self.dispatcher.stop(timeout=1.0)
+        self.imds.close()
+        self.store.close()
+        return 0
+
+    def _safe_tick(self) -> None:
+        # One bad tick (a store hiccup, a bug) must not stop the polling.
+        try:
+            self.tick()
+        except Exception:
+            log.exception("tick failed; polling goes on")
+
+    def _prune(self, retention: timedelta) -> None:
+        try:
+            removed = self.store.prune(self._clock() - retention)
+        except Exception:
+            log.exception("pruning history failed")
+            return
+        if removed:
+            log.info("pruned %d events older than %s", removed, retention)

@@ -1,0 +1,140 @@
+"""`sebridge demo`: the simulator, the daemon and the console sink, on this machine.
+
+A scripted Freeze, Redeploy, User Reboot and Preempt play out at a fast time
+scale. The policy approves the Freeze (under 9 s) and the Reboot (User) by
+itself; the Redeploy waits for a person: answer the prompt, or run the
+printed `sebridge approve` command from another terminal. It ends by itself
+with a summary of what happened and what IMDS received.
+"""
+
+from __future__ import annotations
+
+import select
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sebridge.config import load
+from sebridge.daemon import Daemon
+from sebridge.errors import ApprovalError
+from sebridge.model import EventType
+from sebridge.runtime import build_daemon
+from sebridge.simulator import Simulator, demo_scenario
+from sebridge.store import EventRecord, Store
+
+__all__ = ["run_demo"]
+
+# The whole scenario takes about 20 s at time scale 60; this is a safety net.
+MAX_SECONDS = 180.0
+
+
+def run_demo(time_scale: float = 60.0, assume_yes: bool = False) -> int:
+    """Run the demo end to end; returns 0 when every event played out."""
+    with (
+        tempfile.TemporaryDirectory(prefix="sebridge-demo-") as folder,
+        Simulator(time_scale=time_scale, vm_name="demo-vm") as sim,
+    ):
+        config_path = Path(folder) / "sebridge.toml"
+        config_path.write_text(
+            f'[imds]\nendpoint = "{sim.url}"\npoll_interval = 0.25\n'
+            f'[store]\nurl = "sqlite:///{folder}/state.db"\n'
+        )
+        config = load(config_path)
+        daemon = build_daemon(config)
+        stop = threading.Event()
+        worker = threading.Thread(
+            target=daemon.run, args=(config.imds.poll_interval,), kwargs={"stop": stop}, daemon=True
+        )
+        print(f"sebridge demo: IMDS simulator at {sim.url}, {time_scale:g}x real time")
+        print(f"store: {folder}/state.db; console sink below\n")
+        worker.start()
+        started = datetime.now(UTC)
+        event_ids = sim.load_scenario(demo_scenario())
+        try:
+            finished = _follow(daemon, started, event_ids, config_path, assume_yes)
+        finally:
+            stop.set()
+            worker.join(timeout=15)
+        _summary(config.store.url, event_ids, sim.start_requests)
+        return 0 if finished else 1
+
+
+def _follow(
+    daemon: Daemon, started: datetime, event_ids: list[str], config_path: Path, assume_yes: bool
+) -> bool:
+    asked = False
+    deadline = time.monotonic() + MAX_SECONDS
+    while time.monotonic() < deadline:
+        records = {r.event.event_id: r for r in daemon.store.events(include_gone_since=started)}
+        if len(records) == len(event_ids) and not any(r.present for r in records.values()):
+            daemon.dispatcher.flush(2.0)
+            return True
+        redeploy = _waiting_redeploy(records.values())
+        if redeploy and not asked:
+            asked = True
+            _offer_approval(daemon, redeploy, config_path, assume_yes)
+        time.sleep(0.2)
+    print("demo: the scenario did not finish in time", file=sys.stderr)
+    return False
+
+
+def _waiting_redeploy(records: Iterable[EventRecord]) -> EventRecord | None:
+    for record in records:
+        event = record.event
+        if event.event_type == EventType.REDEPLOY and record.present and not event.started:
+            return record if record.approval is None else None
+    return None
+
+
+def _offer_approval(
+    daemon: Daemon, record: EventRecord, config_path: Path, assume_yes: bool
+) -> None:
+    event_id = record.event.event_id
+    print(
+        f"\n>>> The Redeploy {event_id} waits for a person. Approve it from another terminal:\n"
+        f"    SEBRIDGE_CONFIG={config_path} sebridge approve {event_id}\n",
+        flush=True,
+    )
+    interactive = sys.stdin is not None and sys.stdin.isatty()
+    if not (assume_yes or interactive):
+        return
+    if not assume_yes:
+        print(">>> ...or answer here. Approve it now? [y/N] ", end="", flush=True)
+        ready, _, _ = select.select([sys.stdin], [], [], 8.0)
+        answer = sys.stdin.readline().strip().lower() if ready else ""
+        if answer not in ("y", "yes"):
+            print(">>> not approved: it starts by itself at NotBefore")
+            return
+    try:
+        daemon.approver.approve(event_id, "you", "demo")
+    except ApprovalError as exc:
+        print(f">>> too late: {exc}")
+
+
+def _summary(store_url: str, event_ids: list[str], start_requests: list[str]) -> None:
+    store = Store(store_url)
+    try:
+        records = {
+            r.event.event_id: r
+            for r in store.events(include_gone_since=datetime.min.replace(tzinfo=UTC))
+        }
+    finally:
+        store.close()
+    print("\nsummary")
+    for event_id in event_ids:
+        record = records.get(event_id)
+        if record is None:
+            print(f"  {event_id}  never seen")
+            continue
+        approval = record.approval
+        how = f"approved by {approval.actor} ({approval.state})" if approval else "not approved"
+        posts = start_requests.count(event_id)
+        delivered = ", ".join(f"{d.sink} {d.state}" for d in record.deliveries) or "no sinks"
+        print(
+            f"  {record.event.event_type:<9} {event_id}  {record.state:<9}  {how}; "
+            f"StartRequests received by IMDS: {posts}; {delivered}"
+        )

@@ -1,0 +1,105 @@
+"""The exception tree. Every error sebridge raises on purpose is a BridgeError.
+
+    BridgeError
+     ├── ConfigError                  bad configuration; names the key
+     ├── ImdsError                    anything that went wrong talking to IMDS
+     │    ├── ImdsRequestError        400: our request is wrong (a bug); not retried
+     │    ├── ImdsThrottledError      429: over IMDS's 5 requests/s; retry later
+     │    ├── ImdsUnavailableError    404/410/5xx, timeout, refused, reset; retry
+     │    └── MalformedDocumentError  a body that is not JSON (a proxy's page) or
+     │                                JSON that is not a Scheduled Events document
+     ├── StoreError
+     ├── DeliveryError
+     │    ├── RetryableDeliveryError  network, 5xx, 429 (with retry_after)
+     │    └── PermanentDeliveryError  other 4xx, template errors
+     └── ApprovalError                unknown, gone or started event; bad link
+
+Messages say what happened and what a person can do about it, and never
+carry a secret.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ApprovalError",
+    "BridgeError",
+    "ConfigError",
+    "DeliveryError",
+    "ImdsError",
+    "ImdsRequestError",
+    "ImdsThrottledError",
+    "ImdsUnavailableError",
+    "MalformedDocumentError",
+    "PermanentDeliveryError",
+    "RetryableDeliveryError",
+    "StoreError",
+]
+
+
+class BridgeError(Exception):
+    """Root of every error sebridge raises on purpose."""
+
+
+class ConfigError(BridgeError):
+    """The configuration is invalid; the message names the key."""
+
+
+class ImdsError(BridgeError):
+    """A call to the Instance Metadata Service failed.
+
+    Args:
+        status: the HTTP status, when IMDS answered at all.
+        retryable: whether the same call may succeed later.
+        retry_after: seconds to wait before retrying, when known.
+    """
+
+    retryable: bool = True
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class ImdsRequestError(ImdsError):
+    """IMDS answered 400: the request was malformed. A bug on our side; not retried."""
+
+    retryable = False
+
+
+class ImdsThrottledError(ImdsError):
+    """IMDS answered 429: more than 5 requests per second from this VM."""
+
+
+class ImdsUnavailableError(ImdsError):
+    """IMDS could not be reached or failed (404, 410, 5xx, timeout, refused, reset)."""
+
+
+class MalformedDocumentError(ImdsError):
+    """The answer is not a Scheduled Events document: not JSON, or JSON of the wrong shape."""
+
+
+class StoreError(BridgeError):
+    """The state store failed or holds something unexpected."""
+
+
+class DeliveryError(BridgeError):
+    """A sink could not deliver a notification."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class RetryableDeliveryError(DeliveryError):
+    """The same delivery may succeed later (network, 5xx, 429)."""
+
+
+class PermanentDeliveryError(DeliveryError):
+    """Retrying cannot help (bad credentials, unknown channel, broken template)."""
+
+
+class ApprovalError(BridgeError):
+    """An approval was refused: unknown, gone or started event, or a bad link."""

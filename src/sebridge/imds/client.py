@@ -1,0 +1,307 @@
+"""ImdsClient: the only code that talks to the Instance Metadata Service.
+
+One keep-alive connection, reused across polls, never through a proxy (urllib3
+directly reads no proxy variables: IMDS is link-local and a proxy in between
+is exactly what the `Metadata: true` header exists to catch). An unchanged
+body is not parsed again: the previous Document object is returned as is,
+so callers can tell "nothing changed" by identity.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+import urllib3
+from urllib3.exceptions import HTTPError as Urllib3Error
+from urllib3.exceptions import NewConnectionError
+from urllib3.exceptions import TimeoutError as Urllib3Timeout
+
+from sebridge.errors import (
+    ImdsError,
+    ImdsRequestError,
+    ImdsThrottledError,
+    ImdsUnavailableError,
+    MalformedDocumentError,
+)
+from sebridge.imds.parse import parse_document
+from sebridge.model import Document
+
+__all__ = ["API_VERSIONS", "DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "ImdsClient"]
+
+DEFAULT_ENDPOINT = "http://169.254.169.254"
+DEFAULT_API_VERSION = "2020-07-01"
+# Every documented Scheduled Events version, oldest first.
+API_VERSIONS = (
+    "2017-03-01",
+    "2017-08-01",
+    "2017-11-01",
+    "2019-01-01",
+    "2019-04-01",
+    "2019-08-01",
+    "2020-07-01",
+)
+SCHEDULED_EVENTS_PATH = "/metadata/scheduledevents"
+COMPUTE_PATH = "/metadata/instance/compute"
+COMPUTE_API_VERSION = "2021-02-01"
+# IMDS enables Scheduled Events on the first request and may take up to two
+# minutes to answer it.
+FIRST_CALL_TIMEOUT = 120.0
+# A 429 whose Retry-After is longer than this is not waited out inside a call:
+# the caller's next tick is the retry.
+MAX_IN_CALL_WAIT = 2.0
+
+_GET_HEADERS = {"Metadata": "true"}
+_POST_HEADERS = {"Metadata": "true", "Content-Type": "application/json"}
+
+log = logging.getLogger(__name__)
+
+
+class ImdsClient:
+    """Scheduled Events over one reused connection.
+
+    Args:
+        endpoint: scheme://host[:port] of IMDS; the path is ours.
+        api_version: one of API_VERSIONS.
+        timeout: read timeout of every call after the first answer.
+        first_timeout: read timeout until IMDS has answered once (>= 120 s in
+            production: the first request enables the service).
+        retries: extra attempts within one call for retryable failures
+            (refused, reset, 404, 410, 429, 5xx); timeouts are not retried
+            in-call, the caller's next poll is the retry.
+        sleep, jitter: injected for tests; jitter() returns a float in [0, 1).
+    """
+
+    def __init__(
+        self,
+        endpoint: str = DEFAULT_ENDPOINT,
+        api_version: str = DEFAULT_API_VERSION,
+        *,
+        timeout: float = 5.0,
+        connect_timeout: float = 2.0,
+        first_timeout: float = FIRST_CALL_TIMEOUT,
+        retries: int = 2,
+        backoff: float = 0.1,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        if api_version not in API_VERSIONS:
+            raise ValueError(
+                f"api-version {api_version!r} is not a Scheduled Events version; "
+                f"use one of {', '.join(API_VERSIONS)}"
+            )
+        scheme, host, port = _split_endpoint(endpoint)
+        self.endpoint = f"{scheme}://{host}:{port}"
+        self.api_version = api_version
+        self._first_timeout = max(first_timeout, timeout)
+        self._retries = retries
+        self._backoff = backoff
+        self._sleep = sleep
+        self._jitter = jitter
+        self._answered = False
+        # Built once: they are the same on every poll.
+        self._first_call_timeout = urllib3.Timeout(
+            connect=connect_timeout, read=self._first_timeout
+        )
+        self._call_timeout = urllib3.Timeout(connect=connect_timeout, read=timeout)
+        pool_class = (
+            urllib3.HTTPSConnectionPool if scheme == "https" else urllib3.HTTPConnectionPool
+        )
+        # maxsize 2: a poll and an approval may overlap; each keeps its connection.
+        self._pool = pool_class(host, port, maxsize=2, block=False, retries=False)
+        self._last_body: bytes | None = None
+        self._last_document: Document | None = None
+        self._cache_lock = threading.Lock()
+
+    def get_document(self) -> Document:
+        """The current Scheduled Events document.
+
+        Returns the very same object as the previous call when the body is
+        byte-for-byte unchanged.
+
+        Raises:
+            ImdsError: any failure, typed (see sebridge.errors).
+        """
+        body = self._call("GET", SCHEDULED_EVENTS_PATH, self.api_version)
+        with self._cache_lock:
+            if body == self._last_body and self._last_document is not None:
+                return self._last_document
+        document = parse_document(body)
+        with self._cache_lock:
+            self._last_body, self._last_document = body, document
+        return document
+
+    def start(self, event_ids: Iterable[str], incarnation: int | None = None) -> None:
+        """Approve events: POST StartRequests. IMDS answers 200 even when another VM approved.
+
+        Raises:
+            ImdsRequestError: IMDS answered 400 (unknown event id, malformed body).
+            ImdsError: any other failure.
+        """
+        ids = list(event_ids)
+        if not ids:
+            raise ValueError("start() needs at least one event id")
+        payload: dict[str, Any] = {"StartRequests": [{"EventId": i} for i in ids]}
+        if incarnation is not None:
+            payload["DocumentIncarnation"] = incarnation
+        self._call("POST", SCHEDULED_EVENTS_PATH, self.api_version, json.dumps(payload).encode())
+
+    def instance_name(self) -> str:
+        """This VM's name as Resources lists it (compute.name, not the hostname)."""
+        body = self._call("GET", COMPUTE_PATH, COMPUTE_API_VERSION)
+        try:
+            name = json.loads(body).get("name")
+        except (ValueError, AttributeError):
+            name = None
+        if not isinstance(name, str) or not name:
+            raise MalformedDocumentError("IMDS instance metadata has no compute name")
+        return name
+
+    def close(self) -> None:
+        """Close the kept-alive connection."""
+        self._pool.close()
+
+    def _call(self, method: str, path: str, version: str, body: bytes | None = None) -> bytes:
+        attempt = 0
+        while True:
+            try:
+                return self._once(method, path, version, body)
+            except ImdsError as exc:
+                wait = self._retry_wait(exc, attempt)
+                if wait is None:
+                    raise
+                log.debug("IMDS %s %s failed (%s); retrying in %.2fs", method, path, exc, wait)
+                self._sleep(wait)
+                attempt += 1
+
+    def _retry_wait(self, exc: ImdsError, attempt: int) -> float | None:
+        if not exc.retryable or attempt >= self._retries or isinstance(exc, _NOT_RETRIED_IN_CALL):
+            return None
+        # Jittered: the VMs of one host see the same outage and must not retry in step.
+        wait = self._backoff * (2.0**attempt) * (0.5 + self._jitter())
+        if exc.retry_after is not None:
+            if exc.retry_after > MAX_IN_CALL_WAIT:
+                return None
+            wait = max(wait, exc.retry_after)
+        return wait
+
+    def _once(self, method: str, path: str, version: str, body: bytes | None) -> bytes:
+        url = f"{path}?api-version={version}"
+        timeout = self._call_timeout if self._answered else self._first_call_timeout
+        try:
+            response = self._pool.urlopen(
+                method,
+                url,
+                body=body,
+                headers=_POST_HEADERS if body is not None else _GET_HEADERS,
+                timeout=timeout,
+                retries=False,
+                redirect=False,
+            )
+        except NewConnectionError as exc:  # a subclass of urllib3's TimeoutError, yet not one
+            raise self._unreachable(exc) from None
+        except Urllib3Timeout:
+            raise _Timeout(
+                f"IMDS at {self.endpoint} did not answer {method} {path} within "
+                f"{timeout.read_timeout:g}s; it is slow or hanging"
+            ) from None
+        except (Urllib3Error, OSError) as exc:
+            raise self._unreachable(exc) from None
+        self._answered = True
+        return _check_status(method, path, response)
+
+    def _unreachable(self, exc: BaseException) -> ImdsUnavailableError:
+        return ImdsUnavailableError(
+            f"cannot reach IMDS at {self.endpoint} ({_reason(exc)}); "
+            "is this an Azure VM, or is the simulator running?"
+        )
+
+
+class _Timeout(ImdsUnavailableError):
+    """A timeout: retryable by the caller, but not inside the same call."""
+
+
+# Waiting again for a hanging IMDS, or asking a proxy for its page again, only
+# delays the tick; the next poll is the retry.
+_NOT_RETRIED_IN_CALL = (_Timeout, MalformedDocumentError)
+
+
+def _check_status(method: str, path: str, response: urllib3.BaseHTTPResponse) -> bytes:
+    status, data = response.status, response.data
+    what = f"IMDS {method} {path}"
+    if status == 200:
+        content_type = response.headers.get("Content-Type", "")
+        if method == "GET" and "html" in content_type.lower():
+            raise MalformedDocumentError(
+                f"{what} answered with an HTML page, not JSON: is a proxy intercepting "
+                "169.254.169.254? IMDS must be reached directly"
+            )
+        return data
+    detail = _error_detail(data)
+    if status == 400:
+        raise ImdsRequestError(f"{what} was refused (400): {detail}", status=status)
+    if status == 429:
+        raise ImdsThrottledError(
+            f"{what} was throttled (429): IMDS allows 5 requests per second per VM",
+            status=status,
+            retry_after=_retry_after(response.headers.get("Retry-After")),
+        )
+    if status in (404, 410) or status >= 500:
+        raise ImdsUnavailableError(
+            f"{what} failed ({status}): {detail}; IMDS may be updating, will retry",
+            status=status,
+        )
+    raise ImdsUnavailableError(f"{what} answered an unexpected {status}: {detail}", status=status)
+
+
+def _error_detail(data: bytes) -> str:
+    """IMDS's own error text when it sent JSON; otherwise the first bytes of the body."""
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
+        newest = parsed.get("newest-versions")
+        suffix = f" (newest versions: {', '.join(map(str, newest))})" if newest else ""
+        return f"{parsed['error']}{suffix}"
+    text = data[:120].decode("utf-8", "replace").strip()
+    return text or "no body"
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
+
+
+def _reason(exc: BaseException) -> str:
+    """A short cause: 'connection refused' rather than urllib3's object reprs."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, ConnectionResetError):
+            return "connection reset"
+        cause = cause.__cause__ or cause.__context__
+    text = str(exc)
+    return text.split(": ", 1)[-1][:160] if text else type(exc).__name__
+
+
+def _split_endpoint(endpoint: str) -> tuple[str, str, int]:
+    parts = urlsplit(endpoint.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"IMDS endpoint {endpoint!r} must look like http://host[:port]")
+    if parts.path not in ("", "/") or parts.query:
+        raise ValueError(f"IMDS endpoint {endpoint!r} must not carry a path or query")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise ValueError(f"IMDS endpoint {endpoint!r} has an invalid port") from None
+    return parts.scheme, parts.hostname, port

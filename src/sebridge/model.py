@@ -1,0 +1,175 @@
+"""Pure data: what IMDS told us, in our own names.
+
+IMDS's PascalCase fields are mapped onto these in `sebridge.imds` and nowhere
+else. Values IMDS may add in the future (a new EventType, a new EventStatus,
+extra fields) are kept as they came, never rejected: the enums below name the
+documented values for comparison, the fields stay plain strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+__all__ = [
+    "Approval",
+    "Document",
+    "EventSource",
+    "EventStatus",
+    "EventType",
+    "Receipt",
+    "ScheduledEvent",
+    "Transition",
+    "TransitionKind",
+]
+
+
+def _no_extra() -> Mapping[str, Any]:
+    return MappingProxyType({})
+
+
+class EventType(StrEnum):
+    """The documented impact of an event (others may appear and are kept)."""
+
+    FREEZE = "Freeze"
+    REBOOT = "Reboot"
+    REDEPLOY = "Redeploy"
+    PREEMPT = "Preempt"
+    TERMINATE = "Terminate"
+
+
+class EventStatus(StrEnum):
+    """Documented statuses. There is no "Completed": a finished event disappears."""
+
+    SCHEDULED = "Scheduled"
+    STARTED = "Started"
+
+
+class EventSource(StrEnum):
+    """Who initiated the event (field present from api-version 2019-08-01)."""
+
+    PLATFORM = "Platform"
+    USER = "User"
+
+
+@dataclass(frozen=True)
+class ScheduledEvent:
+    """One event of a Scheduled Events document.
+
+    Args:
+        not_before: when the event may start, in UTC; None once started ("")
+            or when IMDS sent nothing we could read as a time.
+        not_before_text: NotBefore exactly as sent (None when absent), so a
+            time we could not parse is still shown to people.
+        description, source, duration_seconds: None when the api-version in
+            use does not carry the field. duration_seconds -1 means unknown.
+        extra: fields IMDS sent that this version of sebridge does not know.
+    """
+
+    event_id: str
+    event_type: str
+    status: str
+    resources: tuple[str, ...] = ()
+    resource_type: str = ""
+    not_before: datetime | None = None
+    not_before_text: str | None = None
+    description: str | None = None
+    source: str | None = None
+    duration_seconds: int | None = None
+    extra: Mapping[str, Any] = field(default_factory=_no_extra, compare=False)
+
+    @property
+    def started(self) -> bool:
+        """IMDS says the event is under way."""
+        return self.status == EventStatus.STARTED
+
+    @property
+    def user_initiated(self) -> bool:
+        """The VM's owner asked for it (restart, redeploy from portal, API or CLI)."""
+        return self.source == EventSource.USER
+
+    def affects(self, vm_name: str) -> bool:
+        """Whether `vm_name` is in Resources.
+
+        api-version 2017-03-01 prefixed IaaS VM names with "_"; both spellings match.
+        """
+        return any(r in (vm_name, f"_{vm_name}") for r in self.resources)
+
+
+@dataclass(frozen=True)
+class Document:
+    """A whole Scheduled Events document: the incarnation and its events."""
+
+    incarnation: int
+    events: tuple[ScheduledEvent, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=_no_extra, compare=False)
+
+    def event(self, event_id: str) -> ScheduledEvent | None:
+        """The event with this id, or None when the document does not hold it."""
+        for event in self.events:
+            if event.event_id == event_id:
+                return event
+        return None
+
+
+class TransitionKind(StrEnum):
+    """What happened to an event between two documents (or through an approval)."""
+
+    SCHEDULED = "scheduled"  # first seen, Scheduled
+    UNPLANNED = "unplanned"  # first seen already Started: host failure, nothing to approve
+    CHANGED = "changed"  # NotBefore, Resources, Description or Duration moved
+    APPROVED = "approved"  # our StartRequests POST succeeded (or dry run)
+    STARTED = "started"  # EventStatus became Started
+    COMPLETED = "completed"  # gone after it started (or after approval / NotBefore)
+    CANCELLED = "cancelled"  # gone before NotBefore, never started, never approved
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One step of an event's life, delivered to every sink once.
+
+    Args:
+        event: the event as of this transition; for completed and cancelled,
+            as it was last seen.
+        changes: for CHANGED, the names of the fields that moved
+            ("not_before", "resources", "description", "duration_seconds").
+        actor, via: for APPROVED, who approved and through what
+            ("cli", "slack", "link", "policy").
+        dry_run: for APPROVED, nothing was POSTed to IMDS.
+    """
+
+    kind: str
+    event: ScheduledEvent
+    at: datetime
+    changes: tuple[str, ...] = ()
+    actor: str | None = None
+    via: str | None = None
+    dry_run: bool = False
+
+    @property
+    def event_id(self) -> str:
+        """The id of the event this transition belongs to."""
+        return self.event.event_id
+
+
+@dataclass(frozen=True)
+class Approval:
+    """Someone (or the policy) said an event may start now."""
+
+    event_id: str
+    actor: str
+    via: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What a sink returned for an event (Slack channel+ts, Jira key), kept so
+    later transitions update the same message or ticket."""
+
+    external_id: str
+    data: Mapping[str, str] = field(default_factory=dict)

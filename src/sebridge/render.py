@@ -1,0 +1,68 @@
+"""Jinja2 environment over the built-in templates, overridable from a user's folder."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+__all__ = ["Renderer", "countdown"]
+
+BUILTIN_TEMPLATES = Path(__file__).parent / "templates"
+
+
+def countdown(moment: datetime | None, now: datetime) -> str:
+    """'in 14m05s', '3s ago'; '' without a time."""
+    if moment is None:
+        return ""
+    seconds = int((moment - now).total_seconds())
+    text = _span(abs(seconds))
+    return f"in {text}" if seconds >= 0 else f"{text} ago"
+
+
+def _span(seconds: int) -> str:
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def _clock(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%H:%M:%S")
+
+
+def _utc(moment: datetime | None) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if moment else ""
+
+
+class Renderer:
+    """Renders named templates ("console/line.j2"); a file of the same name in
+    `override_dir` wins over the built-in one."""
+
+    def __init__(self, override_dir: str | Path | None = None) -> None:
+        folders = [str(override_dir)] if override_dir else []
+        self._env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader([*folders, str(BUILTIN_TEMPLATES)]),
+            undefined=jinja2.StrictUndefined,
+            # HTML pages are escaped by Jinja; chat formats escape with their own filters.
+            autoescape=jinja2.select_autoescape(["html", "htm"], default_for_string=False),
+            keep_trailing_newline=False,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self._env.filters.update(clock=_clock, utc=_utc)
+        self._env.globals.update(countdown=countdown)
+
+    def add_filters(self, **filters: Any) -> None:
+        """Sink-specific filters (e.g. Slack's mrkdwn escaping)."""
+        self._env.filters.update(filters)
+
+    def render(self, name: str, **context: Any) -> str:
+        """Render a template. Raises jinja2.TemplateError (missing, broken, undefined name)."""
+        return self._env.get_template(name).render(**context)

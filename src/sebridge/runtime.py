@@ -1,0 +1,94 @@
+"""Builds the daemon's parts from a Config: IMDS client, store, sinks, daemon."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+from datetime import timedelta
+from typing import TextIO
+
+from sebridge.approve import Approver
+from sebridge.config import Config
+from sebridge.daemon import Daemon
+from sebridge.imds import ImdsClient
+from sebridge.policy import IGNORE, PolicySettings
+from sebridge.render import Renderer
+from sebridge.sinks.base import Sink
+from sebridge.sinks.console import ConsoleSink
+from sebridge.sinks.jsonl import JsonlSink
+from sebridge.store import Store
+
+__all__ = [
+    "build_approver",
+    "build_daemon",
+    "build_imds",
+    "build_sinks",
+    "configure_logging",
+    "open_store",
+]
+
+
+def configure_logging(config: Config, verbose: bool = False) -> None:
+    """Logs go to stderr (stdout belongs to the console and JSON lines sinks)."""
+    level = logging.DEBUG if verbose else getattr(logging, config.log.level.upper())
+    fmt = (
+        '{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":"%(message)s"}'
+        if config.log.format == "json"
+        else "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+    )
+    logging.basicConfig(level=level, format=fmt, stream=sys.stderr, force=True)
+    # APScheduler logs every run at INFO: once a second is noise.
+    logging.getLogger("apscheduler").setLevel(max(level, logging.WARNING))
+
+
+def build_imds(config: Config) -> ImdsClient:
+    """The IMDS client from [imds]."""
+    return ImdsClient(config.imds.endpoint, config.imds.api_version, timeout=config.imds.timeout)
+
+
+def open_store(config: Config) -> Store:
+    """The store from [store], migrated to the current schema."""
+    return Store(config.store.url, agent=config.imds.vm_name or socket.gethostname())
+
+
+def build_sinks(config: Config, stdout: TextIO | None = None) -> list[Sink]:
+    """Every enabled sink, console first."""
+    renderer = Renderer(config.templates.dir or None)
+    sinks: list[Sink] = []
+    if config.console.enabled:
+        sinks.append(ConsoleSink(renderer, stream=stdout))
+    if config.jsonl.enabled:
+        sinks.append(JsonlSink(config.jsonl.path, stream=stdout))
+    return sinks
+
+
+def sink_names(config: Config) -> list[str]:
+    """The names of the sinks build_sinks makes, in the same order."""
+    return [name for name in ("console", "jsonl") if name in config.sinks_enabled()]
+
+
+def build_approver(config: Config, store: Store, imds: ImdsClient) -> Approver:
+    """An Approver for processes that are not the daemon (`sebridge approve`)."""
+    names = sink_names(config)
+    return Approver(
+        store, imds, lambda policy: [] if policy == IGNORE else names, dry_run=config.policy.dry_run
+    )
+
+
+def build_daemon(config: Config, stdout: TextIO | None = None) -> Daemon:
+    """The daemon with everything it needs."""
+    return Daemon(
+        build_imds(config),
+        open_store(config),
+        build_sinks(config, stdout),
+        policy=PolicySettings(
+            approve_user_events=config.policy.approve_user_events,
+            approve_freeze_under_seconds=config.policy.approve_freeze_under_seconds,
+            only_this_vm=config.policy.only_this_vm,
+        ),
+        dry_run=config.policy.dry_run,
+        vm_name=config.imds.vm_name,
+        retry_for=timedelta(seconds=config.dispatch.retry_for_seconds_after_gone),
+        max_backoff=config.dispatch.max_backoff_seconds,
+    )

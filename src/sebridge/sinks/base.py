@@ -1,0 +1,47 @@
+"""The sink protocol: one attempt per call; a receipt, or a retryable/permanent error.
+
+Retries, backoff and dedup are not a sink's business: the dispatcher owns
+them and the outbox's unique (transition, sink) rows make them exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from sebridge.model import Receipt, Transition
+
+__all__ = ["Message", "Sink"]
+
+
+@dataclass(frozen=True)
+class Message:
+    """What a sink is asked to say, once.
+
+    Args:
+        vm_name: this VM, so a sink can mark it among Resources.
+        policy: what the policy decided for the event (approve, notify, ignore).
+        receipt: what this sink returned for an earlier transition of the
+            same event (update that message or ticket instead of a new one).
+        dry_run: sebridge runs with policy.dry_run: nothing reaches IMDS.
+    """
+
+    transition: Transition
+    vm_name: str
+    policy: str
+    receipt: Receipt | None = None
+    dry_run: bool = False
+
+
+class Sink(Protocol):
+    """A place people hear about events."""
+
+    name: str
+
+    def send(self, message: Message) -> Receipt | None:
+        """Deliver once. Raises RetryableDeliveryError or PermanentDeliveryError."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and files."""
+        ...

@@ -1,0 +1,63 @@
+"""Console sink: one readable line per transition on a stream (stdout by default)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TextIO
+
+from sebridge.errors import RetryableDeliveryError
+from sebridge.model import Receipt
+from sebridge.render import Renderer
+from sebridge.sinks.base import Message
+
+__all__ = ["ConsoleSink"]
+
+TEMPLATE = "console/line.j2"
+
+
+class ConsoleSink:
+    """Readable lines, rendered from templates/console/line.j2."""
+
+    name = "console"
+
+    def __init__(
+        self,
+        renderer: Renderer,
+        stream: TextIO | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._renderer = renderer
+        self._stream = stream
+        self._clock = clock
+        self._lock = threading.Lock()
+
+    def render(self, message: Message) -> str:
+        """The line this message prints."""
+        t = message.transition
+        return self._renderer.render(
+            TEMPLATE,
+            t=t,
+            e=t.event,
+            vm=message.vm_name,
+            policy=message.policy,
+            dry_run=message.dry_run,
+            now=self._clock(),
+        )
+
+    def send(self, message: Message) -> Receipt | None:
+        """Print the line."""
+        line = self.render(message)
+        stream = self._stream or sys.stdout
+        try:
+            with self._lock:
+                stream.write(line + "\n")
+                stream.flush()
+        except (OSError, ValueError) as exc:  # a closed pipe or stream
+            raise RetryableDeliveryError(f"console: cannot write: {exc}") from None
+        return None
+
+    def close(self) -> None:
+        """Nothing to release: the stream belongs to the caller."""

@@ -1,0 +1,94 @@
+"""Our own JSON for events and transitions in the store (snake_case, not IMDS's names)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any
+
+from sebridge.model import ScheduledEvent, Transition
+
+__all__ = [
+    "event_from_dict",
+    "event_to_dict",
+    "from_iso",
+    "iso",
+    "transition_from_json",
+    "transition_to_json",
+]
+
+
+def iso(moment: datetime) -> str:
+    """Fixed-width UTC text, so stored times sort as text."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def from_iso(text: str) -> datetime:
+    """The datetime `iso` wrote."""
+    return datetime.fromisoformat(text)
+
+
+def event_to_dict(event: ScheduledEvent) -> dict[str, Any]:
+    """A ScheduledEvent as plain JSON-ready data."""
+    return {
+        "event_id": event.event_id,
+        "event_type": event.event_type,
+        "status": event.status,
+        "resources": list(event.resources),
+        "resource_type": event.resource_type,
+        "not_before": iso(event.not_before) if event.not_before else None,
+        "not_before_text": event.not_before_text,
+        "description": event.description,
+        "source": event.source,
+        "duration_seconds": event.duration_seconds,
+        "extra": dict(event.extra),
+    }
+
+
+def event_from_dict(data: dict[str, Any]) -> ScheduledEvent:
+    """The inverse of event_to_dict."""
+    not_before = data.get("not_before")
+    return ScheduledEvent(
+        event_id=data["event_id"],
+        event_type=data["event_type"],
+        status=data["status"],
+        resources=tuple(data.get("resources", ())),
+        resource_type=data.get("resource_type", ""),
+        not_before=from_iso(not_before) if not_before else None,
+        not_before_text=data.get("not_before_text"),
+        description=data.get("description"),
+        source=data.get("source"),
+        duration_seconds=data.get("duration_seconds"),
+        extra=MappingProxyType(dict(data.get("extra", {}))),
+    )
+
+
+def transition_to_json(transition: Transition) -> str:
+    """A Transition as one JSON text."""
+    return json.dumps(
+        {
+            "kind": transition.kind,
+            "at": iso(transition.at),
+            "event": event_to_dict(transition.event),
+            "changes": list(transition.changes),
+            "actor": transition.actor,
+            "via": transition.via,
+            "dry_run": transition.dry_run,
+        },
+        separators=(",", ":"),
+    )
+
+
+def transition_from_json(text: str) -> Transition:
+    """The inverse of transition_to_json."""
+    data = json.loads(text)
+    return Transition(
+        kind=data["kind"],
+        event=event_from_dict(data["event"]),
+        at=from_iso(data["at"]),
+        changes=tuple(data.get("changes", ())),
+        actor=data.get("actor"),
+        via=data.get("via"),
+        dry_run=bool(data.get("dry_run", False)),
+    )

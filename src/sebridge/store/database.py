@@ -1,0 +1,149 @@
+"""The database connection, transactions and migrations: the dialect seam.
+
+SQL elsewhere in `store/` is written once, with `?` placeholders and
+standard `INSERT ... ON CONFLICT` / `RETURNING`, which SQLite (3.35+) and
+PostgreSQL both speak; this module adapts what differs (placeholders, the
+auto-increment key, how a write transaction starts and locks).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from sebridge.errors import StoreError
+from sebridge.store.schema import MIGRATIONS
+
+__all__ = ["Database", "sqlite_path"]
+
+Row = tuple[Any, ...]
+
+
+def sqlite_path(url: str) -> str:
+    """The file path of a sqlite:// URL (":memory:" for sqlite:// alone)."""
+    parts = urlsplit(url)
+    if parts.scheme != "sqlite":
+        raise StoreError(f"store.url {url!r}: only sqlite:// is supported by this store")
+    # sqlite:////abs/path -> "//abs/path" -> "/abs/path"; sqlite:///rel -> "/rel" -> "rel"
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    return path or ":memory:"
+
+
+class Database:
+    """One SQLite connection shared by the process's threads, in WAL mode.
+
+    SQLite serialises writers anyway; one connection behind a lock keeps
+    transactions simple, and WAL lets other processes (`sebridge approve`,
+    `sebridge events`) read and write beside the daemon.
+    """
+
+    def __init__(self, url: str) -> None:
+        path = sqlite_path(url)
+        if path != ":memory:":
+            try:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the folder of {path}: {exc.strerror}") from None
+        try:
+            self._conn = sqlite3.connect(
+                path, timeout=10.0, isolation_level=None, check_same_thread=False
+            )
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            # FULL: a committed tick survives the host losing power, not only a crash.
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the store at {path}: {exc}") from None
+        self.path = path
+        self._lock = threading.RLock()
+        self._depth = 0
+
+    @contextmanager
+    def transaction(self) -> Iterator[Database]:
+        """A write transaction: all of it or nothing. Nested calls join the outer one."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self
+                finally:
+                    self._depth -= 1
+                return
+            # IMMEDIATE takes the write lock up front: no upgrade deadlock with
+            # another process writing at the same moment.
+            self._execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield self
+            except BaseException:
+                self._depth = 0
+                self._conn.rollback()
+                raise
+            self._depth = 0
+            self._execute("COMMIT")
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; returns the number of rows it changed."""
+        with self._lock:
+            return self._execute(sql, params).rowcount
+
+    def insert(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run an INSERT ... RETURNING id; returns the id."""
+        row = self.one(sql, params)
+        if row is None:
+            raise StoreError("insert returned no id")
+        return int(row[0])
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        """The first row of a query, or None."""
+        with self._lock:
+            row: Row | None = self._execute(sql, params).fetchone()
+            return row
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Every row of a query."""
+        with self._lock:
+            return list(self._execute(sql, params).fetchall())
+
+    def data_version(self) -> int:
+        """Changes when another connection commits: a cheap 'did someone else write?'."""
+        row = self.one("PRAGMA data_version")
+        return int(row[0]) if row else 0
+
+    def migrate(self) -> int:
+        """Bring the schema to the newest version; returns that version."""
+        with self.transaction():
+            self._execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            row = self.one("SELECT value FROM meta WHERE key = 'schema_version'")
+            version = int(row[0]) if row else 0
+            if version > len(MIGRATIONS):
+                raise StoreError(
+                    f"the store at {self.path} has schema version {version}, newer than this "
+                    f"sebridge knows ({len(MIGRATIONS)}): upgrade sebridge"
+                )
+            for number in range(version + 1, len(MIGRATIONS) + 1):
+                ddl = MIGRATIONS[number - 1].replace("{id}", "INTEGER PRIMARY KEY AUTOINCREMENT")
+                for statement in filter(str.strip, ddl.split(";")):
+                    self._execute(statement)
+            self._execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(len(MIGRATIONS)),),
+            )
+        return len(MIGRATIONS)
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._conn.close()
+
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise StoreError(f"store error ({self.path}): {exc}") from exc

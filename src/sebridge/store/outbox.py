@@ -1,0 +1,132 @@
+"""The outbox: one row per (transition, sink), claimed, acked, retried or failed.
+
+Rows of one event reach a sink in order: a row waits while an earlier row of
+the same event and sink is still pending, so "started" never overtakes the
+"scheduled" message it is meant to update.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+
+from sebridge.model import Receipt
+from sebridge.store.codec import from_iso, iso, transition_from_json
+from sebridge.store.database import Database
+from sebridge.store.records import Delivery
+
+__all__ = ["Outbox"]
+
+PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
+
+
+class Outbox:
+    """Outbox rows of one store."""
+
+    def __init__(self, db: Database, agent: str) -> None:
+        self._db = db
+        self._agent = agent
+
+    def enqueue(
+        self, transition_id: int, event_id: str, sinks: Sequence[str], now: datetime
+    ) -> None:
+        """Add one row per sink; call inside the transaction that wrote the transition."""
+        for sink in sinks:
+            self._db.execute(
+                "INSERT INTO outbox (transition_id, event_id, sink, state, next_attempt_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (transition_id, sink) DO NOTHING",
+                (transition_id, event_id, sink, PENDING, iso(now)),
+            )
+
+    def release_own_claims(self) -> int:
+        """Forget claims this agent held before it restarted (its process is gone)."""
+        return self._db.execute(
+            "UPDATE outbox SET claimed_by = NULL, claimed_until = NULL "
+            "WHERE claimed_by = ? AND state = ?",
+            (self._agent, PENDING),
+        )
+
+    def claim(
+        self, sink: str, now: datetime, lease_until: datetime, limit: int = 20
+    ) -> list[Delivery]:
+        """Claim due rows for `sink`, oldest first, at most one per event."""
+        with self._db.transaction():
+            rows = self._db.all(
+                "SELECT o.id, o.attempts, t.data, e.policy, e.gone_at, r.external_id, r.data "
+                "FROM outbox o JOIN transitions t ON t.id = o.transition_id "
+                "JOIN events e ON e.event_id = o.event_id "
+                "LEFT JOIN receipts r ON r.event_id = o.event_id AND r.sink = o.sink "
+                "WHERE o.sink = ? AND o.state = ? AND o.next_attempt_at <= ? "
+                "AND (o.claimed_until IS NULL OR o.claimed_until < ?) "
+                "AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink "
+                "AND p.event_id = o.event_id AND p.state = ? AND p.id < o.id) "
+                "ORDER BY o.id LIMIT ?",
+                (sink, PENDING, iso(now), iso(now), PENDING, limit),
+            )
+            for row in rows:
+                self._db.execute(
+                    "UPDATE outbox SET claimed_by = ?, claimed_until = ? WHERE id = ?",
+                    (self._agent, iso(lease_until), row[0]),
+                )
+        return [
+            Delivery(
+                id=row[0],
+                sink=sink,
+                transition=transition_from_json(row[2]),
+                attempts=row[1],
+                policy=row[3],
+                gone_at=from_iso(row[4]) if row[4] else None,
+                receipt=Receipt(row[5], json.loads(row[6])) if row[5] is not None else None,
+            )
+            for row in rows
+        ]
+
+    def ack(self, delivery: Delivery, receipt: Receipt | None, now: datetime) -> None:
+        """Delivered: record it, and what the sink returned for later transitions."""
+        with self._db.transaction():
+            self._db.execute(
+                "UPDATE outbox SET state = ?, delivered_at = ?, attempts = attempts + 1, "
+                "claimed_by = NULL, claimed_until = NULL, last_error = NULL WHERE id = ?",
+                (DELIVERED, iso(now), delivery.id),
+            )
+            if receipt is not None:
+                self._db.execute(
+                    "INSERT INTO receipts (event_id, sink, external_id, data) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (event_id, sink) DO UPDATE SET "
+                    "external_id = excluded.external_id, data = excluded.data",
+                    (
+                        delivery.transition.event_id,
+                        delivery.sink,
+                        receipt.external_id,
+                        json.dumps(dict(receipt.data)),
+                    ),
+                )
+
+    def retry(self, delivery: Delivery, error: str, next_attempt: datetime) -> None:
+        """A retryable failure: try again at `next_attempt`."""
+        self._db.execute(
+            "UPDATE outbox SET attempts = attempts + 1, last_error = ?, next_attempt_at = ?, "
+            "claimed_by = NULL, claimed_until = NULL WHERE id = ?",
+            (error[:500], iso(next_attempt), delivery.id),
+        )
+
+    def fail(self, delivery: Delivery, error: str) -> None:
+        """A permanent failure (or retries ran out): stop, keep the reason visible."""
+        self._db.execute(
+            "UPDATE outbox SET state = ?, attempts = attempts + 1, last_error = ?, "
+            "claimed_by = NULL, claimed_until = NULL WHERE id = ?",
+            (FAILED, error[:500], delivery.id),
+        )
+
+    def next_due(self, sink: str) -> datetime | None:
+        """When the earliest pending row of `sink` is due, if any."""
+        row = self._db.one(
+            "SELECT MIN(next_attempt_at) FROM outbox WHERE sink = ? AND state = ?", (sink, PENDING)
+        )
+        return from_iso(row[0]) if row and row[0] else None
+
+    def pending_count(self) -> int:
+        """Rows not yet delivered nor failed, over all sinks."""
+        row = self._db.one("SELECT COUNT(*) FROM outbox WHERE state = ?", (PENDING,))
+        return int(row[0]) if row else 0

@@ -1,0 +1,96 @@
+"""What the store hands back: read-only records for the daemon, CLI and sinks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sebridge.model import Receipt, ScheduledEvent, Transition
+
+__all__ = [
+    "ApprovalRecord",
+    "AuditEntry",
+    "Delivery",
+    "DeliveryStatus",
+    "EventRecord",
+    "HistoryEntry",
+]
+
+
+@dataclass(frozen=True)
+class ApprovalRecord:
+    """An approval and what became of it.
+
+    state: pending (not yet POSTed), posting (being POSTed now), posted,
+    dry_run (recorded, never POSTed), failed (IMDS refused it), abandoned
+    (the event started or left the document first).
+    """
+
+    event_id: str
+    actor: str
+    via: str
+    at: datetime
+    state: str
+    attempts: int
+    last_error: str | None
+    done_at: datetime | None
+
+
+@dataclass(frozen=True)
+class DeliveryStatus:
+    """One outbox row as `events` and `history` show it."""
+
+    sink: str
+    state: str  # pending, delivered, failed
+    attempts: int
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """An event as the store knows it: last seen content plus our bookkeeping."""
+
+    event: ScheduledEvent
+    state: str  # the last transition kind
+    policy: str  # what the policy decided when it was first seen
+    present: bool  # in the latest document
+    first_seen: datetime
+    last_seen: datetime
+    gone_at: datetime | None
+    approval: ApprovalRecord | None
+    deliveries: tuple[DeliveryStatus, ...] = ()
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One outbox row claimed for a sink: deliver `transition` once."""
+
+    id: int
+    sink: str
+    transition: Transition
+    attempts: int
+    receipt: Receipt | None  # what this sink returned earlier for the event
+    policy: str
+    gone_at: datetime | None  # when the event left the document (bounds retries)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One transition with where it was delivered."""
+
+    id: int
+    at: datetime
+    transition: Transition
+    deliveries: tuple[DeliveryStatus, ...]
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """Something refused or noteworthy that is not a transition (a refused click)."""
+
+    at: datetime
+    event_id: str
+    actor: str
+    via: str
+    action: str
+    detail: str

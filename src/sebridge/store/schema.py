@@ -1,0 +1,84 @@
+"""The versioned schema. Migration N brings a database from version N-1 to N.
+
+DDL is written once for SQLite and PostgreSQL: `{id}` stands for each
+dialect's auto-increment primary key. Times are ISO 8601 UTC text with a
+fixed width, so they sort and compare as text in both.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS"]
+
+_V1 = """
+CREATE TABLE documents (
+    agent TEXT PRIMARY KEY,
+    incarnation BIGINT NOT NULL,
+    seen_at TEXT NOT NULL
+);
+CREATE TABLE events (
+    event_id TEXT PRIMARY KEY,
+    event_type TEXT NOT NULL,
+    status TEXT NOT NULL,
+    state TEXT NOT NULL,
+    policy TEXT NOT NULL,
+    data TEXT NOT NULL,
+    present INTEGER NOT NULL,
+    first_seen TEXT NOT NULL,
+    last_seen TEXT NOT NULL,
+    gone_at TEXT
+);
+CREATE TABLE transitions (
+    id {id},
+    event_id TEXT NOT NULL REFERENCES events (event_id) ON DELETE CASCADE,
+    kind TEXT NOT NULL,
+    at TEXT NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX transitions_event ON transitions (event_id, id);
+CREATE TABLE outbox (
+    id {id},
+    transition_id BIGINT NOT NULL REFERENCES transitions (id) ON DELETE CASCADE,
+    event_id TEXT NOT NULL,
+    sink TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at TEXT NOT NULL,
+    claimed_by TEXT,
+    claimed_until TEXT,
+    last_error TEXT,
+    delivered_at TEXT,
+    UNIQUE (transition_id, sink)
+);
+CREATE INDEX outbox_due ON outbox (sink, state, next_attempt_at);
+CREATE TABLE receipts (
+    event_id TEXT NOT NULL REFERENCES events (event_id) ON DELETE CASCADE,
+    sink TEXT NOT NULL,
+    external_id TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (event_id, sink)
+);
+CREATE TABLE approvals (
+    event_id TEXT PRIMARY KEY REFERENCES events (event_id) ON DELETE CASCADE,
+    actor TEXT NOT NULL,
+    via TEXT NOT NULL,
+    at TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    claimed_until TEXT,
+    last_error TEXT,
+    done_at TEXT
+);
+CREATE TABLE audit (
+    id {id},
+    at TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    via TEXT NOT NULL,
+    action TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+CREATE INDEX audit_at ON audit (at);
+"""
+
+# Index i holds the statements of schema version i + 1.
+MIGRATIONS: tuple[str, ...] = (_V1,)

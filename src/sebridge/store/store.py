@@ -1,0 +1,335 @@
+"""Store: documents, events, transitions and approvals, durably, one tick per transaction."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from sebridge.model import Approval, Document, ScheduledEvent, Transition
+from sebridge.store.codec import (
+    event_from_dict,
+    event_to_dict,
+    from_iso,
+    iso,
+    transition_from_json,
+    transition_to_json,
+)
+from sebridge.store.database import Database, Row
+from sebridge.store.outbox import Outbox
+from sebridge.store.records import (
+    ApprovalRecord,
+    AuditEntry,
+    DeliveryStatus,
+    EventRecord,
+    HistoryEntry,
+)
+
+__all__ = ["Store"]
+
+_EVENT_COLUMNS = "event_id, data, state, policy, present, first_seen, last_seen, gone_at"
+_APPROVAL_COLUMNS = "event_id, actor, via, at, state, attempts, last_error, done_at"
+# The states an approval passes through (see ApprovalRecord).
+PENDING, POSTING, POSTED, DRY_RUN, FAILED, ABANDONED = (
+    "pending",
+    "posting",
+    "posted",
+    "dry_run",
+    "failed",
+    "abandoned",
+)
+
+
+class Store:
+    """Everything sebridge remembers. Only this package runs SQL.
+
+    Args:
+        url: store.url (sqlite:////var/lib/sebridge/state.db).
+        agent: who this process is (the VM name); claims carry it.
+    """
+
+    def __init__(self, url: str, agent: str = "local") -> None:
+        self.db = Database(url)
+        self.db.migrate()
+        self.agent = agent
+        self.outbox = Outbox(self.db, agent)
+
+    def close(self) -> None:
+        """Close the database."""
+        self.db.close()
+
+    # -- the poll flow -------------------------------------------------------------------------
+
+    def last_document(self) -> Document | None:
+        """The events of the latest stored document, or None before the first one."""
+        row = self.db.one("SELECT incarnation FROM documents WHERE agent = ?", (self.agent,))
+        if row is None:
+            return None
+        events = self.db.all(
+            "SELECT data FROM events WHERE present = 1 ORDER BY first_seen, event_id"
+        )
+        return Document(int(row[0]), tuple(event_from_dict(json.loads(r[0])) for r in events))
+
+    def apply(
+        self,
+        document: Document,
+        deliveries: Sequence[tuple[Transition, Sequence[str]]],
+        now: datetime,
+        *,
+        policies: dict[str, str] | None = None,
+        approvals: Sequence[Approval] = (),
+    ) -> None:
+        """Write one tick: the document, its events, the transitions with one
+        outbox row per (transition, sink), and the policy's approvals. All or nothing.
+
+        Args:
+            policies: the policy's decision for events first seen in this tick.
+        """
+        policies = policies or {}
+        present = {e.event_id for e in document.events}
+        with self.db.transaction():
+            self.db.execute(
+                "INSERT INTO documents (agent, incarnation, seen_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (agent) DO UPDATE SET incarnation = excluded.incarnation, "
+                "seen_at = excluded.seen_at",
+                (self.agent, document.incarnation, iso(now)),
+            )
+            for event in document.events:
+                self._upsert_event(event, policies.get(event.event_id, "notify"), now)
+            for (event_id,) in self.db.all("SELECT event_id FROM events WHERE present = 1"):
+                if event_id not in present:
+                    self.db.execute(
+                        "UPDATE events SET present = 0, gone_at = ? WHERE event_id = ?",
+                        (iso(now), event_id),
+                    )
+            for transition, sinks in deliveries:
+                self._add_transition(transition, sinks, now)
+            for approval in approvals:
+                self.record_approval(approval)
+
+    def _upsert_event(self, event: ScheduledEvent, policy: str, now: datetime) -> None:
+        data = json.dumps(event_to_dict(event), separators=(",", ":"))
+        self.db.execute(
+            "INSERT INTO events (event_id, event_type, status, state, policy, data, present, "
+            "first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?) "
+            "ON CONFLICT (event_id) DO UPDATE SET event_type = excluded.event_type, "
+            "status = excluded.status, data = excluded.data, present = 1, "
+            "last_seen = excluded.last_seen, gone_at = NULL",
+            (
+                event.event_id,
+                event.event_type,
+                event.status,
+                "new",
+                policy,
+                data,
+                iso(now),
+                iso(now),
+            ),
+        )
+
+    def _add_transition(self, transition: Transition, sinks: Sequence[str], now: datetime) -> int:
+        transition_id = self.db.insert(
+            "INSERT INTO transitions (event_id, kind, at, data) VALUES (?, ?, ?, ?) RETURNING id",
+            (
+                transition.event_id,
+                transition.kind,
+                iso(transition.at),
+                transition_to_json(transition),
+            ),
+        )
+        self.db.execute(
+            "UPDATE events SET state = ? WHERE event_id = ?", (transition.kind, transition.event_id)
+        )
+        self.outbox.enqueue(transition_id, transition.event_id, sinks, now)
+        return transition_id
+
+    # -- events -------------------------------------------------------------------------------
+
+    def event(self, event_id: str) -> EventRecord | None:
+        """One event by id; ids match case-insensitively (people type GUIDs in lower case)."""
+        row = self.db.one(
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE lower(event_id) = lower(?)", (event_id,)
+        )
+        return self._event_record(row) if row else None
+
+    def events(self, *, include_gone_since: datetime | None = None) -> list[EventRecord]:
+        """Events in the latest document, plus those gone since the given time."""
+        since = iso(include_gone_since) if include_gone_since else "9999"
+        rows = self.db.all(
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE present = 1 OR gone_at >= ? "
+            "ORDER BY first_seen, event_id",
+            (since,),
+        )
+        return [self._event_record(row) for row in rows]
+
+    def approved_ids(self) -> frozenset[str]:
+        """Events with an approval that went (or would have gone, dry run) to IMDS."""
+        rows = self.db.all(
+            "SELECT event_id FROM approvals WHERE state IN (?, ?)", (POSTED, DRY_RUN)
+        )
+        return frozenset(r[0] for r in rows)
+
+    def _event_record(self, row: Row) -> EventRecord:
+        event_id = row[0]
+        return EventRecord(
+            event=event_from_dict(json.loads(row[1])),
+            state=row[2],
+            policy=row[3],
+            present=bool(row[4]),
+            first_seen=from_iso(row[5]),
+            last_seen=from_iso(row[6]),
+            gone_at=from_iso(row[7]) if row[7] else None,
+            approval=self.approval(event_id),
+            deliveries=self._delivery_summary(event_id),
+        )
+
+    def _delivery_summary(self, event_id: str) -> tuple[DeliveryStatus, ...]:
+        """Per sink: failed if any row failed, else pending if any is, else delivered."""
+        rows = self.db.all(
+            "SELECT sink, state, attempts, last_error FROM outbox WHERE event_id = ? ORDER BY id",
+            (event_id,),
+        )
+        worst: dict[str, DeliveryStatus] = {}
+        rank = {"delivered": 0, "pending": 1, "failed": 2}
+        for sink, state, attempts, error in rows:
+            current = worst.get(sink)
+            if current is None or rank.get(state, 1) >= rank.get(current.state, 1):
+                worst[sink] = DeliveryStatus(sink, state, attempts, error)
+        return tuple(worst.values())
+
+    # -- approvals ----------------------------------------------------------------------------
+
+    def record_approval(self, approval: Approval) -> bool:
+        """Store an approval once; False when the event already had one (idempotent)."""
+        changed = self.db.execute(
+            "INSERT INTO approvals (event_id, actor, via, at, state) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (event_id) DO NOTHING",
+            (approval.event_id, approval.actor, approval.via, iso(approval.at), PENDING),
+        )
+        return changed == 1
+
+    def approval(self, event_id: str) -> ApprovalRecord | None:
+        """The approval of an event, if any."""
+        row = self.db.one(
+            f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE event_id = ?", (event_id,)
+        )
+        return _approval_record(row) if row else None
+
+    def claim_approvals(self, now: datetime, lease: timedelta) -> list[ApprovalRecord]:
+        """Take pending approvals (and ones whose claimer died) to carry them out."""
+        with self.db.transaction():
+            rows = self.db.all(
+                f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE state = ? "
+                "OR (state = ? AND claimed_until < ?) ORDER BY at",
+                (PENDING, POSTING, iso(now)),
+            )
+            for row in rows:
+                self.db.execute(
+                    "UPDATE approvals SET state = ?, claimed_until = ? WHERE event_id = ?",
+                    (POSTING, iso(now + lease), row[0]),
+                )
+        return [_approval_record(row) for row in rows]
+
+    def has_pending_approvals(self) -> bool:
+        """Whether claim_approvals could return anything (cheap, for every tick)."""
+        row = self.db.one(
+            "SELECT 1 FROM approvals WHERE state IN (?, ?) LIMIT 1", (PENDING, POSTING)
+        )
+        return row is not None
+
+    def finish_approval(
+        self,
+        event_id: str,
+        state: str,
+        now: datetime,
+        *,
+        error: str | None = None,
+        transition: Transition | None = None,
+        sinks: Sequence[str] = (),
+    ) -> None:
+        """Record what became of an approval; with a transition, queue it in the same transaction.
+
+        state PENDING puts it back for the next tick (a failed POST is retried).
+        """
+        with self.db.transaction():
+            self.db.execute(
+                "UPDATE approvals SET state = ?, attempts = attempts + 1, last_error = ?, "
+                "claimed_until = NULL, done_at = ? WHERE event_id = ?",
+                (state, error, None if state == PENDING else iso(now), event_id),
+            )
+            if transition is not None:
+                self._add_transition(transition, sinks, now)
+
+    def audit(self, entry: AuditEntry) -> None:
+        """Record a refused or otherwise noteworthy action."""
+        self.db.execute(
+            "INSERT INTO audit (at, event_id, actor, via, action, detail) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (iso(entry.at), entry.event_id, entry.actor, entry.via, entry.action, entry.detail),
+        )
+
+    # -- history ------------------------------------------------------------------------------
+
+    def history(self, *, event_id: str | None = None, limit: int = 100) -> list[HistoryEntry]:
+        """The newest transitions (oldest first), with their deliveries."""
+        where, params = ("WHERE lower(event_id) = lower(?)", (event_id,)) if event_id else ("", ())
+        rows = self.db.all(
+            f"SELECT id, at, data FROM transitions {where} ORDER BY id DESC LIMIT ?",
+            (*params, limit),
+        )
+        entries = []
+        for transition_id, at, data in reversed(rows):
+            deliveries = self.db.all(
+                "SELECT sink, state, attempts, last_error FROM outbox WHERE transition_id = ? "
+                "ORDER BY sink",
+                (transition_id,),
+            )
+            entries.append(
+                HistoryEntry(
+                    id=transition_id,
+                    at=from_iso(at),
+                    transition=transition_from_json(data),
+                    deliveries=tuple(DeliveryStatus(*d) for d in deliveries),
+                )
+            )
+        return entries
+
+    def audit_entries(self, *, limit: int = 100) -> list[AuditEntry]:
+        """The newest audit entries, oldest first."""
+        rows = self.db.all(
+            "SELECT at, event_id, actor, via, action, detail FROM audit ORDER BY id DESC LIMIT ?",
+            (limit,),
+        )
+        return [AuditEntry(from_iso(r[0]), *r[1:]) for r in reversed(rows)]
+
+    def prune(self, before: datetime) -> int:
+        """Forget events gone before `before` (with their transitions, deliveries,
+        receipts and approvals) and older audit entries; returns the events removed."""
+        with self.db.transaction():
+            gone = [
+                r[0]
+                for r in self.db.all(
+                    "SELECT event_id FROM events WHERE present = 0 AND gone_at < ?", (iso(before),)
+                )
+            ]
+            for event_id in gone:
+                for table in ("outbox", "receipts", "approvals", "transitions", "events"):
+                    self.db.execute(f"DELETE FROM {table} WHERE event_id = ?", (event_id,))
+            self.db.execute("DELETE FROM audit WHERE at < ?", (iso(before),))
+        return len(gone)
+
+
+def _approval_record(row: Row) -> ApprovalRecord:
+    return ApprovalRecord(
+        event_id=row[0],
+        actor=row[1],
+        via=row[2],
+        at=from_iso(row[3]),
+        state=row[4],
+        attempts=row[5],
+        last_error=row[6],
+        done_at=from_iso(row[7]) if row[7] else None,
+    )
+
+
+__all__ += ["ABANDONED", "DRY_RUN", "FAILED", "PENDING", "POSTED", "POSTING"]

@@ -1,0 +1,265 @@
+"""Parsing Scheduled Events documents: tolerant of what IMDS sends, one error for the rest."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sebridge.errors import MalformedDocumentError
+from sebridge.imds import parse_document, parse_not_before
+from sebridge.model import EventStatus, EventType
+
+# The live-migration sequence from the 2020-07-01 documentation, verbatim.
+FREEZE_SCHEDULED = """{
+    "DocumentIncarnation":  2,
+    "Events":  [
+                   {
+                       "EventId":  "C7061BAC-AFDC-4513-B24B-AA5F13A16123",
+                       "EventStatus":  "Scheduled",
+                       "EventType":  "Freeze",
+                       "ResourceType":  "VirtualMachine",
+                       "Resources":  ["WestNO_0", "WestNO_1"],
+                       "NotBefore":  "Mon, 11 Apr 2022 22:26:58 GMT",
+                       "Description":  "Virtual machine is being paused because of a memory-preserving Live Migration operation.",
+                       "EventSource":  "Platform",
+                       "DurationInSeconds":  -1
+                   }
+               ]
+}"""
+
+
+def test_documented_freeze_parses_field_by_field() -> None:
+    doc = parse_document(FREEZE_SCHEDULED)
+    assert doc.incarnation == 2
+    (event,) = doc.events
+    assert event.event_id == "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
+    assert event.event_type == EventType.FREEZE
+    assert event.status == EventStatus.SCHEDULED
+    assert event.resource_type == "VirtualMachine"
+    assert event.resources == ("WestNO_0", "WestNO_1")
+    assert event.not_before == datetime(2022, 4, 11, 22, 26, 58, tzinfo=UTC)
+    assert event.not_before_text == "Mon, 11 Apr 2022 22:26:58 GMT"
+    assert event.description is not None and event.description.startswith("Virtual machine")
+    assert event.source == "Platform"
+    assert event.duration_seconds == -1
+    assert not event.started
+    assert event.affects("WestNO_1") and not event.affects("WestNO_2")
+
+
+def test_idle_document() -> None:
+    doc = parse_document(b'{"DocumentIncarnation": 1, "Events": []}')
+    assert doc.incarnation == 1 and doc.events == ()
+
+
+def test_started_event_has_empty_not_before() -> None:
+    body = FREEZE_SCHEDULED.replace('"Scheduled"', '"Started"').replace(
+        "Mon, 11 Apr 2022 22:26:58 GMT", ""
+    )
+    (event,) = parse_document(body).events
+    assert event.started
+    assert event.not_before is None and event.not_before_text == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Mon, 11 Apr 2022 22:26:58 GMT", datetime(2022, 4, 11, 22, 26, 58, tzinfo=UTC)),
+        # A wrong weekday (11 Apr 2022 was a Monday) must not cost us the event.
+        ("Fri, 11 Apr 2022 22:26:58 GMT", datetime(2022, 4, 11, 22, 26, 58, tzinfo=UTC)),
+        ("11 Apr 2022 22:26:58 GMT", datetime(2022, 4, 11, 22, 26, 58, tzinfo=UTC)),
+        ("Mon, 19 Sep 2016 18:29:47 GMT", datetime(2016, 9, 19, 18, 29, 47, tzinfo=UTC)),
+        ("2016-09-19T18:29:47Z", datetime(2016, 9, 19, 18, 29, 47, tzinfo=UTC)),
+        ("2024-01-15T10:00:00Z", datetime(2024, 1, 15, 10, 0, tzinfo=UTC)),
+        ("2024-01-15T12:00:00+02:00", datetime(2024, 1, 15, 10, 0, tzinfo=UTC)),
+        # Seven fractional digits, as .NET writes them.
+        ("2024-01-15T10:00:00.1234567Z", datetime(2024, 1, 15, 10, 0, 0, 123456, tzinfo=UTC)),
+        ("2024-01-15T10:00:00", datetime(2024, 1, 15, 10, 0, tzinfo=UTC)),
+        ("", None),
+        ("   ", None),
+        ("soon", None),
+        ("Mon, 31 Feb 2022 22:26:58 GMT", None),
+    ],
+)
+def test_not_before_formats(text: str, expected: datetime | None) -> None:
+    assert parse_not_before(text) == expected
+
+
+def _event(**overrides: Any) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "EventId": "602d9444-d2cd-49c7-8624-8643e7171297",
+        "EventType": "Reboot",
+        "ResourceType": "VirtualMachine",
+        "Resources": ["vm0"],
+        "EventStatus": "Scheduled",
+        "NotBefore": "Mon, 19 Sep 2016 18:29:47 GMT",
+    }
+    event.update(overrides)
+    return {k: v for k, v in event.items() if v is not _ABSENT}
+
+
+_ABSENT = object()
+
+
+def _doc(*events: dict[str, Any], incarnation: Any = 1) -> str:
+    return json.dumps({"DocumentIncarnation": incarnation, "Events": list(events)})
+
+
+def test_2017_document_lacks_later_fields() -> None:
+    (event,) = parse_document(_doc(_event())).events
+    assert event.description is None
+    assert event.source is None
+    assert event.duration_seconds is None
+
+
+@pytest.mark.parametrize(("value", "expected"), [(5, 5), ("5", 5), (" 7 ", 7), (3.0, 3)])
+def test_incarnation_as_number_or_string(value: Any, expected: int) -> None:
+    assert parse_document(_doc(incarnation=value)).incarnation == expected
+
+
+def test_unknown_type_status_and_extra_fields_are_kept() -> None:
+    event = _event(EventType="Hibernate", EventStatus="Paused", Priority="High", Tags={"a": 1})
+    doc = parse_document(json.dumps({"DocumentIncarnation": 3, "Events": [event], "Etag": "x"}))
+    (parsed,) = doc.events
+    assert parsed.event_type == "Hibernate" and parsed.status == "Paused"
+    assert parsed.extra == {"Priority": "High", "Tags": {"a": 1}}
+    assert doc.extra == {"Etag": "x"}
+
+
+def test_empty_and_missing_resources() -> None:
+    (empty,) = parse_document(_doc(_event(Resources=[]))).events
+    (missing,) = parse_document(_doc(_event(Resources=_ABSENT))).events
+    assert empty.resources == () and missing.resources == ()
+
+
+def test_absent_not_before_and_numeric_string_duration() -> None:
+    (event,) = parse_document(_doc(_event(NotBefore=_ABSENT, DurationInSeconds="9"))).events
+    assert event.not_before is None and event.not_before_text is None
+    assert event.duration_seconds == 9
+
+
+def test_2017_03_underscore_names_match_this_vm() -> None:
+    (event,) = parse_document(_doc(_event(Resources=["_vm0"]))).events
+    assert event.affects("vm0")
+
+
+def test_several_events_in_one_document_keep_their_order() -> None:
+    doc = parse_document(_doc(_event(EventId="A"), _event(EventId="B"), _event(EventId="C")))
+    assert [e.event_id for e in doc.events] == ["A", "B", "C"]
+    assert doc.event("B") is doc.events[1] and doc.event("Z") is None
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"<html><body>Proxy login</body></html>", "not JSON"),
+        (b'{"DocumentIncarnation": 3, "Events": [', "not JSON"),
+        (b"", "not JSON"),
+        (b"\xff\xfe\x00garbage", "not JSON"),
+        (b"[]", "not a Scheduled Events document"),
+        (b'"text"', "not a Scheduled Events document"),
+        (b'{"Events": []}', "no DocumentIncarnation"),
+        (b'{"DocumentIncarnation": null, "Events": []}', "null DocumentIncarnation"),
+        (b'{"DocumentIncarnation": "two", "Events": []}', "expected an integer"),
+        (b'{"DocumentIncarnation": true, "Events": []}', "boolean"),
+        (b'{"DocumentIncarnation": 1.5, "Events": []}', "expected an integer"),
+        (b'{"DocumentIncarnation": 1}', "Events is missing"),
+        (b'{"DocumentIncarnation": 1, "Events": {}}', "expected a list"),
+        (b'{"DocumentIncarnation": 1, "Events": ["x"]}', r"Events\[0\] is str"),
+        (b'{"DocumentIncarnation": 1, "Events": [{"EventType": "Reboot"}]}', "EventId"),
+    ],
+)
+def test_malformed_documents_raise_one_error(body: bytes, message: str) -> None:
+    with pytest.raises(MalformedDocumentError, match=message):
+        parse_document(body)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"EventId": ""}, "EventId"),
+        ({"EventId": 42}, "EventId"),
+        ({"EventType": None}, "EventType"),
+        ({"EventStatus": ["Started"]}, "EventStatus"),
+        ({"Resources": "vm0"}, "Resources"),
+        ({"Resources": [1, 2]}, "Resources"),
+        ({"NotBefore": 1650000000}, "NotBefore"),
+        ({"Description": {"text": "x"}}, "Description"),
+        ({"DurationInSeconds": "nine"}, "DurationInSeconds"),
+        ({"DurationInSeconds": False}, "DurationInSeconds"),
+    ],
+)
+def test_wrong_field_types_name_the_field(override: dict[str, Any], message: str) -> None:
+    with pytest.raises(MalformedDocumentError, match=message):
+        parse_document(_doc(_event(**override)))
+
+
+def test_nan_duration_is_malformed() -> None:
+    with pytest.raises(MalformedDocumentError):
+        parse_document(_doc(_event(DurationInSeconds=float("nan"))))
+
+
+def test_deeply_nested_json_is_malformed_not_a_crash() -> None:
+    with pytest.raises(MalformedDocumentError):
+        parse_document("[" * 100_000 + "]" * 100_000)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner),
+    max_leaves=20,
+)
+_field_values = st.one_of(
+    _json,
+    st.sampled_from(["Mon, 11 Apr 2022 22:26:58 GMT", "", "2016-09-19T18:29:47Z", "Started"]),
+)
+_events = st.dictionaries(
+    st.sampled_from(
+        [
+            "EventId",
+            "EventType",
+            "EventStatus",
+            "ResourceType",
+            "Resources",
+            "NotBefore",
+            "Description",
+            "EventSource",
+            "DurationInSeconds",
+            "Other",
+        ]
+    ),
+    _field_values,
+)
+_documents = st.one_of(
+    _json,
+    st.fixed_dictionaries(
+        {"DocumentIncarnation": _field_values, "Events": st.lists(_events, max_size=4) | _json}
+    ),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_documents)
+def test_any_json_either_parses_or_raises_the_one_error(value: Any) -> None:
+    body = json.dumps(value)
+    try:
+        doc = parse_document(body)
+    except MalformedDocumentError:
+        return
+    assert isinstance(doc.incarnation, int)
+    for event in doc.events:
+        assert isinstance(event.event_id, str) and event.event_id
+        assert all(isinstance(r, str) for r in event.resources)
+        assert event.not_before is None or event.not_before.tzinfo is UTC
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200) | st.text(max_size=200))
+def test_any_bytes_either_parse_or_raise_the_one_error(body: bytes | str) -> None:
+    with contextlib.suppress(MalformedDocumentError):
+        parse_document(body)
