@@ -78,7 +78,9 @@ def test_unknown_version_is_refused_before_any_request() -> None:
         ImdsClient("http://127.0.0.1:1", "latest")
 
 
-@pytest.mark.parametrize("endpoint", ["169.254.169.254", "ftp://x", "http://h/metadata", "http://h:x"])
+@pytest.mark.parametrize(
+    "endpoint", ["169.254.169.254", "ftp://x", "http://h/metadata", "http://h:x"]
+)
 def test_bad_endpoints_are_refused(endpoint: str) -> None:
     with pytest.raises(ValueError, match="endpoint"):
         ImdsClient(endpoint)
@@ -185,7 +187,9 @@ def test_reset_connection_is_retried(sim: Simulator, client: ImdsClient) -> None
     assert client.get_document().events == ()
 
 
-def test_malformed_json_raises_and_the_next_poll_recovers(sim: Simulator, client: ImdsClient) -> None:
+def test_malformed_json_raises_and_the_next_poll_recovers(
+    sim: Simulator, client: ImdsClient
+) -> None:
     sim.inject("malformed", count=1)
     with pytest.raises(MalformedDocumentError, match="not JSON"):
         client.get_document()
