@@ -1,0 +1,257 @@
+"""tick() end to end, in process: the simulator over real sockets, the real client, a real store."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from sebridge.daemon import Daemon
+from sebridge.errors import ApprovalError
+from sebridge.imds import ImdsClient
+from sebridge.model import Receipt
+from sebridge.policy import PolicySettings
+from sebridge.simulator import Simulator
+from sebridge.sinks.base import Message
+from sebridge.store import Store
+
+
+class FakeClock:
+    """Epoch seconds for the simulator; its datetime for the daemon."""
+
+    def __init__(self) -> None:
+        self.t = datetime.now(UTC).timestamp()
+
+    def epoch(self) -> float:
+        return self.t
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.t, UTC)
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+class ListSink:
+    name = "list"
+
+    def __init__(self) -> None:
+        self.sent: list[Message] = []
+
+    def send(self, message: Message) -> Receipt | None:
+        self.sent.append(message)
+        return None
+
+    def close(self) -> None:
+        pass
+
+    def kinds(self) -> list[tuple[str, str]]:
+        return [(m.transition.kind, m.transition.event_id) for m in self.sent]
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def sim(clock: FakeClock) -> Iterator[Simulator]:
+    with Simulator(vm_name="vm0", clock=clock.epoch, approval_delay=2.0) as s:
+        yield s
+
+
+class Harness:
+    def __init__(self, sim: Simulator, clock: FakeClock, db: Path, **options: object) -> None:
+        self.sim, self.clock, self.db = sim, clock, db
+        self.sink = ListSink()
+        self.options = options
+        self.daemon = self._daemon()
+
+    def _daemon(self) -> Daemon:
+        imds = ImdsClient(self.sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None)
+        store = Store(f"sqlite:///{self.db}", agent="vm0")
+        return Daemon(imds, store, [self.sink], vm_name="vm0", clock=self.clock.now, **self.options)  # type: ignore[arg-type]
+
+    def tick(self) -> None:
+        self.daemon.tick()
+        self.daemon.dispatcher.deliver_due(self.sink)
+
+    def restart(self) -> None:
+        self.daemon.imds.close()
+        self.daemon.store.close()
+        self.daemon = self._daemon()
+
+    def close(self) -> None:
+        self.daemon.imds.close()
+        self.daemon.store.close()
+
+
+@pytest.fixture
+def h(sim: Simulator, clock: FakeClock, tmp_path: Path) -> Iterator[Harness]:
+    harness = Harness(sim, clock, tmp_path / "state.db")
+    yield harness
+    harness.close()
+
+
+def test_platform_reboot_is_notified_not_approved(h: Harness) -> None:
+    eid = h.sim.schedule("Reboot")
+    h.tick()
+    assert h.sink.kinds() == [("scheduled", eid)]
+    assert h.sink.sent[0].policy == "notify"
+    h.tick()
+    assert h.sim.start_requests == []
+
+
+def test_user_event_is_approved_by_the_policy(h: Harness) -> None:
+    eid = h.sim.schedule("Redeploy", source="User")
+    h.tick()
+    assert h.sim.start_requests == [eid]
+    assert h.sink.kinds() == [("scheduled", eid), ("approved", eid)]
+    approved = h.sink.sent[1].transition
+    assert (approved.actor, approved.via, approved.dry_run) == ("policy", "policy", False)
+    h.clock.advance(3)  # past the simulator's approval delay
+    h.tick()
+    assert h.sink.kinds()[-1] == ("started", eid)
+    h.tick()
+    assert h.sim.start_requests == [eid]  # approved once, never again
+
+
+@pytest.mark.parametrize(("duration", "approved"), [(5, True), (0, True), (9, False), (-1, False)])
+def test_freeze_under_nine_seconds_is_approved(h: Harness, duration: int, approved: bool) -> None:
+    eid = h.sim.schedule("Freeze", duration=duration)
+    h.tick()
+    assert h.sim.start_requests == ([eid] if approved else [])
+
+
+def test_a_persons_approval_reaches_imds_once(h: Harness) -> None:
+    eid = h.sim.schedule("Reboot")
+    h.tick()
+    approval, new = h.daemon.approver.approve(eid.lower(), "alice", "cli")
+    assert new and approval.event_id == eid
+    _, again = h.daemon.approver.approve(eid, "bob", "slack")
+    assert not again
+    h.tick()
+    h.tick()
+    assert h.sim.start_requests == [eid]
+    approved = h.sink.sent[-1].transition
+    assert (approved.kind, approved.actor, approved.via) == ("approved", "alice", "cli")
+
+
+def test_approving_unknown_gone_or_started_events_never_reaches_imds(h: Harness) -> None:
+    with pytest.raises(ApprovalError, match="unknown event"):
+        h.daemon.approver.approve("00000000-0000-0000-0000-000000000000", "a", "cli")
+    started = h.sim.schedule("Reboot", status="Started")
+    gone = h.sim.schedule("Reboot")
+    h.tick()
+    h.sim.complete(gone)
+    h.tick()
+    with pytest.raises(ApprovalError, match="already started"):
+        h.daemon.approver.approve(started, "a", "cli")
+    with pytest.raises(ApprovalError, match="gone"):
+        h.daemon.approver.approve(gone, "a", "cli")
+    h.tick()
+    assert h.sim.posts == []
+    assert ("unplanned", started) in h.sink.kinds() and ("cancelled", gone) in h.sink.kinds()
+
+
+def test_a_failed_post_is_retried_on_the_next_tick(h: Harness) -> None:
+    eid = h.sim.schedule("Reboot")
+    h.tick()
+    h.daemon.approver.approve(eid, "alice", "cli")
+    h.sim.inject("500", count=6)  # the GET and the POST, each with the client's 2 retries
+    h.tick()
+    assert h.sim.start_requests == []
+    record = h.daemon.store.approval(eid)
+    assert record is not None and record.state == "pending" and "500" in (record.last_error or "")
+    h.tick()
+    assert h.sim.start_requests == [eid]
+    assert h.sink.kinds().count(("approved", eid)) == 1
+
+
+def test_dry_run_notifies_but_never_posts(sim: Simulator, clock: FakeClock, tmp_path: Path) -> None:
+    h = Harness(sim, clock, tmp_path / "state.db", dry_run=True)
+    eid = sim.schedule("Reboot", source="User")
+    h.tick()
+    assert sim.posts == []
+    assert h.sink.kinds() == [("scheduled", eid), ("approved", eid)]
+    assert h.sink.sent[1].transition.dry_run and h.sink.sent[1].dry_run
+    h.close()
+
+
+def test_only_this_vm_ignores_other_vms_events(
+    sim: Simulator, clock: FakeClock, tmp_path: Path
+) -> None:
+    h = Harness(sim, clock, tmp_path / "state.db", policy=PolicySettings(only_this_vm=True))
+    sim.schedule("Reboot", resources=["other-vm"])
+    mine = sim.schedule("Reboot", resources=["vm0", "other-vm"])
+    h.tick()
+    assert h.sink.kinds() == [("scheduled", mine)]
+    h.close()
+
+
+def test_unchanged_document_writes_nothing(h: Harness) -> None:
+    h.sim.schedule("Reboot")
+    h.tick()
+    before = _dump(h.db)
+    for _ in range(5):
+        h.tick()
+    assert _dump(h.db) == before
+
+
+def test_malformed_document_keeps_the_previous_state(h: Harness) -> None:
+    eid = h.sim.schedule("Reboot")
+    h.tick()
+    for kind in ("malformed", "html"):
+        h.sim.inject(kind)
+        h.tick()
+    assert h.sink.kinds() == [("scheduled", eid)]
+    record = h.daemon.store.event(eid)
+    assert record is not None and record.present
+    h.tick()
+    assert h.sink.kinds() == [("scheduled", eid)]
+
+
+def test_an_outage_is_not_all_events_completed(h: Harness) -> None:
+    eid = h.sim.schedule("Reboot")
+    h.tick()
+    h.sim.inject("500", count=1000)
+    for _ in range(60):
+        h.clock.advance(1)
+        h.tick()
+    h.sim.clear_faults()
+    h.tick()
+    assert h.sink.kinds() == [("scheduled", eid)]
+    record = h.daemon.store.event(eid)
+    assert record is not None and record.present and record.state == "scheduled"
+
+
+def test_a_restart_does_not_repeat_transitions(h: Harness) -> None:
+    eid = h.sim.schedule("Reboot")
+    h.tick()
+    h.restart()
+    h.tick()
+    h.sim.start_event(eid)
+    h.tick()
+    assert h.sink.kinds() == [("scheduled", eid), ("started", eid)]
+
+
+def test_an_event_gone_while_we_were_down_completes_if_approved(h: Harness) -> None:
+    eid = h.sim.schedule("Reboot")
+    h.tick()
+    h.daemon.approver.approve(eid, "alice", "cli")
+    h.tick()
+    h.restart()  # the VM rebooted with the event; it is gone when we come back
+    h.sim.complete(eid)
+    h.tick()
+    assert h.sink.kinds()[-1] == ("completed", eid)
+
+
+def _dump(db: Path) -> list[tuple[object, ...]]:
+    with sqlite3.connect(db) as conn:
+        rows: list[tuple[object, ...]] = []
+        for table in ("documents", "events", "transitions", "outbox", "approvals", "receipts"):
+            rows += [(table, *r) for r in conn.execute(f"SELECT * FROM {table}")]
+        return rows
