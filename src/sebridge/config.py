@@ -22,6 +22,7 @@ from sebridge import config_checks as checks
 from sebridge.config_reader import Reader, did_you_mean
 from sebridge.config_secrets import Secret
 from sebridge.errors import ConfigError
+from sebridge.imds.client import API_VERSIONS, DEFAULT_API_VERSION
 from sebridge.model import EventType
 
 __all__ = [
@@ -48,15 +49,6 @@ __all__ = [
 
 DEFAULT_PATH = "/etc/sebridge/sebridge.toml"
 ENV_VAR = "SEBRIDGE_CONFIG"
-API_VERSIONS = (
-    "2017-03-01",
-    "2017-08-01",
-    "2017-11-01",
-    "2019-01-01",
-    "2019-04-01",
-    "2019-08-01",
-    "2020-07-01",
-)
 EVENT_TYPES = tuple(t.value for t in EventType)
 
 _T = TypeVar("_T")
@@ -83,7 +75,7 @@ class ImdsConfig:
     """[imds]: the Instance Metadata Service and how often to ask it."""
 
     endpoint: str = "http://169.254.169.254"
-    api_version: str = _opt("2020-07-01", choices=API_VERSIONS)
+    api_version: str = _opt(DEFAULT_API_VERSION, choices=API_VERSIONS)
     poll_interval: float = _opt(1.0, ge=0.2, le=3600.0, why="IMDS allows 5 requests/s")
     timeout: float = _opt(5.0, gt=0.0)
     vm_name: str = ""  # empty: ask IMDS for the compute name

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 from sebridge.approve import Approver
 from sebridge.diff import diff
@@ -27,13 +28,25 @@ from sebridge.policy import APPROVE, IGNORE, PolicySettings, decide
 from sebridge.sinks.base import Sink
 from sebridge.store import Store
 
-__all__ = ["Daemon", "TickResult"]
+__all__ = ["Daemon", "Service", "TickResult"]
 
 log = logging.getLogger(__name__)
 
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class Service(Protocol):
+    """Something that runs beside the polling: the HTTP server, Slack's Socket Mode."""
+
+    def start(self) -> None:
+        """Start serving in the background; raise if that is impossible."""
+        ...
+
+    def stop(self) -> None:
+        """Stop serving."""
+        ...
 
 
 @dataclass
@@ -73,7 +86,11 @@ class Daemon:
         self._sink_names = [s.name for s in self.sinks]
         self._policy = policy or PolicySettings()
         self._dry_run = dry_run
-        self._vm_name = vm_name
+        # Configured, else learnt from IMDS on an earlier run (so deliveries made
+        # before this run's first poll already name this VM), else asked on the
+        # first tick.
+        self._vm_name = vm_name or store.setting("vm_name") or ""
+        self._vm_name_checked = bool(vm_name)
         self._clock = clock
         self.approver = Approver(store, imds, self.sinks_for, dry_run=dry_run, clock=clock)
         self.dispatcher = Dispatcher(
@@ -89,6 +106,7 @@ class Daemon:
         self._last_object: Document | None = None
         self._imds_failing: str | None = None
         self._data_version = store.db.data_version()
+        self.services: list[Service] = []
 
     def vm_name(self) -> str:
         """This VM's name, as IMDS's Resources spell it."""
@@ -113,6 +131,11 @@ class Daemon:
             self.dispatcher.wake()
         return result
 
+    def carry_out_approvals(self) -> None:
+        """POST what was just approved now, not at the next tick, and deliver its news."""
+        self.approver.execute()
+        self.dispatcher.wake()
+
     def _poll(self, result: TickResult) -> Document | None:
         try:
             document = self.imds.get_document()
@@ -126,16 +149,20 @@ class Daemon:
             log.info("IMDS answers again")
             self._imds_failing = None
         result.polled = True
-        if not self._vm_name:
+        if not self._vm_name_checked:
             self._learn_vm_name()
         return document
 
     def _learn_vm_name(self) -> None:
+        self._vm_name_checked = True
         try:
-            self._vm_name = self.imds.instance_name()
+            name = self.imds.instance_name()
         except ImdsError as exc:
-            log.warning("cannot read this VM's name from IMDS (%s); using the hostname", exc)
-            self._vm_name = socket.gethostname()
+            log.warning("cannot read this VM's name from IMDS (%s); using %s", exc, self.vm_name())
+            return
+        if name != self._vm_name:
+            self.store.remember("vm_name", name)
+            self._vm_name = name
 
     def _record(self, document: Document, result: TickResult) -> None:
         now = self._clock()
@@ -208,11 +235,15 @@ class Daemon:
             self._prune, "interval", hours=6, args=[retention], next_run_time=datetime.now(UTC)
         )
         self.dispatcher.start()
+        for service in self.services:
+            service.start()
         scheduler.start()
         log.info("sebridge polling %s every %gs", self.imds.endpoint, poll_interval)
         stop.wait()
         log.info("stopping: finishing the current tick")
         scheduler.shutdown(wait=True)
+        for service in reversed(self.services):
+            service.stop()
         self.dispatcher.flush(shutdown_grace)
         self.dispatcher.stop(timeout=1.0)
         self.imds.close()

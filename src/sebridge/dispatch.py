@@ -142,6 +142,7 @@ class Dispatcher:
             policy=delivery.policy,
             receipt=delivery.receipt,
             dry_run=self._dry_run,
+            approved_by=delivery.approved_by,
         )
         what = f"{delivery.transition.kind} of {delivery.transition.event_id} to {sink.name}"
         try:

@@ -126,6 +126,7 @@ class TransitionKind(StrEnum):
     STARTED = "started"  # EventStatus became Started
     COMPLETED = "completed"  # gone after it started (or after approval / NotBefore)
     CANCELLED = "cancelled"  # gone before NotBefore, never started, never approved
+    TAKEN = "taken"  # a person said "I'm on it" (Slack) without approving
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ class Transition:
             as it was last seen.
         changes: for CHANGED, the names of the fields that moved
             ("not_before", "resources", "description", "duration_seconds").
-        actor, via: for APPROVED, who approved and through what
+        actor, via: for APPROVED (and TAKEN), who and through what
             ("cli", "slack", "link", "policy").
         dry_run: for APPROVED, nothing was POSTed to IMDS.
     """

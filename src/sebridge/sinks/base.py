@@ -24,6 +24,7 @@ class Message:
         receipt: what this sink returned for an earlier transition of the
             same event (update that message or ticket instead of a new one).
         dry_run: sebridge runs with policy.dry_run: nothing reaches IMDS.
+        approved_by: who approved the event, if anyone has by the time of delivery.
     """
 
     transition: Transition
@@ -31,6 +32,17 @@ class Message:
     policy: str
     receipt: Receipt | None = None
     dry_run: bool = False
+    approved_by: str | None = None
+
+    @property
+    def approvable(self) -> bool:
+        """Whether a person can still approve: scheduled, not started, not approved."""
+        t = self.transition
+        return (
+            t.kind in ("scheduled", "changed", "taken")
+            and not t.event.started
+            and self.approved_by is None
+        )
 
 
 class Sink(Protocol):

@@ -53,10 +53,12 @@ class Outbox:
         """Claim due rows for `sink`, oldest first, at most one per event."""
         with self._db.transaction():
             rows = self._db.all(
-                "SELECT o.id, o.attempts, t.data, e.policy, e.gone_at, r.external_id, r.data "
-                "FROM outbox o JOIN transitions t ON t.id = o.transition_id "
+                "SELECT o.id, o.attempts, t.data, e.policy, e.gone_at, r.external_id, r.data, "
+                "a.actor FROM outbox o JOIN transitions t ON t.id = o.transition_id "
                 "JOIN events e ON e.event_id = o.event_id "
                 "LEFT JOIN receipts r ON r.event_id = o.event_id AND r.sink = o.sink "
+                "LEFT JOIN approvals a ON a.event_id = o.event_id "
+                "AND a.state IN ('posted', 'dry_run') "
                 "WHERE o.sink = ? AND o.state = ? AND o.next_attempt_at <= ? "
                 "AND (o.claimed_until IS NULL OR o.claimed_until < ?) "
                 "AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink "
@@ -78,6 +80,7 @@ class Outbox:
                 policy=row[3],
                 gone_at=from_iso(row[4]) if row[4] else None,
                 receipt=Receipt(row[5], json.loads(row[6])) if row[5] is not None else None,
+                approved_by=row[7],
             )
             for row in rows
         ]

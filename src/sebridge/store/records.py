@@ -72,6 +72,7 @@ class Delivery:
     receipt: Receipt | None  # what this sink returned earlier for the event
     policy: str
     gone_at: datetime | None  # when the event left the document (bounds retries)
+    approved_by: str | None = None  # who approved the event, once IMDS has it (or dry run)
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,11 @@ class Store:
             ),
         )
 
+    def record_transition(self, transition: Transition, sinks: Sequence[str], now: datetime) -> int:
+        """Queue a transition that no document produced (someone took the event)."""
+        with self.db.transaction():
+            return self._add_transition(transition, sinks, now)
+
     def _add_transition(self, transition: Transition, sinks: Sequence[str], now: datetime) -> int:
         transition_id = self.db.insert(
             "INSERT INTO transitions (event_id, kind, at, data) VALUES (?, ?, ?, ?) RETURNING id",
@@ -142,6 +147,19 @@ class Store:
         )
         self.outbox.enqueue(transition_id, transition.event_id, sinks, now)
         return transition_id
+
+    def setting(self, key: str) -> str | None:
+        """A value sebridge remembers across restarts (e.g. this VM's name)."""
+        row = self.db.one("SELECT value FROM meta WHERE key = ?", (f"setting.{key}",))
+        return str(row[0]) if row else None
+
+    def remember(self, key: str, value: str) -> None:
+        """Keep a value across restarts."""
+        self.db.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (f"setting.{key}", value),
+        )
 
     # -- events -------------------------------------------------------------------------------
 

@@ -1,0 +1,1 @@
+"""Inbound: the HTTP server (Slack HTTP mode, health), Slack Socket Mode, and click handling."""

@@ -1,0 +1,541 @@
+"""The `sebridge` command-line contract (DESIGN.md "Interfaces", README "Commands").
+
+Commands run as real processes (`python -m sebridge ...`) against the in-process
+IMDS simulator over a real socket; argparse-level behaviour (help, version, no
+command) also runs in process through `sebridge.cli.main([...])` with capsys.
+(In process, the subcommands cannot be captured: see
+test_main_writes_to_the_stdout_of_the_moment.) Exit codes: 0 done, 1 run-time
+failure (IMDS, store), 2 bad usage or configuration, 3 approval refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import cli_env, free_port, query, run_cli, write_config
+
+from sebridge import __version__, config
+from sebridge.cli import main
+from sebridge.simulator import Simulator
+
+COMMANDS = ("run", "once", "events", "approve", "history", "check", "simulate", "demo")
+WITH_CONFIG = ("run", "once", "events", "approve", "history", "check")
+WITH_JSON = ("once", "events", "approve", "history", "check")
+EVENT_FIELDS = {"event_id", "event_type", "state", "policy", "approval", "deliveries"}
+
+
+@pytest.fixture(autouse=True)
+def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """In process: no real /etc/sebridge/sebridge.toml, no inherited $SEBRIDGE_CONFIG, and
+    the root logger as it was (every command reconfigures logging onto sys.stderr)."""
+    monkeypatch.setattr(config, "DEFAULT_PATH", str(tmp_path / "absent" / "sebridge.toml"))
+    monkeypatch.delenv("SEBRIDGE_CONFIG", raising=False)
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.fixture
+def sim() -> Iterator[Simulator]:
+    # approval_delay: an approved event stays Scheduled for the whole test.
+    with Simulator(port=0, approval_delay=3600) as simulator:
+        yield simulator
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "state.db"
+
+
+@pytest.fixture
+def cfg(tmp_path: Path, sim: Simulator, db: Path) -> str:
+    """Console on (the default sink), no JSON lines, store in tmp_path."""
+    return str(write_config(tmp_path / "sebridge.toml", endpoint=sim.url, db=db, console=True))
+
+
+def run(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """`sebridge ARGV` as a real process -> (exit code, stdout, stderr)."""
+    result = run_cli(*argv, env=env)
+    return result.returncode, result.stdout, result.stderr
+
+
+def as_json(text: str) -> Any:
+    return json.loads(text)
+
+
+# --- help and usage --------------------------------------------------------------------------
+
+
+def test_help_lists_every_command() -> None:
+    result = run_cli("--help")
+    assert result.returncode == 0
+    assert result.stdout.startswith("usage: sebridge")
+    for command in COMMANDS:
+        assert f"    {command} " in result.stdout, command
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"sebridge {__version__}"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: sebridge {command}")
+    assert ("--config" in out) == (command in WITH_CONFIG)
+    assert ("--json" in out) == (command in WITH_JSON)
+    if command == "approve":
+        assert "EVENT_ID" in out
+        assert "--as" in out
+
+
+def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run()
+    assert code == 2
+    assert out == ""
+    assert "usage: sebridge" in err
+    # The real process agrees.
+    result = run_cli()
+    assert result.returncode == 2
+    assert "usage: sebridge" in result.stderr
+
+
+def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["frobnicate"])
+    assert exit_info.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+# --- check -------------------------------------------------------------------------------------
+
+
+def test_check_with_defaults() -> None:
+    if Path(config.DEFAULT_PATH).exists():
+        pytest.skip(f"{config.DEFAULT_PATH} exists here: the defaults are not in effect")
+    store_dir = Path("/var/lib/sebridge")
+    parent = store_dir if store_dir.exists() else store_dir.parent
+    writable = os.access(parent, os.W_OK)
+    if not writable:
+        pytest.skip("the default store folder /var/lib/sebridge is not writable here")
+    code, out, err = run("check")
+    assert code == 0, err
+    assert "configuration: defaults: valid" in out
+    assert "sinks: console" in out
+    assert "problem" not in out
+
+
+def test_check_valid_file(cfg: str, db: Path) -> None:
+    code, out, err = run("check", "--config", cfg)
+    assert code == 0, err
+    assert f"configuration: {cfg}: valid" in out
+    assert "sinks: console" in out
+    assert db.exists()  # check opens (and creates) the store
+
+
+def test_check_json(cfg: str, sim: Simulator) -> None:
+    code, out, _ = run("check", "--json", "--config", cfg)
+    assert code == 0
+    report = as_json(out)
+    assert set(report) == {"config", "source", "warnings", "problems"}
+    assert report["source"] == cfg
+    assert report["problems"] == []
+    assert report["config"]["imds"]["endpoint"] == sim.url
+    assert report["config"]["imds"]["poll_interval"] == 0.2
+    assert report["config"]["console"]["enabled"] is True
+
+
+def test_check_unknown_key_names_it(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[imds]\npoll_intervall = 1.0\n", encoding="utf-8")
+    code, out, err = run("check", "--config", str(bad))
+    assert code == 2
+    assert out == ""
+    assert "configuration error" in err
+    assert "poll_intervall" in err
+    assert "poll_interval" in err.replace("poll_intervall", "")  # the suggestion
+
+
+def test_check_toml_syntax_error(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.toml"
+    bad.write_text("[imds\nendpoint = 'http://x'\n", encoding="utf-8")
+    code, _, err = run("check", "--config", str(bad))
+    assert code == 2
+    assert "invalid TOML" in err
+    assert str(bad) in err
+    assert "Traceback" not in err
+
+
+def test_check_missing_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    code, _, err = run("check", "--config", str(missing))
+    assert code == 2
+    assert str(missing) in err
+    assert "does not exist" in err
+
+
+def test_sebridge_config_variable_is_honoured(cfg: str, tmp_path: Path) -> None:
+    code, out, err = run("check", env=cli_env(SEBRIDGE_CONFIG=cfg))
+    assert code == 0, err
+    assert f"configuration: {cfg}: valid" in out
+    code, out, _ = run("check", "--json", env=cli_env(SEBRIDGE_CONFIG=cfg))
+    assert code == 0
+    assert as_json(out)["source"] == cfg
+
+    # --config wins over the variable.
+    other = write_config(
+        tmp_path / "other.toml", endpoint="http://127.0.0.1:9", db=tmp_path / "o.db"
+    )
+    code, out, _ = run("check", "--json", "--config", str(other), env=cli_env(SEBRIDGE_CONFIG=cfg))
+    assert code == 0
+    assert as_json(out)["source"] == str(other)
+
+    # A variable naming a missing file is an error that says where the name came from.
+    missing = str(tmp_path / "missing.toml")
+    code, _, err = run("check", env=cli_env(SEBRIDGE_CONFIG=missing))
+    assert code == 2
+    assert missing in err
+    assert "$SEBRIDGE_CONFIG" in err
+
+
+SLACK_SECRETS = """
+[slack]
+bot_token = "xoxb-SECRET-123"
+app_token = "xapp-SECRET-456"
+channel = "C0123456789"
+approvers = ["U0123ABCD"]
+"""
+
+
+def test_check_never_shows_secrets(tmp_path: Path) -> None:
+    token_file = tmp_path / "signing"
+    token_file.write_text("SECRET-signing-789\n", encoding="utf-8")
+    env = cli_env(TEAMS_HOOK="https://example.webhook.office.com/SECRET-hook")
+    path = write_config(
+        tmp_path / "secrets.toml",
+        endpoint="http://127.0.0.1:9",
+        db=tmp_path / "state.db",
+        extra=SLACK_SECRETS
+        + f'signing_secret_file = "{token_file}"\n'
+        + '[teams]\nwebhook_url = "${TEAMS_HOOK}"\n',
+    )
+    outputs = []
+    for argv in (
+        ["check", "--config", str(path)],
+        ["check", "--json", "--config", str(path)],
+        ["check", "-v", "--config", str(path)],
+        ["check", "-v", "--json", "--config", str(path)],
+    ):
+        code, out, err = run(*argv, env=env)
+        assert code == 0, err
+        outputs.append((out, err))
+    assert "sinks: console, slack, teams" in outputs[0][0]
+    report = as_json(outputs[1][0])
+    assert report["config"]["slack"]["bot_token"] == "***"
+    assert report["config"]["slack"]["app_token"] == "***"
+    assert report["config"]["slack"]["signing_secret"] == "***"
+    assert report["config"]["teams"]["webhook_url"] == "***"
+    assert report["config"]["slack"]["channel"] == "C0123456789"
+    for out, err in outputs:
+        assert "SECRET" not in out
+        assert "SECRET" not in err
+
+
+def test_bad_secret_is_reported_without_its_value(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path / "secrets.toml",
+        endpoint="http://127.0.0.1:9",
+        db=tmp_path / "state.db",
+        extra=SLACK_SECRETS.replace("xoxb-SECRET-123", "xoxp-SECRET-123"),
+    )
+    code, out, err = run("check", "--config", str(path))
+    assert code == 2
+    assert "slack.bot_token" in err
+    assert "SECRET" not in out + err
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: store.sqlite_path() quotes the raw store.url (password included) in its "
+    "StoreError, and `check` prints that error as a problem",
+)
+def test_check_never_shows_the_store_password(tmp_path: Path) -> None:
+    path = tmp_path / "pg.toml"
+    path.write_text(
+        '[store]\nurl = "postgresql://sebridge:SECRET-789@db.example.net/sebridge"\n',
+        encoding="utf-8",
+    )
+    texts = []
+    for argv in (["check", "--config", str(path)], ["check", "--json", "--config", str(path)]):
+        _, out, err = run(*argv)
+        texts.append(out + err)
+    assert "postgresql://sebridge:***@db.example.net/sebridge" in texts[1]  # redacted config
+    for text in texts:
+        assert "SECRET" not in text
+
+
+# --- once --------------------------------------------------------------------------------------
+
+
+def test_once_prints_the_console_line(cfg: str, sim: Simulator, db: Path) -> None:
+    event_id = sim.schedule("Reboot")
+    code, out, err = run("once", "--config", cfg)
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if event_id in line]
+    assert len(lines) == 1, out
+    assert "SCHEDULED" in lines[0]
+    assert "Reboot" in lines[0]
+    assert "policy=notify" in lines[0]
+    assert "vm0 (this VM)" in lines[0]
+    assert query(db, "SELECT event_id, kind FROM transitions") == [(event_id, "scheduled")]
+
+    # Nothing changed: a second tick says nothing and records nothing.
+    code, out, _ = run("once", "--config", cfg)
+    assert code == 0
+    assert event_id not in out
+    assert len(query(db, "SELECT id FROM transitions")) == 1
+
+
+def test_once_json(cfg: str, sim: Simulator) -> None:
+    event_id = sim.schedule("Reboot", source="User")
+    code, out, err = run("once", "--json", "--config", cfg)
+    assert code == 0, err
+    report = as_json(out)  # stdout is only JSON: the console line went to stderr
+    assert report["polled"] is True
+    assert report["error"] is None
+    assert report["transitions"] == [
+        {"kind": "scheduled", "event_id": event_id, "event_type": "Reboot"}
+    ]
+    assert report["approvals_done"] == 1  # a user event: approved by the policy
+    assert sim.start_requests == [event_id]
+    assert event_id in err
+
+
+def test_once_against_a_dead_endpoint(tmp_path: Path, db: Path) -> None:
+    dead = write_config(
+        tmp_path / "dead.toml",
+        endpoint=f"http://127.0.0.1:{free_port()}",
+        db=db,
+        console=True,
+    )
+    code, out, err = run("once", "--config", str(dead))
+    assert code == 1
+    assert out == ""
+    assert "cannot reach IMDS" in err
+    assert "Traceback" not in err
+    assert query(db, "SELECT COUNT(*) FROM transitions") == [(0,)]
+    assert query(db, "SELECT COUNT(*) FROM events") == [(0,)]
+
+    code, out, _ = run("once", "--json", "--config", str(dead))
+    assert code == 1
+    report = as_json(out)
+    assert report["polled"] is False
+    assert "cannot reach IMDS" in report["error"]
+    assert report["transitions"] == []
+
+
+def test_failed_poll_never_reads_as_events_gone(
+    cfg: str, sim: Simulator, tmp_path: Path, db: Path
+) -> None:
+    event_id = sim.schedule("Redeploy")
+    assert run("once", "--config", cfg)[0] == 0
+    dead = write_config(
+        tmp_path / "dead.toml", endpoint=f"http://127.0.0.1:{free_port()}", db=db, console=True
+    )
+    code, out, _ = run("once", "--config", str(dead))
+    assert code == 1
+    assert out == ""
+    assert query(db, "SELECT event_id, kind FROM transitions") == [(event_id, "scheduled")]
+    assert query(db, "SELECT present, gone_at FROM events") == [(1, None)]
+
+
+# --- events, history, approve ------------------------------------------------------------------
+
+
+def test_events_table_and_json(cfg: str, sim: Simulator) -> None:
+    code, out, _ = run("events", "--config", cfg)
+    assert code == 0
+    assert "no events" in out
+    assert as_json(run("events", "--json", "--config", cfg)[1]) == []
+
+    event_id = sim.schedule("Reboot")
+    assert run("once", "--config", cfg)[0] == 0
+
+    code, out, _ = run("events", "--config", cfg)
+    assert code == 0
+    head, *rows = out.splitlines()
+    for column in ("EVENT ID", "TYPE", "STATE", "POLICY", "APPROVED BY", "DELIVERIES"):
+        assert column in head
+    assert len(rows) == 1
+    assert rows[0].split()[:3] == [event_id, "Reboot", "scheduled"]
+    assert "notify" in rows[0]
+    assert "console:delivered" in rows[0]
+
+    code, out, _ = run("events", "--json", "--config", cfg)
+    assert code == 0
+    (event,) = as_json(out)
+    assert EVENT_FIELDS <= set(event)
+    assert event["event_id"] == event_id
+    assert event["event_type"] == "Reboot"
+    assert event["state"] == "scheduled"
+    assert event["policy"] == "notify"
+    assert event["approval"] is None
+    assert event["present"] is True
+    assert event["deliveries"] == [
+        {"sink": "console", "state": "delivered", "attempts": 1, "error": None}
+    ]
+
+    # Gone events leave the list, and come back with --all.
+    sim.complete(event_id)
+    assert run("once", "--config", cfg)[0] == 0
+    assert as_json(run("events", "--json", "--config", cfg)[1]) == []
+    (gone,) = as_json(run("events", "--all", "--json", "--config", cfg)[1])
+    assert (gone["event_id"], gone["state"], gone["present"]) == (event_id, "cancelled", False)
+
+
+def test_approve_exit_codes_and_json(cfg: str, sim: Simulator) -> None:
+    event_id = sim.schedule("Reboot")
+    assert run("once", "--config", cfg)[0] == 0
+
+    # People type GUIDs in lower case: the canonical id goes to IMDS.
+    code, out, err = run("approve", event_id.lower(), "--as", "carol", "--config", cfg)
+    assert code == 0, err
+    assert f"approved {event_id} as carol" in out
+    assert sim.start_requests == [event_id]
+
+    code, out, _ = run("approve", event_id, "--as", "dave", "--json", "--config", cfg)
+    assert code == 0
+    assert as_json(out) == {
+        "event_id": event_id,
+        "actor": "carol",
+        "via": "cli",
+        "state": "posted",
+        "new": False,
+        "error": None,
+    }
+    code, out, _ = run("approve", event_id, "--config", cfg)
+    assert code == 0
+    assert "already approved by carol" in out
+    assert sim.start_requests == [event_id]
+
+    code, out, err = run(
+        "approve", "00000000-0000-4000-8000-000000000000", "--json", "--config", cfg
+    )
+    assert code == 3
+    assert out == ""
+    assert "approval refused" in err
+    assert "unknown event" in err
+
+    running = sim.schedule("Freeze", duration=30)
+    assert run("once", "--config", cfg)[0] == 0
+    sim.start_event(running)
+    assert run("once", "--config", cfg)[0] == 0
+    code, _, err = run("approve", running, "--config", cfg)
+    assert code == 3
+    assert "already started" in err
+
+    gone = sim.schedule("Redeploy")
+    assert run("once", "--config", cfg)[0] == 0
+    sim.complete(gone)
+    assert run("once", "--config", cfg)[0] == 0
+    code, _, err = run("approve", gone, "--config", cfg)
+    assert code == 3
+    assert "gone" in err
+
+    assert sim.start_requests == [event_id]
+    assert [p.ids for p in sim.posts] == [(event_id,)]
+
+    (record,) = [
+        e for e in as_json(run("events", "--json", "--config", cfg)[1]) if e["event_id"] == event_id
+    ]
+    assert record["approval"] == {"actor": "carol", "via": "cli", "state": "posted", "error": None}
+
+
+def test_approve_in_dry_run_posts_nothing(tmp_path: Path, sim: Simulator, db: Path) -> None:
+    dry = str(
+        write_config(tmp_path / "dry.toml", endpoint=sim.url, db=db, console=True, dry_run=True)
+    )
+    event_id = sim.schedule("Reboot")
+    assert run("once", "--config", dry)[0] == 0
+    code, out, err = run("approve", event_id, "--as", "erin", "--config", dry)
+    assert code == 0, err
+    assert "DRY RUN" in out
+    assert sim.posts == []
+
+
+def test_history_text_and_json(cfg: str, sim: Simulator) -> None:
+    code, out, _ = run("history", "--config", cfg)
+    assert code == 0
+    assert "no history yet" in out
+    assert as_json(run("history", "--json", "--config", cfg)[1]) == []
+
+    event_id = sim.schedule("Reboot")
+    other = sim.schedule("Redeploy")
+    assert run("once", "--config", cfg)[0] == 0
+    assert run("approve", event_id, "--as", "carol", "--config", cfg)[0] == 0
+    # The next tick delivers the approval the CLI recorded.
+    code, out, _ = run("once", "--config", cfg)
+    assert code == 0
+    assert "APPROVED" in out
+    assert "by carol via cli" in out
+
+    code, out, _ = run("history", "--config", cfg)
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) == 3
+    assert [line.split()[2] for line in lines] == ["scheduled", "scheduled", "approved"]
+    assert "by carol via cli" in lines[2]
+    assert all("[console:delivered]" in line for line in lines)
+
+    code, out, _ = run("history", "--json", "--config", cfg)
+    assert code == 0
+    entries = as_json(out)
+    assert [(e["kind"], e["event_id"]) for e in entries] == [
+        ("scheduled", event_id),
+        ("scheduled", other),
+        ("approved", event_id),
+    ]
+    approved = entries[2]
+    assert (approved["actor"], approved["via"], approved["dry_run"]) == ("carol", "cli", False)
+    assert approved["deliveries"] == [
+        {"sink": "console", "state": "delivered", "attempts": 1, "error": None}
+    ]
+    for entry in entries:
+        assert {"id", "at", "kind", "event_id", "event_type", "deliveries"} <= set(entry)
+
+    # One event only, matched case-insensitively.
+    code, out, _ = run("history", event_id.lower(), "--json", "--config", cfg)
+    assert code == 0
+    assert [e["kind"] for e in as_json(out)] == ["scheduled", "approved"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: sebridge.commands binds `out: TextIO = sys.stdout` when the module is "
+    "imported, so cli.main() ignores a later redirection of sys.stdout (capsys, "
+    "contextlib.redirect_stdout) and writes to a stale, possibly closed, stream",
+)
+def test_main_writes_to_the_stdout_of_the_moment(cfg: str) -> None:
+    importlib.import_module("sebridge.commands")  # as in any process that imported it before
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = main(["check", "--config", cfg])
+    assert code == 0
+    assert f"configuration: {cfg}: valid" in buffer.getvalue()
