@@ -5,6 +5,7 @@ Plain functions and classes only (no fixtures): each test module owns its fixtur
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -210,10 +211,8 @@ class DaemonProcess:
         """SIGKILL (idempotent) and reap."""
         if self.proc.poll() is None:
             self.proc.kill()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(10)
-        except subprocess.TimeoutExpired:  # pragma: no cover - a kernel problem, not ours
-            pass
 
     def log_text(self) -> str:
         try:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from helpers import (
     DaemonProcess,
     FakeClock,
@@ -36,7 +37,6 @@ from helpers import (
     wait_until,
     write_config,
 )
-
 from sebridge.config import load
 from sebridge.runtime import build_daemon
 from sebridge.simulator import Simulator
@@ -305,11 +305,6 @@ def test_crash_after_commit_delivers_every_notification_exactly_once(
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: after a restart the dispatcher delivers committed rows before the first poll "
-    "learnt this VM's name from IMDS, so they carry the hostname and this_vm=false",
-)
 def test_redelivery_after_restart_names_this_vm(
     make_sim: Callable[..., Simulator],
     tmp_path: Path,
@@ -359,7 +354,7 @@ def test_malformed_and_html_answers_change_nothing(
     wait_line(setup.jsonl, event_id, "scheduled")
 
     sim.inject("malformed", count=5)
-    sim.inject("html", count=2)
+    sim.inject("html")
     wait_until(lambda: not sim.faults, 15, message="the faults to be served")
     wait_polls(sim, 3)  # and good answers again
 
@@ -396,7 +391,7 @@ def test_imds_down_for_a_minute_invents_no_transition(tmp_path: Path) -> None:
             endpoint=sim.url,
             db=tmp_path / "state.db",
             jsonl=jsonl,
-            poll_interval=5.0,  # 12 polls are a minute
+            poll_interval=10.0,  # 6 polls are a minute
             vm_name=sim.vm_name,
         )
     )
@@ -420,15 +415,15 @@ def test_imds_down_for_a_minute_invents_no_transition(tmp_path: Path) -> None:
 
         # 30 s of 500s, then 30 s with nothing listening at all (connection refused).
         sim.inject("500", count=10_000)
-        for _ in range(6):
-            clock.advance(5)
+        for _ in range(3):
+            clock.advance(10)
             result = daemon.tick()
             assert not result.polled
             assert "500" in (result.error or "")
             assert result.transitions == []
         sim.stop()
-        for _ in range(6):
-            clock.advance(5)
+        for _ in range(3):
+            clock.advance(10)
             result = daemon.tick()
             assert not result.polled
             assert "cannot reach IMDS" in (result.error or "")

@@ -27,7 +27,7 @@ OK, FAILED, USAGE, REFUSED = 0, 1, 2, 3
 
 def run(config: Config) -> int:
     """The daemon, until SIGTERM/SIGINT."""
-    daemon = build_daemon(config)
+    daemon = build_daemon(config, serve=True)
     return daemon.run(
         config.imds.poll_interval,
         shutdown_grace=config.dispatch.shutdown_grace_seconds,

@@ -11,6 +11,7 @@ from typing import TextIO
 from sebridge.approve import Approver
 from sebridge.config import Config
 from sebridge.daemon import Daemon
+from sebridge.errors import ConfigError, PermanentDeliveryError
 from sebridge.imds import ImdsClient
 from sebridge.policy import IGNORE, PolicySettings
 from sebridge.render import Renderer
@@ -53,19 +54,41 @@ def open_store(config: Config) -> Store:
 
 
 def build_sinks(config: Config, stdout: TextIO | None = None) -> list[Sink]:
-    """Every enabled sink, console first."""
+    """Every enabled sink, console first. Templates are tried now: a broken one fails here."""
     renderer = Renderer(config.templates.dir or None)
     sinks: list[Sink] = []
     if config.console.enabled:
         sinks.append(ConsoleSink(renderer, stream=stdout))
     if config.jsonl.enabled:
         sinks.append(JsonlSink(config.jsonl.path, stream=stdout))
+    if config.slack.enabled:
+        sinks.append(build_slack_sink(config, renderer))
     return sinks
+
+
+def build_slack_sink(config: Config, renderer: Renderer) -> Sink:
+    """The Slack sink, its templates checked."""
+    # Imported only when Slack is on: slack_sdk costs memory and start-up time.
+    from sebridge.sinks.slack import SlackSink, build_slack_client
+
+    slack = config.slack
+    sink = SlackSink(
+        build_slack_client(slack.bot_token.reveal(), slack.api_url),
+        slack.channel,
+        renderer,
+        mention=slack.mention,
+        mention_types=slack.mention_types,
+    )
+    try:
+        sink.check_templates()
+    except PermanentDeliveryError as exc:
+        raise ConfigError(str(exc)) from None
+    return sink
 
 
 def sink_names(config: Config) -> list[str]:
     """The names of the sinks build_sinks makes, in the same order."""
-    return [name for name in ("console", "jsonl") if name in config.sinks_enabled()]
+    return [name for name in ("console", "jsonl", "slack") if name in config.sinks_enabled()]
 
 
 def build_approver(config: Config, store: Store, imds: ImdsClient) -> Approver:
@@ -76,9 +99,13 @@ def build_approver(config: Config, store: Store, imds: ImdsClient) -> Approver:
     )
 
 
-def build_daemon(config: Config, stdout: TextIO | None = None) -> Daemon:
-    """The daemon with everything it needs."""
-    return Daemon(
+def build_daemon(config: Config, stdout: TextIO | None = None, *, serve: bool = False) -> Daemon:
+    """The daemon with everything it needs.
+
+    Args:
+        serve: also receive approvals (Slack clicks): for `sebridge run`, not `once`.
+    """
+    daemon = Daemon(
         build_imds(config),
         open_store(config),
         build_sinks(config, stdout),
@@ -92,3 +119,10 @@ def build_daemon(config: Config, stdout: TextIO | None = None) -> Daemon:
         retry_for=timedelta(seconds=config.dispatch.retry_for_seconds_after_gone),
         max_backoff=config.dispatch.max_backoff_seconds,
     )
+    if serve and config.slack.enabled:
+        from sebridge.sinks.slack import SlackSink
+        from sebridge.web.slack_wiring import slack_service
+
+        (slack,) = (s for s in daemon.sinks if isinstance(s, SlackSink))
+        daemon.services.append(slack_service(config, daemon, slack))
+    return daemon

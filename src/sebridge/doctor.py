@@ -1,0 +1,88 @@
+"""Connectivity checks behind `sebridge check`: does each enabled sink work as configured?
+
+Each check returns findings a person can act on; none raises for a sink's
+answer. Secrets never appear in a finding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from sebridge.config import SlackConfig
+
+__all__ = ["Finding", "check_slack", "needed_slack_scopes"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One result: ok, or a problem with what to do about it."""
+
+    target: str  # "slack"
+    ok: bool
+    message: str
+
+
+def needed_slack_scopes(config: SlackConfig) -> set[str]:
+    """The bot scopes sebridge uses with this configuration."""
+    needed = {"chat:write"}
+    if any(a.startswith("S") for a in config.approvers):
+        needed.add("usergroups:read")
+    needed.add("groups:read" if config.channel.startswith("G") else "channels:read")
+    return needed
+
+
+def check_slack(config: SlackConfig, client: WebClient) -> list[Finding]:
+    """auth.test, the scopes it reports, and the channel (exists, bot is a member)."""
+    findings: list[Finding] = []
+    try:
+        auth = client.auth_test()
+    except SlackApiError as exc:
+        return [Finding("slack", False, f"auth.test failed: {_error(exc)}: check slack.bot_token")]
+    except OSError as exc:
+        return [Finding("slack", False, f"cannot reach Slack at {config.api_url}: {exc}")]
+    findings.append(
+        Finding("slack", True, f"token works: bot {auth.get('user')} in {auth.get('team')}")
+    )
+    granted = {
+        s.strip() for s in (auth.headers.get("x-oauth-scopes") or "").split(",") if s.strip()
+    }
+    missing = sorted(needed_slack_scopes(config) - granted)
+    if missing:
+        findings.append(
+            Finding(
+                "slack",
+                False,
+                f"missing scopes {', '.join(missing)}: add them under "
+                "OAuth & Permissions (or deploy/slack-app-manifest.yml) and reinstall the app",
+            )
+        )
+    else:
+        findings.append(Finding("slack", True, "scopes: all granted"))
+    findings.append(_check_channel(config.channel, client))
+    return findings
+
+
+def _check_channel(channel: str, client: WebClient) -> Finding:
+    try:
+        info = client.conversations_info(channel=channel)
+    except SlackApiError as exc:
+        error = _error(exc)
+        hint = "use a channel id like C0123456789" if error == "channel_not_found" else ""
+        return Finding("slack", False, f"channel {channel}: {error}{': ' + hint if hint else ''}")
+    except OSError as exc:
+        return Finding("slack", False, f"channel {channel}: cannot reach Slack: {exc}")
+    data = info.get("channel") or {}
+    if not data.get("is_member", True):
+        return Finding(
+            "slack",
+            False,
+            f"the bot is not in #{data.get('name', channel)}: /invite @sebridge there",
+        )
+    return Finding("slack", True, f"channel #{data.get('name', channel)}: the bot is a member")
+
+
+def _error(exc: SlackApiError) -> str:
+    return str(exc.response.get("error") or exc.response.status_code)

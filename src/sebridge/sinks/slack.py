@@ -1,0 +1,260 @@
+"""Slack sink: one message per event, updated in place, plus a thread reply per transition.
+
+The first transition posts the parent message (blocks from slack/message.j2,
+buttons while approvable, the event id in its metadata); the Receipt
+(channel, ts) lets later transitions chat.update it and reply in its thread.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Collection
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import jinja2
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.web import SlackResponse
+
+from sebridge.errors import PermanentDeliveryError
+from sebridge.model import Receipt, ScheduledEvent, Transition, TransitionKind
+from sebridge.render import Renderer
+from sebridge.sinks.base import Message
+from sebridge.sinks.slack_errors import delivery_error
+
+__all__ = ["SlackSink", "build_slack_client", "escape_mrkdwn", "slack_date", "slack_user"]
+
+MESSAGE = "slack/message.j2"  # the parent message's blocks, as JSON
+TEXT = "slack/text.j2"  # its plain fallback line (notifications, screen readers)
+REPLY = "slack/reply.j2"  # one thread reply per later transition
+METADATA_TYPE = "sebridge_event"
+TIMEOUT = 10  # seconds per Web API call; the dispatcher retries on timeout
+
+_USER_ID = re.compile(r"[UW][A-Z0-9]{2,}")
+_TRANSPORT = (SlackClientError, OSError, http.client.HTTPException)
+
+
+def escape_mrkdwn(value: object) -> str:
+    """Escape &, < and > (in that order) so text cannot form mentions, links or dates."""
+    text = "" if value is None else str(value)
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def slack_user(actor: object) -> str:
+    """A Slack user id (U.../W...) as a mention; any other actor (policy, a CLI user) as text."""
+    text = "" if actor is None else str(actor)
+    return f"<@{text}>" if _USER_ID.fullmatch(text) else escape_mrkdwn(text)
+
+
+def slack_date(moment: datetime | None) -> str:
+    """A `<!date^...>` token: each reader sees the time in their own time zone."""
+    if moment is None:
+        return ""
+    utc = moment.astimezone(UTC)
+    fallback = utc.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"<!date^{int(utc.timestamp())}^{{date_short_pretty}} {{time}}|{fallback}>"
+
+
+def build_slack_client(bot_token: str, api_url: str = WebClient.BASE_URL) -> WebClient:
+    """A WebClient that makes exactly one HTTP request per call (`retry_handlers=[]`).
+
+    slack_sdk's own retries would stack on the dispatcher's backoff and ignore
+    its Retry-After bookkeeping. slack_sdk reads HTTPS_PROXY but not NO_PROXY;
+    a host listed in NO_PROXY is reached directly.
+    """
+    client = WebClient(token=bot_token, base_url=api_url, timeout=TIMEOUT, retry_handlers=[])
+    host = urllib.parse.urlsplit(api_url).hostname or ""
+    if client.proxy and host and urllib.request.proxy_bypass(host):
+        client.proxy = None
+    return client
+
+
+class _MessageGone(Exception):  # chat.update found no message: someone deleted it
+    pass
+
+
+class SlackSink:
+    """Posts and updates one Slack message per event.
+
+    Args:
+        channel: a channel id (C...), or a name for the first post only:
+            later calls use the id Slack answered with.
+        mention: added to the first post of an event whose type is in
+            `mention_types`, e.g. "<!subteam^S0456EFGH>". Config, not escaped.
+    """
+
+    name = "slack"
+
+    def __init__(
+        self,
+        client: WebClient,
+        channel: str,
+        renderer: Renderer,
+        *,
+        mention: str = "",
+        mention_types: Collection[str] = ("Preempt", "Terminate"),
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._client = client
+        self._channel = channel
+        self._renderer = renderer
+        self._mention = mention
+        self._mention_types = frozenset(mention_types)
+        self._clock = clock
+        renderer.add_filters(mrkdwn=escape_mrkdwn, slack_user=slack_user, slack_date=slack_date)
+
+    @property
+    def client(self) -> WebClient:
+        """The Web API client (the click handler shares it)."""
+        return self._client
+
+    def send(self, message: Message) -> Receipt | None:
+        """Post the parent message, or update it and reply in its thread."""
+        where = _where(message.receipt)
+        if where is None:
+            return self._post_parent(message)
+        channel, ts = where
+        context = self._context(message, first=False)
+        blocks, text = self._blocks(context), self._render(TEXT, context)
+        reply = self._render(REPLY, context)  # rendered first: a broken template changes nothing
+        try:
+            self._call("chat.update", channel, ts=ts, text=text, blocks=blocks)
+        except _MessageGone:
+            # Someone deleted the message: a new one, showing the current state,
+            # takes its place, and the returned receipt replaces the old one.
+            return self._post_parent(message, first=False)
+        # The update is done. Should the reply fail, the error propagates as
+        # mapped (retryable for network/5xx/429) and the dispatcher runs this
+        # whole send again: repeating chat.update with the same blocks is
+        # harmless (idempotent), so only the reply is really retried.
+        self._call("chat.postMessage", channel, thread_ts=ts, text=reply)
+        return message.receipt
+
+    def show(self, channel: str, ts: str, message: Message, note: str) -> None:
+        """Redraw a message in its current state with a note (a click on a stale event)."""
+        blocks = self._blocks(self._context(message, first=False))
+        blocks.append(
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": escape_mrkdwn(note)}]}
+        )
+        self._call("chat.update", channel, ts=ts, text=note, blocks=blocks)
+
+    def check_templates(self) -> None:
+        """Render every template against sample events at start-up; a failure names it."""
+        for sample in sample_messages():
+            context = self._context(sample, first=True)
+            self._blocks(context)
+            for name in (TEXT, REPLY):
+                self._render(name, context)
+
+    def close(self) -> None:
+        """Nothing held open: slack_sdk opens a connection per request."""
+
+    def _blocks(self, context: dict[str, Any]) -> list[dict[str, Any]]:
+        source = self._render(MESSAGE, context)
+        try:
+            blocks: list[dict[str, Any]] = json.loads(source)
+        except ValueError as exc:
+            raise PermanentDeliveryError(
+                f"slack: template {MESSAGE} did not produce valid JSON: {exc}"
+            ) from None
+        shaped = isinstance(blocks, list) and all(
+            isinstance(b, dict) and "type" in b for b in blocks
+        )
+        if not (shaped and blocks):
+            raise PermanentDeliveryError(
+                f"slack: template {MESSAGE} must produce a JSON list of Block Kit blocks"
+            )
+        return blocks
+
+    def _post_parent(self, message: Message, *, first: bool = True) -> Receipt:
+        context = self._context(message, first=first)
+        blocks, text = self._blocks(context), self._render(TEXT, context)
+        e = message.transition.event
+        payload = {"event_id": e.event_id, "event_type": e.event_type, "vm": message.vm_name}
+        response = self._call(
+            "chat.postMessage",
+            self._channel,
+            text=text,
+            blocks=blocks,
+            unfurl_links=False,
+            unfurl_media=False,
+            metadata={"event_type": METADATA_TYPE, "event_payload": payload},
+        )
+        # Slack answers with the channel id even when given a name; chat.update needs the id.
+        channel = str(response.get("channel") or self._channel)
+        ts = str(response.get("ts") or "")
+        return Receipt(external_id=f"{channel}:{ts}", data={"channel": channel, "ts": ts})
+
+    def _call(self, method: str, channel: str, **payload: Any) -> SlackResponse:
+        try:
+            return self._client.api_call(method, json={"channel": channel, **payload})
+        except _TRANSPORT as exc:
+            gone = (
+                isinstance(exc, SlackApiError) and exc.response.get("error") == "message_not_found"
+            )
+            if gone and method == "chat.update":
+                raise _MessageGone from None
+            token = self._client.token or ""
+            raise delivery_error(exc, method=method, channel=channel, token=token) from None
+
+    def _context(self, message: Message, *, first: bool) -> dict[str, Any]:
+        t, m = message.transition, message
+        approved_by = t.actor if t.kind == TransitionKind.APPROVED and t.actor else m.approved_by
+        mention = self._mention if first and t.event.event_type in self._mention_types else ""
+        return dict(
+            t=t, e=t.event, vm=m.vm_name, policy=m.policy, dry_run=m.dry_run or t.dry_run,
+            approvable=m.approvable, approved_by=approved_by, mention=mention, now=self._clock(),
+        )  # fmt: skip
+
+    def _render(self, name: str, context: dict[str, Any]) -> str:
+        try:
+            return self._renderer.render(name, **context)
+        except jinja2.TemplateSyntaxError as exc:
+            where = exc.filename or exc.name or name
+            raise PermanentDeliveryError(
+                f"slack: template {name} is broken: {where}, line {exc.lineno}: {exc.message}"
+            ) from None
+        except jinja2.TemplateNotFound as exc:
+            raise PermanentDeliveryError(f"slack: template {name}: {exc.name} not found") from None
+        except (jinja2.TemplateError, TypeError, ValueError, AttributeError) as exc:
+            raise PermanentDeliveryError(f"slack: template {name} failed: {exc}") from None
+
+
+def _where(receipt: Receipt | None) -> tuple[str, str] | None:
+    """(channel, ts) of the parent message from an earlier receipt."""
+    if receipt is None:
+        return None
+    channel, ts = receipt.data.get("channel", ""), receipt.data.get("ts", "")
+    if not (channel and ts):
+        channel, _, ts = receipt.external_id.partition(":")
+    return (channel, ts) if channel and ts else None
+
+
+def sample_messages(vm: str = "vm1") -> list[Message]:
+    """Messages covering every transition and field variant, for check_templates()."""
+    now = datetime.now(UTC)
+    full = ScheduledEvent(
+        "C7061BAC-AFDC-4513-B24B-AA5F13A16123", "Reboot", "Scheduled", (vm, "vm2"),
+        not_before=now + timedelta(minutes=15), not_before_text="Mon, 11 Apr 2022 22:26:58 GMT",
+        description='Host update <!channel> & "quotes"\nnew line', source="Platform",
+        duration_seconds=-1,
+    )  # fmt: skip
+    bare = ScheduledEvent("1", "Hibernate", "Scheduled", not_before_text="soon")  # api 2017-03-01
+    started = ScheduledEvent("2", "Freeze", "Started", (vm,), duration_seconds=5)
+
+    def msg(
+        kind: str, event: ScheduledEvent = full, actor: str = "U0123ABCD", **more: Any
+    ) -> Message:
+        t = Transition(kind, event, now, ("not_before", "description"), actor, "slack")
+        return Message(t, vm, more.pop("policy", "notify"), **more)
+
+    return [msg(kind) for kind in [*TransitionKind, "mystery"]] + [
+        msg("scheduled", bare, policy="approve"), msg("changed", policy="ignore"),
+        msg("approved", actor="policy", approved_by="policy", dry_run=True),
+        msg("started", approved_by="alice"), msg("cancelled", bare), msg("unplanned", started),
+    ]  # fmt: skip
