@@ -35,8 +35,9 @@ def run(config: Config) -> int:
     )
 
 
-def once(config: Config, *, as_json: bool, out: TextIO = sys.stdout) -> int:
+def once(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
     """One tick, then deliver what it produced (bounded by the shutdown grace)."""
+    out = out or sys.stdout
     daemon = build_daemon(config, stdout=sys.stderr if as_json else None)
     try:
         result = daemon.tick()
@@ -64,8 +65,9 @@ def once(config: Config, *, as_json: bool, out: TextIO = sys.stdout) -> int:
     return OK if result.polled else FAILED
 
 
-def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO = sys.stdout) -> int:
+def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None = None) -> int:
     """The events in the latest document (and, with --all, those gone in the last day)."""
+    out = out or sys.stdout
     store = open_store(config)
     now = datetime.now(UTC)
     try:
@@ -112,9 +114,10 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO = sys.s
 
 
 def approve(
-    config: Config, event_id: str, *, actor: str | None, as_json: bool, out: TextIO = sys.stdout
+    config: Config, event_id: str, *, actor: str | None, as_json: bool, out: TextIO | None = None
 ) -> int:
     """Record an approval and POST it to IMDS now (the daemon retries if that fails)."""
+    out = out or sys.stdout
     who = actor or os.environ.get("SUDO_USER") or getpass.getuser()
     store, imds = open_store(config), build_imds(config)
     approver = build_approver(config, store, imds)
@@ -156,9 +159,10 @@ def approve(
 
 
 def history(
-    config: Config, *, event_id: str | None, limit: int, as_json: bool, out: TextIO = sys.stdout
+    config: Config, *, event_id: str | None, limit: int, as_json: bool, out: TextIO | None = None
 ) -> int:
     """Transitions with their deliveries, oldest first; refused actions after them."""
+    out = out or sys.stdout
     store = open_store(config)
     try:
         entries = store.history(event_id=event_id, limit=limit)
@@ -192,8 +196,9 @@ def history(
     return OK
 
 
-def check(config: Config, *, as_json: bool, out: TextIO = sys.stdout) -> int:
+def check(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
     """Validate the configuration (done by loading it) and open the store."""
+    out = out or sys.stdout
     problems: list[str] = []
     try:
         open_store(config).close()

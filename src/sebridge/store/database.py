@@ -28,7 +28,10 @@ def sqlite_path(url: str) -> str:
     """The file path of a sqlite:// URL (":memory:" for sqlite:// alone)."""
     parts = urlsplit(url)
     if parts.scheme != "sqlite":
-        raise StoreError(f"store.url {url!r}: only sqlite:// is supported by this store")
+        # The URL may carry a password: name its scheme only.
+        raise StoreError(
+            f"store.url: {parts.scheme}:// is not supported by this store; use sqlite://"
+        )
     # sqlite:////abs/path -> "//abs/path" -> "/abs/path"; sqlite:///rel -> "/rel" -> "rel"
     path = parts.path[1:] if parts.path.startswith("/") else parts.path
     return path or ":memory:"
