@@ -1,11 +1,11 @@
 """The `sebridge` command-line contract (DESIGN.md "Interfaces", README "Commands").
 
-Commands run as real processes (`python -m sebridge ...`) against the in-process
-IMDS simulator over a real socket; argparse-level behaviour (help, version, no
-command) also runs in process through `sebridge.cli.main([...])` with capsys.
-(In process, the subcommands cannot be captured: see
-test_main_writes_to_the_stdout_of_the_moment.) Exit codes: 0 done, 1 run-time
-failure (IMDS, store), 2 bad usage or configuration, 3 approval refused.
+Most commands run in this process through `sebridge.cli.main([...])` with
+stdout/stderr redirected (fast); the ones where the process itself is the
+contract (help, exit status of `python -m sebridge`, $SEBRIDGE_CONFIG, the
+defaults, the console line on stdout, a dead IMDS) run as real processes. The
+IMDS simulator runs in this process, over a real socket. Exit codes: 0 done,
+1 run-time failure (IMDS, store), 2 bad usage or configuration, 3 approval refused.
 """
 
 from __future__ import annotations
@@ -67,8 +67,19 @@ def cfg(tmp_path: Path, sim: Simulator, db: Path) -> str:
     return str(write_config(tmp_path / "sebridge.toml", endpoint=sim.url, db=db, console=True))
 
 
-def run(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    """`sebridge ARGV` as a real process -> (exit code, stdout, stderr)."""
+def run(*argv: str) -> tuple[int, str, str]:
+    """`sebridge ARGV` in this process -> (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:  # argparse
+            code = exc.code if isinstance(exc.code, int) else 2
+    return code, out.getvalue(), err.getvalue()
+
+
+def run_process(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """`python -m sebridge ARGV` as a real process -> (exit code, stdout, stderr)."""
     result = run_cli(*argv, env=env)
     return result.returncode, result.stdout, result.stderr
 
@@ -115,7 +126,7 @@ def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None
     assert out == ""
     assert "usage: sebridge" in err
     # The real process agrees.
-    code, out, err = run()
+    code, out, err = run_process()
     assert code == 2
     assert out == ""
     assert "usage: sebridge" in err
@@ -139,7 +150,7 @@ def test_check_with_defaults() -> None:
     writable = os.access(parent, os.W_OK)
     if not writable:
         pytest.skip("the default store folder /var/lib/sebridge is not writable here")
-    code, out, err = run("check")
+    code, out, err = run_process("check")
     assert code == 0, err
     assert "configuration: defaults: valid" in out
     assert "sinks: console" in out
@@ -180,7 +191,7 @@ def test_check_unknown_key_names_it(tmp_path: Path) -> None:
 def test_check_toml_syntax_error(tmp_path: Path) -> None:
     bad = tmp_path / "broken.toml"
     bad.write_text("[imds\nendpoint = 'http://x'\n", encoding="utf-8")
-    code, _, err = run("check", "--config", str(bad))
+    code, _, err = run_process("check", "--config", str(bad))
     assert code == 2
     assert "invalid TOML" in err
     assert str(bad) in err
@@ -196,10 +207,10 @@ def test_check_missing_file(tmp_path: Path) -> None:
 
 
 def test_sebridge_config_variable_is_honoured(cfg: str, tmp_path: Path) -> None:
-    code, out, err = run("check", env=cli_env(SEBRIDGE_CONFIG=cfg))
+    code, out, err = run_process("check", env=cli_env(SEBRIDGE_CONFIG=cfg))
     assert code == 0, err
     assert f"configuration: {cfg}: valid" in out
-    code, out, _ = run("check", "--json", env=cli_env(SEBRIDGE_CONFIG=cfg))
+    code, out, _ = run_process("check", "--json", env=cli_env(SEBRIDGE_CONFIG=cfg))
     assert code == 0
     assert as_json(out)["source"] == cfg
 
@@ -207,13 +218,15 @@ def test_sebridge_config_variable_is_honoured(cfg: str, tmp_path: Path) -> None:
     other = write_config(
         tmp_path / "other.toml", endpoint="http://127.0.0.1:9", db=tmp_path / "o.db"
     )
-    code, out, _ = run("check", "--json", "--config", str(other), env=cli_env(SEBRIDGE_CONFIG=cfg))
+    code, out, _ = run_process(
+        "check", "--json", "--config", str(other), env=cli_env(SEBRIDGE_CONFIG=cfg)
+    )
     assert code == 0
     assert as_json(out)["source"] == str(other)
 
     # A variable naming a missing file is an error that says where the name came from.
     missing = str(tmp_path / "missing.toml")
-    code, _, err = run("check", env=cli_env(SEBRIDGE_CONFIG=missing))
+    code, _, err = run_process("check", env=cli_env(SEBRIDGE_CONFIG=missing))
     assert code == 2
     assert missing in err
     assert "$SEBRIDGE_CONFIG" in err
@@ -229,10 +242,10 @@ api_url = "http://127.0.0.1:9/api/"
 """
 
 
-def test_check_never_shows_secrets(tmp_path: Path) -> None:
+def test_check_never_shows_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     token_file = tmp_path / "signing"
     token_file.write_text("SECRET-signing-789\n", encoding="utf-8")
-    env = cli_env(TEAMS_HOOK="https://example.webhook.office.com/SECRET-hook")
+    monkeypatch.setenv("TEAMS_HOOK", "https://example.webhook.office.com/SECRET-hook")
     path = write_config(
         tmp_path / "secrets.toml",
         endpoint="http://127.0.0.1:9",
@@ -247,7 +260,7 @@ def test_check_never_shows_secrets(tmp_path: Path) -> None:
         ["check", "--json", "--config", str(path)],
         ["check", "-v", "--config", str(path)],
     ):
-        code, out, err = run(*argv, env=env)
+        code, out, err = run(*argv)
         # Valid (0); 1 only if a connectivity check cannot reach the fake endpoints.
         assert code in (0, 1), err
         outputs.append((out, err))
@@ -276,11 +289,6 @@ def test_bad_secret_is_reported_without_its_value(tmp_path: Path) -> None:
     assert "SECRET" not in out + err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: store.sqlite_path() quotes the raw store.url (password included) in its "
-    "StoreError, and `check` prints that error as a problem",
-)
 def test_check_never_shows_the_store_password(tmp_path: Path) -> None:
     path = tmp_path / "pg.toml"
     path.write_text(
@@ -301,7 +309,7 @@ def test_check_never_shows_the_store_password(tmp_path: Path) -> None:
 
 def test_once_prints_the_console_line(cfg: str, sim: Simulator, db: Path) -> None:
     event_id = sim.schedule("Reboot")
-    code, out, err = run("once", "--config", cfg)
+    code, out, err = run_process("once", "--config", cfg)
     assert code == 0, err
     lines = [line for line in out.splitlines() if event_id in line]
     assert len(lines) == 1, out
@@ -339,7 +347,7 @@ def test_once_against_a_dead_endpoint(cfg: str, sim: Simulator, tmp_path: Path, 
             tmp_path / "dead.toml", endpoint=f"http://127.0.0.1:{free_port()}", db=db, console=True
         )
     )
-    code, out, err = run("once", "--config", dead)
+    code, out, err = run_process("once", "--config", dead)
     assert code == 1
     assert out == ""
     assert "cannot reach IMDS" in err
@@ -518,13 +526,9 @@ def test_history_text_and_json(cfg: str, sim: Simulator) -> None:
     assert [e["kind"] for e in as_json(out)] == ["scheduled", "approved"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: sebridge.commands binds `out: TextIO = sys.stdout` when the module is "
-    "imported, so cli.main() ignores a later redirection of sys.stdout (capsys, "
-    "contextlib.redirect_stdout) and writes to a stale, possibly closed, stream",
-)
 def test_main_writes_to_the_stdout_of_the_moment(cfg: str) -> None:
+    # Regression: commands once bound `out=sys.stdout` at import, so a later
+    # redirection (capsys, redirect_stdout) was ignored.
     importlib.import_module("sebridge.commands")  # as in any process that imported it before
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):

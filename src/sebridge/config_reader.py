@@ -53,7 +53,7 @@ class Reader:
     def section(self, name: str, raw: Any, cls: type[_T], defaults: Mapping[str, Any]) -> _T:
         """Build `cls` from the table `raw` (absent: {}); `defaults` override class defaults."""
         if not isinstance(raw, Mapping):
-            self.problems.append(f"[{name}] must be a table, got {_describe(raw)}")
+            self.problems.append(f"[{name}] must be a table, got {type(raw).__name__}")
             raw = {}
         known: list[str] = []
         values: dict[str, Any] = dict(defaults)

@@ -249,14 +249,18 @@ class FakeSlack:
 
     @property
     def frames(self) -> list[ReceivedFrame]:
-        with self.socket._cond:
-            return list(self.socket.frames)
+        """Text frames the app sent (acks, anything else), oldest first; pings are not frames here."""
+        return self.socket.received()
 
     def wait_connected(self, timeout: float = 5.0, count: int = 1) -> bool:
         return self.socket.wait_connected(timeout, count)
 
     def wait_reconnected(self, total: int, timeout: float = 5.0) -> bool:
-        """True once `total` connections have been opened since start and one is open."""
+        """True once `total` connections have been opened since start and one is open.
+
+        The fake sees a new connection a moment before the builtin client switches to it: wait
+        for ``client.is_connected()`` and a new ``client.session_id()`` before closing the client,
+        or its reconnect can finish after close() and leak the new connection."""
         return self.socket.wait_opened(total, timeout)
 
     def wait_ack(self, envelope_id: str, timeout: float = 3.0) -> dict[str, Any] | None:

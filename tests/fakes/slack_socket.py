@@ -65,7 +65,7 @@ class FakeSocketMode:
             compression=None,
             ping_interval=ping_interval,
             ping_timeout=10,
-            close_timeout=1,
+            close_timeout=0.5,
         )
         self.port: int = self._server.socket.getsockname()[1]
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-slack-ws")
@@ -133,6 +133,10 @@ class FakeSocketMode:
     def open_connections(self) -> int:
         with self._cond:
             return len(self._open)
+
+    def received(self) -> list[ReceivedFrame]:
+        with self._cond:
+            return list(self.frames)
 
     def wait_connected(self, timeout: float, count: int = 1) -> bool:
         with self._cond:

@@ -303,9 +303,6 @@ class FakeWebApi:
         with self.lock:
             if (channel, ts) in self.messages:
                 return self.messages[(channel, ts)]
-            for reply in self.threads.get((channel, ts), ()):
-                if reply.ts == ts:
-                    return reply
             for replies in self.threads.values():
                 for reply in replies:
                     if reply.channel == channel and reply.ts == ts:

@@ -31,6 +31,7 @@ from sebridge.errors import (
     MalformedDocumentError,
 )
 from sebridge.imds.parse import parse_document
+from sebridge.imds.wire import FastGet, RawResponse
 from sebridge.model import Document
 
 __all__ = ["API_VERSIONS", "DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "ImdsClient"]
@@ -115,6 +116,10 @@ class ImdsClient:
         )
         # maxsize 2: a poll and an approval may overlap; each keeps its connection.
         self._pool = pool_class(host, port, maxsize=2, block=False, retries=False)
+        # Plain http only: the poll's fast path; urllib3 handles everything else.
+        target = f"{SCHEDULED_EVENTS_PATH}?api-version={api_version}"
+        self._fast = FastGet(host, port, target) if scheme == "http" else None
+        self._fast_lock = threading.Lock()
         self._last_body: bytes | None = None
         self._last_document: Document | None = None
         self._cache_lock = threading.Lock()
@@ -164,7 +169,10 @@ class ImdsClient:
         return name
 
     def close(self) -> None:
-        """Close the kept-alive connection."""
+        """Close the kept-alive connections."""
+        if self._fast is not None:
+            with self._fast_lock:
+                self._fast.close()
         self._pool.close()
 
     def _call(self, method: str, path: str, version: str, body: bytes | None = None) -> bytes:
@@ -194,6 +202,11 @@ class ImdsClient:
     def _once(self, method: str, path: str, version: str, body: bytes | None) -> bytes:
         url = f"{path}?api-version={version}"
         timeout = self._call_timeout if self._answered else self._first_call_timeout
+        if self._fast is not None and method == "GET" and path == SCHEDULED_EVENTS_PATH:
+            raw = self._fast_get(timeout)
+            if raw is not None:
+                self._answered = True
+                return _check_status(method, path, *raw)
         try:
             response = self._pool.urlopen(
                 method,
@@ -214,7 +227,20 @@ class ImdsClient:
         except (Urllib3Error, OSError) as exc:
             raise self._unreachable(exc) from None
         self._answered = True
-        return _check_status(method, path, response)
+        headers = {k.lower(): v for k, v in response.headers.items()}
+        return _check_status(method, path, response.status, headers, response.data)
+
+    def _fast_get(self, timeout: urllib3.Timeout) -> RawResponse | None:
+        assert self._fast is not None
+        read_timeout = timeout.read_timeout if isinstance(timeout.read_timeout, float) else 5.0
+        with self._fast_lock:
+            try:
+                return self._fast.get(read_timeout)
+            except TimeoutError:
+                raise _Timeout(
+                    f"IMDS at {self.endpoint} did not answer GET {SCHEDULED_EVENTS_PATH} "
+                    f"within {read_timeout:g}s; it is slow or hanging"
+                ) from None
 
     def _unreachable(self, exc: BaseException) -> ImdsUnavailableError:
         return ImdsUnavailableError(
@@ -232,11 +258,13 @@ class _Timeout(ImdsUnavailableError):
 _NOT_RETRIED_IN_CALL = (_Timeout, MalformedDocumentError)
 
 
-def _check_status(method: str, path: str, response: urllib3.BaseHTTPResponse) -> bytes:
-    status, data = response.status, response.data
+def _check_status(
+    method: str, path: str, status: int, headers: dict[str, str], data: bytes
+) -> bytes:
+    """The body of a 200; the typed error for anything else. Header names in lower case."""
     what = f"IMDS {method} {path}"
     if status == 200:
-        content_type = response.headers.get("Content-Type", "")
+        content_type = headers.get("content-type", "")
         if method == "GET" and "html" in content_type.lower():
             raise MalformedDocumentError(
                 f"{what} answered with an HTML page, not JSON: is a proxy intercepting "
@@ -250,7 +278,7 @@ def _check_status(method: str, path: str, response: urllib3.BaseHTTPResponse) ->
         raise ImdsThrottledError(
             f"{what} was throttled (429): IMDS allows 5 requests per second per VM",
             status=status,
-            retry_after=_retry_after(response.headers.get("Retry-After")),
+            retry_after=_retry_after(headers.get("retry-after")),
         )
     if status in (404, 410) or status >= 500:
         raise ImdsUnavailableError(

@@ -1,0 +1,112 @@
+"""The poll's fast path: one GET on a kept-alive socket, the request sent 86,400 times a day.
+
+An idle daemon spent most of its CPU in urllib3 and http.client parsing the
+same small response every second. This reads a response with a
+Content-Length (status, headers, body) and nothing fancier; for anything
+else (chunked encoding, no length, a closed or stale connection) it returns
+None and the caller sends that request through urllib3 instead.
+"""
+
+from __future__ import annotations
+
+import socket
+
+__all__ = ["FastGet", "RawResponse"]
+
+# status, headers (lower-case names), body
+RawResponse = tuple[int, dict[str, str], bytes]
+
+_MAX_HEAD = 16 * 1024
+_MAX_BODY = 4 * 1024 * 1024
+
+
+class FastGet:
+    """GETs one fixed URL over a kept-alive socket; None means "send it through urllib3"."""
+
+    def __init__(self, host: str, port: int, target: str) -> None:
+        self._address = (host, port)
+        self._request = (
+            f"GET {target} HTTP/1.1\r\nHost: {host}:{port}\r\nMetadata: true\r\n"
+            "Accept: application/json\r\nUser-Agent: sebridge\r\n\r\n"
+        ).encode("ascii")
+        self._sock: socket.socket | None = None
+        self._buffer = b""
+
+    def get(self, timeout: float) -> RawResponse | None:
+        """The response, or None (and the connection dropped) when it is not a simple one.
+
+        Raises:
+            TimeoutError: IMDS did not answer in time (asking again would only wait again).
+        """
+        try:
+            response = self._exchange(timeout)
+        except TimeoutError:
+            self.close()
+            raise
+        except (OSError, ValueError):
+            response = None
+        if response is None:
+            self.close()
+        return response
+
+    def close(self) -> None:
+        """Drop the connection."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        self._buffer = b""
+
+    def _exchange(self, timeout: float) -> RawResponse | None:
+        if self._sock is None:
+            self._sock = socket.create_connection(self._address, timeout=timeout)
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock.settimeout(timeout)
+        self._sock.sendall(self._request)
+        head = self._read_until(b"\r\n\r\n")
+        if head is None:
+            return None
+        status_line, _, header_text = head.partition(b"\r\n")
+        parts = status_line.split(b" ", 2)
+        if len(parts) < 2 or parts[0] != b"HTTP/1.1" or not parts[1].isdigit():
+            return None
+        headers = _headers(header_text)
+        if "transfer-encoding" in headers:
+            return None
+        length = int(headers.get("content-length", "-1"))
+        if not 0 <= length <= _MAX_BODY:
+            return None
+        body = self._read_exactly(length)
+        if body is None:
+            return None
+        if headers.get("connection", "").lower() == "close":
+            self.close()
+        return int(parts[1]), headers, body
+
+    def _read_until(self, marker: bytes) -> bytes | None:
+        while marker not in self._buffer:
+            if len(self._buffer) > _MAX_HEAD or not self._fill():
+                return None
+        head, _, self._buffer = self._buffer.partition(marker)
+        return head
+
+    def _read_exactly(self, length: int) -> bytes | None:
+        while len(self._buffer) < length:
+            if not self._fill():
+                return None
+        body, self._buffer = self._buffer[:length], self._buffer[length:]
+        return body
+
+    def _fill(self) -> bool:
+        assert self._sock is not None
+        chunk = self._sock.recv(65536)
+        self._buffer += chunk
+        return bool(chunk)
+
+
+def _headers(text: bytes) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for line in text.decode("latin-1").split("\r\n"):
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip().lower()] = value.strip()
+    return headers
