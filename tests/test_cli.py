@@ -169,7 +169,7 @@ def test_check_json(cfg: str, sim: Simulator) -> None:
     code, out, _ = run("check", "--json", "--config", cfg)
     assert code == 0
     report = as_json(out)
-    assert set(report) == {"config", "source", "warnings", "problems"}
+    assert set(report) == {"config", "source", "warnings", "ok", "problems"}
     assert report["source"] == cfg
     assert report["problems"] == []
     assert report["config"]["imds"]["endpoint"] == sim.url

@@ -197,9 +197,10 @@ def history(
 
 
 def check(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
-    """Validate the configuration (done by loading it) and open the store."""
+    """Validate the configuration (done by loading it), open the store, try each sink."""
     out = out or sys.stdout
     problems: list[str] = []
+    passed: list[str] = []
     try:
         open_store(config).close()
     except BridgeError as exc:
@@ -208,12 +209,20 @@ def check(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
         build_imds(config).close()
     except ValueError as exc:
         problems.append(f"imds: {exc}")
+    if config.slack.enabled:
+        from sebridge.doctor import check_slack
+        from sebridge.sinks.slack import build_slack_client
+
+        client = build_slack_client(config.slack.bot_token.reveal(), config.slack.api_url)
+        for finding in check_slack(config.slack, client):
+            (passed if finding.ok else problems).append(f"{finding.target}: {finding.message}")
     if as_json:
         _dump(
             {
                 "config": config.redacted(),
                 "source": config.source,
                 "warnings": list(config.warnings),
+                "ok": passed,
                 "problems": problems,
             },
             out,
@@ -223,6 +232,8 @@ def check(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
         print(f"sinks: {', '.join(config.sinks_enabled()) or 'none'}", file=out)
         for warning in config.warnings:
             print(f"warning: {warning}", file=out)
+        for line in passed:
+            print(f"ok: {line}", file=out)
         for problem in problems:
             print(f"problem: {problem}", file=out)
     return FAILED if problems else OK

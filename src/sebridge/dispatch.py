@@ -22,9 +22,10 @@ __all__ = ["Dispatcher"]
 
 log = logging.getLogger(__name__)
 
-# Idle workers look at the outbox this often even unwoken: rows written by
-# another process (`sebridge approve`) are found within this time.
-IDLE_WAIT = 5.0
+# Idle workers look at the outbox this often even unwoken. The daemon's tick
+# wakes them whenever anyone (another process too) writes to the store, so
+# this is only a safety net.
+IDLE_WAIT = 60.0
 LEASE = timedelta(minutes=2)
 
 
