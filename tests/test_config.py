@@ -518,7 +518,7 @@ INVALID = [
         'log.level: must be one of debug, info, warning, error; got "INFO" (did you mean "info"?)',
     ),
     ({"log": {"format": "yaml"}}, "log.format: must be one of text, json"),
-    ({"imds": "fast"}, '[imds] must be a table, got str'),
+    ({"imds": "fast"}, "[imds] must be a table, got str"),
 ]
 
 

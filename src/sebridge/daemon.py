@@ -91,6 +91,7 @@ class Daemon:
         # first tick.
         self._vm_name = vm_name or store.setting("vm_name") or ""
         self._vm_name_checked = bool(vm_name)
+        self._vm_name_warned = False
         self._clock = clock
         self.approver = Approver(store, imds, self.sinks_for, dry_run=dry_run, clock=clock)
         self.dispatcher = Dispatcher(
@@ -162,12 +163,17 @@ class Daemon:
         return document
 
     def _learn_vm_name(self) -> None:
-        self._vm_name_checked = True
         try:
             name = self.imds.instance_name()
         except ImdsError as exc:
-            log.warning("cannot read this VM's name from IMDS (%s); using %s", exc, self.vm_name())
+            # Asked again after the next good poll; said once.
+            if not self._vm_name_warned:
+                log.warning(
+                    "cannot read this VM's name from IMDS (%s); using %s", exc, self.vm_name()
+                )
+                self._vm_name_warned = True
             return
+        self._vm_name_checked = True
         if name != self._vm_name:
             self.store.remember("vm_name", name)
             self._vm_name = name
