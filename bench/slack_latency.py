@@ -52,7 +52,6 @@ from latency import (
     sample,
     terminated_on_sigterm,
 )
-
 from sebridge.simulator import Simulator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,7 +177,9 @@ def event_gets(sim: Simulator) -> list[float]:
     return [r.at for r in sim.requests if r.method == "GET" and r.path == EVENTS_PATH]
 
 
-def wait_ready(daemon: Daemon, sim: Simulator, slack: FakeSlack | None, mode: str, port: int) -> None:
+def wait_ready(
+    daemon: Daemon, sim: Simulator, slack: FakeSlack | None, mode: str, port: int
+) -> None:
     """First poll done; Socket Mode connected, or /healthz answering in HTTP mode."""
     wait_for(lambda: len(event_gets(sim)) >= 2, 30, "the daemon's first polls", daemon.alive)
     if slack is None:
@@ -235,9 +236,7 @@ class ClickRun:
     rss_after: ProcSample | None = None
 
 
-def measure_clicks(
-    args: argparse.Namespace, children: Children, work: Path, mode: str
-) -> ClickRun:
+def measure_clicks(args: argparse.Namespace, children: Children, work: Path, mode: str) -> ClickRun:
     directory = work / f"clicks-{mode}"
     directory.mkdir()
     run = ClickRun(mode)
@@ -246,9 +245,7 @@ def measure_clicks(
         FakeSlack(channels={OPS: "ops"}) as slack,
         Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim,
     ):
-        config = write_config(
-            directory, sim, args.click_poll, slack=slack, mode=mode, port=port
-        )
+        config = write_config(directory, sim, args.click_poll, slack=slack, mode=mode, port=port)
         daemon = start_daemon(children, config, directory / "daemon.log")
         try:
             wait_ready(daemon, sim, slack, mode, port)
@@ -290,7 +287,7 @@ def measure_clicks(
                         raise BenchError(f"the click on {event_id} was not acknowledged in 3 s")
                     acked = slack.ack_latency(envelope_id)
                 replied = wait_for(
-                    lambda: slack.replies(OPS, ts),
+                    lambda ts=ts: slack.replies(OPS, ts),
                     10,
                     f"the 'approved' reply of {event_id}",
                     daemon.alive,
@@ -376,7 +373,10 @@ def measure_post(
                 def posted(event_id: str = event_id, start: int = calls_before) -> Any:
                     for call in slack.calls[start:]:
                         payload = (call.params.get("metadata") or {}).get("event_payload") or {}
-                        if call.method == "chat.postMessage" and payload.get("event_id") == event_id:
+                        if (
+                            call.method == "chat.postMessage"
+                            and payload.get("event_id") == event_id
+                        ):
                             return call
                     return None
 
@@ -480,7 +480,9 @@ def measure_rss(args: argparse.Namespace, children: Children, work: Path) -> Rss
         with_slack = write_config(
             directory / "slack", sim_slack, 1.0, slack=slack, mode="socket", console=True
         )
-        console_only = write_config(directory / "console", sim_console, 1.0, slack=None, console=True)
+        console_only = write_config(
+            directory / "console", sim_console, 1.0, slack=None, console=True
+        )
         d_slack = start_daemon(children, with_slack, directory / "slack" / "daemon.log")
         d_console = start_daemon(children, console_only, directory / "console" / "daemon.log")
         try:
@@ -514,7 +516,9 @@ def report_rss(report: Report, result: RssResult) -> None:
         f"<= {RSS_MB:g} MB",
         mb <= RSS_MB,
     )
-    report.row("  RssAnon / RssFile", f"{mib(s.anon_kib)} / {mib(s.file_kib)}", f"({s.threads} threads)")
+    report.row(
+        "  RssAnon / RssFile", f"{mib(s.anon_kib)} / {mib(s.file_kib)}", f"({s.threads} threads)"
+    )
     report.row("  VmHWM (peak)", mib(s.hwm_kib))
     report.row("VmRSS, console only (baseline)", mib(b.rss_kib), f"({b.threads} threads)")
     report.row("  RssAnon / RssFile", f"{mib(b.anon_kib)} / {mib(b.file_kib)}")

@@ -12,7 +12,7 @@ import pytest
 from sebridge.daemon import Daemon
 from sebridge.errors import ApprovalError
 from sebridge.imds import ImdsClient
-from sebridge.model import Receipt
+from sebridge.model import Approval, Receipt
 from sebridge.policy import PolicySettings
 from sebridge.simulator import Simulator
 from sebridge.sinks.base import Message
@@ -255,3 +255,32 @@ def _dump(db: Path) -> list[tuple[object, ...]]:
         for table in ("documents", "events", "transitions", "outbox", "approvals", "receipts"):
             rows += [(table, *r) for r in conn.execute(f"SELECT * FROM {table}")]
         return rows
+
+
+def test_an_approval_too_late_is_reported_not_posted(h: Harness) -> None:
+    eid = h.sim.schedule("Reboot")
+    h.tick()
+    h.sim.start_event(eid)
+    h.tick()  # the daemon sees it started ...
+    # ... when an approval made just before (a click in flight) is carried out:
+    h.daemon.store.record_approval(Approval(eid, "bob", "slack", h.clock.now()))
+    h.tick()
+    assert h.sim.start_requests == []
+    problem = h.sink.sent[-1].transition
+    assert (problem.kind, problem.actor) == ("problem", "bob")
+    assert "started first" in problem.note
+    record = h.daemon.store.event(eid)
+    assert record is not None and record.state == "started"
+
+
+def test_an_approval_imds_refuses_is_reported(h: Harness) -> None:
+    eid = h.sim.schedule("Reboot")
+    h.tick()
+    h.sim.complete(eid)  # gone from IMDS, but the daemon has not polled since
+    h.daemon.approver.approve(eid, "alice", "cli")
+    h.daemon.approver.execute()
+    h.daemon.dispatcher.deliver_due(h.sink)
+    approval = h.daemon.store.approval(eid)
+    assert approval is not None and approval.state == "failed"
+    problem = h.sink.sent[-1].transition
+    assert problem.kind == "problem" and "IMDS refused" in problem.note

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from sebridge.errors import ApprovalError, ImdsError, ImdsRequestError
 from sebridge.imds import ImdsClient
 from sebridge.model import Approval, Transition, TransitionKind
-from sebridge.store import ApprovalRecord, Store
+from sebridge.store import ApprovalRecord, EventRecord, Store
 from sebridge.store.store import ABANDONED, DRY_RUN, FAILED, PENDING, POSTED
 
 __all__ = ["Approver"]
@@ -92,13 +92,44 @@ class Approver:
             done += self._carry_out(approval)
         return done
 
+    def _finish_with_problem(
+        self,
+        approval: ApprovalRecord,
+        record: EventRecord | None,
+        state: str,
+        error: str,
+        note: str,
+    ) -> None:
+        """End an approval that did not work, and tell the sinks (the approver hears it)."""
+        now = self._clock()
+        if record is None:
+            self._store.finish_approval(approval.event_id, state, now, error=error)
+            return
+        problem = Transition(
+            TransitionKind.PROBLEM,
+            record.event,
+            now,
+            actor=approval.actor,
+            via=approval.via,
+            note=note,
+        )
+        self._store.finish_approval(
+            approval.event_id,
+            state,
+            now,
+            error=error,
+            transition=problem,
+            sinks=self._sinks_for(record.policy),
+        )
+
     def _carry_out(self, approval: ApprovalRecord) -> int:
         now = self._clock()
         record = self._store.event(approval.event_id)
         if record is None or not record.present or record.event.started:
             why = "the event left IMDS" if record is None or not record.present else "it started"
             log.info("approval of %s not sent: %s first", approval.event_id, why)
-            self._store.finish_approval(approval.event_id, ABANDONED, now, error=f"{why} first")
+            note = f"Approval by {approval.actor} not sent to IMDS: {why} first."
+            self._finish_with_problem(approval, record, ABANDONED, f"{why} first", note)
             return 1
         transition = Transition(
             kind=TransitionKind.APPROVED,
@@ -118,7 +149,8 @@ class Approver:
             self._imds.start([record.event.event_id])
         except ImdsRequestError as exc:
             log.error("IMDS refused the approval of %s: %s", approval.event_id, exc)
-            self._store.finish_approval(approval.event_id, FAILED, now, error=str(exc))
+            note = f"IMDS refused the approval by {approval.actor}: {exc}"
+            self._finish_with_problem(approval, record, FAILED, str(exc), note)
             return 1
         except ImdsError as exc:
             log.warning(

@@ -127,6 +127,7 @@ class TransitionKind(StrEnum):
     COMPLETED = "completed"  # gone after it started (or after approval / NotBefore)
     CANCELLED = "cancelled"  # gone before NotBefore, never started, never approved
     TAKEN = "taken"  # a person said "I'm on it" (Slack) without approving
+    PROBLEM = "problem"  # an approval could not be carried out (IMDS refused it, too late)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ class Transition:
         actor, via: for APPROVED (and TAKEN), who and through what
             ("cli", "slack", "link", "policy").
         dry_run: for APPROVED, nothing was POSTed to IMDS.
+        note: for PROBLEM, what went wrong, for people.
     """
 
     kind: str
@@ -150,6 +152,7 @@ class Transition:
     actor: str | None = None
     via: str | None = None
     dry_run: bool = False
+    note: str = ""
 
     @property
     def event_id(self) -> str:

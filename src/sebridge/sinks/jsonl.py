@@ -37,6 +37,7 @@ def record(message: Message) -> dict[str, Any]:
         "via": t.via,
         "policy": message.policy,
         "dry_run": message.dry_run or t.dry_run,
+        "note": t.note,
     }
 
 

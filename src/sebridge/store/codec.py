@@ -75,6 +75,7 @@ def transition_to_json(transition: Transition) -> str:
             "actor": transition.actor,
             "via": transition.via,
             "dry_run": transition.dry_run,
+            "note": transition.note,
         },
         separators=(",", ":"),
     )
@@ -91,4 +92,5 @@ def transition_from_json(text: str) -> Transition:
         actor=data.get("actor"),
         via=data.get("via"),
         dry_run=bool(data.get("dry_run", False)),
+        note=data.get("note", ""),
     )

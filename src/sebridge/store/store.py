@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sebridge.model import Approval, Document, ScheduledEvent, Transition
+from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.store.codec import (
     event_from_dict,
     event_to_dict,
@@ -27,6 +27,8 @@ from sebridge.store.records import (
 
 __all__ = ["Store"]
 
+# Transitions that annotate an event without moving it along its lifecycle.
+_NOTES = (TransitionKind.TAKEN, TransitionKind.PROBLEM)
 _EVENT_COLUMNS = "event_id, data, state, policy, present, first_seen, last_seen, gone_at"
 _APPROVAL_COLUMNS = "event_id, actor, via, at, state, attempts, last_error, done_at"
 # The states an approval passes through (see ApprovalRecord).
@@ -142,9 +144,11 @@ class Store:
                 transition_to_json(transition),
             ),
         )
-        self.db.execute(
-            "UPDATE events SET state = ? WHERE event_id = ?", (transition.kind, transition.event_id)
-        )
+        if transition.kind not in _NOTES:
+            self.db.execute(
+                "UPDATE events SET state = ? WHERE event_id = ?",
+                (transition.kind, transition.event_id),
+            )
         self.outbox.enqueue(transition_id, transition.event_id, sinks, now)
         return transition_id
 
