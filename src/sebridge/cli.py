@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,6 +27,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # stdout's reader went away (`sebridge events | head`): not an error worth a
+        # traceback; point stdout at devnull so the exit-time flush is quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -39,8 +39,12 @@ class _ConsoleLog:
 
     def write(self, line: str) -> None:
         with self._lock:
-            self._out.write(line + "\n")
-            self._out.flush()
+            try:
+                self._out.write(line + "\n")
+                self._out.flush()
+            except (BrokenPipeError, ValueError):
+                # The reader went away (`| head`): serving matters more than telling.
+                pass
 
 
 def _load(scenario_path: str | os.PathLike[str] | None) -> Scenario | None:
