@@ -40,15 +40,12 @@ APPROVERS = ["U0AAA", ONCALL]
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the HTTP-mode signing secret
 POLL = 0.2
 PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
-# Threads the daemon leaves behind once stopped (see test_stopping_leaves_no_threads_behind):
-# waitress's worker threads (HTTP mode) and Bolt's listener executor.
-KNOWN_LEFTOVERS = re.compile(r"waitress-\d+|ThreadPoolExecutor-\d+_\d+")
 
 
 @pytest.fixture(autouse=True)
 def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """No proxy (slack_sdk honours HTTP(S)_PROXY), no stray config, the root logger restored,
-    and no thread of ours left running (except the known leftovers, tested on their own)."""
+    and no thread of ours left running."""
     for name in PROXY_VARS:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("SEBRIDGE_CONFIG", raising=False)
@@ -59,7 +56,7 @@ def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
-    assert not _threads_left(before, allow=KNOWN_LEFTOVERS), "threads left behind"
+    assert not _threads_left(before, allow=None), "threads left behind"
 
 
 def _threads_left(
@@ -632,12 +629,6 @@ def test_a_user_initiated_event_shows_approved_by_policy_without_a_click(
 
 
 @pytest.mark.parametrize("mode", ["socket", "http"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: stopping the daemon leaves threads running: HttpServer.stop() never shuts "
-    "down waitress's task dispatcher (4 worker threads), and the Bolt App's listener "
-    "executor is never shut down",
-)
 def test_stopping_leaves_no_threads_behind(
     slack: FakeSlack, sim: Simulator, tmp_path: Path, mode: str
 ) -> None:

@@ -62,10 +62,11 @@ class HttpServer:
         log.info("HTTP server listening on %s:%d", self._server.effective_host, self.port)
 
     def stop(self) -> None:
-        """Stop accepting and close the socket."""
+        """Stop accepting, close the socket, and end waitress's worker threads."""
         self._server.close()
         if self._thread:
             self._thread.join(timeout=5)
+        self._server.task_dispatcher.shutdown()
 
     def _app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")

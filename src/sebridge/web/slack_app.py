@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import Any
 
 from slack_bolt import Ack, App
@@ -23,15 +24,23 @@ __all__ = ["SocketModeService", "build_bolt_app", "slack_wsgi_app"]
 log = logging.getLogger(__name__)
 
 
-def build_bolt_app(client: WebClient, actions: SlackActions, *, signing_secret: str = "") -> App:
+def build_bolt_app(
+    client: WebClient,
+    actions: SlackActions,
+    executor: Executor,
+    *,
+    signing_secret: str = "",
+) -> App:
     """A Bolt app that routes the Approve and "I'm on it" buttons to `actions`.
 
     Args:
+        executor: runs the listeners after their ack; ours, so stopping ends its threads.
         signing_secret: set in HTTP mode, where every request's signature and
             age (5 minutes at most) are verified; empty in Socket Mode, where
             the authenticated websocket replaces signatures.
     """
     app = App(
+        listener_executor=executor,
         client=client,
         signing_secret=signing_secret or "unused-in-socket-mode",
         request_verification_enabled=bool(signing_secret),

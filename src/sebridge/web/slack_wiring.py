@@ -6,6 +6,7 @@ mode, Bolt behind POST /slack/events on the bridge's HTTP server.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from sebridge.config import Config
@@ -19,7 +20,7 @@ from sebridge.web.slack_actions import SlackActions
 from sebridge.web.slack_app import SocketModeService, build_bolt_app, slack_wsgi_app
 from sebridge.web.slack_approvers import SlackApprovers
 
-__all__ = ["slack_service"]
+__all__ = ["SlackClickService", "slack_service"]
 
 
 def slack_service(config: Config, daemon: Daemon, sink: SlackSink) -> Service:
@@ -51,12 +52,39 @@ def slack_service(config: Config, daemon: Daemon, sink: SlackSink) -> Service:
         show_state=show_state,
         sinks=lambda: daemon.sinks_for("notify"),
     )
+    executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="slack-click")
+    service: Service
     if slack.socket_mode:
-        app = build_bolt_app(client, actions)
-        return SocketModeService(app, slack.app_token.reveal(), slack.api_url)
-    app = build_bolt_app(client, actions, signing_secret=slack.signing_secret.reveal())
-    return HttpServer(
-        config.http.listen_host,
-        config.http.listen_port,
-        {"/slack/events": slack_wsgi_app(app)},
-    )
+        app = build_bolt_app(client, actions, executor)
+        service = SocketModeService(app, slack.app_token.reveal(), slack.api_url)
+    else:
+        secret = slack.signing_secret.reveal()
+        app = build_bolt_app(client, actions, executor, signing_secret=secret)
+        service = HttpServer(
+            config.http.listen_host,
+            config.http.listen_port,
+            {"/slack/events": slack_wsgi_app(app)},
+        )
+    return SlackClickService(service, executor)
+
+
+class SlackClickService:
+    """Receives clicks (Socket Mode or HTTP); its handlers run on `executor`, ended with it."""
+
+    def __init__(self, service: Service, executor: ThreadPoolExecutor) -> None:
+        self._service = service
+        self._executor = executor
+
+    @property
+    def port(self) -> int | None:
+        """The HTTP port in HTTP mode (useful with port 0); None in Socket Mode."""
+        return self._service.port if isinstance(self._service, HttpServer) else None
+
+    def start(self) -> None:
+        """Connect to Slack, or start serving /slack/events."""
+        self._service.start()
+
+    def stop(self) -> None:
+        """Disconnect or stop serving, then end the click handlers' threads."""
+        self._service.stop()
+        self._executor.shutdown(wait=True)
