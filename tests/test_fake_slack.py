@@ -156,6 +156,8 @@ def test_lookups_and_scope_header(slack: FakeSlack, client: WebClient) -> None:
         "usergroups:read",
         "channels:read",
         "groups:read",
+        "channels:history",
+        "groups:history",
     }
     info = client.conversations_info(channel=OPS)["channel"]
     assert (info["id"], info["name"], info["is_member"]) == (OPS, "ops", True)

@@ -144,6 +144,7 @@ class Dispatcher:
             receipt=delivery.receipt,
             dry_run=self._dry_run,
             approved_by=delivery.approved_by,
+            attempt=delivery.attempts,
         )
         what = f"{delivery.transition.kind} of {delivery.transition.event_id} to {sink.name}"
         try:

@@ -30,7 +30,9 @@ def needed_slack_scopes(config: SlackConfig) -> set[str]:
     needed = {"chat:write"}
     if any(a.startswith("S") for a in config.approvers):
         needed.add("usergroups:read")
-    needed.add("groups:read" if config.channel.startswith("G") else "channels:read")
+    private = config.channel.startswith("G")
+    needed.add("groups:read" if private else "channels:read")
+    needed.add("groups:history" if private else "channels:history")
     return needed
 
 

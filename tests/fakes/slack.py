@@ -42,7 +42,14 @@ __all__ = [
     "block_errors",
 ]
 
-DEFAULT_SCOPES = ("chat:write", "usergroups:read", "channels:read", "groups:read")
+DEFAULT_SCOPES = (
+    "chat:write",
+    "usergroups:read",
+    "channels:read",
+    "groups:read",
+    "channels:history",
+    "groups:history",
+)
 
 
 class FakeSlack:

@@ -28,6 +28,8 @@ BOT_METHODS = frozenset(
         "chat.update",
         "chat.postEphemeral",
         "conversations.info",
+        "conversations.history",
+        "conversations.replies",
         "usergroups.users.list",
     }
 )
@@ -37,6 +39,8 @@ SCOPES_NEEDED: dict[str, tuple[str, ...]] = {  # any one of these is enough
     "chat.update": ("chat:write",),
     "chat.postEphemeral": ("chat:write",),
     "conversations.info": ("channels:read", "groups:read"),
+    "conversations.history": ("channels:history", "groups:history"),
+    "conversations.replies": ("channels:history", "groups:history"),
     "usergroups.users.list": ("usergroups:read",),
 }
 HTML_5XX = "<html><head><title>{code}</title></head><body><h1>{code} Service Unavailable</h1></body></html>"
@@ -544,6 +548,54 @@ class FakeWebApi:
             "creator": "U0ADMIN",
         }
         return {"channel": info}
+
+    def _readable(self, params: dict[str, Any]) -> str:
+        channel = self._channel(params.get("channel"))
+        if channel in self.not_in_channel:
+            raise ApiError("not_in_channel")
+        return channel
+
+    @staticmethod
+    def _listed(messages: list[FakeMessage], params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Messages within oldest..latest (exclusive unless inclusive), metadata only on request."""
+        oldest = float(params.get("oldest") or 0)
+        latest = float(params.get("latest") or "inf")
+        inclusive = str(params.get("inclusive", "")).lower() in ("1", "true")
+        shown = []
+        for m in messages:
+            ts = float(m.ts)
+            inside = oldest <= ts <= latest if inclusive else oldest < ts < latest
+            if inside:
+                d = m.as_dict()
+                if str(params.get("include_all_metadata", "")).lower() not in ("1", "true"):
+                    d.pop("metadata", None)
+                shown.append(d)
+        return shown[: int(params.get("limit") or 100)]
+
+    def _m_conversations_history(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Top-level messages, newest first (docs: conversations.history)."""
+        channel = self._readable(params)
+        with self.lock:
+            mine = sorted(
+                (m for (c, _), m in self.messages.items() if c == channel),
+                key=lambda m: float(m.ts),
+                reverse=True,
+            )
+        return {"messages": self._listed(mine, params), "has_more": False}
+
+    def _m_conversations_replies(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A thread: its parent, then the replies, oldest first (docs: conversations.replies)."""
+        channel = self._readable(params)
+        ts = str(params.get("ts") or "")
+        with self.lock:
+            parent = self.messages.get((channel, ts))
+            if parent is None:
+                raise ApiError("thread_not_found")
+            thread = [parent, *self.threads.get((channel, ts), [])]
+        listed = self._listed(thread, {**params, "oldest": 0, "latest": None})
+        oldest = float(params.get("oldest") or 0)
+        replies = [m for m in listed[1:] if float(m["ts"]) > oldest]
+        return {"messages": [listed[0], *replies], "has_more": False}
 
     def _m_usergroups_users_list(self, params: dict[str, Any]) -> dict[str, Any]:
         group = str(params.get("usergroup") or "")

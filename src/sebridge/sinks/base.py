@@ -25,6 +25,8 @@ class Message:
             same event (update that message or ticket instead of a new one).
         dry_run: sebridge runs with policy.dry_run: nothing reaches IMDS.
         approved_by: who approved the event, if anyone has by the time of delivery.
+        attempt: earlier attempts at this same delivery (0 on the first): a sink
+            whose earlier attempt may have landed checks before sending again.
     """
 
     transition: Transition
@@ -33,6 +35,7 @@ class Message:
     receipt: Receipt | None = None
     dry_run: bool = False
     approved_by: str | None = None
+    attempt: int = 0
 
     @property
     def approvable(self) -> bool:

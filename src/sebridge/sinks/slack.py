@@ -14,7 +14,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import jinja2
 from slack_sdk import WebClient
@@ -26,15 +26,16 @@ from sebridge.model import Receipt, ScheduledEvent, Transition, TransitionKind
 from sebridge.render import Renderer
 from sebridge.sinks.base import Message
 from sebridge.sinks.slack_errors import delivery_error
+from sebridge.sinks.slack_lookup import PARENT_TYPE, REPLY_TYPE, find_parent, reply_posted
 
 __all__ = ["SlackSink", "build_slack_client", "escape_mrkdwn", "slack_date", "slack_user"]
 
 MESSAGE = "slack/message.j2"  # the parent message's blocks, as JSON
 TEXT = "slack/text.j2"  # its plain fallback line (notifications, screen readers)
 REPLY = "slack/reply.j2"  # one thread reply per later transition
-METADATA_TYPE = "sebridge_event"
 TIMEOUT = 10  # seconds per Web API call; the dispatcher retries on timeout
 
+_T = TypeVar("_T")
 _USER_ID = re.compile(r"[UW][A-Z0-9]{2,}")
 _TRANSPORT = (SlackClientError, OSError, http.client.HTTPException)
 
@@ -131,8 +132,14 @@ class SlackSink:
         # The update is done. Should the reply fail, the error propagates as
         # mapped (retryable for network/5xx/429) and the dispatcher runs this
         # whole send again: repeating chat.update with the same blocks is
-        # harmless (idempotent), so only the reply is really retried.
-        self._call("chat.postMessage", channel, thread_ts=ts, text=reply)
+        # harmless (idempotent), and the reply is looked for before it is
+        # posted again (its answer may have been lost, not the reply).
+        t = message.transition
+        key = f"{t.kind}@{t.at.isoformat()}"
+        if message.attempt and self._looked_up(reply_posted, channel, ts, key, t.at):
+            return message.receipt
+        metadata = {"event_type": REPLY_TYPE, "event_payload": {"event_id": t.event_id, "key": key}}
+        self._call("chat.postMessage", channel, thread_ts=ts, text=reply, metadata=metadata)
         return message.receipt
 
     def show(self, channel: str, ts: str, message: Message, note: str) -> None:
@@ -172,9 +179,14 @@ class SlackSink:
         return blocks
 
     def _post_parent(self, message: Message, *, first: bool = True) -> Receipt:
+        e = message.transition.event
+        if message.attempt and first:
+            # An earlier attempt may have posted it, its answer lost: never twice.
+            ts = self._looked_up(find_parent, self._channel, e.event_id, message.transition.at)
+            if ts:
+                return Receipt(f"{self._channel}:{ts}", {"channel": self._channel, "ts": ts})
         context = self._context(message, first=first)
         blocks, text = self._blocks(context), self._render(TEXT, context)
-        e = message.transition.event
         payload = {"event_id": e.event_id, "event_type": e.event_type, "vm": message.vm_name}
         response = self._call(
             "chat.postMessage",
@@ -183,7 +195,7 @@ class SlackSink:
             blocks=blocks,
             unfurl_links=False,
             unfurl_media=False,
-            metadata={"event_type": METADATA_TYPE, "event_payload": payload},
+            metadata={"event_type": PARENT_TYPE, "event_payload": payload},
         )
         # Slack answers with the channel id even when given a name; chat.update needs the id.
         channel = str(response.get("channel") or self._channel)
@@ -201,6 +213,13 @@ class SlackSink:
                 raise _MessageGone from None
             token = self._client.token or ""
             raise delivery_error(exc, method=method, channel=channel, token=token) from None
+
+    def _looked_up(self, lookup: Callable[..., _T], channel: str, *args: Any) -> _T:
+        try:
+            return lookup(self._client, channel, *args)
+        except _TRANSPORT as exc:
+            token = self._client.token or ""
+            raise delivery_error(exc, method="lookup", channel=channel, token=token) from None
 
     def _context(self, message: Message, *, first: bool) -> dict[str, Any]:
         t, m = message.transition, message
