@@ -125,6 +125,9 @@ def _with_config(
 
         try:
             return command(commands, config, args)
+        except ConfigError as exc:  # found while building (a broken template)
+            print(f"sebridge: configuration error: {exc}", file=sys.stderr)
+            return USAGE_ERROR
         except BridgeError as exc:
             print(f"sebridge: {exc}", file=sys.stderr)
             return 1

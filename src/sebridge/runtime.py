@@ -58,7 +58,12 @@ def build_sinks(config: Config, stdout: TextIO | None = None) -> list[Sink]:
     renderer = Renderer(config.templates.dir or None)
     sinks: list[Sink] = []
     if config.console.enabled:
-        sinks.append(ConsoleSink(renderer, stream=stdout))
+        console = ConsoleSink(renderer, stream=stdout)
+        try:
+            console.check_templates()
+        except PermanentDeliveryError as exc:
+            raise ConfigError(str(exc)) from None
+        sinks.append(console)
     if config.jsonl.enabled:
         sinks.append(JsonlSink(config.jsonl.path, stream=stdout))
     if config.slack.enabled:

@@ -8,14 +8,26 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TextIO
 
-from sebridge.errors import RetryableDeliveryError
-from sebridge.model import Receipt
+import jinja2
+
+from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError
+from sebridge.model import Receipt, ScheduledEvent, Transition, TransitionKind
 from sebridge.render import Renderer
 from sebridge.sinks.base import Message
 
 __all__ = ["ConsoleSink"]
 
 TEMPLATE = "console/line.j2"
+SAMPLE_EVENT = ScheduledEvent(
+    "C7061BAC-AFDC-4513-B24B-AA5F13A16123",
+    "Freeze",
+    "Scheduled",
+    ("vm1", "vm2"),
+    not_before_text="Mon, 11 Apr 2022 22:26:58 GMT",
+    description="Virtual machine is being paused because of a memory-preserving Live Migration.",
+    source="Platform",
+    duration_seconds=5,
+)
 
 
 class ConsoleSink:
@@ -35,17 +47,28 @@ class ConsoleSink:
         self._lock = threading.Lock()
 
     def render(self, message: Message) -> str:
-        """The line this message prints."""
+        """The line this message prints. A broken template is a PermanentDeliveryError."""
         t = message.transition
-        return self._renderer.render(
-            TEMPLATE,
-            t=t,
-            e=t.event,
-            vm=message.vm_name,
-            policy=message.policy,
-            dry_run=message.dry_run,
-            now=self._clock(),
-        )
+        try:
+            return self._renderer.render(
+                TEMPLATE,
+                t=t,
+                e=t.event,
+                vm=message.vm_name,
+                policy=message.policy,
+                dry_run=message.dry_run,
+                now=self._clock(),
+            )
+        except jinja2.TemplateSyntaxError as exc:
+            where = f"{exc.filename or TEMPLATE}, line {exc.lineno}"
+            raise PermanentDeliveryError(f"console: template {where}: {exc.message}") from None
+        except jinja2.TemplateError as exc:
+            raise PermanentDeliveryError(f"console: template {TEMPLATE}: {exc}") from None
+
+    def check_templates(self) -> None:
+        """Render the line for every kind of transition now, so a broken template fails at start."""
+        for kind in TransitionKind:
+            self.render(Message(Transition(kind, SAMPLE_EVENT, self._clock()), "vm1", "notify"))
 
     def send(self, message: Message) -> Receipt | None:
         """Print the line."""
