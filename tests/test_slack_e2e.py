@@ -56,20 +56,14 @@ def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
-    assert not _threads_left(before, allow=None), "threads left behind"
+    assert not _threads_left(before), "threads left behind"
 
 
-def _threads_left(
-    before: set[threading.Thread], allow: re.Pattern[str] | None, grace: float = 3.0
-) -> list[str]:
+def _threads_left(before: set[threading.Thread], grace: float = 3.0) -> list[str]:
     """Names of threads started since `before` still alive after `grace` seconds."""
     deadline = time.monotonic() + grace
     while True:
-        left = [
-            t.name
-            for t in threading.enumerate()
-            if t not in before and t.is_alive() and not (allow and allow.fullmatch(t.name))
-        ]
+        left = [t.name for t in threading.enumerate() if t not in before and t.is_alive()]
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.02)
@@ -662,7 +656,7 @@ def test_stopping_leaves_no_threads_behind(
         bridge.wait_reply(bridge.wait_message(event_id), "Taken")
     finally:
         bridge.stop()
-    assert _threads_left(before, allow=None, grace=1.5) == []
+    assert _threads_left(before, grace=1.5) == []
 
 
 # -------------------------------------------------------------------- 10. sebridge check

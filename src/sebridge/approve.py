@@ -43,7 +43,7 @@ class Approver:
     def __init__(
         self,
         store: Store,
-        imds: ImdsClient | None,
+        imds: ImdsClient,
         sinks_for: Callable[[str], Sequence[str]],
         *,
         dry_run: bool = False,
@@ -140,7 +140,7 @@ class Approver:
             dry_run=self._dry_run,
         )
         sinks = self._sinks_for(record.policy)
-        if self._dry_run or self._imds is None:
+        if self._dry_run:
             self._store.finish_approval(
                 approval.event_id, DRY_RUN, now, transition=transition, sinks=sinks
             )

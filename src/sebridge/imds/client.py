@@ -220,10 +220,7 @@ class ImdsClient:
         except NewConnectionError as exc:  # a subclass of urllib3's TimeoutError, yet not one
             raise self._unreachable(exc) from None
         except Urllib3Timeout:
-            raise _Timeout(
-                f"IMDS at {self.endpoint} did not answer {method} {path} within "
-                f"{timeout.read_timeout:g}s; it is slow or hanging"
-            ) from None
+            raise self._timed_out(method, path, timeout.read_timeout) from None
         except (Urllib3Error, OSError) as exc:
             raise self._unreachable(exc) from None
         self._answered = True
@@ -232,15 +229,18 @@ class ImdsClient:
 
     def _fast_get(self, timeout: urllib3.Timeout) -> RawResponse | None:
         assert self._fast is not None
-        read_timeout = timeout.read_timeout if isinstance(timeout.read_timeout, float) else 5.0
+        read_timeout = float(timeout.read_timeout or self._first_timeout)
         with self._fast_lock:
             try:
                 return self._fast.get(read_timeout)
             except TimeoutError:
-                raise _Timeout(
-                    f"IMDS at {self.endpoint} did not answer GET {SCHEDULED_EVENTS_PATH} "
-                    f"within {read_timeout:g}s; it is slow or hanging"
-                ) from None
+                raise self._timed_out("GET", SCHEDULED_EVENTS_PATH, read_timeout) from None
+
+    def _timed_out(self, method: str, path: str, seconds: float | None) -> _Timeout:
+        return _Timeout(
+            f"IMDS at {self.endpoint} did not answer {method} {path} within "
+            f"{seconds or 0:g}s; it is slow or hanging"
+        )
 
     def _unreachable(self, exc: BaseException) -> ImdsUnavailableError:
         return ImdsUnavailableError(

@@ -29,6 +29,8 @@ def slack_service(config: Config, daemon: Daemon, sink: SlackSink) -> Service:
     client = sink.client
 
     def show_state(channel: str, ts: str, record: EventRecord, note: str) -> None:
+        # Only gone (completed, cancelled) and started events get here, and a
+        # Message of either is not approvable: the redrawn message has no buttons.
         approval = record.approval
         approved_by = (
             approval.actor if approval and approval.state in ("posted", "dry_run") else None
@@ -39,7 +41,7 @@ def slack_service(config: Config, daemon: Daemon, sink: SlackSink) -> Service:
             daemon.vm_name(),
             record.policy,
             dry_run=config.policy.dry_run,
-            approved_by=approved_by or "nobody",  # never approvable again: no buttons
+            approved_by=approved_by,
         )
         sink.show(channel, ts, message, note)
 
