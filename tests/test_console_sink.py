@@ -10,10 +10,10 @@ import pytest
 
 from sebridge import cli
 from sebridge.errors import PermanentDeliveryError
+from sebridge.integrations.console.sink import ConsoleSink
 from sebridge.model import ScheduledEvent, Transition, TransitionKind
 from sebridge.render import Renderer
-from sebridge.sinks.base import Message
-from sebridge.sinks.console import ConsoleSink
+from sebridge.sink import Message
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 EVENT = ScheduledEvent(

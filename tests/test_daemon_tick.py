@@ -15,7 +15,7 @@ from sebridge.imds import ImdsClient
 from sebridge.model import Approval, Receipt
 from sebridge.policy import PolicySettings
 from sebridge.simulator import Simulator
-from sebridge.sinks.base import Message
+from sebridge.sink import Message
 from sebridge.store import Store
 
 

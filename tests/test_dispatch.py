@@ -12,7 +12,7 @@ import pytest
 from sebridge.dispatch import Dispatcher
 from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError
 from sebridge.model import Document, Receipt, ScheduledEvent, Transition, TransitionKind
-from sebridge.sinks.base import Message
+from sebridge.sink import Message
 from sebridge.store import Store
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

@@ -20,10 +20,15 @@ from typing import Any
 import pytest
 
 from sebridge.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
+from sebridge.integrations.slack.sink import (
+    SlackSink,
+    build_slack_client,
+    escape_mrkdwn,
+    slack_user,
+)
 from sebridge.model import Receipt, ScheduledEvent, Transition
 from sebridge.render import Renderer
-from sebridge.sinks.base import Message
-from sebridge.sinks.slack import SlackSink, build_slack_client, escape_mrkdwn, slack_user
+from sebridge.sink import Message
 
 TOKEN = "xoxb-1111-2222-SECRETSECRET"
 CHANNEL = "C0TEST"

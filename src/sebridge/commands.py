@@ -210,8 +210,8 @@ def check(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
     except ValueError as exc:
         problems.append(f"imds: {exc}")
     if config.slack.enabled:
-        from sebridge.doctor import check_slack
-        from sebridge.sinks.slack import build_slack_client
+        from sebridge.integrations.slack.doctor import check_slack
+        from sebridge.integrations.slack.sink import build_slack_client
 
         client = build_slack_client(config.slack.bot_token.reveal(), config.slack.api_url)
         for finding in check_slack(config.slack, client):

@@ -25,7 +25,7 @@ from sebridge.errors import ImdsError
 from sebridge.imds import ImdsClient
 from sebridge.model import Approval, Document, Transition, TransitionKind
 from sebridge.policy import APPROVE, IGNORE, PolicySettings, decide
-from sebridge.sinks.base import Sink
+from sebridge.sink import Sink
 from sebridge.store import Store
 
 __all__ = ["Daemon", "Service", "TickResult"]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError
-from sebridge.sinks.base import Message, Sink
+from sebridge.sink import Message, Sink
 from sebridge.store import Delivery, Store
 
 __all__ = ["Dispatcher"]

@@ -13,11 +13,11 @@ from sebridge.config import Config
 from sebridge.daemon import Daemon
 from sebridge.errors import ConfigError, PermanentDeliveryError
 from sebridge.imds import ImdsClient
+from sebridge.integrations.console.sink import ConsoleSink
+from sebridge.integrations.jsonl.sink import JsonlSink
 from sebridge.policy import IGNORE, PolicySettings
 from sebridge.render import Renderer
-from sebridge.sinks.base import Sink
-from sebridge.sinks.console import ConsoleSink
-from sebridge.sinks.jsonl import JsonlSink
+from sebridge.sink import Sink
 from sebridge.store import Store
 
 __all__ = [
@@ -74,7 +74,7 @@ def build_sinks(config: Config, stdout: TextIO | None = None) -> list[Sink]:
 def build_slack_sink(config: Config, renderer: Renderer) -> Sink:
     """The Slack sink, its templates checked."""
     # Imported only when Slack is on: slack_sdk costs memory and start-up time.
-    from sebridge.sinks.slack import SlackSink, build_slack_client
+    from sebridge.integrations.slack.sink import SlackSink, build_slack_client
 
     slack = config.slack
     sink = SlackSink(
@@ -125,8 +125,8 @@ def build_daemon(config: Config, stdout: TextIO | None = None, *, serve: bool = 
         max_backoff=config.dispatch.max_backoff_seconds,
     )
     if serve and config.slack.enabled:
-        from sebridge.sinks.slack import SlackSink
-        from sebridge.web.slack_wiring import slack_service
+        from sebridge.integrations.slack.sink import SlackSink
+        from sebridge.integrations.slack.wiring import slack_service
 
         (slack,) = (s for s in daemon.sinks if isinstance(s, SlackSink))
         daemon.services.append(slack_service(config, daemon, slack))

@@ -11,14 +11,14 @@ from datetime import UTC, datetime
 
 from sebridge.config import Config
 from sebridge.daemon import Daemon, Service
+from sebridge.integrations.slack.actions import SlackActions
+from sebridge.integrations.slack.approvers import SlackApprovers
+from sebridge.integrations.slack.bolt import SocketModeService, build_bolt_app, slack_wsgi_app
+from sebridge.integrations.slack.sink import SlackSink
 from sebridge.model import Transition
-from sebridge.sinks.base import Message
-from sebridge.sinks.slack import SlackSink
+from sebridge.sink import Message
 from sebridge.store import EventRecord
 from sebridge.web.server import HttpServer
-from sebridge.web.slack_actions import SlackActions
-from sebridge.web.slack_app import SocketModeService, build_bolt_app, slack_wsgi_app
-from sebridge.web.slack_approvers import SlackApprovers
 
 __all__ = ["SlackClickService", "slack_service"]
 

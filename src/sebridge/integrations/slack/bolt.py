@@ -17,7 +17,7 @@ from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_sdk import WebClient
 
-from sebridge.web.slack_actions import APPROVE, TAKE, Click, SlackActions
+from sebridge.integrations.slack.actions import APPROVE, TAKE, Click, SlackActions
 
 __all__ = ["SocketModeService", "build_bolt_app", "slack_wsgi_app"]
 

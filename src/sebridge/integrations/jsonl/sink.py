@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from sebridge.errors import RetryableDeliveryError
 from sebridge.model import Receipt
-from sebridge.sinks.base import Message
+from sebridge.sink import Message
 
 __all__ = ["JsonlSink", "record"]
 

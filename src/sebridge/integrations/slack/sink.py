@@ -22,11 +22,11 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web import SlackResponse
 
 from sebridge.errors import PermanentDeliveryError
+from sebridge.integrations.slack.errors import delivery_error
+from sebridge.integrations.slack.lookup import PARENT_TYPE, REPLY_TYPE, find_parent, reply_posted
 from sebridge.model import Receipt, ScheduledEvent, Transition, TransitionKind
 from sebridge.render import Renderer
-from sebridge.sinks.base import Message
-from sebridge.sinks.slack_errors import delivery_error
-from sebridge.sinks.slack_lookup import PARENT_TYPE, REPLY_TYPE, find_parent, reply_posted
+from sebridge.sink import Message
 
 __all__ = ["SlackSink", "build_slack_client", "escape_mrkdwn", "slack_date", "slack_user"]
 

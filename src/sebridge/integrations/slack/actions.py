@@ -20,9 +20,9 @@ from slack_sdk.errors import SlackApiError
 
 from sebridge.approve import Approver
 from sebridge.errors import ApprovalError
+from sebridge.integrations.slack.approvers import SlackApprovers
 from sebridge.model import Transition, TransitionKind
 from sebridge.store import AuditEntry, EventRecord, Store
-from sebridge.web.slack_approvers import SlackApprovers
 
 __all__ = ["APPROVE", "TAKE", "Click", "SlackActions"]
 

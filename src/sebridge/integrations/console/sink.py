@@ -13,7 +13,7 @@ import jinja2
 from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError
 from sebridge.model import Receipt, ScheduledEvent, Transition, TransitionKind
 from sebridge.render import Renderer
-from sebridge.sinks.base import Message
+from sebridge.sink import Message
 
 __all__ = ["ConsoleSink"]
 
