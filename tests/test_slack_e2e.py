@@ -33,6 +33,7 @@ from sebridge.config import Config, from_mapping
 from sebridge.daemon import Daemon
 from sebridge.runtime import build_daemon
 from sebridge.simulator import Simulator
+from sebridge.web.server import HttpServer
 
 OPS = "C0123456789"
 ONCALL = "S0456EFGH"
@@ -238,6 +239,11 @@ def slack_config(
     return data
 
 
+def _http_port(daemon: Daemon) -> int:
+    (server,) = (s for s in daemon.services if isinstance(s, HttpServer))
+    return server.port
+
+
 @pytest.fixture
 def slack() -> Iterator[FakeSlack]:
     fake = FakeSlack(
@@ -268,8 +274,7 @@ def make_bridge(
             slack_config(slack, sim, tmp_path, mode, jsonl=jsonl, **options), environ={}
         )
         daemon = build_daemon(config, serve=True)
-        (service,) = daemon.services
-        url = "" if mode == "socket" else f"http://127.0.0.1:{service.port}/slack/events"  # type: ignore[attr-defined]
+        url = "" if mode == "socket" else f"http://127.0.0.1:{_http_port(daemon)}/slack/events"
         bridge = Bridge(mode, slack, sim, config, daemon, jsonl, url)
         bridges.append(bridge)
         return bridge.start()
@@ -645,10 +650,9 @@ def test_stopping_leaves_no_threads_behind(
     before = set(threading.enumerate())
     config = from_mapping(slack_config(slack, sim, tmp_path, mode), environ={})
     daemon = build_daemon(config, serve=True)
-    (service,) = daemon.services
     bridge = Bridge(mode, slack, sim, config, daemon, tmp_path / "unused.jsonl")
     if mode == "http":
-        bridge.events_url = f"http://127.0.0.1:{service.port}/slack/events"  # type: ignore[attr-defined]
+        bridge.events_url = f"http://127.0.0.1:{_http_port(daemon)}/slack/events"
     bridge.start()
     try:
         event_id = sim.schedule("Reboot")

@@ -15,8 +15,15 @@ from typing import Any, TextIO
 
 from sebridge.config import Config
 from sebridge.errors import ApprovalError, BridgeError
-from sebridge.render import countdown
-from sebridge.runtime import build_approver, build_daemon, build_imds, open_store
+from sebridge.integrations.base import Context
+from sebridge.render import Renderer, countdown
+from sebridge.runtime import (
+    build_approver,
+    build_daemon,
+    build_imds,
+    enabled_integrations,
+    open_store,
+)
 from sebridge.store import EventRecord, HistoryEntry
 from sebridge.store.codec import event_to_dict
 
@@ -209,12 +216,10 @@ def check(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
         build_imds(config).close()
     except ValueError as exc:
         problems.append(f"imds: {exc}")
-    if config.slack.enabled:
-        from sebridge.integrations.slack.doctor import check_slack
-        from sebridge.integrations.slack.sink import build_slack_client
-
-        client = build_slack_client(config.slack.bot_token.reveal(), config.slack.api_url)
-        for finding in check_slack(config.slack, client):
+    ctx = Context(config, Renderer(config.templates.dir or None))
+    integrations = enabled_integrations(config)
+    for integration in integrations:
+        for finding in integration.check(ctx):
             (passed if finding.ok else problems).append(f"{finding.target}: {finding.message}")
     if as_json:
         _dump(
@@ -229,7 +234,8 @@ def check(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
         )
     else:
         print(f"configuration: {config.source}: valid", file=out)
-        print(f"sinks: {', '.join(config.sinks_enabled()) or 'none'}", file=out)
+        names = [i.name for i in integrations if i.outbound]
+        print(f"sinks: {', '.join(names) or 'none'}", file=out)
         for warning in config.warnings:
             print(f"warning: {warning}", file=out)
         for line in passed:

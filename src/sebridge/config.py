@@ -2,10 +2,12 @@
 
 Discovery: `load(path)` (the CLI's `--config`) > `$SEBRIDGE_CONFIG` >
 `/etc/sebridge/sebridge.toml` if it exists > built-in defaults. Every string
-value may use `${VAR}` (unset: "") and `$$` (a literal `$`). Every secret
-`x` also accepts `x_file = "/path"`. One frozen dataclass per section holds
-its keys with their defaults; a dataclass field *is* a config key, so the
-known-key lists, type checks and `redacted()` all come from the fields.
+value may use `${VAR}` (unset: ""; in a secret, an error) and `$$` (a
+literal `$`). Every secret `x` also accepts `x_file = "/path"`. One frozen
+dataclass per section holds its keys with their defaults; a dataclass field
+*is* a config key, so the known-key lists, type checks and `redacted()` all
+come from the fields. The core's sections are here; each integration brings
+its own (integrations/registry.py), reached with `Config.section(name)`.
 All problems are reported at once, each naming its key; secrets never
 appear in a message or a repr. Nothing reads the environment after this.
 """
@@ -16,32 +18,27 @@ import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, TypeVar
+from typing import Any
 
 from sebridge import config_checks as checks
-from sebridge.config_reader import Reader, did_you_mean
+from sebridge.config_reader import Reader, did_you_mean, option
 from sebridge.config_secrets import Secret
 from sebridge.errors import ConfigError
 from sebridge.imds.client import API_VERSIONS, DEFAULT_API_VERSION
-from sebridge.model import EventType
+from sebridge.integrations.registry import REGISTRY
 
 __all__ = [
     "API_VERSIONS",
     "DEFAULT_PATH",
     "ENV_VAR",
     "Config",
-    "ConsoleConfig",
     "DispatchConfig",
     "HttpConfig",
     "ImdsConfig",
-    "JiraConfig",
-    "JsonlConfig",
     "LogConfig",
     "PolicyConfig",
     "Secret",
-    "SlackConfig",
     "StoreConfig",
-    "TeamsConfig",
     "TemplatesConfig",
     "from_mapping",
     "load",
@@ -49,25 +46,9 @@ __all__ = [
 
 DEFAULT_PATH = "/etc/sebridge/sebridge.toml"
 ENV_VAR = "SEBRIDGE_CONFIG"
-EVENT_TYPES = tuple(t.value for t in EventType)
-
-_T = TypeVar("_T")
-_UNSET = Secret()  # the default of every secret (Secret is immutable, so one is enough)
-
-
-def _opt(
-    default: _T,
-    *,
-    ge: float | None = None,
-    gt: float | None = None,
-    le: float | None = None,
-    choices: tuple[str, ...] = (),
-    why: str = "",
-) -> _T:
-    """A field with a default and limits: numbers in range, strings (or items) in `choices`."""
-    return field(
-        default=default, metadata={"ge": ge, "gt": gt, "le": le, "choices": choices, "why": why}
-    )
+# Integrations that have a place in DESIGN.md but no code yet: their sections
+# are refused, never accepted and ignored.
+_NOT_YET = {"teams": "Microsoft Teams", "jira": "Jira"}
 
 
 @dataclass(frozen=True)
@@ -75,9 +56,9 @@ class ImdsConfig:
     """[imds]: the Instance Metadata Service and how often to ask it."""
 
     endpoint: str = "http://169.254.169.254"
-    api_version: str = _opt(DEFAULT_API_VERSION, choices=API_VERSIONS)
-    poll_interval: float = _opt(1.0, ge=0.2, le=3600.0, why="IMDS allows 5 requests/s")
-    timeout: float = _opt(5.0, gt=0.0)
+    api_version: str = option(DEFAULT_API_VERSION, choices=API_VERSIONS)
+    poll_interval: float = option(1.0, ge=0.2, le=3600.0, why="IMDS allows 5 requests/s")
+    timeout: float = option(5.0, gt=0.0)
     vm_name: str = ""  # empty: ask IMDS for the compute name
 
 
@@ -86,7 +67,7 @@ class StoreConfig:
     """[store]: where state lives (SQLite file, in memory, or a shared PostgreSQL)."""
 
     url: str = "sqlite:////var/lib/sebridge/state.db"
-    retention_days: int = _opt(90, ge=1)
+    retention_days: int = option(90, ge=1)
 
     @property
     def backend(self) -> str:
@@ -109,7 +90,7 @@ class PolicyConfig:
 
     dry_run: bool = False
     approve_user_events: bool = True
-    approve_freeze_under_seconds: int = _opt(9, ge=0)  # 0 disables
+    approve_freeze_under_seconds: int = option(9, ge=0)  # 0 disables
     only_this_vm: bool = False
 
 
@@ -117,18 +98,19 @@ class PolicyConfig:
 class DispatchConfig:
     """[dispatch]: delivery retries and shutdown."""
 
-    retry_for_seconds_after_gone: int = _opt(3600, ge=0)
-    max_backoff_seconds: float = _opt(300.0, gt=0.0)
-    shutdown_grace_seconds: float = _opt(5.0, ge=0.0)
+    retry_for_seconds_after_gone: int = option(3600, ge=0)
+    max_backoff_seconds: float = option(300.0, gt=0.0)
+    shutdown_grace_seconds: float = option(5.0, ge=0.0)
 
 
 @dataclass(frozen=True)
 class HttpConfig:
-    """[http]: the endpoint for Slack HTTP mode, approval links, health and metrics."""
+    """[http]: the daemon's one HTTP server (integrations' routes and /healthz).
+
+    It starts when an integration needs a route, or when `listen` is in the file.
+    """
 
     listen: str = "127.0.0.1:8787"
-    public_url: str = ""  # base of approval links; normalised without a trailing "/"
-    link_secret: Secret = _UNSET
 
     @property
     def listen_host(self) -> str:
@@ -137,73 +119,6 @@ class HttpConfig:
     @property
     def listen_port(self) -> int:
         return checks.listen(self.listen)[1]
-
-
-@dataclass(frozen=True)
-class ConsoleConfig:
-    """[console]: the log sink."""
-
-    enabled: bool = True
-
-
-@dataclass(frozen=True)
-class JsonlConfig:
-    """[jsonl]: one JSON object per transition. Enabled by default only if the table exists."""
-
-    path: str = "-"  # "-" = stdout
-    enabled: bool = False
-
-
-@dataclass(frozen=True)
-class SlackConfig:
-    """[slack]: enabled when bot_token is set; Socket Mode when app_token is set."""
-
-    bot_token: Secret = _UNSET
-    app_token: Secret = _UNSET
-    signing_secret: Secret = _UNSET
-    channel: str = ""
-    approvers: tuple[str, ...] = ()
-    api_url: str = "https://slack.com/api/"  # normalised to end with "/"
-    mention: str = ""
-    mention_types: tuple[str, ...] = _opt(("Preempt", "Terminate"), choices=EVENT_TYPES)
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.bot_token)
-
-    @property
-    def socket_mode(self) -> bool:
-        return bool(self.app_token)
-
-
-@dataclass(frozen=True)
-class TeamsConfig:
-    """[teams]: enabled when webhook_url is set."""
-
-    webhook_url: Secret = _UNSET
-    format: str = _opt("adaptive", choices=("adaptive", "messagecard"))
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.webhook_url)
-
-
-@dataclass(frozen=True)
-class JiraConfig:
-    """[jira]: enabled when url is set; email + api_token (Cloud) or pat (Data Center)."""
-
-    url: str = ""
-    email: str = ""
-    api_token: Secret = _UNSET
-    pat: Secret = _UNSET
-    project: str = ""
-    issue_type: str = "Task"
-    done_transition: str = "Done"
-    approve_status: str = ""  # empty: approval from Jira is off
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.url)
 
 
 @dataclass(frozen=True)
@@ -217,29 +132,31 @@ class TemplatesConfig:
 class LogConfig:
     """[log]: the daemon's own logging."""
 
-    level: str = _opt("info", choices=("debug", "info", "warning", "error"))
-    format: str = _opt("text", choices=("text", "json"))
+    level: str = option("info", choices=("debug", "info", "warning", "error"))
+    format: str = option("text", choices=("text", "json"))
 
 
-_SECTIONS: dict[str, type[Any]] = {
+_CORE: dict[str, type[Any]] = {
     "imds": ImdsConfig,
     "store": StoreConfig,
     "policy": PolicyConfig,
     "dispatch": DispatchConfig,
     "http": HttpConfig,
-    "console": ConsoleConfig,
-    "jsonl": JsonlConfig,
-    "slack": SlackConfig,
-    "teams": TeamsConfig,
-    "jira": JiraConfig,
     "templates": TemplatesConfig,
     "log": LogConfig,
 }
+_INTEGRATIONS: dict[str, type[Any]] = {i.name: i.settings for i in REGISTRY if i.settings}
+_SECTIONS = {**_CORE, **_INTEGRATIONS}
 
 
 @dataclass(frozen=True)
 class Config:
-    """The whole configuration. `source` is the file it came from, or "defaults"."""
+    """The whole configuration. `source` is the file it came from, or "defaults".
+
+    Args:
+        sections: each integration's section, by name (see `section()`).
+        given: the sections ("slack") and keys ("http.listen") the file set.
+    """
 
     source: str = "defaults"
     imds: ImdsConfig = field(default_factory=ImdsConfig)
@@ -247,34 +164,29 @@ class Config:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     dispatch: DispatchConfig = field(default_factory=DispatchConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
-    console: ConsoleConfig = field(default_factory=ConsoleConfig)
-    jsonl: JsonlConfig = field(default_factory=JsonlConfig)
-    slack: SlackConfig = field(default_factory=SlackConfig)
-    teams: TeamsConfig = field(default_factory=TeamsConfig)
-    jira: JiraConfig = field(default_factory=JiraConfig)
     templates: TemplatesConfig = field(default_factory=TemplatesConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    sections: Mapping[str, Any] = field(
+        default_factory=lambda: {name: cls() for name, cls in _INTEGRATIONS.items()}
+    )
+    given: frozenset[str] = frozenset()
     warnings: tuple[str, ...] = ()  # worth telling a person, not worth refusing to start
 
-    def sinks_enabled(self) -> tuple[str, ...]:
-        """Enabled sinks, in the order console, jsonl, slack, teams, jira."""
-        flags = (
-            ("console", self.console.enabled),
-            ("jsonl", self.jsonl.enabled),
-            ("slack", self.slack.enabled),
-            ("teams", self.teams.enabled),
-            ("jira", self.jira.enabled),
-        )
-        return tuple(name for name, enabled in flags if enabled)
+    def section(self, name: str) -> Any:
+        """An integration's section (its settings dataclass)."""
+        return self.sections[name]
 
     def redacted(self) -> dict[str, dict[str, Any]]:
         """The effective configuration as plain data; secrets as "***" (set) or "" (not)."""
         out = {
-            name: {f.name: _plain(getattr(getattr(self, name), f.name)) for f in fields(cls)}
-            for name, cls in _SECTIONS.items()
+            name: {f.name: _plain(getattr(section, f.name)) for f in fields(section)}
+            for name, section in self._all_sections()
         }
         out["store"]["url"] = checks.redact_url(self.store.url)
         return out
+
+    def _all_sections(self) -> list[tuple[str, Any]]:
+        return [(name, getattr(self, name)) for name in _CORE] + list(self.sections.items())
 
 
 def load(
@@ -315,15 +227,36 @@ def from_mapping(
 def _validate(data: Mapping[str, Any], environ: Mapping[str, str], source: str) -> Config:
     rd = Reader(environ, source)
     for name in data:
-        if name not in _SECTIONS:
+        if name in _NOT_YET:
+            rd.problems.append(f"[{name}]: {_NOT_YET[name]} is not available in this version")
+        elif name not in _SECTIONS:
             rd.problems.append(_unknown_section(name, data[name]))
-    jsonl = {"enabled": isinstance(data.get("jsonl"), Mapping)}  # a [jsonl] table turns it on
     sections = {
-        name: rd.section(name, data.get(name, {}), cls, jsonl if name == "jsonl" else {})
-        for name, cls in _SECTIONS.items()
+        name: rd.section(name, data.get(name, {}), cls, {}) for name, cls in _SECTIONS.items()
     }
     rd.raise_problems()  # shape and type problems first: the checks below rely on the types
-    config = checks.check(Config(source=source, **sections), rd)
+    given = frozenset(
+        [name for name in data if name in _SECTIONS]
+        + [
+            f"{name}.{key}"
+            for name in data
+            if isinstance(data[name], Mapping)
+            for key in data[name]
+        ]
+    )
+    config = Config(
+        source=source,
+        **{name: sections[name] for name in _CORE},
+        sections={name: sections[name] for name in _INTEGRATIONS},
+        given=given,
+    )
+    config = checks.check(config, rd)
+    config = replace(
+        config,
+        sections={
+            i.name: i.validate(config.section(i.name), config, rd) for i in REGISTRY if i.settings
+        },
+    )
     rd.raise_problems()
     return replace(config, warnings=tuple(rd.warnings))
 

@@ -2,7 +2,7 @@
 
 A dataclass field is a config key: its annotation says how to read it (bool,
 int, float, str, tuple[str, ...] or Secret), its default is the key's default,
-and its metadata (see `config._opt`) holds limits and choices. Secret fields
+and its metadata (see `option`) holds limits and choices. Secret fields
 also accept `<name>_file`. Strings are interpolated (config_secrets.Expander).
 Problems are collected, each naming its full key, and raised together as one
 ConfigError; values that failed keep their defaults meanwhile.
@@ -15,15 +15,30 @@ import json
 import math
 import typing
 from collections.abc import Iterable, Mapping
-from dataclasses import fields
+from dataclasses import field, fields
 from typing import Any, TypeVar
 
 from sebridge.config_secrets import Expander, Secret, read_secret_file
 from sebridge.errors import ConfigError
 
-__all__ = ["Reader", "did_you_mean"]
+__all__ = ["Reader", "did_you_mean", "option"]
 
 _T = TypeVar("_T")
+
+
+def option(
+    default: _T,
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    choices: tuple[str, ...] = (),
+    why: str = "",
+) -> _T:
+    """A config field with a default and limits: numbers in range, strings (or items) in choices."""
+    return field(
+        default=default, metadata={"ge": ge, "gt": gt, "le": le, "choices": choices, "why": why}
+    )
 
 
 class Reader:
@@ -104,7 +119,7 @@ class Reader:
     def _secret(self, raw: Mapping[str, Any], section: str, name: str) -> Secret:
         key = f"{section}.{name}"
         inline = self._string(raw, name, key, secret=True)
-        path = self._string(raw, f"{name}_file", key, secret=False)
+        path = self._string(raw, f"{name}_file", f"{key}_file", secret=False)
         if inline and path:
             self.problems.append(f"{section}: set {name} or {name}_file, not both")
         elif path:
@@ -115,15 +130,21 @@ class Reader:
         return Secret(inline)
 
     def _string(self, raw: Mapping[str, Any], name: str, key: str, *, secret: bool) -> str:
-        """Read a string that feeds the secret `key` (empty results are recorded under it)."""
+        """Read a string that feeds a secret. A `${VAR}` that is unset or empty is an
+        error: a secret that silently became "" would turn its integration off."""
         value = raw.get(name, "")
         try:
             if not isinstance(value, str):
                 raise ValueError(f"expected a string, got {_describe(value, secret=secret)}")
-            return self.env.expand(value, key, secret=secret)
+            text = self.env.expand(value, key, secret=secret)
         except ValueError as exc:
-            self.error(f"{key.rpartition('.')[0]}.{name}", str(exc))
+            self.error(key, str(exc))
             return ""
+        unset = self.env.empty_variables(key)
+        if unset:
+            self.error(key, f"{unset}: set it, or remove the key")
+            return ""
+        return text
 
 
 def did_you_mean(word: str, known: Iterable[str], *, quote: str = '"') -> str:

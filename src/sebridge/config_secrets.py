@@ -2,7 +2,8 @@
 
 `Secret` wraps a token so it cannot leak through `str()`, `repr()`, an
 f-string or a dataclass repr; only `.reveal()` gives the value. `Expander`
-replaces `${NAME}` with the environment variable (unset: "") and `$$` with a
+replaces `${NAME}` with the environment variable (unset: "", an error for
+secrets: see config_reader) and `$$` with a
 literal `$`, and remembers which variables came up empty for which key, so a
 later "required" error can say why the value is empty. A `$` followed by
 anything else stays as it is.
@@ -81,6 +82,10 @@ class Expander:
             return value or ""
 
         return _TOKEN.sub(substitute, text)
+
+    def empty_variables(self, key: str) -> str:
+        """ "environment variable X is not set" for each variable that emptied `key`, or ""."""
+        return ", ".join(dict.fromkeys(self._empty.get(key, [])))
 
     def why_empty(self, key: str) -> str:
         """ " (environment variable X is not set)" when interpolation emptied `key`, else ""."""

@@ -16,19 +16,19 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
 
 from sebridge.approve import Approver
 from sebridge.diff import diff
 from sebridge.dispatch import Dispatcher
 from sebridge.errors import ImdsError
 from sebridge.imds import ImdsClient
+from sebridge.integrations.base import Job, Service
 from sebridge.model import Approval, Document, Transition, TransitionKind
 from sebridge.policy import APPROVE, IGNORE, PolicySettings, decide
 from sebridge.sink import Sink
 from sebridge.store import Store
 
-__all__ = ["Daemon", "Service", "TickResult"]
+__all__ = ["Daemon", "PollState", "TickResult"]
 
 log = logging.getLogger(__name__)
 
@@ -37,16 +37,12 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class Service(Protocol):
-    """Something that runs beside the polling: the HTTP server, Slack's Socket Mode."""
+@dataclass
+class PollState:
+    """The last good poll and, while IMDS fails, why (for /healthz)."""
 
-    def start(self) -> None:
-        """Start serving in the background; raise if that is impossible."""
-        ...
-
-    def stop(self) -> None:
-        """Stop serving."""
-        ...
+    last_ok: datetime | None = None
+    error: str | None = None
 
 
 @dataclass
@@ -106,12 +102,16 @@ class Daemon:
         self._previous: Document | None = store.last_document()
         self._last_object: Document | None = None
         self._imds_failing: str | None = None
+        self.poll_state = PollState()
         self._write_marker = store.db.write_marker()
         # Whether approvals may be waiting: set by the policy, by writes from
         # other processes (`sebridge approve`) and by failed POSTs; checking the
         # table only then keeps an idle tick cheap.
         self._approvals_due = True
+        # Run beside the polling by run(): the HTTP server, Slack's Socket Mode,
+        # integrations' scheduler jobs.
         self.services: list[Service] = []
+        self.jobs: list[Job] = []
 
     def vm_name(self) -> str:
         """This VM's name, as IMDS's Resources spell it."""
@@ -149,7 +149,7 @@ class Daemon:
         try:
             document = self.imds.get_document()
         except ImdsError as exc:
-            result.error = str(exc)
+            result.error = self.poll_state.error = str(exc)
             if self._imds_failing != type(exc).__name__:
                 log.warning("IMDS poll failed: %s (events kept as they were)", exc)
             self._imds_failing = type(exc).__name__
@@ -158,6 +158,7 @@ class Daemon:
             log.info("IMDS answers again")
             self._imds_failing = None
         result.polled = True
+        self.poll_state = PollState(self._clock())
         if not self._vm_name_checked:
             self._learn_vm_name()
         return document
@@ -253,6 +254,15 @@ class Daemon:
         scheduler.add_job(
             self._prune, "interval", hours=6, args=[retention], next_run_time=datetime.now(UTC)
         )
+        for job in self.jobs:
+            scheduler.add_job(
+                self._safe(job),
+                "interval",
+                seconds=job.interval,
+                max_instances=1,
+                coalesce=True,
+                id=job.name,
+            )
         self.dispatcher.start()
         for service in self.services:
             service.start()
@@ -275,6 +285,16 @@ class Daemon:
             self.tick()
         except Exception:
             log.exception("tick failed; polling goes on")
+
+    @staticmethod
+    def _safe(job: Job) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                job.run()
+            except Exception:
+                log.exception("%s failed; it runs again in %gs", job.name, job.interval)
+
+        return run
 
     def _prune(self, retention: timedelta) -> None:
         try:

@@ -12,13 +12,14 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError
 from sebridge.sink import Message, Sink
 from sebridge.store import Delivery, Store
 
-__all__ = ["Dispatcher"]
+__all__ = ["Dispatcher", "SinkOutcome"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,15 @@ LEASE = timedelta(minutes=2)
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class SinkOutcome:
+    """How a sink's last delivery went: "delivered", "retrying" or "failed"."""
+
+    state: str
+    at: datetime
+    error: str | None = None
 
 
 class Dispatcher:
@@ -65,6 +75,11 @@ class Dispatcher:
         self._wake = {sink.name: threading.Event() for sink in self._sinks}
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._outcomes: dict[str, SinkOutcome] = {}
+
+    def outcomes(self) -> dict[str, SinkOutcome]:
+        """Each sink's last delivery outcome (sinks that delivered nothing yet are absent)."""
+        return dict(self._outcomes)
 
     def start(self) -> None:
         """Start one worker thread per sink."""
@@ -152,21 +167,27 @@ class Dispatcher:
         except PermanentDeliveryError as exc:
             log.error("delivery of %s failed for good: %s", what, exc)
             self._store.outbox.fail(delivery, str(exc))
+            self._outcomes[sink.name] = SinkOutcome("failed", self._clock(), str(exc))
             return
         except RetryableDeliveryError as exc:
-            self._retry(delivery, what, str(exc), exc.retry_after)
+            self._retry(sink, delivery, what, str(exc), exc.retry_after)
             return
         except Exception as exc:  # a sink's bug: keep it visible, keep trying
             log.exception("delivery of %s raised unexpectedly", what)
-            self._retry(delivery, what, f"{type(exc).__name__}: {exc}", None)
+            self._retry(sink, delivery, what, f"{type(exc).__name__}: {exc}", None)
             return
         self._store.outbox.ack(delivery, receipt, self._clock())
+        self._outcomes[sink.name] = SinkOutcome("delivered", self._clock())
 
-    def _retry(self, delivery: Delivery, what: str, error: str, retry_after: float | None) -> None:
+    def _retry(
+        self, sink: Sink, delivery: Delivery, what: str, error: str, retry_after: float | None
+    ) -> None:
         now = self._clock()
+        self._outcomes[sink.name] = SinkOutcome("retrying", now, error)
         attempts = delivery.attempts + 1
         if delivery.gone_at is not None and now > delivery.gone_at + self._retry_for:
             log.error("giving up on %s after %d attempts: %s", what, attempts, error)
+            self._outcomes[sink.name] = SinkOutcome("failed", now, error)
             self._store.outbox.fail(delivery, f"gave up after {attempts} attempts: {error}")
             return
         backoff = min(self._max_backoff, 2.0 ** min(attempts - 1, 20)) * (0.5 + self._jitter())

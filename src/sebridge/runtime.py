@@ -1,4 +1,4 @@
-"""Builds the daemon's parts from a Config: IMDS client, store, sinks, daemon."""
+"""Builds the daemon's parts from a Config: IMDS client, store, integrations, HTTP server."""
 
 from __future__ import annotations
 
@@ -6,19 +6,21 @@ import logging
 import socket
 import sys
 from datetime import timedelta
-from typing import TextIO
+from typing import Any, TextIO
 
 from sebridge.approve import Approver
 from sebridge.config import Config
 from sebridge.daemon import Daemon
 from sebridge.errors import ConfigError, PermanentDeliveryError
+from sebridge.health import Health
 from sebridge.imds import ImdsClient
-from sebridge.integrations.console.sink import ConsoleSink
-from sebridge.integrations.jsonl.sink import JsonlSink
+from sebridge.integrations.base import Context, Integration, WsgiApp
+from sebridge.integrations.registry import REGISTRY
 from sebridge.policy import IGNORE, PolicySettings
 from sebridge.render import Renderer
 from sebridge.sink import Sink
 from sebridge.store import Store
+from sebridge.web.server import HttpServer
 
 __all__ = [
     "build_approver",
@@ -26,6 +28,7 @@ __all__ = [
     "build_imds",
     "build_sinks",
     "configure_logging",
+    "enabled_integrations",
     "open_store",
 ]
 
@@ -53,52 +56,35 @@ def open_store(config: Config) -> Store:
     return Store(config.store.url, agent=config.imds.vm_name or socket.gethostname())
 
 
-def build_sinks(config: Config, stdout: TextIO | None = None) -> list[Sink]:
-    """Every enabled sink, console first. Templates are tried now: a broken one fails here."""
-    renderer = Renderer(config.templates.dir or None)
-    sinks: list[Sink] = []
-    if config.console.enabled:
-        console = ConsoleSink(renderer, stream=stdout)
+def enabled_integrations(config: Config) -> list[Integration[Any]]:
+    """The integrations the configuration turns on, in registry order."""
+    return [i for i in REGISTRY if i.enabled(config)]
+
+
+def _context(config: Config, stdout: TextIO | None) -> Context:
+    return Context(config, Renderer(config.templates.dir or None), stdout)
+
+
+def _sinks(ctx: Context) -> list[tuple[Integration[Any], Sink]]:
+    built = []
+    for integration in enabled_integrations(ctx.config):
         try:
-            console.check_templates()
-        except PermanentDeliveryError as exc:
+            sink = integration.sink(ctx)
+        except PermanentDeliveryError as exc:  # a broken template
             raise ConfigError(str(exc)) from None
-        sinks.append(console)
-    if config.jsonl.enabled:
-        sinks.append(JsonlSink(config.jsonl.path, stream=stdout))
-    if config.slack.enabled:
-        sinks.append(build_slack_sink(config, renderer))
-    return sinks
+        if sink is not None:
+            built.append((integration, sink))
+    return built
 
 
-def build_slack_sink(config: Config, renderer: Renderer) -> Sink:
-    """The Slack sink, its templates checked."""
-    # Imported only when Slack is on: slack_sdk costs memory and start-up time.
-    from sebridge.integrations.slack.sink import SlackSink, build_slack_client
-
-    slack = config.slack
-    sink = SlackSink(
-        build_slack_client(slack.bot_token.reveal(), slack.api_url),
-        slack.channel,
-        renderer,
-        mention=slack.mention,
-        mention_types=slack.mention_types,
-    )
-    try:
-        sink.check_templates()
-    except PermanentDeliveryError as exc:
-        raise ConfigError(str(exc)) from None
-    return sink
-
-
-def sink_names(config: Config) -> list[str]:
-    """The names of the sinks build_sinks makes, in the same order."""
-    return [name for name in ("console", "jsonl", "slack") if name in config.sinks_enabled()]
+def build_sinks(config: Config, stdout: TextIO | None = None) -> list[Sink]:
+    """Every enabled integration's sink. Templates are tried now: a broken one fails here."""
+    return [sink for _, sink in _sinks(_context(config, stdout))]
 
 
 def build_approver(config: Config, store: Store, imds: ImdsClient) -> Approver:
     """An Approver for processes that are not the daemon (`sebridge approve`)."""
-    names = sink_names(config)
+    names = [i.name for i in enabled_integrations(config) if i.outbound]
     return Approver(
         store, imds, lambda policy: [] if policy == IGNORE else names, dry_run=config.policy.dry_run
     )
@@ -108,12 +94,15 @@ def build_daemon(config: Config, stdout: TextIO | None = None, *, serve: bool = 
     """The daemon with everything it needs.
 
     Args:
-        serve: also receive approvals (Slack clicks): for `sebridge run`, not `once`.
+        serve: also what receives approvals and runs beside the polling
+            (routes, services, jobs): for `sebridge run`, not `once`.
     """
+    ctx = _context(config, stdout)
+    built = _sinks(ctx)
     daemon = Daemon(
         build_imds(config),
         open_store(config),
-        build_sinks(config, stdout),
+        [sink for _, sink in built],
         policy=PolicySettings(
             approve_user_events=config.policy.approve_user_events,
             approve_freeze_under_seconds=config.policy.approve_freeze_under_seconds,
@@ -124,10 +113,24 @@ def build_daemon(config: Config, stdout: TextIO | None = None, *, serve: bool = 
         retry_for=timedelta(seconds=config.dispatch.retry_for_seconds_after_gone),
         max_backoff=config.dispatch.max_backoff_seconds,
     )
-    if serve and config.slack.enabled:
-        from sebridge.integrations.slack.sink import SlackSink
-        from sebridge.integrations.slack.wiring import slack_service
-
-        (slack,) = (s for s in daemon.sinks if isinstance(s, SlackSink))
-        daemon.services.append(slack_service(config, daemon, slack))
+    if serve:
+        _attach_inbound(ctx, daemon, dict((i.name, s) for i, s in built))
     return daemon
+
+
+def _attach_inbound(ctx: Context, daemon: Daemon, sinks: dict[str, Sink]) -> None:
+    routes: dict[str, WsgiApp] = {}
+    for integration in enabled_integrations(ctx.config):
+        inbound = integration.inbound(ctx, daemon, sinks.get(integration.name))
+        for path, app in inbound.routes.items():
+            if path in routes or path == "/healthz":
+                raise ConfigError(f"{integration.name}: HTTP path {path} is already served")
+            routes[path] = app
+        daemon.services.extend(inbound.services)
+        daemon.jobs.extend(inbound.jobs)
+    if routes or "http.listen" in ctx.config.given:
+        http = ctx.config.http
+        health = Health(daemon, ctx.config.imds.poll_interval)
+        # Last to start, first to stop: no request reaches a part that has stopped.
+        server = HttpServer(http.listen_host, http.listen_port, routes, health.report)
+        daemon.services.append(server)

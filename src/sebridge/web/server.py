@@ -1,8 +1,11 @@
-"""The bridge's HTTP server: waitress (a production WSGI server) on http.listen.
+"""The daemon's one HTTP server: waitress on [http] listen, hardened once for every route.
 
-Routes: POST /slack/events (Slack HTTP mode) and GET /healthz; approval links
-and metrics join them later. Bound to 127.0.0.1 by default: put a TLS
-reverse proxy in front to expose it.
+Routes come from integrations (Slack's /slack/events); the core serves
+GET /healthz. Bodies are capped before anything reads them (413), idle and
+half-sent connections are closed after `IDLE_TIMEOUT`, and enough
+connections are allowed that a few hundred idle ones cannot lock out
+/healthz. Bound to 127.0.0.1 by default: put a TLS reverse proxy in front
+to expose it.
 """
 
 from __future__ import annotations
@@ -15,31 +18,35 @@ from typing import Any
 
 from waitress.server import create_server
 
-__all__ = ["HttpServer"]
+from sebridge.integrations.base import StartResponse, WsgiApp
+
+__all__ = ["MAX_BODY", "HttpServer"]
 
 log = logging.getLogger(__name__)
 
-StartResponse = Callable[..., Any]
-WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+# Slack's largest interactive payload (a message of 50 blocks, form-encoded)
+# stays well under this.
+MAX_BODY = 1024 * 1024
+IDLE_TIMEOUT = 15  # seconds a connection may sit idle or half-sent
+CONNECTION_LIMIT = 500
+
+Health = Callable[[], tuple[int, dict[str, Any]]]
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
 
 
 class HttpServer:
-    """Serves exact paths with WSGI apps, in a background thread.
+    """Serves routes (exact paths, or prefixes ending in "/") in a background thread.
 
     Args:
         routes: path -> WSGI app (e.g. "/slack/events" -> Bolt's handler).
-        health: returns the JSON object GET /healthz answers with.
+        health: returns (status, JSON body) for GET /healthz.
     """
 
     def __init__(
-        self,
-        host: str,
-        port: int,
-        routes: Mapping[str, WsgiApp],
-        health: Callable[[], dict[str, Any]] = lambda: {"status": "ok"},
+        self, host: str, port: int, routes: Mapping[str, WsgiApp], health: Health | None = None
     ) -> None:
         self._routes = dict(routes)
-        self._health = health
+        self._health = health or (lambda: (200, {"status": "ok"}))
         self._server = create_server(
             self._app,
             host=host,
@@ -47,6 +54,10 @@ class HttpServer:
             threads=4,
             ident="sebridge",
             clear_untrusted_proxy_headers=True,
+            max_request_body_size=MAX_BODY,
+            channel_timeout=IDLE_TIMEOUT,
+            cleanup_interval=1,
+            connection_limit=CONNECTION_LIMIT,
         )
         self._thread: threading.Thread | None = None
 
@@ -70,17 +81,44 @@ class HttpServer:
 
     def _app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
-        if path == "/healthz" and environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
-            return _json(start_response, "200 OK", self._health())
-        route = self._routes.get(path)
+        method = environ.get("REQUEST_METHOD", "")
+        if path == "/healthz":
+            if method not in ("GET", "HEAD"):
+                return _json(start_response, 405, {"error": "use GET"}, [("Allow", "GET, HEAD")])
+            status, body = self._health()
+            return _json(start_response, status, body)
+        route = self._route(path)
         if route is None:
-            return _json(start_response, "404 Not Found", {"error": f"no such path: {path}"})
-        return route(environ, start_response)
+            return _json(start_response, 404, {"error": "no such path"})
+        try:
+            return route(environ, start_response)
+        except Exception:  # a route's bug: one 500 for the caller, the traceback for us
+            log.exception("%s %s failed", method, path)
+            return _json(start_response, 500, {"error": "internal error"})
+
+    def _route(self, path: str) -> WsgiApp | None:
+        if path in self._routes:
+            return self._routes[path]
+        for prefix, app in self._routes.items():
+            if prefix.endswith("/") and path.startswith(prefix) and len(path) > len(prefix):
+                return app
+        return None
 
 
-def _json(start_response: StartResponse, status: str, body: dict[str, Any]) -> list[bytes]:
+def _json(
+    start_response: StartResponse,
+    status: int,
+    body: dict[str, Any],
+    headers: list[tuple[str, str]] | None = None,
+) -> list[bytes]:
     data = json.dumps(body).encode()
     start_response(
-        status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+        f"{status} {_REASONS.get(status, 'Internal Server Error')}",
+        [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(data))),
+            ("Cache-Control", "no-store"),
+            *(headers or []),
+        ],
     )
     return [data]

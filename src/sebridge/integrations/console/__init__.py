@@ -1,0 +1,40 @@
+"""The console: one readable line per transition on stdout; on by default."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sebridge.integrations.base import Context, Integration
+
+if TYPE_CHECKING:
+    from sebridge.config import Config
+    from sebridge.sink import Sink
+
+__all__ = ["Console", "ConsoleSettings"]
+
+
+@dataclass(frozen=True)
+class ConsoleSettings:
+    """[console]: the log sink."""
+
+    enabled: bool = True
+
+
+class Console(Integration[ConsoleSettings]):
+    """Lines rendered from templates/console/line.j2."""
+
+    name = "console"
+    title = "console"
+    outbound = True
+    settings = ConsoleSettings
+
+    def enabled(self, config: Config) -> bool:
+        return self.settings_of(config).enabled
+
+    def sink(self, ctx: Context) -> Sink:
+        from sebridge.integrations.console.sink import ConsoleSink
+
+        sink = ConsoleSink(ctx.renderer, stream=ctx.stdout)
+        sink.check_templates()
+        return sink

@@ -1,31 +1,21 @@
-"""Connectivity checks behind `sebridge check`: does each enabled sink work as configured?
+"""Slack's part of `sebridge check`: token, scopes, channel.
 
-Each check returns findings a person can act on; none raises for a sink's
+Each check returns findings a person can act on; none raises for Slack's
 answer. Secrets never appear in a finding.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from sebridge.config import SlackConfig
+from sebridge.integrations.base import Finding
+from sebridge.integrations.slack.settings import SlackSettings
 
-__all__ = ["Finding", "check_slack", "needed_slack_scopes"]
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One result: ok, or a problem with what to do about it."""
-
-    target: str  # "slack"
-    ok: bool
-    message: str
+__all__ = ["check_slack", "needed_slack_scopes"]
 
 
-def needed_slack_scopes(config: SlackConfig) -> set[str]:
+def needed_slack_scopes(config: SlackSettings) -> set[str]:
     """The bot scopes sebridge uses with this configuration."""
     needed = {"chat:write"}
     if any(a.startswith("S") for a in config.approvers):
@@ -36,7 +26,7 @@ def needed_slack_scopes(config: SlackConfig) -> set[str]:
     return needed
 
 
-def check_slack(config: SlackConfig, client: WebClient) -> list[Finding]:
+def check_slack(config: SlackSettings, client: WebClient) -> list[Finding]:
     """auth.test, the scopes it reports, and the channel (exists, bot is a member)."""
     findings: list[Finding] = []
     try:

@@ -1,7 +1,7 @@
-"""Puts the Slack pieces together: the sink, and the click path back to the approver.
+"""The click path back to the approver: Socket Mode, or HTTP mode's /slack/events.
 
 Socket Mode when slack.app_token is set (no inbound port); otherwise HTTP
-mode, Bolt behind POST /slack/events on the bridge's HTTP server.
+mode, Bolt behind POST /slack/events on the daemon's HTTP server.
 """
 
 from __future__ import annotations
@@ -9,23 +9,21 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
-from sebridge.config import Config
-from sebridge.daemon import Daemon, Service
+from sebridge.integrations.base import Host, Inbound, Service
 from sebridge.integrations.slack.actions import SlackActions
 from sebridge.integrations.slack.approvers import SlackApprovers
 from sebridge.integrations.slack.bolt import SocketModeService, build_bolt_app, slack_wsgi_app
+from sebridge.integrations.slack.settings import SlackSettings
 from sebridge.integrations.slack.sink import SlackSink
 from sebridge.model import Transition
 from sebridge.sink import Message
 from sebridge.store import EventRecord
-from sebridge.web.server import HttpServer
 
-__all__ = ["SlackClickService", "slack_service"]
+__all__ = ["SlackClickService", "click_inbound"]
 
 
-def slack_service(config: Config, daemon: Daemon, sink: SlackSink) -> Service:
-    """The service that receives Slack clicks for this daemon."""
-    slack = config.slack
+def click_inbound(slack: SlackSettings, dry_run: bool, daemon: Host, sink: SlackSink) -> Inbound:
+    """What receives Slack clicks for this daemon: a service, and a route in HTTP mode."""
     client = sink.client
 
     def show_state(channel: str, ts: str, record: EventRecord, note: str) -> None:
@@ -40,7 +38,7 @@ def slack_service(config: Config, daemon: Daemon, sink: SlackSink) -> Service:
             transition,
             daemon.vm_name(),
             record.policy,
-            dry_run=config.policy.dry_run,
+            dry_run=dry_run,
             approved_by=approved_by,
         )
         sink.show(channel, ts, message, note)
@@ -55,38 +53,32 @@ def slack_service(config: Config, daemon: Daemon, sink: SlackSink) -> Service:
         sinks=lambda: daemon.sinks_for("notify"),
     )
     executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="slack-click")
-    service: Service
     if slack.socket_mode:
         app = build_bolt_app(client, actions, executor)
-        service = SocketModeService(app, slack.app_token.reveal(), slack.api_url)
-    else:
-        secret = slack.signing_secret.reveal()
-        app = build_bolt_app(client, actions, executor, signing_secret=secret)
-        service = HttpServer(
-            config.http.listen_host,
-            config.http.listen_port,
-            {"/slack/events": slack_wsgi_app(app)},
-        )
-    return SlackClickService(service, executor)
+        socket = SocketModeService(app, slack.app_token.reveal(), slack.api_url)
+        return Inbound(services=[SlackClickService(socket, executor)])
+    secret = slack.signing_secret.reveal()
+    app = build_bolt_app(client, actions, executor, signing_secret=secret)
+    return Inbound(
+        routes={"/slack/events": slack_wsgi_app(app)},
+        services=[SlackClickService(None, executor)],
+    )
 
 
 class SlackClickService:
-    """Receives clicks (Socket Mode or HTTP); its handlers run on `executor`, ended with it."""
+    """Holds the Socket Mode connection (if any) and the click handlers' threads."""
 
-    def __init__(self, service: Service, executor: ThreadPoolExecutor) -> None:
-        self._service = service
+    def __init__(self, socket: Service | None, executor: ThreadPoolExecutor) -> None:
+        self._socket = socket
         self._executor = executor
 
-    @property
-    def port(self) -> int | None:
-        """The HTTP port in HTTP mode (useful with port 0); None in Socket Mode."""
-        return self._service.port if isinstance(self._service, HttpServer) else None
-
     def start(self) -> None:
-        """Connect to Slack, or start serving /slack/events."""
-        self._service.start()
+        """Connect to Slack in Socket Mode; in HTTP mode the daemon's server serves clicks."""
+        if self._socket:
+            self._socket.start()
 
     def stop(self) -> None:
-        """Disconnect or stop serving, then end the click handlers' threads."""
-        self._service.stop()
+        """Disconnect, then end the click handlers' threads."""
+        if self._socket:
+            self._socket.stop()
         self._executor.shutdown(wait=True)

@@ -1,0 +1,85 @@
+"""GET /healthz: is this daemon doing its job? 200 when it is, 503 when it is not.
+
+Failing (503): IMDS has not answered for longer than `STALE_POLLS` poll
+intervals (or never has), or the store cannot be written. A sink that is
+down is reported but does not fail the check: restarting the daemon would
+not bring Slack back, and the outbox keeps what it owes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from sebridge.errors import StoreError
+
+if TYPE_CHECKING:
+    from sebridge.daemon import Daemon
+
+__all__ = ["Health"]
+
+STALE_POLLS = 10  # a few failed polls are weather; ten in a row is an outage
+MIN_STALE_SECONDS = 30.0
+STORE_PROBE_EVERY = 30.0  # seconds between real writes to the store (each is an fsync)
+
+
+class Health:
+    """Builds the /healthz answer from the daemon's state."""
+
+    def __init__(
+        self,
+        daemon: Daemon,
+        poll_interval: float,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._daemon = daemon
+        self._stale_after = max(MIN_STALE_SECONDS, STALE_POLLS * poll_interval)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._store_checked = -STORE_PROBE_EVERY
+        self._store_error: str | None = None
+
+    def report(self) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, JSON body)."""
+        now = self._clock()
+        poll = self._daemon.poll_state
+        age = (now - poll.last_ok).total_seconds() if poll.last_ok else None
+        imds_ok = age is not None and age <= self._stale_after
+        store_error = self._probe_store()
+        sinks = {
+            name: {
+                "state": o.state,
+                "at": o.at.isoformat(),
+                **({"error": o.error} if o.error else {}),
+            }
+            for name, o in self._daemon.dispatcher.outcomes().items()
+        }
+        ok = imds_ok and store_error is None
+        body: dict[str, Any] = {
+            "status": "ok" if ok else "failing",
+            "imds": {
+                "reachable": poll.error is None and poll.last_ok is not None,
+                "last_good_poll_age_seconds": round(age, 3) if age is not None else None,
+                **({"error": poll.error} if poll.error else {}),
+            },
+            "store": {
+                "writable": store_error is None,
+                **({"error": store_error} if store_error else {}),
+            },
+            "sinks": sinks,
+        }
+        return (200 if ok else 503), body
+
+    def _probe_store(self) -> str | None:
+        with self._lock:
+            if time.monotonic() - self._store_checked >= STORE_PROBE_EVERY:
+                self._store_checked = time.monotonic()
+                try:
+                    self._daemon.store.remember("health_probe", self._clock().isoformat())
+                    self._store_error = None
+                except StoreError as exc:
+                    self._store_error = str(exc)
+            return self._store_error
