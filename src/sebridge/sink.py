@@ -27,6 +27,8 @@ class Message:
         approved_by: who approved the event, if anyone has by the time of delivery.
         attempt: earlier attempts at this same delivery (0 on the first): a sink
             whose earlier attempt may have landed checks before sending again.
+        approve_url: the event's signed approval link while it can be approved
+            and approval links are configured; else None.
     """
 
     transition: Transition
@@ -36,6 +38,7 @@ class Message:
     dry_run: bool = False
     approved_by: str | None = None
     attempt: int = 0
+    approve_url: str | None = None
 
     @property
     def approvable(self) -> bool:
