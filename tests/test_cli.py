@@ -15,7 +15,6 @@ import importlib
 import io
 import json
 import logging
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -140,21 +139,6 @@ def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
 
 
 # --- check -------------------------------------------------------------------------------------
-
-
-def test_check_with_defaults() -> None:
-    if REAL_DEFAULT_PATH.exists():
-        pytest.skip(f"{REAL_DEFAULT_PATH} exists here: the defaults are not in effect")
-    store_dir = Path("/var/lib/sebridge")
-    parent = store_dir if store_dir.exists() else store_dir.parent
-    writable = os.access(parent, os.W_OK)
-    if not writable:
-        pytest.skip("the default store folder /var/lib/sebridge is not writable here")
-    code, out, err = run_process("check")
-    assert code == 0, err
-    assert "configuration: defaults: valid" in out
-    assert "sinks: console" in out
-    assert "problem" not in out
 
 
 def test_check_valid_file(cfg: str, db: Path) -> None:
