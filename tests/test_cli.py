@@ -31,7 +31,6 @@ WITH_CONFIG = ("run", "once", "events", "approve", "history", "check")
 WITH_JSON = ("once", "events", "approve", "history", "check")
 # Where a real process looks when neither --config nor $SEBRIDGE_CONFIG is given
 # (read before the in-process fixture below points it elsewhere).
-REAL_DEFAULT_PATH = Path(config.DEFAULT_PATH)
 EVENT_FIELDS = {"event_id", "event_type", "state", "policy", "approval", "deliveries"}
 
 
