@@ -35,6 +35,12 @@ OK, FAILED, USAGE, REFUSED = 0, 1, 2, 3
 def run(config: Config) -> int:
     """The daemon, until SIGTERM/SIGINT."""
     daemon = build_daemon(config, serve=True)
+    try:
+        daemon.store.check_integrity()
+    except BridgeError:
+        daemon.imds.close()
+        daemon.store.close()
+        raise
     return daemon.run(
         config.imds.poll_interval,
         shutdown_grace=config.dispatch.shutdown_grace_seconds,
@@ -209,7 +215,11 @@ def check(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
     problems: list[str] = []
     passed: list[str] = []
     try:
-        open_store(config).close()
+        store = open_store(config)
+        try:
+            store.check_integrity()
+        finally:
+            store.close()
     except BridgeError as exc:
         problems.append(f"store: {exc}")
     try:

@@ -60,6 +60,10 @@ class Store:
         """Close the database."""
         self.db.close()
 
+    def check_integrity(self) -> None:
+        """Raise StoreError when SQLite finds a corrupt page (PRAGMA quick_check)."""
+        self.db.check_integrity()
+
     # -- the poll flow -------------------------------------------------------------------------
 
     def last_document(self) -> Document | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,8 @@ class Jsonl(Integration[JsonlSettings]):
     def validate(self, settings: JsonlSettings, config: Config, rd: Reader) -> JsonlSettings:
         if not settings.path:
             rd.required("jsonl.path", '(write "-" for stdout)')
+        elif settings.path != "-" and os.path.isdir(settings.path):
+            rd.error("jsonl.path", f"{settings.path} is a folder; name a file (lines are appended)")
         return settings
 
     def sink(self, ctx: Context) -> Sink:
