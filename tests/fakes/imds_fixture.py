@@ -20,15 +20,25 @@ __all__ = ["FixtureImds"]
 class FixtureImds:
     """IMDS answering a fixed body; `body` may be replaced while it runs."""
 
-    def __init__(self, body: bytes | dict[str, Any], vm_name: str = "vm0") -> None:
+    def __init__(
+        self, body: bytes | dict[str, Any], vm_name: str = "vm0", *, hang_compute: bool = False
+    ) -> None:
+        """hang_compute: hold /metadata/instance/compute requests until the server stops."""
         self.body = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.vm_name = vm_name
         self.posts: list[bytes] = []
+        self.hanging = threading.Event()  # set once a request is being held
+        self._released = threading.Event()
+        self._hang_compute = hang_compute
         fixture = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 if self.path.startswith("/metadata/instance/compute"):
+                    if fixture._hang_compute:
+                        fixture.hanging.set()
+                        fixture._released.wait()
+                        return
                     self._answer(json.dumps({"name": fixture.vm_name}).encode())
                 elif self.path.startswith("/metadata/scheduledevents"):
                     self._answer(fixture.body)
@@ -64,5 +74,6 @@ class FixtureImds:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._released.set()
         self._server.shutdown()
         self._server.server_close()
