@@ -266,7 +266,7 @@ def test_unknown_event_type_and_old_api_version_fields(fake: _FakeWebApi, sink: 
     sink.send(message(ev=ev))
     shown = texts(parent(fake)["blocks"])
     assert ":grey_question: *Hibernate*" in shown
-    assert "sometime" in shown and "not given" in shown
+    assert 'unknown (sent as "sometime")' in shown and "not given" in shown
 
 
 # -- later transitions: the same message updated, one thread reply each ------------------

@@ -98,7 +98,7 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
             r.event.event_id,
             r.event.event_type,
             r.state if r.present else f"{r.state} (gone)",
-            countdown(r.event.not_before, now) or (r.event.not_before_text or "-"),
+            _when(r, now),
             r.event.source or "-",
             ",".join(r.event.resources) or "-",
             r.policy,
@@ -253,6 +253,12 @@ def check(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
         for problem in problems:
             print(f"problem: {problem}", file=out)
     return FAILED if problems else OK
+
+
+def _when(r: EventRecord, now: datetime) -> str:
+    """NOT BEFORE: a countdown; text IMDS sent that is no time we can read; else "-"."""
+    text = (r.event.not_before_text or "").strip()
+    return countdown(r.event.not_before, now) or (f'unknown ("{text}")' if text else "-")
 
 
 def _event_json(r: EventRecord) -> dict[str, Any]:

@@ -21,6 +21,7 @@ __all__ = [
     "EventSource",
     "EventStatus",
     "EventType",
+    "Incarnation",
     "Receipt",
     "ScheduledEvent",
     "Transition",
@@ -100,11 +101,16 @@ class ScheduledEvent:
         return any(r in (vm_name, f"_{vm_name}") for r in self.resources)
 
 
+# DocumentIncarnation: a number from IMDS, but any JSON scalar from others' fixtures
+# ("abc123", 1.5, true). Only ever compared for equality: an opaque token.
+Incarnation = int | float | str | bool
+
+
 @dataclass(frozen=True)
 class Document:
     """A whole Scheduled Events document: the incarnation and its events."""
 
-    incarnation: int
+    incarnation: Incarnation
     events: tuple[ScheduledEvent, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=_no_extra, compare=False)
 

@@ -32,7 +32,7 @@ from sebridge.errors import (
 )
 from sebridge.imds.parse import parse_document
 from sebridge.imds.wire import FastGet, RawResponse
-from sebridge.model import Document
+from sebridge.model import Document, Incarnation
 
 __all__ = ["API_VERSIONS", "DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "ImdsClient"]
 
@@ -143,7 +143,7 @@ class ImdsClient:
             self._last_body, self._last_document = body, document
         return document
 
-    def start(self, event_ids: Iterable[str], incarnation: int | None = None) -> None:
+    def start(self, event_ids: Iterable[str], incarnation: Incarnation | None = None) -> None:
         """Approve events: POST StartRequests. IMDS answers 200 even when another VM approved.
 
         Raises:

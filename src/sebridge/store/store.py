@@ -11,6 +11,8 @@ from sebridge.store.codec import (
     event_from_dict,
     event_to_dict,
     from_iso,
+    incarnation_from_db,
+    incarnation_to_db,
     iso,
     transition_from_json,
     transition_to_json,
@@ -74,7 +76,9 @@ class Store:
         events = self.db.all(
             "SELECT data FROM events WHERE present = 1 ORDER BY first_seen, event_id"
         )
-        return Document(int(row[0]), tuple(event_from_dict(json.loads(r[0])) for r in events))
+        return Document(
+            incarnation_from_db(row[0]), tuple(event_from_dict(json.loads(r[0])) for r in events)
+        )
 
     def apply(
         self,
@@ -98,7 +102,7 @@ class Store:
                 "INSERT INTO documents (agent, incarnation, seen_at) VALUES (?, ?, ?) "
                 "ON CONFLICT (agent) DO UPDATE SET incarnation = excluded.incarnation, "
                 "seen_at = excluded.seen_at",
-                (self.agent, document.incarnation, iso(now)),
+                (self.agent, incarnation_to_db(document.incarnation), iso(now)),
             )
             for event in document.events:
                 self._upsert_event(event, policies.get(event.event_id, "notify"), now)
