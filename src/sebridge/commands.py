@@ -24,7 +24,7 @@ from sebridge.runtime import (
     enabled_integrations,
     open_store,
 )
-from sebridge.store import EventRecord, HistoryEntry
+from sebridge.store import AuditEntry, EventRecord, HistoryEntry
 from sebridge.store.codec import event_to_dict
 
 __all__ = ["approve", "check", "events", "history", "once", "run"]
@@ -85,13 +85,19 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
     now = datetime.now(UTC)
     try:
         records = store.events(include_gone_since=now - timedelta(days=1) if show_all else None)
+        polled = store.last_document() is not None
     finally:
         store.close()
     if as_json:
         _dump([_event_json(r) for r in records], out)
         return OK
     if not records:
-        print("no events (IMDS's latest document is empty)", file=out)
+        said = (
+            "no events (IMDS's latest document is empty)"
+            if polled
+            else "no events: sebridge has not polled IMDS yet (is `sebridge run` running?)"
+        )
+        print(said, file=out)
         return OK
     rows = [
         [
@@ -139,6 +145,8 @@ def approve(
         approver.execute()
         final = store.approval(approval.event_id) or approval
     except ApprovalError as exc:
+        # Kept beside Slack's refused clicks: `sebridge history` shows both.
+        store.audit(AuditEntry(datetime.now(UTC), event_id, who, "cli", "refused", str(exc)))
         print(f"sebridge: approval refused: {exc}", file=sys.stderr)
         return REFUSED
     finally:
@@ -178,10 +186,18 @@ def history(
     out = out or sys.stdout
     store = open_store(config)
     try:
+        known = event_id is None or store.event(event_id) is not None
         entries = store.history(event_id=event_id, limit=limit)
-        audit = store.audit_entries(limit=limit) if event_id is None else []
+        audit = store.audit_entries(event_id=event_id, limit=limit)
     finally:
         store.close()
+    if not known:
+        print(
+            f"sebridge: unknown event {event_id}: sebridge has not seen it in any IMDS document "
+            "(see `sebridge events --all`)",
+            file=sys.stderr,
+        )
+        return FAILED
     if as_json:
         _dump([_history_json(e) for e in entries], out)
         return OK

@@ -324,11 +324,13 @@ class Store:
             )
         return entries
 
-    def audit_entries(self, *, limit: int = 100) -> list[AuditEntry]:
-        """The newest audit entries, oldest first."""
+    def audit_entries(self, *, event_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
+        """The newest audit entries (of one event, if given), oldest first."""
+        where, params = ("WHERE lower(event_id) = lower(?)", (event_id,)) if event_id else ("", ())
         rows = self.db.all(
-            "SELECT at, event_id, actor, via, action, detail FROM audit ORDER BY id DESC LIMIT ?",
-            (limit,),
+            f"SELECT at, event_id, actor, via, action, detail FROM audit {where} "
+            "ORDER BY id DESC LIMIT ?",
+            (*params, limit),
         )
         return [AuditEntry(from_iso(r[0]), *r[1:]) for r in reversed(rows)]
 
