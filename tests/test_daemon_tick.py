@@ -109,7 +109,7 @@ def test_user_event_is_approved_by_the_policy(h: Harness) -> None:
     eid = h.sim.schedule("Redeploy", source="User")
     h.tick()
     assert h.sim.start_requests == [eid]
-    assert h.sink.kinds() == [("scheduled", eid), ("approved", eid)]
+    assert h.sink.kinds() == [("scheduled", eid), ("would_approve", eid)]
     approved = h.sink.sent[1].transition
     assert (approved.actor, approved.via, approved.dry_run) == ("policy", "policy", False)
     h.clock.advance(3)  # past the simulator's approval delay
@@ -176,7 +176,7 @@ def test_dry_run_notifies_but_never_posts(sim: Simulator, clock: FakeClock, tmp_
     eid = sim.schedule("Reboot", source="User")
     h.tick()
     assert sim.posts == []
-    assert h.sink.kinds() == [("scheduled", eid), ("approved", eid)]
+    assert h.sink.kinds() == [("scheduled", eid), ("would_approve", eid)]
     assert h.sink.sent[1].transition.dry_run and h.sink.sent[1].dry_run
     h.close()
 

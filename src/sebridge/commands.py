@@ -169,7 +169,11 @@ def approve(
     elif final.state == "posted":
         print(f"approved {final.event_id} as {final.actor}: StartRequests sent to IMDS", file=out)
     elif final.state == "dry_run":
-        print(f"approved {final.event_id} as {final.actor} (DRY RUN: not sent to IMDS)", file=out)
+        print(
+            f"would approve {final.event_id} as {final.actor}: dry run (policy.dry_run), "
+            "nothing sent to IMDS",
+            file=out,
+        )
     else:
         print(
             f"approval of {final.event_id} recorded ({final.state}): {final.last_error}; "
