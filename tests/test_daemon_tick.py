@@ -109,7 +109,7 @@ def test_user_event_is_approved_by_the_policy(h: Harness) -> None:
     eid = h.sim.schedule("Redeploy", source="User")
     h.tick()
     assert h.sim.start_requests == [eid]
-    assert h.sink.kinds() == [("scheduled", eid), ("would_approve", eid)]
+    assert h.sink.kinds() == [("scheduled", eid), ("approved", eid)]
     approved = h.sink.sent[1].transition
     assert (approved.actor, approved.via, approved.dry_run) == ("policy", "policy", False)
     h.clock.advance(3)  # past the simulator's approval delay
