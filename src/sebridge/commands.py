@@ -7,16 +7,16 @@ usage or configuration; 3 an approval was refused.
 from __future__ import annotations
 
 import getpass
-import json
 import os
 import sys
 from datetime import UTC, datetime, timedelta
-from typing import Any, TextIO
+from typing import TextIO
 
+from sebridge import command_format as fmt
 from sebridge.config import Config
 from sebridge.errors import ApprovalError, BridgeError
 from sebridge.integrations.base import Context
-from sebridge.render import Renderer, countdown
+from sebridge.render import Renderer
 from sebridge.runtime import (
     build_approver,
     build_daemon,
@@ -24,8 +24,7 @@ from sebridge.runtime import (
     enabled_integrations,
     open_store,
 )
-from sebridge.store import AuditEntry, EventRecord, HistoryEntry
-from sebridge.store.codec import event_to_dict
+from sebridge.store import AuditEntry
 
 __all__ = ["approve", "check", "events", "history", "once", "run"]
 
@@ -61,7 +60,7 @@ def once(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
         daemon.imds.close()
         daemon.store.close()
     if as_json:
-        _dump(
+        fmt.dump(
             {
                 "polled": result.polled,
                 "error": result.error,
@@ -89,7 +88,7 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
     finally:
         store.close()
     if as_json:
-        _dump([_event_json(r) for r in records], out)
+        fmt.dump([fmt.event_json(r) for r in records], out)
         return OK
     if not records:
         said = (
@@ -104,7 +103,7 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
             r.event.event_id,
             r.event.event_type,
             r.state if r.present else f"{r.state} (gone)",
-            _when(r, now),
+            fmt.when(r, now),
             r.event.source or "-",
             ",".join(r.event.resources) or "-",
             r.policy,
@@ -124,7 +123,7 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
         "APPROVED BY",
         "DELIVERIES",
     ]
-    _table(head, rows, out)
+    fmt.table(head, rows, out)
     for r in records:
         for d in r.deliveries:
             if d.state == "failed":
@@ -153,7 +152,7 @@ def approve(
         imds.close()
         store.close()
     if as_json:
-        _dump(
+        fmt.dump(
             {
                 "event_id": final.event_id,
                 "actor": final.actor,
@@ -203,7 +202,7 @@ def history(
         )
         return FAILED
     if as_json:
-        _dump([_history_json(e) for e in entries], out)
+        fmt.dump([fmt.history_json(e) for e in entries], out)
         return OK
     for e in entries:
         t = e.transition
@@ -252,7 +251,7 @@ def check(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
         for finding in integration.check(ctx):
             (passed if finding.ok else problems).append(f"{finding.target}: {finding.message}")
     if as_json:
-        _dump(
+        fmt.dump(
             {
                 "config": config.redacted(),
                 "source": config.source,
@@ -273,64 +272,3 @@ def check(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
         for problem in problems:
             print(f"problem: {problem}", file=out)
     return FAILED if problems else OK
-
-
-def _when(r: EventRecord, now: datetime) -> str:
-    """NOT BEFORE: a countdown; text IMDS sent that is no time we can read; else "-"."""
-    text = (r.event.not_before_text or "").strip()
-    return countdown(r.event.not_before, now) or (f'unknown ("{text}")' if text else "-")
-
-
-def _event_json(r: EventRecord) -> dict[str, Any]:
-    return {
-        **event_to_dict(r.event),
-        "state": r.state,
-        "policy": r.policy,
-        "present": r.present,
-        "first_seen": r.first_seen.isoformat(),
-        "gone_at": r.gone_at.isoformat() if r.gone_at else None,
-        "approval": {
-            "actor": r.approval.actor,
-            "via": r.approval.via,
-            "state": r.approval.state,
-            "error": r.approval.last_error,
-        }
-        if r.approval
-        else None,
-        "deliveries": [
-            {"sink": d.sink, "state": d.state, "attempts": d.attempts, "error": d.last_error}
-            for d in r.deliveries
-        ],
-    }
-
-
-def _history_json(e: HistoryEntry) -> dict[str, Any]:
-    t = e.transition
-    return {
-        "id": e.id,
-        "at": e.at.isoformat(),
-        "kind": t.kind,
-        "event_id": t.event_id,
-        "event_type": t.event.event_type,
-        "changes": list(t.changes),
-        "actor": t.actor,
-        "via": t.via,
-        "dry_run": t.dry_run,
-        "deliveries": [
-            {"sink": d.sink, "state": d.state, "attempts": d.attempts, "error": d.last_error}
-            for d in e.deliveries
-        ],
-    }
-
-
-def _table(head: list[str], rows: list[list[str]], out: TextIO) -> None:
-    widths = [max(len(str(c)) for c in col) for col in zip(head, *rows, strict=False)]
-    for row in (head, *rows):
-        print(
-            "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip(), file=out
-        )
-
-
-def _dump(data: Any, out: TextIO) -> None:
-    json.dump(data, out, indent=2)
-    out.write("\n")

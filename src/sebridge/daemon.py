@@ -230,8 +230,9 @@ class Daemon:
     ) -> int:
         """Poll until SIGTERM/SIGINT (or `stop` is set); returns the exit code, 0.
 
-        The first poll runs at once. On a signal the running tick finishes, the
-        outbox gets `shutdown_grace` seconds to deliver what is due, then we exit.
+        The first poll runs at once. On a signal, within `shutdown_grace`
+        seconds: a call waiting for IMDS is cut short, the running tick
+        finishes, the outbox delivers what is due; then we return (see _stop).
         """
         from apscheduler.executors.debug import DebugExecutor
         from apscheduler.schedulers.background import BackgroundScheduler
