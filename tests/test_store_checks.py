@@ -82,6 +82,25 @@ def test_jsonl_path_naming_a_folder_is_refused_by_check(tmp_path: Path) -> None:
     assert f"jsonl.path: {folder} is a folder" in done.stderr
 
 
+def test_jsonl_path_under_a_file_is_refused_and_a_missing_folder_is_a_warning(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "plain").write_text("")
+    under_file = write_config(
+        tmp_path / "a.toml", endpoint="http://127.0.0.1:1", db=tmp_path / "s.db",
+        jsonl=tmp_path / "plain" / "events.jsonl",
+    )  # fmt: skip
+    done = run_cli("check", "--config", str(under_file))
+    assert done.returncode == 2
+    assert f"jsonl.path: {tmp_path / 'plain'} is a file, not a folder" in done.stderr
+    missing = write_config(
+        tmp_path / "b.toml", endpoint="http://127.0.0.1:1", db=tmp_path / "s.db",
+        jsonl=tmp_path / "later" / "events.jsonl",
+    )  # fmt: skip
+    done = run_cli("check", "--config", str(missing))
+    assert f"warning: jsonl.path: the folder {tmp_path / 'later'} does not exist" in done.stdout
+
+
 def test_a_jsonl_path_that_became_a_folder_fails_for_good(tmp_path: Path) -> None:
     """The path was a file when the daemon started; a folder now: no endless retries."""
     out = tmp_path / "events.jsonl"
