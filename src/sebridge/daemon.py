@@ -291,7 +291,8 @@ class Daemon:
         # for on a thread of its own, so the wait has a bound.
         stopper = threading.Thread(target=scheduler.shutdown, name="scheduler-stop", daemon=True)
         stopper.start()
-        stopper.join(max(0.0, deadline - time.monotonic()))
+        # At least half a second, even with no grace: an idle scheduler needs a moment.
+        stopper.join(max(0.5, deadline - time.monotonic()))
         if stopper.is_alive():
             log.warning("a job is still running at the end of the shutdown grace; left behind")
         for service in reversed(self.services):
