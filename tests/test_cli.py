@@ -456,8 +456,12 @@ def test_approve_in_dry_run_posts_nothing(tmp_path: Path, sim: Simulator, db: Pa
     assert run("once", "--config", dry)[0] == 0
     code, out, err = run("approve", event_id, "--as", "erin", "--config", dry)
     assert code == 0, err
-    assert "DRY RUN" in out
+    assert out.startswith(f"would approve {event_id} as erin: dry run")
     assert sim.posts == []
+    # The next tick's console line says the same, never APPROVED.
+    code, out, _ = run("once", "--config", dry)
+    assert f"WOULD APPROVE Reboot    {event_id} [DRY RUN] by erin via cli: dry run, nothing" in out
+    assert "APPROVED" not in out
 
 
 def test_history_text_and_json(cfg: str, sim: Simulator) -> None:

@@ -238,9 +238,10 @@ def test_dry_run_marks_the_approval_and_posts_nothing(
     started(start_daemon(config), sim)
 
     event_id = sim.schedule("Reboot", source="User")
-    line = wait_line(jsonl, event_id, "approved")
+    line = wait_line(jsonl, event_id, "would_approve")
     assert line["dry_run"] is True
     assert line["actor"] == "policy"
+    assert lines_of(jsonl, event_id, "approved") == []
 
     settle(sim, db)
     assert sim.start_requests == []

@@ -176,7 +176,7 @@ def test_dry_run_notifies_but_never_posts(sim: Simulator, clock: FakeClock, tmp_
     eid = sim.schedule("Reboot", source="User")
     h.tick()
     assert sim.posts == []
-    assert h.sink.kinds() == [("scheduled", eid), ("approved", eid)]
+    assert h.sink.kinds() == [("scheduled", eid), ("would_approve", eid)]
     assert h.sink.sent[1].transition.dry_run and h.sink.sent[1].dry_run
     h.close()
 

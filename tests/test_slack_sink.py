@@ -266,7 +266,7 @@ def test_unknown_event_type_and_old_api_version_fields(fake: _FakeWebApi, sink: 
     sink.send(message(ev=ev))
     shown = texts(parent(fake)["blocks"])
     assert ":grey_question: *Hibernate*" in shown
-    assert "sometime" in shown and "not given" in shown
+    assert 'unknown (sent as "sometime")' in shown and "not given" in shown
 
 
 # -- later transitions: the same message updated, one thread reply each ------------------
@@ -351,12 +351,18 @@ def test_dry_run_is_marked_everywhere(fake: _FakeWebApi, sink: SlackSink) -> Non
     posted = parent(fake)
     assert "DRY RUN" in texts(posted["blocks"]) and "[DRY RUN]" in posted["text"]
     sink.send(
-        message("approved", actor="policy", via="policy", approved_by="policy", t_dry_run=True,
-                dry_run=True, receipt=receipt)
+        message("would_approve", actor="policy", via="policy", approved_by="policy",
+                t_dry_run=True, dry_run=True, receipt=receipt)
     )  # fmt: skip
     assert receipt is not None
     (reply,) = fake.replies[CHANNEL, receipt.data["ts"]]
-    assert reply["text"] == "[DRY RUN] :white_check_mark: Approved by policy (not sent to IMDS)"
+    # Its own wording: nobody reading the thread takes it for a real approval.
+    assert reply["text"] == (
+        "[DRY RUN] :test_tube: Would approve: dry run. policy approved; nothing was sent to IMDS"
+    )
+    assert "Approved" not in reply["text"]
+    shown = texts(parent(fake)["blocks"])
+    assert "Would approve: dry run" in shown and ":white_check_mark:" not in shown
 
 
 def test_mention_only_for_chosen_types_and_only_on_the_first_post(fake: _FakeWebApi) -> None:

@@ -4,7 +4,8 @@
 refuses unknown, gone and started events (they never reach IMDS) and is
 idempotent. `execute()` runs on every tick (and right after a CLI approval):
 it claims pending approvals, POSTs only for events in the latest document
-and not started, and queues an "approved" transition naming the actor. A
+and not started, and queues an "approved" transition naming the actor (in
+dry run, nothing is POSTed and the transition is "would_approve"). A
 failed POST goes back to pending and is retried on the next tick.
 """
 
@@ -132,7 +133,7 @@ class Approver:
             self._finish_with_problem(approval, record, ABANDONED, f"{why} first", note)
             return 1
         transition = Transition(
-            kind=TransitionKind.APPROVED,
+            kind=TransitionKind.WOULD_APPROVE if self._dry_run else TransitionKind.APPROVED,
             event=record.event,
             at=now,
             actor=approval.actor,

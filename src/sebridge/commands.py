@@ -7,16 +7,16 @@ usage or configuration; 3 an approval was refused.
 from __future__ import annotations
 
 import getpass
-import json
 import os
 import sys
 from datetime import UTC, datetime, timedelta
-from typing import Any, TextIO
+from typing import TextIO
 
+from sebridge import command_format as fmt
 from sebridge.config import Config
 from sebridge.errors import ApprovalError, BridgeError
 from sebridge.integrations.base import Context
-from sebridge.render import Renderer, countdown
+from sebridge.render import Renderer
 from sebridge.runtime import (
     build_approver,
     build_daemon,
@@ -24,8 +24,7 @@ from sebridge.runtime import (
     enabled_integrations,
     open_store,
 )
-from sebridge.store import EventRecord, HistoryEntry
-from sebridge.store.codec import event_to_dict
+from sebridge.store import AuditEntry
 
 __all__ = ["approve", "check", "events", "history", "once", "run"]
 
@@ -35,6 +34,12 @@ OK, FAILED, USAGE, REFUSED = 0, 1, 2, 3
 def run(config: Config) -> int:
     """The daemon, until SIGTERM/SIGINT."""
     daemon = build_daemon(config, serve=True)
+    try:
+        daemon.store.check_integrity()
+    except BridgeError:
+        daemon.imds.close()
+        daemon.store.close()
+        raise
     return daemon.run(
         config.imds.poll_interval,
         shutdown_grace=config.dispatch.shutdown_grace_seconds,
@@ -55,7 +60,7 @@ def once(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
         daemon.imds.close()
         daemon.store.close()
     if as_json:
-        _dump(
+        fmt.dump(
             {
                 "polled": result.polled,
                 "error": result.error,
@@ -79,20 +84,26 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
     now = datetime.now(UTC)
     try:
         records = store.events(include_gone_since=now - timedelta(days=1) if show_all else None)
+        polled = store.last_document() is not None
     finally:
         store.close()
     if as_json:
-        _dump([_event_json(r) for r in records], out)
+        fmt.dump([fmt.event_json(r) for r in records], out)
         return OK
     if not records:
-        print("no events (IMDS's latest document is empty)", file=out)
+        said = (
+            "no events (IMDS's latest document is empty)"
+            if polled
+            else "no events: sebridge has not polled IMDS yet (is `sebridge run` running?)"
+        )
+        print(said, file=out)
         return OK
     rows = [
         [
             r.event.event_id,
             r.event.event_type,
             r.state if r.present else f"{r.state} (gone)",
-            countdown(r.event.not_before, now) or (r.event.not_before_text or "-"),
+            fmt.when(r, now),
             r.event.source or "-",
             ",".join(r.event.resources) or "-",
             r.policy,
@@ -112,7 +123,7 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
         "APPROVED BY",
         "DELIVERIES",
     ]
-    _table(head, rows, out)
+    fmt.table(head, rows, out)
     for r in records:
         for d in r.deliveries:
             if d.state == "failed":
@@ -133,13 +144,15 @@ def approve(
         approver.execute()
         final = store.approval(approval.event_id) or approval
     except ApprovalError as exc:
+        # Kept beside Slack's refused clicks: `sebridge history` shows both.
+        store.audit(AuditEntry(datetime.now(UTC), event_id, who, "cli", "refused", str(exc)))
         print(f"sebridge: approval refused: {exc}", file=sys.stderr)
         return REFUSED
     finally:
         imds.close()
         store.close()
     if as_json:
-        _dump(
+        fmt.dump(
             {
                 "event_id": final.event_id,
                 "actor": final.actor,
@@ -155,7 +168,11 @@ def approve(
     elif final.state == "posted":
         print(f"approved {final.event_id} as {final.actor}: StartRequests sent to IMDS", file=out)
     elif final.state == "dry_run":
-        print(f"approved {final.event_id} as {final.actor} (DRY RUN: not sent to IMDS)", file=out)
+        print(
+            f"would approve {final.event_id} as {final.actor}: dry run (policy.dry_run), "
+            "nothing sent to IMDS",
+            file=out,
+        )
     else:
         print(
             f"approval of {final.event_id} recorded ({final.state}): {final.last_error}; "
@@ -172,12 +189,20 @@ def history(
     out = out or sys.stdout
     store = open_store(config)
     try:
+        known = event_id is None or store.event(event_id) is not None
         entries = store.history(event_id=event_id, limit=limit)
-        audit = store.audit_entries(limit=limit) if event_id is None else []
+        audit = store.audit_entries(event_id=event_id, limit=limit)
     finally:
         store.close()
+    if not known:
+        print(
+            f"sebridge: unknown event {event_id}: sebridge has not seen it in any IMDS document "
+            "(see `sebridge events --all`)",
+            file=sys.stderr,
+        )
+        return FAILED
     if as_json:
-        _dump([_history_json(e) for e in entries], out)
+        fmt.dump([fmt.history_json(e) for e in entries], out)
         return OK
     for e in entries:
         t = e.transition
@@ -209,7 +234,11 @@ def check(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
     problems: list[str] = []
     passed: list[str] = []
     try:
-        open_store(config).close()
+        store = open_store(config)
+        try:
+            store.check_integrity()
+        finally:
+            store.close()
     except BridgeError as exc:
         problems.append(f"store: {exc}")
     try:
@@ -222,7 +251,7 @@ def check(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
         for finding in integration.check(ctx):
             (passed if finding.ok else problems).append(f"{finding.target}: {finding.message}")
     if as_json:
-        _dump(
+        fmt.dump(
             {
                 "config": config.redacted(),
                 "source": config.source,
@@ -243,58 +272,3 @@ def check(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
         for problem in problems:
             print(f"problem: {problem}", file=out)
     return FAILED if problems else OK
-
-
-def _event_json(r: EventRecord) -> dict[str, Any]:
-    return {
-        **event_to_dict(r.event),
-        "state": r.state,
-        "policy": r.policy,
-        "present": r.present,
-        "first_seen": r.first_seen.isoformat(),
-        "gone_at": r.gone_at.isoformat() if r.gone_at else None,
-        "approval": {
-            "actor": r.approval.actor,
-            "via": r.approval.via,
-            "state": r.approval.state,
-            "error": r.approval.last_error,
-        }
-        if r.approval
-        else None,
-        "deliveries": [
-            {"sink": d.sink, "state": d.state, "attempts": d.attempts, "error": d.last_error}
-            for d in r.deliveries
-        ],
-    }
-
-
-def _history_json(e: HistoryEntry) -> dict[str, Any]:
-    t = e.transition
-    return {
-        "id": e.id,
-        "at": e.at.isoformat(),
-        "kind": t.kind,
-        "event_id": t.event_id,
-        "event_type": t.event.event_type,
-        "changes": list(t.changes),
-        "actor": t.actor,
-        "via": t.via,
-        "dry_run": t.dry_run,
-        "deliveries": [
-            {"sink": d.sink, "state": d.state, "attempts": d.attempts, "error": d.last_error}
-            for d in e.deliveries
-        ],
-    }
-
-
-def _table(head: list[str], rows: list[list[str]], out: TextIO) -> None:
-    widths = [max(len(str(c)) for c in col) for col in zip(head, *rows, strict=False)]
-    for row in (head, *rows):
-        print(
-            "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip(), file=out
-        )
-
-
-def _dump(data: Any, out: TextIO) -> None:
-    json.dump(data, out, indent=2)
-    out.write("\n")

@@ -58,7 +58,9 @@ class ImdsConfig:
     endpoint: str = "http://169.254.169.254"
     api_version: str = option(DEFAULT_API_VERSION, choices=API_VERSIONS)
     poll_interval: float = option(1.0, ge=0.2, le=3600.0, why="IMDS allows 5 requests/s")
-    timeout: float = option(5.0, gt=0.0)
+    timeout: float = option(
+        5.0, gt=0.0, le=120.0, why="IMDS answers in milliseconds; its first call waits 120 s anyway"
+    )
     vm_name: str = ""  # empty: ask IMDS for the compute name
 
 
@@ -67,7 +69,7 @@ class StoreConfig:
     """[store]: where state lives (SQLite file, in memory, or a shared PostgreSQL)."""
 
     url: str = "sqlite:////var/lib/sebridge/state.db"
-    retention_days: int = option(90, ge=1)
+    retention_days: int = option(90, ge=1, le=3650, why="ten years")
 
     @property
     def backend(self) -> str:
@@ -90,7 +92,10 @@ class PolicyConfig:
 
     dry_run: bool = False
     approve_user_events: bool = True
-    approve_freeze_under_seconds: int = option(9, ge=0)  # 0 disables
+    # 0 disables
+    approve_freeze_under_seconds: int = option(
+        9, ge=0, le=3600, why="a Freeze lasts seconds; 3600 already approves every Freeze"
+    )
     only_this_vm: bool = False
 
 
@@ -98,9 +103,14 @@ class PolicyConfig:
 class DispatchConfig:
     """[dispatch]: delivery retries and shutdown."""
 
-    retry_for_seconds_after_gone: int = option(3600, ge=0)
-    max_backoff_seconds: float = option(300.0, gt=0.0)
-    shutdown_grace_seconds: float = option(5.0, ge=0.0)
+    retry_for_seconds_after_gone: int = option(3600, ge=0, le=604800, why="a week")
+    max_backoff_seconds: float = option(300.0, gt=0.0, le=3600.0, why="an hour")
+    shutdown_grace_seconds: float = option(
+        5.0,
+        ge=0.0,
+        le=25.0,
+        why="a stop takes this plus a second; systemd's TimeoutStopSec is 30 s",
+    )
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,11 @@ import logging
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from sebridge.approve import Approver
 from sebridge.diff import diff
@@ -27,6 +29,9 @@ from sebridge.model import Approval, Document, Transition, TransitionKind
 from sebridge.policy import APPROVE, IGNORE, PolicySettings, decide
 from sebridge.sink import Sink
 from sebridge.store import Store
+
+if TYPE_CHECKING:
+    from apscheduler.schedulers.background import BackgroundScheduler
 
 __all__ = ["Daemon", "PollState", "TickResult"]
 
@@ -225,8 +230,9 @@ class Daemon:
     ) -> int:
         """Poll until SIGTERM/SIGINT (or `stop` is set); returns the exit code, 0.
 
-        The first poll runs at once. On a signal the running tick finishes, the
-        outbox gets `shutdown_grace` seconds to deliver what is due, then we exit.
+        The first poll runs at once. On a signal, within `shutdown_grace`
+        seconds: a call waiting for IMDS is cut short, the running tick
+        finishes, the outbox delivers what is due; then we return (see _stop).
         """
         from apscheduler.executors.debug import DebugExecutor
         from apscheduler.schedulers.background import BackgroundScheduler
@@ -270,14 +276,32 @@ class Daemon:
         log.info("sebridge polling %s every %gs", self.imds.endpoint, poll_interval)
         stop.wait()
         log.info("stopping: finishing the current tick")
-        scheduler.shutdown(wait=True)
+        self._stop(scheduler, time.monotonic() + shutdown_grace)
+        return 0
+
+    def _stop(self, scheduler: BackgroundScheduler, deadline: float) -> None:
+        """Stop within the grace (plus a second), whatever IMDS or a sink does.
+
+        A poll waiting for IMDS (up to 120 s on the first call) is cut short; a
+        job that still runs at the deadline is left behind on its daemon thread,
+        and so are the connections it uses: the process is about to exit.
+        """
+        self.imds.interrupt()
+        # The scheduler's shutdown joins its thread, which runs the jobs: waited
+        # for on a thread of its own, so the wait has a bound.
+        stopper = threading.Thread(target=scheduler.shutdown, name="scheduler-stop", daemon=True)
+        stopper.start()
+        # At least half a second, even with no grace: an idle scheduler needs a moment.
+        stopper.join(max(0.5, deadline - time.monotonic()))
+        if stopper.is_alive():
+            log.warning("a job is still running at the end of the shutdown grace; left behind")
         for service in reversed(self.services):
             service.stop()
-        self.dispatcher.flush(shutdown_grace)
-        self.dispatcher.stop(timeout=1.0)
-        self.imds.close()
-        self.store.close()
-        return 0
+        self.dispatcher.flush(max(0.0, deadline - time.monotonic()))
+        self.dispatcher.stop(timeout=max(0.1, deadline + 0.5 - time.monotonic()))
+        if not stopper.is_alive():
+            self.imds.close()
+            self.store.close()
 
     def _safe_tick(self) -> None:
         # One bad tick (a store hiccup, a bug) must not stop the polling.

@@ -3,13 +3,16 @@
 A scripted Freeze, Redeploy, User Reboot and Preempt play out at a fast time
 scale. The policy approves the Freeze (under 9 s) and the Reboot (User) by
 itself; the Redeploy waits for a person: answer the prompt, or run the
-printed `sebridge approve` command from another terminal. It ends by itself
+printed `sebridge approve` command (this very executable, by its full path)
+from another terminal; `--yes` approves it without asking. It ends by itself
 with a summary of what happened and what IMDS received.
 """
 
 from __future__ import annotations
 
 import select
+import shlex
+import shutil
 import sys
 import tempfile
 import threading
@@ -30,14 +33,18 @@ __all__ = ["run_demo"]
 
 # The whole scenario takes about 20 s at time scale 60; this is a safety net.
 MAX_SECONDS = 180.0
+# How long the prompt waits for an answer before the demo goes on without one.
+ANSWER_SECONDS = 8.0
 
 
 def run_demo(time_scale: float = 60.0, assume_yes: bool = False) -> int:
-    """Run the demo end to end; returns 0 when every event played out."""
-    with (
-        tempfile.TemporaryDirectory(prefix="sebridge-demo-") as folder,
-        Simulator(time_scale=time_scale, vm_name="demo-vm") as sim,
-    ):
+    """Run the demo end to end; returns 0 when every event played out, 2 for a bad setting."""
+    try:
+        simulator = Simulator(time_scale=time_scale, vm_name="demo-vm")
+    except ValueError as exc:  # time scale 0, negative or not a number: said as `simulate` says it
+        print(f"sebridge demo: {exc}", file=sys.stderr, flush=True)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="sebridge-demo-") as folder, simulator as sim:
         config_path = Path(folder) / "sebridge.toml"
         config_path.write_text(
             f'[imds]\nendpoint = "{sim.url}"\npoll_interval = 0.25\n'
@@ -94,25 +101,55 @@ def _offer_approval(
     daemon: Daemon, record: EventRecord, config_path: Path, assume_yes: bool
 ) -> None:
     event_id = record.event.event_id
+    if assume_yes:
+        print(
+            f"\n>>> The Redeploy {event_id} waits for a person: approving it (--yes)\n", flush=True
+        )
+        _approve(daemon, event_id)
+        return
+    command = f"SEBRIDGE_CONFIG={shlex.quote(str(config_path))} {_sebridge()} approve {event_id}"
     print(
         f"\n>>> The Redeploy {event_id} waits for a person. Approve it from another terminal:\n"
-        f"    SEBRIDGE_CONFIG={config_path} sebridge approve {event_id}\n",
+        f"    {command}\n",
         flush=True,
     )
-    interactive = sys.stdin is not None and sys.stdin.isatty()
-    if not (assume_yes or interactive):
+    if sys.stdin is None or not sys.stdin.isatty():
         return
-    if not assume_yes:
-        print(">>> ...or answer here. Approve it now? [y/N] ", end="", flush=True)
-        ready, _, _ = select.select([sys.stdin], [], [], 8.0)
-        answer = sys.stdin.readline().strip().lower() if ready else ""
-        if answer not in ("y", "yes"):
-            print(">>> not approved: it starts by itself at NotBefore")
-            return
+    # On a line of its own: event lines printed meanwhile must not run into it.
+    print(
+        f">>> ...or here: type y and Enter within {ANSWER_SECONDS:g} s to approve it now",
+        flush=True,
+    )
+    ready, _, _ = select.select([sys.stdin], [], [], ANSWER_SECONDS)
+    if not ready:
+        print(
+            f">>> no answer in {ANSWER_SECONDS:g} s: not approved here; it starts by itself "
+            "at NotBefore unless approved with the command above",
+            flush=True,
+        )
+        return
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        print(">>> not approved: it starts by itself at NotBefore", flush=True)
+        return
+    _approve(daemon, event_id)
+
+
+def _approve(daemon: Daemon, event_id: str) -> None:
     try:
         daemon.approver.approve(event_id, "you", "demo")
     except ApprovalError as exc:
-        print(f">>> too late: {exc}")
+        print(f">>> too late: {exc}", flush=True)
+
+
+def _sebridge() -> str:
+    """This very sebridge as a command that works from any shell, venv activated or not."""
+    argv0 = Path(sys.argv[0])
+    if argv0.name == "sebridge" and argv0.is_file():
+        return shlex.quote(str(argv0.absolute()))
+    found = shutil.which(sys.argv[0]) if argv0.name == "sebridge" else None
+    if found:
+        return shlex.quote(str(Path(found).absolute()))
+    return f"{shlex.quote(sys.executable)} -m sebridge"  # python -m sebridge, or embedded
 
 
 def _summary(store_url: str, event_ids: list[str], start_requests: list[str]) -> None:

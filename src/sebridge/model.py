@@ -21,6 +21,7 @@ __all__ = [
     "EventSource",
     "EventStatus",
     "EventType",
+    "Incarnation",
     "Receipt",
     "ScheduledEvent",
     "Transition",
@@ -100,11 +101,16 @@ class ScheduledEvent:
         return any(r in (vm_name, f"_{vm_name}") for r in self.resources)
 
 
+# DocumentIncarnation: a number from IMDS, but any JSON scalar from others' fixtures
+# ("abc123", 1.5, true). Only ever compared for equality: an opaque token.
+Incarnation = int | float | str | bool
+
+
 @dataclass(frozen=True)
 class Document:
     """A whole Scheduled Events document: the incarnation and its events."""
 
-    incarnation: int
+    incarnation: Incarnation
     events: tuple[ScheduledEvent, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=_no_extra, compare=False)
 
@@ -122,7 +128,10 @@ class TransitionKind(StrEnum):
     SCHEDULED = "scheduled"  # first seen, Scheduled
     UNPLANNED = "unplanned"  # first seen already Started: host failure, nothing to approve
     CHANGED = "changed"  # NotBefore, Resources, Description or Duration moved
-    APPROVED = "approved"  # our StartRequests POST succeeded (or dry run)
+    APPROVED = "approved"  # our StartRequests POST succeeded
+    # Dry run: an approval that would have been sent, and was not. Its own kind, so
+    # nobody reading a JSON line or a Slack thread takes it for a real approval.
+    WOULD_APPROVE = "would_approve"
     STARTED = "started"  # EventStatus became Started
     COMPLETED = "completed"  # gone after it started (or after approval / NotBefore)
     CANCELLED = "cancelled"  # gone before NotBefore, never started, never approved
@@ -139,9 +148,9 @@ class Transition:
             as it was last seen.
         changes: for CHANGED, the names of the fields that moved
             ("not_before", "resources", "description", "duration_seconds").
-        actor, via: for APPROVED (and TAKEN), who and through what
-            ("cli", "slack", "link", "policy").
-        dry_run: for APPROVED, nothing was POSTed to IMDS.
+        actor, via: for APPROVED, WOULD_APPROVE (and TAKEN), who and through
+            what ("cli", "slack", "link", "policy").
+        dry_run: for WOULD_APPROVE, nothing was POSTed to IMDS (policy.dry_run).
         note: for PROBLEM, what went wrong, for people.
     """
 

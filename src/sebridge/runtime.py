@@ -34,16 +34,38 @@ __all__ = [
 
 
 def configure_logging(config: Config, verbose: bool = False) -> None:
-    """Logs go to stderr (stdout belongs to the console and JSON lines sinks)."""
+    """Logs go to stderr (stdout belongs to the console and JSON lines sinks).
+
+    `[log] format = "json"`: one JSON object per line (python-json-logger does
+    the escaping, so a quote or a newline in a message cannot break a line);
+    a traceback is the "exception" field of its record.
+    """
     level = logging.DEBUG if verbose else getattr(logging, config.log.level.upper())
-    fmt = (
-        '{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":"%(message)s"}'
-        if config.log.format == "json"
-        else "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
-    )
-    logging.basicConfig(level=level, format=fmt, stream=sys.stderr, force=True)
+    handler = logging.StreamHandler(sys.stderr)
+    if config.log.format == "json":
+        from pythonjsonlogger.json import JsonFormatter
+
+        handler.setFormatter(
+            JsonFormatter(
+                "%(asctime)s %(levelname)s %(name)s %(message)s",
+                rename_fields=_JSON_FIELDS,
+                datefmt="%Y-%m-%dT%H:%M:%S%z",
+            )
+        )
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
     # APScheduler logs every run at INFO: once a second is noise.
     logging.getLogger("apscheduler").setLevel(max(level, logging.WARNING))
+
+
+_JSON_FIELDS = {
+    "asctime": "ts",
+    "levelname": "level",
+    "name": "logger",
+    "message": "msg",
+    "exc_info": "exception",
+}
 
 
 def build_imds(config: Config) -> ImdsClient:

@@ -32,7 +32,7 @@ from sebridge.errors import (
 )
 from sebridge.imds.parse import parse_document
 from sebridge.imds.wire import FastGet, RawResponse
-from sebridge.model import Document
+from sebridge.model import Document, Incarnation
 
 __all__ = ["API_VERSIONS", "DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "ImdsClient"]
 
@@ -123,6 +123,7 @@ class ImdsClient:
         self._last_body: bytes | None = None
         self._last_document: Document | None = None
         self._cache_lock = threading.Lock()
+        self._interrupted = False
 
     def get_document(self) -> Document:
         """The current Scheduled Events document.
@@ -142,7 +143,7 @@ class ImdsClient:
             self._last_body, self._last_document = body, document
         return document
 
-    def start(self, event_ids: Iterable[str], incarnation: int | None = None) -> None:
+    def start(self, event_ids: Iterable[str], incarnation: Incarnation | None = None) -> None:
         """Approve events: POST StartRequests. IMDS answers 200 even when another VM approved.
 
         Raises:
@@ -167,6 +168,16 @@ class ImdsClient:
         if not isinstance(name, str) or not name:
             raise MalformedDocumentError("IMDS instance metadata has no compute name")
         return name
+
+    def interrupt(self) -> None:
+        """The process is stopping: a poll waiting for IMDS ends now, later calls fail at once.
+
+        Safe from any thread. A call on urllib3's path (the compute name, a POST)
+        is not cut short: it ends at its timeout, which the daemon does not wait for.
+        """
+        self._interrupted = True
+        if self._fast is not None:
+            self._fast.abort()
 
     def close(self) -> None:
         """Close the kept-alive connections."""
@@ -203,10 +214,12 @@ class ImdsClient:
         url = f"{path}?api-version={version}"
         timeout = self._call_timeout if self._answered else self._first_call_timeout
         if self._fast is not None and method == "GET" and path == SCHEDULED_EVENTS_PATH:
+            self._check_interrupted(method, path)
             raw = self._fast_get(timeout)
             if raw is not None:
                 self._answered = True
                 return _check_status(method, path, *raw)
+        self._check_interrupted(method, path)
         try:
             response = self._pool.urlopen(
                 method,
@@ -226,6 +239,10 @@ class ImdsClient:
         self._answered = True
         headers = {k.lower(): v for k, v in response.headers.items()}
         return _check_status(method, path, response.status, headers, response.data)
+
+    def _check_interrupted(self, method: str, path: str) -> None:
+        if self._interrupted:
+            raise _Timeout(f"IMDS {method} {path} abandoned: sebridge is stopping")
 
     def _fast_get(self, timeout: urllib3.Timeout) -> RawResponse | None:
         assert self._fast is not None

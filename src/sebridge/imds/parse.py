@@ -1,14 +1,16 @@
 """Reading a Scheduled Events document: IMDS's JSON -> `sebridge.model`.
 
 Tolerant of everything real VMs and older api-versions send (fields missing
-by version, DocumentIncarnation as a string, NotBefore in RFC 1123 with a
-wrong weekday or in ISO 8601, unknown types and extra fields); strict about
+by version, DocumentIncarnation as a string or any other JSON scalar, NotBefore
+in RFC 1123 with a wrong weekday, in ISO 8601 or in no format at all (kept as
+text, its time unknown), unknown types and extra fields); strict about
 the shape we depend on. Anything else raises MalformedDocumentError, and
 only that.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -17,7 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from sebridge.errors import MalformedDocumentError
-from sebridge.model import Document, ScheduledEvent
+from sebridge.model import Document, Incarnation, ScheduledEvent
 
 __all__ = ["parse_document", "parse_not_before"]
 
@@ -49,6 +51,8 @@ _RFC1123 = re.compile(
     r"(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(?:GMT|UTC|UT|Z|\+0000|-0000)?\s*$"
 )
 
+_ISO_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
+
 
 def parse_document(body: bytes | str) -> Document:
     """Parse a Scheduled Events response body.
@@ -66,9 +70,7 @@ def parse_document(body: bytes | str) -> Document:
         )
     if "DocumentIncarnation" not in raw:
         raise MalformedDocumentError("IMDS document has no DocumentIncarnation")
-    incarnation = _integer(raw["DocumentIncarnation"], "DocumentIncarnation")
-    if incarnation is None:
-        raise MalformedDocumentError("IMDS document has a null DocumentIncarnation")
+    incarnation = _incarnation(raw["DocumentIncarnation"])
     events = raw.get("Events")
     if not isinstance(events, list):
         raise MalformedDocumentError(f"IMDS document's Events is {_kind(events)}, expected a list")
@@ -87,6 +89,10 @@ def parse_not_before(text: str) -> datetime | None:
     match = _RFC1123.match(text)
     if match:
         return _rfc1123(match)
+    # A date and a time, both spelt out: Python also reads "20170702" (a date
+    # alone, compact), which is no moment an event could start at.
+    if not _ISO_DATE_TIME.match(text):
+        return None
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
@@ -172,6 +178,25 @@ def _integer(value: Any, what: str) -> int | None:
         except ValueError:
             pass
     raise MalformedDocumentError(f"IMDS {what} is {_kind(value)}, expected an integer")
+
+
+def _incarnation(value: Any) -> Incarnation:
+    """An opaque token: IMDS sends a number (older versions quote it), others' fixtures
+    any JSON scalar. Numbers and numeric text become int, so 2, "2" and 2.0 are one token."""
+    if value is None:
+        raise MalformedDocumentError("IMDS document has a null DocumentIncarnation")
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float | str):
+        with contextlib.suppress(MalformedDocumentError):
+            number = _integer(value, "DocumentIncarnation")
+            if number is not None:
+                return number
+        if isinstance(value, str) or math.isfinite(value):
+            return value
+    raise MalformedDocumentError(
+        f"IMDS DocumentIncarnation is {_kind(value)}, expected a number or a text"
+    )
 
 
 def _extra(raw: dict[str, Any], known: frozenset[str]) -> MappingProxyType[str, Any]:

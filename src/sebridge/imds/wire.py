@@ -9,6 +9,7 @@ None and the caller sends that request through urllib3 instead.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 
 __all__ = ["FastGet", "RawResponse"]
@@ -48,6 +49,15 @@ class FastGet:
         if response is None:
             self.close()
         return response
+
+    def abort(self) -> None:
+        """End a GET in flight on another thread now: its read sees the connection end.
+
+        Only shuts the socket down; the thread that owns it closes it."""
+        sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(OSError):  # not connected (yet, or any more)
+                sock.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         """Drop the connection."""

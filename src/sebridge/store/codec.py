@@ -7,12 +7,14 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-from sebridge.model import ScheduledEvent, Transition
+from sebridge.model import Incarnation, ScheduledEvent, Transition
 
 __all__ = [
     "event_from_dict",
     "event_to_dict",
     "from_iso",
+    "incarnation_from_db",
+    "incarnation_to_db",
     "iso",
     "transition_from_json",
     "transition_to_json",
@@ -27,6 +29,22 @@ def iso(moment: datetime) -> str:
 def from_iso(text: str) -> datetime:
     """The datetime `iso` wrote."""
     return datetime.fromisoformat(text)
+
+
+def incarnation_to_db(incarnation: Incarnation) -> int | str:
+    """DocumentIncarnation for the documents table: an int as itself; any other token
+    (text, float, bool, a huge int) as a one-item JSON list, text no column type converts."""
+    if type(incarnation) is int and -(2**63) <= incarnation < 2**63:
+        return incarnation
+    return json.dumps([incarnation])
+
+
+def incarnation_from_db(value: int | float | str) -> Incarnation:
+    """The inverse of incarnation_to_db."""
+    if isinstance(value, str):
+        token: Incarnation = json.loads(value)[0]
+        return token
+    return value
 
 
 def event_to_dict(event: ScheduledEvent) -> dict[str, Any]:

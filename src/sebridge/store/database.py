@@ -106,13 +106,21 @@ class Database:
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         """The first row of a query, or None."""
         with self._lock:
-            row: Row | None = self._execute(sql, params).fetchone()
+            cursor = self._execute(sql, params)
+            try:
+                row: Row | None = cursor.fetchone()
+            except sqlite3.Error as exc:  # rows are read, and may prove corrupt, only now
+                raise StoreError(f"store error ({self.path}): {exc}") from exc
             return row
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Every row of a query."""
         with self._lock:
-            return list(self._execute(sql, params).fetchall())
+            cursor = self._execute(sql, params)
+            try:
+                return list(cursor.fetchall())
+            except sqlite3.Error as exc:
+                raise StoreError(f"store error ({self.path}): {exc}") from exc
 
     def write_marker(self) -> tuple[int, ...]:
         """Changes whenever anyone commits (another process included): the database
@@ -135,7 +143,7 @@ class Database:
         with self.transaction():
             self._execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
             row = self.one("SELECT value FROM meta WHERE key = 'schema_version'")
-            version = int(row[0]) if row else 0
+            version = _schema_version(row[0], self.path) if row else 0
             if version > len(MIGRATIONS):
                 raise StoreError(
                     f"the store at {self.path} has schema version {version}, newer than this "
@@ -152,6 +160,25 @@ class Database:
             )
         return len(MIGRATIONS)
 
+    def check_integrity(self) -> None:
+        """SQLite's own check of every page (PRAGMA quick_check); StoreError if one is bad."""
+        if self.path == ":memory:":
+            return
+        try:
+            problems = [str(r[0]) for r in self.all("PRAGMA quick_check")]
+        except StoreError as exc:  # too damaged to even check
+            problems = [str(exc.__cause__ or exc)]
+        if problems == ["ok"]:
+            return
+        # One problem per line, with a "*** in database main ***" heading: one short line.
+        lines = [ln for p in problems for ln in p.splitlines() if ln and not ln.startswith("***")]
+        shown = "; ".join(lines)
+        shown = shown if len(shown) <= 300 else shown[:297] + "..."
+        raise StoreError(
+            f"the store at {self.path} is corrupt (SQLite's quick_check: {shown}); "
+            "restore it from a backup, or move it away to start with an empty store"
+        )
+
     def close(self) -> None:
         """Close the connection."""
         with self._lock:
@@ -162,3 +189,14 @@ class Database:
             return self._conn.execute(sql, params)
         except sqlite3.Error as exc:
             raise StoreError(f"store error ({self.path}): {exc}") from exc
+
+
+def _schema_version(value: Any, path: str) -> int:
+    """The meta table's schema_version as a number; anything else is not our store."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise StoreError(
+            f"the store at {path} has schema_version {str(value)[:40]!r} in its meta table, "
+            "not a number: it is damaged or was not written by sebridge"
+        ) from None

@@ -11,6 +11,8 @@ from sebridge.store.codec import (
     event_from_dict,
     event_to_dict,
     from_iso,
+    incarnation_from_db,
+    incarnation_to_db,
     iso,
     transition_from_json,
     transition_to_json,
@@ -60,6 +62,10 @@ class Store:
         """Close the database."""
         self.db.close()
 
+    def check_integrity(self) -> None:
+        """Raise StoreError when SQLite finds a corrupt page (PRAGMA quick_check)."""
+        self.db.check_integrity()
+
     # -- the poll flow -------------------------------------------------------------------------
 
     def last_document(self) -> Document | None:
@@ -70,7 +76,9 @@ class Store:
         events = self.db.all(
             "SELECT data FROM events WHERE present = 1 ORDER BY first_seen, event_id"
         )
-        return Document(int(row[0]), tuple(event_from_dict(json.loads(r[0])) for r in events))
+        return Document(
+            incarnation_from_db(row[0]), tuple(event_from_dict(json.loads(r[0])) for r in events)
+        )
 
     def apply(
         self,
@@ -94,7 +102,7 @@ class Store:
                 "INSERT INTO documents (agent, incarnation, seen_at) VALUES (?, ?, ?) "
                 "ON CONFLICT (agent) DO UPDATE SET incarnation = excluded.incarnation, "
                 "seen_at = excluded.seen_at",
-                (self.agent, document.incarnation, iso(now)),
+                (self.agent, incarnation_to_db(document.incarnation), iso(now)),
             )
             for event in document.events:
                 self._upsert_event(event, policies.get(event.event_id, "notify"), now)
@@ -316,11 +324,13 @@ class Store:
             )
         return entries
 
-    def audit_entries(self, *, limit: int = 100) -> list[AuditEntry]:
-        """The newest audit entries, oldest first."""
+    def audit_entries(self, *, event_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
+        """The newest audit entries (of one event, if given), oldest first."""
+        where, params = ("WHERE lower(event_id) = lower(?)", (event_id,)) if event_id else ("", ())
         rows = self.db.all(
-            "SELECT at, event_id, actor, via, action, detail FROM audit ORDER BY id DESC LIMIT ?",
-            (limit,),
+            f"SELECT at, event_id, actor, via, action, detail FROM audit {where} "
+            "ORDER BY id DESC LIMIT ?",
+            (*params, limit),
         )
         return [AuditEntry(from_iso(r[0]), *r[1:]) for r in reversed(rows)]
 

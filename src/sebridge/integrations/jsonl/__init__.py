@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -37,9 +38,25 @@ class Jsonl(Integration[JsonlSettings]):
     def validate(self, settings: JsonlSettings, config: Config, rd: Reader) -> JsonlSettings:
         if not settings.path:
             rd.required("jsonl.path", '(write "-" for stdout)')
+        elif settings.path != "-":
+            _check_path(settings.path, rd)
         return settings
 
     def sink(self, ctx: Context) -> Sink:
         from sebridge.integrations.jsonl.sink import JsonlSink
 
         return JsonlSink(self.settings_of(ctx.config).path, stream=ctx.stdout)
+
+
+def _check_path(path: str, rd: Reader) -> None:
+    """Refuse a path no write can ever succeed on; warn when its folder is missing."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        rd.error("jsonl.path", f"{path} is a folder; name a file (lines are appended)")
+    elif os.path.exists(folder) and not os.path.isdir(folder):
+        rd.error("jsonl.path", f"{folder} is a file, not a folder: {path} cannot be created")
+    elif not os.path.exists(folder):
+        rd.warnings.append(
+            f"jsonl.path: the folder {folder} does not exist; lines wait (and are retried) "
+            "until it does"
+        )

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
 import threading
 from typing import Any, TextIO
 
-from sebridge.errors import RetryableDeliveryError
+from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError
 from sebridge.model import Receipt
 from sebridge.sink import Message
 
 __all__ = ["JsonlSink", "record"]
+
+# Write errors no retry can cure: the path names a folder, or goes through a file.
+_NEVER_WRITABLE = frozenset({errno.EISDIR, errno.ENOTDIR, errno.ENAMETOOLONG})
 
 
 def record(message: Message) -> dict[str, Any]:
@@ -66,7 +70,11 @@ class JsonlSink:
                         out.write(line + "\n")
                         out.flush()
                         os.fsync(out.fileno())
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
+            if exc.errno in _NEVER_WRITABLE:  # retrying cannot help: a person must fix the path
+                raise PermanentDeliveryError(f"jsonl: cannot write {self._path}: {exc}") from None
+            raise RetryableDeliveryError(f"jsonl: cannot write {self._path}: {exc}") from None
+        except ValueError as exc:  # a closed stream
             raise RetryableDeliveryError(f"jsonl: cannot write {self._path}: {exc}") from None
         return None
 

@@ -223,7 +223,8 @@ class SlackSink:
 
     def _context(self, message: Message, *, first: bool) -> dict[str, Any]:
         t, m = message.transition, message
-        approved_by = t.actor if t.kind == TransitionKind.APPROVED and t.actor else m.approved_by
+        approving = (TransitionKind.APPROVED, TransitionKind.WOULD_APPROVE)
+        approved_by = t.actor if t.kind in approving and t.actor else m.approved_by
         mention = self._mention if first and t.event.event_type in self._mention_types else ""
         return dict(
             t=t, e=t.event, vm=m.vm_name, policy=m.policy, dry_run=m.dry_run or t.dry_run,
@@ -274,6 +275,6 @@ def sample_messages(vm: str = "vm1") -> list[Message]:
 
     return [msg(kind) for kind in [*TransitionKind, "mystery"]] + [
         msg("scheduled", bare, policy="approve"), msg("changed", policy="ignore"),
-        msg("approved", actor="policy", approved_by="policy", dry_run=True),
+        msg("would_approve", actor="policy", approved_by="policy", dry_run=True),
         msg("started", approved_by="alice"), msg("cancelled", bare), msg("unplanned", started),
     ]  # fmt: skip
