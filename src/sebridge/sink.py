@@ -25,10 +25,13 @@ class Message:
             same event (update that message or ticket instead of a new one).
         dry_run: sebridge runs with policy.dry_run: nothing reaches IMDS.
         approved_by: who approved the event, if anyone has by the time of delivery.
-        attempt: earlier attempts at this same delivery (0 on the first): a sink
-            whose earlier attempt may have landed checks before sending again.
+        attempt: earlier attempts at this same delivery that reached the sink
+            (0 on the first), counted as begun in the store before each send, so
+            one cut short by a crash (kill -9, power loss) counts too.
         approve_url: the event's signed approval link while it can be approved
             and approval links are configured; else None.
+        transition_id: the transition's id in the store (0 when not from the
+            store): a key a sink may write, to find what an earlier attempt left.
     """
 
     transition: Transition
@@ -39,6 +42,13 @@ class Message:
     approved_by: str | None = None
     attempt: int = 0
     approve_url: str | None = None
+    transition_id: int = 0
+
+    @property
+    def maybe_sent(self) -> bool:
+        """An earlier attempt may have landed (its answer lost, or the process died
+        before recording it): a sink that can check looks before sending again."""
+        return self.attempt > 0
 
     @property
     def approvable(self) -> bool:
