@@ -225,3 +225,21 @@ def test_slack_killed_before_posting_loses_nothing(url: str, slack: FakeSlack) -
     crash_then_restart(url, CrashBefore(slack_sink(slack)), slack_sink(slack))
     assert len(slack.messages) == 1
     assert delivered(url) == [("scheduled", 1)]
+
+
+# ---------------------------------------------------------------- what the README promises
+
+
+def test_the_readme_promises_what_is_built_no_more() -> None:
+    # DESIGN.md "Delivery guarantees": at least once; never twice where the sink lets us
+    # check; an unchecked sink may repeat one message after a crash. Not "exactly once".
+    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text().split())
+    assert "exactly once" not in readme
+    for promise in (
+        "every transition reaches every sink at least once",
+        "an attempt is recorded as begun in the store before the sink is called",
+        "JSON lines: the transition's id, `transition_id`, in the file's tail",
+        "a crash inside that window may repeat one message",
+        "a second `run` or a `once` beside a running daemon refuses to start",
+    ):
+        assert promise in readme, promise
