@@ -1,7 +1,10 @@
 """The sink protocol: one attempt per call; a receipt, or a retryable/permanent error.
 
-Retries, backoff and dedup are not a sink's business: the dispatcher owns
-them and the outbox's unique (transition, sink) rows make them exact.
+Retries and backoff are not a sink's business: the dispatcher owns them, and
+the outbox's unique (transition, sink) rows mean one delivery per pair. What
+only the sink can tell is whether an attempt cut short (an answer lost, the
+process killed before the ack) landed anyway: `Message.maybe_sent` says one
+may have, and a sink that can look (Slack, a JSON-lines file) looks first.
 """
 
 from __future__ import annotations
