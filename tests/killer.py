@@ -268,10 +268,14 @@ class _Run:
         report.sinks["slack"] = self.count_slack(by_sink.get("slack", []))
 
     def count_jsonl(self, transitions: list[tuple[int, Any]]) -> SinkCount:
-        lines = Counter()
+        lines: Counter[tuple[str, str, str]] = Counter()
         text = self.jsonl.read_text(encoding="utf-8") if self.jsonl.exists() else ""
         for raw in text.splitlines():
-            line = json.loads(raw)
+            try:
+                line = json.loads(raw)
+            except ValueError:  # a line cut short: received, but matches no transition
+                lines[("torn", raw, "")] += 1
+                continue
             lines[(line["event_id"], line["transition"], line["ts"])] += 1
         wanted = Counter((t.event_id, t.kind, t.at.isoformat()) for _, t in transitions)
         return _tally(wanted, lines)
