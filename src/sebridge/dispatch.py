@@ -159,9 +159,13 @@ class Dispatcher:
             receipt=delivery.receipt,
             dry_run=self._dry_run,
             approved_by=delivery.approved_by,
-            attempt=delivery.attempts,
+            # Attempts begun, not finished: a crash mid-send never finished one.
+            attempt=delivery.begun,
+            transition_id=delivery.transition_id,
         )
         what = f"{delivery.transition.kind} of {delivery.transition.event_id} to {sink.name}"
+        # Committed before the send: a crash between send and ack is seen on restart.
+        self._store.outbox.begin(delivery)
         try:
             receipt = sink.send(message)
         except PermanentDeliveryError as exc:

@@ -73,9 +73,10 @@ def build_imds(config: Config) -> ImdsClient:
     return ImdsClient(config.imds.endpoint, config.imds.api_version, timeout=config.imds.timeout)
 
 
-def open_store(config: Config) -> Store:
-    """The store from [store], migrated to the current schema."""
-    return Store(config.store.url, agent=config.imds.vm_name or socket.gethostname())
+def open_store(config: Config, *, exclusive: bool = False) -> Store:
+    """The store from [store], migrated to the current schema; `exclusive` for the daemon."""
+    agent = config.imds.vm_name or socket.gethostname()
+    return Store(config.store.url, agent=agent, exclusive=exclusive)
 
 
 def enabled_integrations(config: Config) -> list[Integration[Any]]:
@@ -123,7 +124,9 @@ def build_daemon(config: Config, stdout: TextIO | None = None, *, serve: bool = 
     built = _sinks(ctx)
     daemon = Daemon(
         build_imds(config),
-        open_store(config),
+        # One delivering process per SQLite store: a second `run`, or `once`
+        # beside the daemon, would deliver everything again.
+        open_store(config, exclusive=True),
         [sink for _, sink in built],
         policy=PolicySettings(
             approve_user_events=config.policy.approve_user_events,

@@ -1,7 +1,10 @@
 """The sink protocol: one attempt per call; a receipt, or a retryable/permanent error.
 
-Retries, backoff and dedup are not a sink's business: the dispatcher owns
-them and the outbox's unique (transition, sink) rows make them exact.
+Retries and backoff are not a sink's business: the dispatcher owns them, and
+the outbox's unique (transition, sink) rows mean one delivery per pair. What
+only the sink can tell is whether an attempt cut short (an answer lost, the
+process killed before the ack) landed anyway: `Message.maybe_sent` says one
+may have, and a sink that can look (Slack, a JSON-lines file) looks first.
 """
 
 from __future__ import annotations
@@ -25,10 +28,13 @@ class Message:
             same event (update that message or ticket instead of a new one).
         dry_run: sebridge runs with policy.dry_run: nothing reaches IMDS.
         approved_by: who approved the event, if anyone has by the time of delivery.
-        attempt: earlier attempts at this same delivery (0 on the first): a sink
-            whose earlier attempt may have landed checks before sending again.
+        attempt: earlier attempts at this same delivery that reached the sink
+            (0 on the first), counted as begun in the store before each send, so
+            one cut short by a crash (kill -9, power loss) counts too.
         approve_url: the event's signed approval link while it can be approved
             and approval links are configured; else None.
+        transition_id: the transition's id in the store (0 when not from the
+            store): a key a sink may write, to find what an earlier attempt left.
     """
 
     transition: Transition
@@ -39,6 +45,13 @@ class Message:
     approved_by: str | None = None
     attempt: int = 0
     approve_url: str | None = None
+    transition_id: int = 0
+
+    @property
+    def maybe_sent(self) -> bool:
+        """An earlier attempt may have landed (its answer lost, or the process died
+        before recording it): a sink that can check looks before sending again."""
+        return self.attempt > 0
 
     @property
     def approvable(self) -> bool:

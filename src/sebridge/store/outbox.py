@@ -54,7 +54,8 @@ class Outbox:
         with self._db.transaction():
             rows = self._db.all(
                 "SELECT o.id, o.attempts, t.data, e.policy, e.gone_at, r.external_id, r.data, "
-                "a.actor FROM outbox o JOIN transitions t ON t.id = o.transition_id "
+                "a.actor, o.begun, o.transition_id "
+                "FROM outbox o JOIN transitions t ON t.id = o.transition_id "
                 "JOIN events e ON e.event_id = o.event_id "
                 "LEFT JOIN receipts r ON r.event_id = o.event_id AND r.sink = o.sink "
                 "LEFT JOIN approvals a ON a.event_id = o.event_id "
@@ -81,9 +82,16 @@ class Outbox:
                 gone_at=from_iso(row[4]) if row[4] else None,
                 receipt=Receipt(row[5], json.loads(row[6])) if row[5] is not None else None,
                 approved_by=row[7],
+                begun=row[8],
+                transition_id=row[9],
             )
             for row in rows
         ]
+
+    def begin(self, delivery: Delivery) -> None:
+        """Record an attempt as begun, committed before the sink is called: should the
+        process die before ack(), the next attempt knows this one may have landed."""
+        self._db.execute("UPDATE outbox SET begun = begun + 1 WHERE id = ?", (delivery.id,))
 
     def ack(self, delivery: Delivery, receipt: Receipt | None, now: datetime) -> None:
         """Delivered: record it, and what the sink returned for later transitions."""

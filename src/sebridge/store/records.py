@@ -63,7 +63,12 @@ class EventRecord:
 
 @dataclass(frozen=True)
 class Delivery:
-    """One outbox row claimed for a sink: deliver `transition` once."""
+    """One outbox row claimed for a sink: deliver `transition` once.
+
+    attempts counts finished attempts (for backoff); begun counts attempts
+    that reached the sink, a crashed one included: begun > 0 means an
+    earlier attempt may have landed.
+    """
 
     id: int
     sink: str
@@ -73,6 +78,8 @@ class Delivery:
     policy: str
     gone_at: datetime | None  # when the event left the document (bounds retries)
     approved_by: str | None = None  # who approved the event, once IMDS has it (or dry run)
+    begun: int = 0
+    transition_id: int = 0  # the transition's row id: stable, the JSON lines sink writes it
 
 
 @dataclass(frozen=True)

@@ -80,5 +80,14 @@ CREATE TABLE audit (
 CREATE INDEX audit_at ON audit (at);
 """
 
+# An attempt is recorded as begun (its own commit) before the sink is called:
+# after a crash between the send and the ack, the next attempt knows an earlier
+# one may have landed and has the sink look for it first. Rows retried before
+# this version count their finished attempts as begun.
+_V2 = """
+ALTER TABLE outbox ADD COLUMN begun INTEGER NOT NULL DEFAULT 0;
+UPDATE outbox SET begun = attempts
+"""
+
 # Index i holds the statements of schema version i + 1.
-MIGRATIONS: tuple[str, ...] = (_V1,)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)

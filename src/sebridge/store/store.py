@@ -17,7 +17,8 @@ from sebridge.store.codec import (
     transition_from_json,
     transition_to_json,
 )
-from sebridge.store.database import Database, Row
+from sebridge.store.database import Database, Row, sqlite_path
+from sebridge.store.lock import StoreLock
 from sebridge.store.outbox import Outbox
 from sebridge.store.records import (
     ApprovalRecord,
@@ -50,17 +51,28 @@ class Store:
     Args:
         url: store.url (sqlite:////var/lib/sebridge/state.db).
         agent: who this process is (the VM name); claims carry it.
+        exclusive: this process delivers (the daemon): lock a SQLite file
+            against a second one (see store/lock.py); StoreError names the holder.
     """
 
-    def __init__(self, url: str, agent: str = "local") -> None:
+    def __init__(self, url: str, agent: str = "local", *, exclusive: bool = False) -> None:
         self.db = Database(url)
-        self.db.migrate()
+        self._lock: StoreLock | None = None
+        try:
+            if exclusive and url.startswith("sqlite:"):
+                self._lock = StoreLock.acquire(sqlite_path(url))
+            self.db.migrate()
+        except BaseException:
+            self.close()
+            raise
         self.agent = agent
         self.outbox = Outbox(self.db, agent)
 
     def close(self) -> None:
-        """Close the database."""
+        """Close the database, then free the lock."""
         self.db.close()
+        if self._lock is not None:
+            self._lock.release()
 
     def check_integrity(self) -> None:
         """Raise StoreError when SQLite finds a corrupt page (PRAGMA quick_check)."""

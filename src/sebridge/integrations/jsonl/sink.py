@@ -1,4 +1,14 @@
-"""JSON lines sink: one object per transition, on stdout or appended to a file (log shippers)."""
+"""JSON lines sink: one object per transition, on stdout or appended to a file (log shippers).
+
+Each line carries the transition's id. When an earlier attempt may have
+landed (Message.maybe_sent: its answer lost, or the daemon killed between
+the write and recording it), the sink first looks for that id in the file's
+last TAIL bytes and writes nothing if the line is there. The retry comes
+right after the crash and this sink is the file's only writer (one daemon
+per store), so the line, if written, is among the last ones. A file
+rotated away in between is not searched. On stdout nothing can be read
+back: a crash in that window may repeat one line there.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +17,15 @@ import json
 import os
 import sys
 import threading
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError
 from sebridge.model import Receipt
 from sebridge.sink import Message
 
-__all__ = ["JsonlSink", "record"]
+__all__ = ["TAIL", "JsonlSink", "record"]
+
+TAIL = 64 * 1024  # bytes read back from the end of the file to find an earlier attempt's line
 
 # Write errors no retry can cure: the path names a folder, or goes through a file.
 _NEVER_WRITABLE = frozenset({errno.EISDIR, errno.ENOTDIR, errno.ENAMETOOLONG})
@@ -24,6 +36,7 @@ def record(message: Message) -> dict[str, Any]:
     t, e = message.transition, message.transition.event
     return {
         "ts": t.at.isoformat(),
+        "transition_id": message.transition_id,
         "transition": t.kind,
         "event_id": e.event_id,
         "event_type": e.event_type,
@@ -57,19 +70,28 @@ class JsonlSink:
 
     def send(self, message: Message) -> Receipt | None:
         """Append the line and flush it (fsync for files: a line delivered is on disk)."""
-        line = json.dumps(record(message), separators=(",", ":"), ensure_ascii=False)
+        data = record(message)
+        line = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
         try:
             with self._lock:
                 if self._path == "-":
+                    # stdout cannot be read back: no check, a crash may repeat a line.
                     stream = self._stream or sys.stdout
                     stream.write(line + "\n")
                     stream.flush()
-                else:
-                    # Opened per line so log rotation (rename + new file) just works.
-                    with open(self._path, "a", encoding="utf-8") as out:
-                        out.write(line + "\n")
-                        out.flush()
-                        os.fsync(out.fileno())
+                    return None
+                # Opened per line so log rotation (rename + new file) just works.
+                with open(self._path, "a+b") as out:
+                    prefix = b""
+                    if message.maybe_sent:
+                        tail = _tail(out)
+                        if _written(tail, data):
+                            return None
+                        # A line cut short (power lost mid-write) must not swallow ours.
+                        prefix = b"\n" if tail and not tail.endswith(b"\n") else b""
+                    out.write(prefix + line.encode() + b"\n")
+                    out.flush()
+                    os.fsync(out.fileno())
         except OSError as exc:
             if exc.errno in _NEVER_WRITABLE:  # retrying cannot help: a person must fix the path
                 raise PermanentDeliveryError(f"jsonl: cannot write {self._path}: {exc}") from None
@@ -80,3 +102,29 @@ class JsonlSink:
 
     def close(self) -> None:
         """Nothing held open between lines."""
+
+
+def _tail(out: BinaryIO) -> bytes:
+    """The file's last TAIL bytes."""
+    size = out.seek(0, os.SEEK_END)
+    out.seek(max(0, size - TAIL))
+    return out.read()
+
+
+def _written(tail: bytes, data: dict[str, Any]) -> bool:
+    """Whether `tail` holds the line of this transition. The id alone could match a
+    line from a store since deleted; with the event, kind and time it cannot."""
+    if not data["transition_id"]:
+        return False
+    key = ("transition_id", "event_id", "transition", "ts")
+    needle = f'"transition_id":{data["transition_id"]},'.encode()
+    for raw in tail.splitlines():
+        if needle not in raw:
+            continue
+        try:
+            found = json.loads(raw)
+        except ValueError:  # the cut first line of the tail, or a torn one
+            continue
+        if isinstance(found, dict) and all(found.get(k) == data[k] for k in key):
+            return True
+    return False

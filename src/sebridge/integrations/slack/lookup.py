@@ -3,8 +3,10 @@
 When chat.postMessage fails without a clear answer (a 5xx, a timeout, a
 dropped connection) Slack may have posted the message anyway. Before a retry
 posts again, these look for it by the metadata every sebridge message
-carries. They run only on retries, so Slack's tight history rate limits
-(and the DESIGN's reason to keep receipts in the store) still hold.
+carries. The same holds after a crash between the post and its record in the
+store: the attempt was recorded as begun first (Message.maybe_sent). They
+run only then, so Slack's tight history rate limits (and the DESIGN's reason
+to keep receipts in the store) still hold.
 """
 
 from __future__ import annotations

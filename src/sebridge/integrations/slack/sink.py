@@ -136,7 +136,7 @@ class SlackSink:
         # posted again (its answer may have been lost, not the reply).
         t = message.transition
         key = f"{t.kind}@{t.at.isoformat()}"
-        if message.attempt and self._looked_up(reply_posted, channel, ts, key, t.at):
+        if message.maybe_sent and self._looked_up(reply_posted, channel, ts, key, t.at):
             return message.receipt
         metadata = {"event_type": REPLY_TYPE, "event_payload": {"event_id": t.event_id, "key": key}}
         self._call("chat.postMessage", channel, thread_ts=ts, text=reply, metadata=metadata)
@@ -180,8 +180,9 @@ class SlackSink:
 
     def _post_parent(self, message: Message, *, first: bool = True) -> Receipt:
         e = message.transition.event
-        if message.attempt and first:
-            # An earlier attempt may have posted it, its answer lost: never twice.
+        if message.maybe_sent and first:
+            # An earlier attempt may have posted it (its answer lost, or the daemon
+            # died before recording it): never twice.
             ts = self._looked_up(find_parent, self._channel, e.event_id, message.transition.at)
             if ts:
                 return Receipt(f"{self._channel}:{ts}", {"channel": self._channel, "ts": ts})

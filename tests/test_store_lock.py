@@ -1,0 +1,182 @@
+"""One daemon per SQLite store: a second `run` or a `once` beside it refuses, naming the holder;
+the CLI's readers and `approve` work beside it; a kill -9'd holder never blocks a restart.
+
+Real `sebridge` processes against the IMDS simulator, store and JSON lines in tmp_path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers import (
+    DaemonProcess,
+    cli_env,
+    event_gets,
+    lines_of,
+    run_cli,
+    transitions_in_store,
+    wait_line,
+    wait_until,
+    write_config,
+)
+from sebridge.errors import StoreError
+from sebridge.simulator import Simulator
+from sebridge.store import Store
+
+START_TIMEOUT = 20.0
+
+
+@pytest.fixture
+def sim() -> Iterator[Simulator]:
+    with Simulator(port=0, approval_delay=3600) as simulator:
+        yield simulator
+
+
+@pytest.fixture
+def config(tmp_path: Path, sim: Simulator) -> Path:
+    return write_config(
+        tmp_path / "sebridge.toml",
+        endpoint=sim.url,
+        db=tmp_path / "state.db",
+        jsonl=tmp_path / "events.jsonl",
+    )
+
+
+@pytest.fixture
+def start_daemon(tmp_path: Path, sim: Simulator) -> Iterator[Callable[[Path], DaemonProcess]]:
+    daemons: list[DaemonProcess] = []
+
+    def start(config: Path) -> DaemonProcess:
+        before = event_gets(sim)
+        daemon = DaemonProcess(config, tmp_path / f"daemon-{len(daemons)}.log")
+        daemons.append(daemon)
+        wait_until(
+            lambda: event_gets(sim) > before or not daemon.alive(),
+            START_TIMEOUT,
+            message="the daemon's first IMDS GET",
+        )
+        assert daemon.alive(), daemon.log_text()
+        return daemon
+
+    yield start
+    for daemon in daemons:
+        daemon.kill()
+    for daemon in daemons:
+        print(f"--- {daemon.log.name} (exit {daemon.proc.returncode}) ---\n{daemon.log_text()}")
+
+
+def holder(pid: int) -> str:
+    return f"pid {pid} on host {socket.gethostname()}"
+
+
+def test_a_second_run_on_the_same_store_refuses_naming_the_holder(
+    config: Path, start_daemon: Callable[[Path], DaemonProcess]
+) -> None:
+    first = start_daemon(config)
+    second = run_cli("run", "--config", str(config), timeout=30)
+    assert second.returncode == 1
+    (line,) = second.stderr.strip().splitlines()
+    assert holder(first.pid) in line and "state.db" in line
+    assert first.alive()
+
+
+def test_once_beside_the_daemon_refuses_and_nothing_is_delivered_twice(
+    config: Path, sim: Simulator, tmp_path: Path, start_daemon: Callable[[Path], DaemonProcess]
+) -> None:
+    daemon = start_daemon(config)
+    event_id = sim.schedule("Reboot")
+    wait_line(tmp_path / "events.jsonl", event_id, "scheduled")
+    once = run_cli("once", "--config", str(config))
+    assert once.returncode == 1
+    assert holder(daemon.pid) in once.stderr
+    sim.complete(event_id)
+    wait_line(tmp_path / "events.jsonl", event_id, "cancelled")
+    assert [r["transition"] for r in lines_of(tmp_path / "events.jsonl", event_id)] == [
+        "scheduled",
+        "cancelled",
+    ]
+
+
+def test_events_history_approve_and_check_work_beside_the_daemon(
+    config: Path, sim: Simulator, tmp_path: Path, start_daemon: Callable[[Path], DaemonProcess]
+) -> None:
+    start_daemon(config)
+    event_id = sim.schedule("Reboot")
+    wait_line(tmp_path / "events.jsonl", event_id, "scheduled")
+    for args in (["events"], ["history"], ["check"]):
+        done = run_cli(*args, "--config", str(config))
+        assert done.returncode == 0, (args, done.stderr)
+        assert "in use" not in done.stderr
+    approved = run_cli("approve", event_id, "--as", "alice", "--config", str(config))
+    assert approved.returncode == 0, approved.stderr
+    assert sim.start_requests == [event_id]
+    line = wait_line(tmp_path / "events.jsonl", event_id, "approved")  # the daemon delivered it
+    assert line["actor"] == "alice"
+
+
+def test_a_killed_daemon_never_blocks_a_restart(
+    config: Path, sim: Simulator, tmp_path: Path, start_daemon: Callable[[Path], DaemonProcess]
+) -> None:
+    first = start_daemon(config)
+    first.signal(signal.SIGKILL)
+    first.wait(10)
+    # The lock file stays behind, still naming the dead process: the lock itself died with it.
+    lock = json.loads((tmp_path / "state.db.lock").read_text(encoding="utf-8"))
+    assert lock["pid"] == first.pid
+    second = start_daemon(config)
+    event_id = sim.schedule("Freeze", duration=5)
+    wait_line(tmp_path / "events.jsonl", event_id, "scheduled")
+    assert second.alive()
+    assert json.loads((tmp_path / "state.db.lock").read_text(encoding="utf-8"))["pid"] == second.pid
+
+
+def test_the_demo_beside_a_daemon_uses_its_own_store_and_touches_nothing_of_it(
+    config: Path, sim: Simulator, tmp_path: Path, start_daemon: Callable[[Path], DaemonProcess]
+) -> None:
+    # The demo never reads a config: its store is a fresh temporary one, its IMDS its own
+    # simulator, its sink the console. Beside a daemon it can neither block nor duplicate.
+    start_daemon(config)
+    demo = run_cli(
+        "demo", "--yes", "--time-scale", "600", env=cli_env(SEBRIDGE_CONFIG=str(config)), timeout=90
+    )
+    assert demo.returncode == 0, demo.stderr
+    assert "demo-vm" in demo.stdout
+    assert transitions_in_store(tmp_path / "state.db") == []
+    assert not (tmp_path / "events.jsonl").exists()
+
+
+# ---------------------------------------------------------------- in one process
+
+
+def test_the_lock_is_freed_when_the_store_closes(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    first = Store(url, exclusive=True)
+    with pytest.raises(StoreError, match=f"in use by another sebridge \\({holder(os.getpid())}"):
+        Store(url, exclusive=True)
+    # Readers and `approve` open it without the lock.
+    Store(url).close()
+    first.close()
+    Store(url, exclusive=True).close()
+
+
+def test_another_spelling_of_the_same_file_is_the_same_store(tmp_path: Path) -> None:
+    (tmp_path / "link").symlink_to(tmp_path)
+    first = Store(f"sqlite:///{tmp_path / 'state.db'}", exclusive=True)
+    try:
+        with pytest.raises(StoreError, match="in use"):
+            Store(f"sqlite:///{tmp_path / 'link' / 'state.db'}", exclusive=True)
+    finally:
+        first.close()
+
+
+def test_an_in_memory_store_needs_no_lock() -> None:
+    first, second = Store("sqlite://", exclusive=True), Store("sqlite://", exclusive=True)
+    first.close()
+    second.close()
