@@ -491,7 +491,11 @@ INVALID = [
     ({"teams": {"webhook_url": "https://x/h"}}, "[teams]: Microsoft Teams is not available"),
     ({"teams": {}}, "[teams]: Microsoft Teams is not available in this version"),
     ({"jira": {**JIRA_OK, "api_token": "t"}}, "[jira]: Jira is not available in this version"),
-    ({"http": {"public_url": "https://vm1"}}, 'unknown key "public_url" in [http]'),
+    ({"http": {"public_url": "https://vm1/?sig=x"}}, "http.public_url: must be the base URL"),
+    (
+        {"http": {"public_urls": "https://vm1"}},
+        'unknown key "public_urls" in [http] (did you mean "public_url"?)',
+    ),
     (
         {"templates": {"dir": "/nonexistent/templates"}},
         'templates.dir: "/nonexistent/templates" is not a directory',

@@ -26,6 +26,7 @@ from sebridge.runtime import (
 )
 from sebridge.store import EventRecord, HistoryEntry
 from sebridge.store.codec import event_to_dict
+from sebridge.web.link_check import check_links
 
 __all__ = ["approve", "check", "events", "history", "once", "run"]
 
@@ -208,10 +209,15 @@ def check(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     problems: list[str] = []
     passed: list[str] = []
+    store = None
     try:
-        open_store(config).close()
+        store = open_store(config)
     except BridgeError as exc:
         problems.append(f"store: {exc}")
+    for finding in check_links(config, store):
+        (passed if finding.ok else problems).append(f"{finding.target}: {finding.message}")
+    if store is not None:
+        store.close()
     try:
         build_imds(config).close()
     except ValueError as exc:

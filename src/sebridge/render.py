@@ -63,6 +63,10 @@ class Renderer:
         """Sink-specific filters (e.g. Slack's mrkdwn escaping)."""
         self._env.filters.update(filters)
 
+    def load(self, name: str) -> None:
+        """Compile a template now: a missing or broken one raises jinja2.TemplateError."""
+        self._env.get_template(name)
+
     def render(self, name: str, **context: Any) -> str:
         """Render a template. Raises jinja2.TemplateError (missing, broken, undefined name)."""
         return self._env.get_template(name).render(**context)
