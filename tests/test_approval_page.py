@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import re
-import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,70 +13,14 @@ from typing import Any
 import pytest
 import requests
 from tests.helpers import wait_until
+from tests.link_bridge import PUBLIC, LinkBridge
 
 from sebridge import commands
-from sebridge.config import Config, from_mapping
-from sebridge.daemon import Daemon
+from sebridge.config import from_mapping
 from sebridge.links import LinkSigner
-from sebridge.runtime import build_daemon, link_signer
 from sebridge.simulator import Simulator
-from sebridge.web.server import HttpServer
 
-PUBLIC = "https://sebridge.example.net"
-
-
-class Bridge:
-    """A daemon polling the simulator on a thread, serving /approve/ on a local port."""
-
-    def __init__(self, sim: Simulator, tmp_path: Path, **http: Any) -> None:
-        self.sim = sim
-        self.config: Config = from_mapping(
-            {
-                "imds": {"endpoint": sim.url, "poll_interval": 0.2, "vm_name": "vm0"},
-                "store": {"url": f"sqlite:///{tmp_path / 'state.db'}"},
-                "console": {"enabled": False},
-                "jsonl": {"path": str(tmp_path / "events.jsonl")},
-                "http": {"listen": "127.0.0.1:0", "public_url": PUBLIC, **http},
-                "dispatch": {"shutdown_grace_seconds": 1.0},
-            },
-            environ={},
-        )
-        self.daemon: Daemon = build_daemon(self.config, serve=True)
-        (server,) = (s for s in self.daemon.services if isinstance(s, HttpServer))
-        self.base = f"http://127.0.0.1:{server.port}"
-        signer = link_signer(self.config, self.daemon.store)
-        assert signer is not None
-        self.signer: LinkSigner = signer
-        self.http = requests.Session()
-        self.http.trust_env = False  # no proxy between us and 127.0.0.1
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self.daemon.run, args=(0.2,), kwargs={"stop": self._stop, "shutdown_grace": 1.0}
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        self.http.close()  # a kept-alive connection would hold waitress for its idle timeout
-        self._stop.set()
-        self._thread.join(15)
-        assert not self._thread.is_alive()
-
-    def schedule(self, event_type: str = "Redeploy", **options: Any) -> str:
-        event_id = self.sim.schedule(event_type, **options)
-        wait_until(lambda: self.daemon.store.event(event_id), 10, message=f"{event_id} stored")
-        return event_id
-
-    def link(self, event_id: str) -> str:
-        """The path of the event's link (what a sink's message carries after public_url)."""
-        record = self.daemon.store.event(event_id)
-        assert record is not None
-        return f"/approve/{self.signer.token_for(record.event)}"
-
-    def get(self, path: str) -> requests.Response:
-        return self.http.get(self.base + path, timeout=10)
-
-    def post(self, path: str, **form: str) -> requests.Response:
-        return self.http.post(self.base + path, data=form, timeout=10)
+Bridge = LinkBridge
 
 
 @pytest.fixture

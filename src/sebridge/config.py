@@ -49,7 +49,7 @@ ENV_VAR = "SEBRIDGE_CONFIG"
 # Integrations that have a place in DESIGN.md but no code yet: their sections
 # are refused, never accepted and ignored.
 _UNSET = Secret()  # immutable: one default serves every secret
-_NOT_YET = {"teams": "Microsoft Teams", "jira": "Jira"}
+_NOT_YET = {"jira": "Jira"}
 
 
 @dataclass(frozen=True)
