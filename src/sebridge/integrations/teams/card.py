@@ -29,7 +29,6 @@ __all__ = [
     "MESSAGECARD",
     "CardBuilder",
     "escape_markdown",
-    "relative",
     "sample_messages",
 ]
 
@@ -59,30 +58,13 @@ def _escape_marker(match: re.Match[str]) -> str:
     return match.group(1) + escaped
 
 
-def relative(moment: datetime | None, now: datetime) -> str:
-    """ "in 14 min", "in 40 s", "3 min ago"; "" without a time."""
-    if moment is None:
-        return ""
-    seconds = int((moment - now).total_seconds())
-    span = abs(seconds)
-    if span < 90:
-        text = f"{span} s"
-    elif span < 90 * 60:
-        text = f"{round(span / 60)} min"
-    elif span < 48 * 3600:
-        text = f"{span // 3600} h {span % 3600 // 60:02d} min"
-    else:
-        text = f"{span // 86400} days"
-    return f"in {text}" if seconds >= 0 else f"{text} ago"
-
-
 class CardBuilder:
     """Renders a message into a card (a dict) with the templates, within Teams' size limit."""
 
     def __init__(self, renderer: Renderer, clock: Any = lambda: datetime.now(UTC)) -> None:
         self._renderer = renderer
         self._clock = clock
-        renderer.add_filters(md=escape_markdown, relative=relative)
+        renderer.add_filters(md=escape_markdown)
 
     @staticmethod
     def full(message: Message) -> bool:
