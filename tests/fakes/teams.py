@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,6 +39,7 @@ class Post:
     size: int
     status: int
     headers: dict[str, str] = field(default_factory=dict)
+    at: float = 0.0  # time.time() when the request had arrived in full
 
 
 @dataclass
@@ -130,6 +132,7 @@ class FakeTeams:
     def _handle(self, request: BaseHTTPRequestHandler) -> None:
         length = int(request.headers.get("Content-Length") or 0)
         raw = request.rfile.read(length)
+        arrived = time.time()
         parts = urlsplit(request.path)
         try:
             body = json.loads(raw)
@@ -147,7 +150,7 @@ class FakeTeams:
             status, text, headers = 404, "Not Found", {}
             kind = "other"
         with self._changed:
-            self.posts.append(Post(kind, body, len(raw), status, headers))
+            self.posts.append(Post(kind, body, len(raw), status, headers, arrived))
             self._changed.notify_all()
         data = text.encode()
         request.send_response(status)
