@@ -174,3 +174,29 @@ def test_an_unplanned_event_gets_a_card_without_a_button(
     unplanned = sim.schedule("Freeze", status="Started")
     shown = wait_card(teams, unplanned, "host failure")
     assert "actions" not in shown.card  # nothing to approve
+
+
+def test_throttled_then_delivered_once_and_failures_keep_no_url(
+    make_bridge: Callable[..., LinkBridge], sim: Simulator, teams: FakeTeams, tmp_path: Path
+) -> None:
+    bridge = make_bridge()
+    teams.fail_next(429, retry_after=0.3)
+    throttled = sim.schedule("Reboot")
+    wait_card(teams, throttled, "Reboot")
+    assert [p.status for p in teams.posts] == [429, 202]  # retried after Retry-After, once
+    assert len(cards_of(teams, throttled)) == 1
+
+    teams.deleted = True  # someone removed the workflow
+    lost = sim.schedule("Freeze")
+
+    def failed() -> Any:
+        record = bridge.daemon.store.event(lost)
+        return record and [
+            d for d in record.deliveries if d.sink == "teams" and d.state == "failed"
+        ]
+
+    (delivery,) = wait_until(failed, 10, message="the Teams delivery marked failed")
+    assert "create it again and update teams.webhook_url" in (delivery.last_error or "")
+    bridge.stop()
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("state.db*"))  # WAL too
+    assert teams.sig.encode() not in stored and teams.workflow.encode() not in stored
