@@ -136,3 +136,19 @@ def test_check_names_the_kind_never_the_url(tmp_path: Path) -> None:
         assert f"ok: teams: webhook_url is {kind}; format adaptive" in out.getvalue()
         assert "nothing is posted to test it" in out.getvalue()
         assert "sinks: console, teams" in out.getvalue()
+
+
+def test_sebridge_check_refuses_a_messagecard_to_workflows(tmp_path: Path) -> None:
+    from tests.helpers import cli_env, run_cli, toml_str
+
+    store = toml_str(f"sqlite:///{tmp_path / 's.db'}")
+    path = tmp_path / "sebridge.toml"
+    path.write_text(
+        f"[store]\nurl = {store}\n"
+        '[teams]\nwebhook_url = "${TEAMS_WEBHOOK_URL}"\nformat = "messagecard"\n',
+        encoding="utf-8",
+    )
+    done = run_cli("check", "--config", str(path), env=cli_env(TEAMS_WEBHOOK_URL=POWER))
+    assert done.returncode != 0
+    assert '"messagecard" cannot go to a Workflows webhook URL' in done.stderr + done.stdout
+    assert SIG not in done.stderr + done.stdout

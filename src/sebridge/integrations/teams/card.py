@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -61,7 +62,9 @@ def _escape_marker(match: re.Match[str]) -> str:
 class CardBuilder:
     """Renders a message into a card (a dict) with the templates, within Teams' size limit."""
 
-    def __init__(self, renderer: Renderer, clock: Any = lambda: datetime.now(UTC)) -> None:
+    def __init__(
+        self, renderer: Renderer, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    ) -> None:
         self._renderer = renderer
         self._clock = clock
         renderer.add_filters(md=escape_markdown)
@@ -95,10 +98,12 @@ class CardBuilder:
             self.adaptive(sample)
             self.messagecard(sample)
 
-    def _fitted(self, name: str, message: Message, wrap: Any) -> dict[str, Any]:
+    def _fitted(
+        self, name: str, message: Message, wrap: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> dict[str, Any]:
         for description_limit, resource_limit in _BUDGETS:
             card = self._render(name, message, description_limit, resource_limit)
-            payload: dict[str, Any] = wrap(card)
+            payload = wrap(card)
             if len(json.dumps(payload, ensure_ascii=False).encode()) <= MAX_PAYLOAD:
                 return payload
         raise PermanentDeliveryError(

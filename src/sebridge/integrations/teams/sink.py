@@ -12,6 +12,8 @@ urllib3's debug lines are redacted while the sink lives.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import pymsteams
@@ -64,7 +66,7 @@ class TeamsSink:
         *,
         format: str = ADAPTIVE,
         timeout: float = 15.0,
-        clock: Any = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self._url = webhook_url
         self._format = format
