@@ -79,7 +79,7 @@ class FakeTeams:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="fake-teams", daemon=True
+            target=self._server.serve_forever, args=(0.05,), name="fake-teams", daemon=True
         )
 
     # ---- lifecycle
