@@ -215,3 +215,34 @@ def test_check_before_first_start_says_a_key_will_be_made(tmp_path: Path) -> Non
     out = io.StringIO()
     assert commands.check(config, as_json=False, out=out) == 0
     assert "no link key yet: the daemon generates one on first start" in out.getvalue()
+
+
+def test_imds_down_the_page_says_it_keeps_trying(bridge: Bridge, sim: Simulator) -> None:
+    event_id = bridge.schedule("Reboot")
+    link = bridge.link(event_id)
+    sim.inject("500", count=10_000)  # every IMDS request fails, polls and POSTs alike
+    done = bridge.post(link, name="Alice")
+    assert done.status_code == 200
+    assert "Azure did not answer yet. sebridge keeps trying on every poll" in text_of(done.text)
+    assert sim.start_requests == []
+    sim.clear_faults()
+    wait_until(lambda: sim.start_requests == [event_id], 10, message="the retried StartRequest")
+    approval = bridge.daemon.store.approval(event_id)
+    assert approval is not None and approval.state == "posted"
+    assert "Azure was told it may start now" in text_of(bridge.get(link).text)
+
+
+def test_dry_run_records_and_sends_nothing(sim: Simulator, tmp_path: Path) -> None:
+    bridge = LinkBridge(sim, tmp_path, {"policy": {"dry_run": True}})
+    try:
+        event_id = bridge.schedule("Reboot")
+        link = bridge.link(event_id)
+        assert "Dry run: nothing will be sent to Azure" in text_of(bridge.get(link).text)
+        done = bridge.post(link)
+        assert "Approval recorded (dry run): nothing was sent to Azure" in text_of(done.text)
+        approval = bridge.daemon.store.approval(event_id)
+        assert approval is not None and approval.state == "dry_run"
+        sim.refresh()
+        assert sim.posts == []
+    finally:
+        bridge.stop()
