@@ -488,10 +488,14 @@ INVALID = [
     ),
     ({"slack": {"bot_token": 5}}, "slack.bot_token: expected a string, got a number"),
     ({"slack": {"bot_token_file": 5}}, "slack.bot_token_file: expected a string, got 5"),
-    ({"teams": {"webhook_url": "https://x/h"}}, "[teams]: Microsoft Teams is not available"),
-    ({"teams": {}}, "[teams]: Microsoft Teams is not available in this version"),
+    ({"teams": {"webhook_url": "https://x/h", "format": "x"}}, "teams.format: must be one of"),
+    ({"teams": {"webhook_url": "http://x/h"}}, "teams.webhook_url: must be an https:// URL"),
     ({"jira": {**JIRA_OK, "api_token": "t"}}, "[jira]: Jira is not available in this version"),
-    ({"http": {"public_url": "https://vm1"}}, 'unknown key "public_url" in [http]'),
+    ({"http": {"public_url": "https://vm1/?sig=x"}}, "http.public_url: must be the base URL"),
+    (
+        {"http": {"public_urls": "https://vm1"}},
+        'unknown key "public_urls" in [http] (did you mean "public_url"?)',
+    ),
     (
         {"templates": {"dir": "/nonexistent/templates"}},
         'templates.dir: "/nonexistent/templates" is not a directory',

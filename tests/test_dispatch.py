@@ -198,3 +198,34 @@ def test_flush_delivers_what_is_due_and_reports_when_it_cannot(tmp_path: Path) -
         sink.release.set()
         d.stop(timeout=2)
         store.close()
+
+
+def test_messages_carry_the_approval_link_only_while_approvable(store: Store, clock: Clock) -> None:
+    sink = RecordingSink("teams")
+    d = Dispatcher(
+        store,
+        [sink],
+        vm_name=lambda: "vm0",
+        clock=clock,
+        jitter=lambda: 0.5,
+        approve_url=lambda e: f"https://vm0.example.net/approve/{e.event_id}-token",
+    )
+    schedule(store, ["teams"])
+    started = event(status="Started")
+    store.record_transition(
+        Transition(TransitionKind.APPROVED, event(), T0, actor="x"), ["teams"], T0
+    )
+    store.record_transition(Transition(TransitionKind.STARTED, started, T0), ["teams"], T0)
+    d.deliver_due(sink)
+    assert [(m.transition.kind, m.approve_url) for m in sink.sent] == [
+        ("scheduled", "https://vm0.example.net/approve/E1-token"),
+        ("approved", None),
+        ("started", None),
+    ]
+
+
+def test_without_links_no_message_carries_one(store: Store, clock: Clock) -> None:
+    sink = RecordingSink("teams")
+    schedule(store, ["teams"])
+    dispatcher(store, [sink], clock).deliver_due(sink)
+    assert [m.approve_url for m in sink.sent] == [None]

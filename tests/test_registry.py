@@ -81,7 +81,6 @@ def test_the_defaults_turn_on_the_console_alone() -> None:
 @pytest.mark.parametrize(
     ("section", "line"),
     [
-        ('[teams]\nwebhook_url = "https://x.example.com/h"\n', "[teams]: Microsoft Teams"),
         ('[jira]\nurl = "https://x.atlassian.net"\nproject = "OPS"\n', "[jira]: Jira"),
     ],
 )

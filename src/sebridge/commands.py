@@ -25,6 +25,7 @@ from sebridge.runtime import (
     open_store,
 )
 from sebridge.store import AuditEntry
+from sebridge.web.link_check import check_links
 
 __all__ = ["approve", "check", "events", "history", "once", "run"]
 
@@ -233,14 +234,19 @@ def check(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     problems: list[str] = []
     passed: list[str] = []
+    store = None
     try:
         store = open_store(config)
-        try:
-            store.check_integrity()
-        finally:
-            store.close()
+        store.check_integrity()
     except BridgeError as exc:
         problems.append(f"store: {exc}")
+        if store is not None:  # opened but corrupt: nothing more to read from it
+            store.close()
+            store = None
+    for finding in check_links(config, store):
+        (passed if finding.ok else problems).append(f"{finding.target}: {finding.message}")
+    if store is not None:
+        store.close()
     try:
         build_imds(config).close()
     except ValueError as exc:

@@ -48,7 +48,8 @@ DEFAULT_PATH = "/etc/sebridge/sebridge.toml"
 ENV_VAR = "SEBRIDGE_CONFIG"
 # Integrations that have a place in DESIGN.md but no code yet: their sections
 # are refused, never accepted and ignored.
-_NOT_YET = {"teams": "Microsoft Teams", "jira": "Jira"}
+_UNSET = Secret()  # immutable: one default serves every secret
+_NOT_YET = {"jira": "Jira"}
 
 
 @dataclass(frozen=True)
@@ -115,12 +116,17 @@ class DispatchConfig:
 
 @dataclass(frozen=True)
 class HttpConfig:
-    """[http]: the daemon's one HTTP server (integrations' routes and /healthz).
+    """[http]: the daemon's one HTTP server (integrations' routes, approval links, /healthz).
 
-    It starts when an integration needs a route, or when `listen` is in the file.
+    It starts when an integration needs a route, when `public_url` is set
+    (approval links), or when `listen` is in the file. `public_url` is where
+    people reach it (a TLS proxy in front), normalised without a trailing "/";
+    `link_secret` signs approval links (empty: one is generated and kept in the store).
     """
 
     listen: str = "127.0.0.1:8787"
+    public_url: str = ""
+    link_secret: Secret = _UNSET
 
     @property
     def listen_host(self) -> str:

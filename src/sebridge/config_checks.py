@@ -28,6 +28,7 @@ __all__ = [
     "http_url",
     "listen",
     "on_temp_disk",
+    "public_url",
     "redact_url",
     "store_url",
     "webhook_url",
@@ -70,6 +71,22 @@ def http_url(value: str, *, query: bool = True) -> str:
     if not query and (parts.query or parts.fragment):
         raise ValueError("must not have a query string or fragment")
     return value
+
+
+def public_url(value: str) -> str:
+    """Base of approval links: http(s)://host[:port][/path], no query, user info or
+    fragment; returned without a trailing slash."""
+    parts = _split_http(value)
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError(
+            "must be the base URL people reach sebridge at, without user info, query or"
+            f" fragment (e.g. https://vm1.example.net){_got(value)}"
+        )
+    return value.rstrip("/")
+
+
+def _local(value: str) -> bool:
+    return urlsplit(value).hostname in _LOCALHOSTS
 
 
 def webhook_url(value: str) -> str:
@@ -153,6 +170,18 @@ def check(c: Config, rd: Reader) -> Config:
         listen(c.http.listen)
     except ValueError as exc:
         rd.error("http.listen", str(exc))
+    http = c.http
+    if http.public_url:
+        try:
+            http = replace(http, public_url=public_url(http.public_url))
+        except ValueError as exc:
+            rd.error("http.public_url", str(exc))
+        else:
+            if urlsplit(http.public_url).scheme == "http" and not _local(http.public_url):
+                rd.warnings.append(
+                    "http.public_url is plain http://: anyone on the path can read and use an"
+                    " approval link; put a TLS reverse proxy in front and use https://"
+                )
     if c.templates.dir and not os.path.isdir(c.templates.dir):
         rd.error("templates.dir", f'"{c.templates.dir}" is not a directory')
-    return replace(c, imds=imds)
+    return replace(c, imds=imds, http=http)

@@ -25,7 +25,7 @@ from sebridge.dispatch import Dispatcher
 from sebridge.errors import ImdsError
 from sebridge.imds import ImdsClient
 from sebridge.integrations.base import Job, Service
-from sebridge.model import Approval, Document, Transition, TransitionKind
+from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.policy import APPROVE, IGNORE, PolicySettings, decide
 from sebridge.sink import Sink
 from sebridge.store import Store
@@ -66,6 +66,7 @@ class Daemon:
 
     Args:
         vm_name: this VM's name; empty: asked from IMDS (compute name) on the first tick.
+        approve_url: an event's signed approval link, for messages (None: links are off).
     """
 
     def __init__(
@@ -80,6 +81,7 @@ class Daemon:
         retry_for: timedelta = timedelta(hours=1),
         max_backoff: float = 300.0,
         clock: Callable[[], datetime] = _utcnow,
+        approve_url: Callable[[ScheduledEvent], str] | None = None,
     ) -> None:
         self.imds = imds
         self.store = store
@@ -103,6 +105,7 @@ class Daemon:
             retry_for=retry_for,
             max_backoff=max_backoff,
             clock=clock,
+            approve_url=approve_url,
         )
         self._previous: Document | None = store.last_document()
         self._last_object: Document | None = None

@@ -12,10 +12,11 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError
+from sebridge.model import ScheduledEvent
 from sebridge.sink import Message, Sink
 from sebridge.store import Delivery, Store
 
@@ -50,6 +51,8 @@ class Dispatcher:
         vm_name: returns this VM's name (known after the first poll).
         retry_for: how long after an event left the document its deliveries
             are still retried.
+        approve_url: an event's signed approval link (None: links are off);
+            messages carry it while the event can be approved.
     """
 
     def __init__(
@@ -63,6 +66,7 @@ class Dispatcher:
         max_backoff: float = 300.0,
         clock: Callable[[], datetime] = _utcnow,
         jitter: Callable[[], float] = random.random,
+        approve_url: Callable[[ScheduledEvent], str] | None = None,
     ) -> None:
         self._store = store
         self._sinks = list(sinks)
@@ -72,6 +76,7 @@ class Dispatcher:
         self._max_backoff = max_backoff
         self._clock = clock
         self._jitter = jitter
+        self._approve_url = approve_url
         self._wake = {sink.name: threading.Event() for sink in self._sinks}
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -163,6 +168,8 @@ class Dispatcher:
             attempt=delivery.begun,
             transition_id=delivery.transition_id,
         )
+        if self._approve_url is not None and message.approvable:
+            message = replace(message, approve_url=self._approve_url(delivery.transition.event))
         what = f"{delivery.transition.kind} of {delivery.transition.event_id} to {sink.name}"
         # Committed before the send: a crash between send and ack is seen on restart.
         self._store.outbox.begin(delivery)

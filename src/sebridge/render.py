@@ -8,7 +8,7 @@ from typing import Any
 
 import jinja2
 
-__all__ = ["Renderer", "countdown"]
+__all__ = ["Renderer", "countdown", "relative"]
 
 BUILTIN_TEMPLATES = Path(__file__).parent / "templates"
 
@@ -19,6 +19,23 @@ def countdown(moment: datetime | None, now: datetime) -> str:
         return ""
     seconds = int((moment - now).total_seconds())
     text = _span(abs(seconds))
+    return f"in {text}" if seconds >= 0 else f"{text} ago"
+
+
+def relative(moment: datetime | None, now: datetime) -> str:
+    """ "in 14 min", "in 40 s", "3 min ago"; "" without a time."""
+    if moment is None:
+        return ""
+    seconds = int((moment - now).total_seconds())
+    span = abs(seconds)
+    if span < 90:
+        text = f"{span} s"
+    elif span < 90 * 60:
+        text = f"{round(span / 60)} min"
+    elif span < 48 * 3600:
+        text = f"{span // 3600} h {span % 3600 // 60:02d} min"
+    else:
+        text = f"{span // 86400} days"
     return f"in {text}" if seconds >= 0 else f"{text} ago"
 
 
@@ -56,12 +73,16 @@ class Renderer:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self._env.filters.update(clock=_clock, utc=_utc)
+        self._env.filters.update(clock=_clock, utc=_utc, relative=relative)
         self._env.globals.update(countdown=countdown)
 
     def add_filters(self, **filters: Any) -> None:
         """Sink-specific filters (e.g. Slack's mrkdwn escaping)."""
         self._env.filters.update(filters)
+
+    def load(self, name: str) -> None:
+        """Compile a template now: a missing or broken one raises jinja2.TemplateError."""
+        self._env.get_template(name)
 
     def render(self, name: str, **context: Any) -> str:
         """Render a template. Raises jinja2.TemplateError (missing, broken, undefined name)."""

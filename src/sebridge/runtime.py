@@ -16,10 +16,12 @@ from sebridge.health import Health
 from sebridge.imds import ImdsClient
 from sebridge.integrations.base import Context, Integration, WsgiApp
 from sebridge.integrations.registry import REGISTRY
+from sebridge.links import LINK_KEY_SETTING, LinkSigner, approval_link, new_link_key
 from sebridge.policy import IGNORE, PolicySettings
 from sebridge.render import Renderer
 from sebridge.sink import Sink
 from sebridge.store import Store
+from sebridge.web.approval_page import PREFIX, ApprovalPage
 from sebridge.web.server import HttpServer
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "build_sinks",
     "configure_logging",
     "enabled_integrations",
+    "link_signer",
     "open_store",
 ]
 
@@ -122,11 +125,13 @@ def build_daemon(config: Config, stdout: TextIO | None = None, *, serve: bool = 
     """
     ctx = _context(config, stdout)
     built = _sinks(ctx)
+    # One delivering process per SQLite store: a second `run`, or `once`
+    # beside the daemon, would deliver everything again.
+    store = open_store(config, exclusive=True)
+    signer = link_signer(config, store)
     daemon = Daemon(
         build_imds(config),
-        # One delivering process per SQLite store: a second `run`, or `once`
-        # beside the daemon, would deliver everything again.
-        open_store(config, exclusive=True),
+        store,
         [sink for _, sink in built],
         policy=PolicySettings(
             approve_user_events=config.policy.approve_user_events,
@@ -137,14 +142,30 @@ def build_daemon(config: Config, stdout: TextIO | None = None, *, serve: bool = 
         vm_name=config.imds.vm_name,
         retry_for=timedelta(seconds=config.dispatch.retry_for_seconds_after_gone),
         max_backoff=config.dispatch.max_backoff_seconds,
+        approve_url=approval_link(config.http.public_url, signer) if signer else None,
     )
     if serve:
-        _attach_inbound(ctx, daemon, dict((i.name, s) for i, s in built))
+        _attach_inbound(ctx, daemon, dict((i.name, s) for i, s in built), signer)
     return daemon
 
 
-def _attach_inbound(ctx: Context, daemon: Daemon, sinks: dict[str, Sink]) -> None:
+def link_signer(config: Config, store: Store) -> LinkSigner | None:
+    """The approval links' signer when `[http] public_url` is set: under `link_secret`, else
+    under a key generated once and kept in the store (a fleet sharing the store shares it)."""
+    if not config.http.public_url:
+        return None
+    key = config.http.link_secret.reveal() or store.setting(LINK_KEY_SETTING)
+    return LinkSigner(key or store.remember_first(LINK_KEY_SETTING, new_link_key()))
+
+
+def _attach_inbound(
+    ctx: Context, daemon: Daemon, sinks: dict[str, Sink], signer: LinkSigner | None
+) -> None:
     routes: dict[str, WsgiApp] = {}
+    if signer is not None:  # approval links are the core's, whichever sink carries them
+        page = ApprovalPage(signer, daemon, ctx.renderer, dry_run=ctx.config.policy.dry_run)
+        page.check_templates()
+        routes[PREFIX] = page
     for integration in enabled_integrations(ctx.config):
         inbound = integration.inbound(ctx, daemon, sinks.get(integration.name))
         for path, app in inbound.routes.items():

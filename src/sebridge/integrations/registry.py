@@ -10,8 +10,9 @@ from sebridge.integrations.base import Integration
 from sebridge.integrations.console import Console
 from sebridge.integrations.jsonl import Jsonl
 from sebridge.integrations.slack import Slack
+from sebridge.integrations.teams import Teams
 
 __all__ = ["REGISTRY"]
 
 # Order is delivery order on the console and in `sebridge check`.
-REGISTRY: tuple[Integration[Any], ...] = (Console(), Jsonl(), Slack())
+REGISTRY: tuple[Integration[Any], ...] = (Console(), Jsonl(), Slack(), Teams())

@@ -185,6 +185,17 @@ class Store:
             (f"setting.{key}", value),
         )
 
+    def remember_first(self, key: str, value: str) -> str:
+        """Keep `value` unless a value is already kept (another agent may race us); return
+        the kept one."""
+        self.db.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+            (f"setting.{key}", value),
+        )
+        kept = self.setting(key)
+        assert kept is not None  # just written, or there before
+        return kept
+
     # -- events -------------------------------------------------------------------------------
 
     def event(self, event_id: str) -> EventRecord | None:

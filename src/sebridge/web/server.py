@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from waitress import wasyncore
 from waitress.server import create_server
 
 from sebridge.integrations.base import StartResponse, WsgiApp
@@ -80,10 +81,15 @@ class HttpServer:
         log.info("HTTP server listening on %s:%d", self._server.effective_host, self.port)
 
     def stop(self) -> None:
-        """Stop accepting, close the socket, and end waitress's worker threads."""
-        self._server.close()
-        if self._thread:
+        """Stop accepting, close every socket, and end waitress's worker threads."""
+        if self._thread is not None and self._thread.is_alive():
+            # Closed from inside the loop's own thread: closing a socket that select() is
+            # watching from another thread makes the loop die with EBADF.
+            server = self._server
+            server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
             self._thread.join(timeout=5)
+        else:
+            self._server.close()
         self._server.task_dispatcher.shutdown()
 
     def _app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:

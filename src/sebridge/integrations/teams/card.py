@@ -1,0 +1,174 @@
+"""Teams cards from the teams/ templates: Adaptive Cards for Workflows, MessageCards for connectors.
+
+The first sight of an event (scheduled, unplanned) and a change get the full
+card (teams/card.j2) with the "Approve…" link while the event is
+approvable; every later transition gets a short follow-up card
+(teams/followup.j2), because a card posted through Workflows cannot be
+edited. IMDS text is escaped for Teams markdown. Payloads stay under Teams'
+28 KB: a long description is cut, then the resource list, before giving up.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import jinja2
+
+from sebridge.errors import PermanentDeliveryError
+from sebridge.model import ScheduledEvent, Transition, TransitionKind
+from sebridge.render import Renderer
+from sebridge.sink import Message
+
+__all__ = [
+    "CARD",
+    "FOLLOWUP",
+    "MAX_PAYLOAD",
+    "MESSAGECARD",
+    "CardBuilder",
+    "escape_markdown",
+    "sample_messages",
+]
+
+CARD = "teams/card.j2"
+FOLLOWUP = "teams/followup.j2"
+MESSAGECARD = "teams/messagecard.j2"
+MAX_PAYLOAD = 28 * 1024  # Teams refuses (413) or drops messages above 28 KB
+ADAPTIVE_TYPE = "application/vnd.microsoft.card.adaptive"
+# (description characters, resource names) tried in turn until the payload fits.
+_BUDGETS = ((2000, 20), (500, 10), (0, 3))
+_FULL = frozenset({TransitionKind.SCHEDULED, TransitionKind.UNPLANNED, TransitionKind.CHANGED})
+_INLINE = re.compile(r"([\\`*_~\[\]<>])")
+_LINE_START = re.compile(r"^(\s*)([-+#>]|\d+\.)", re.M)
+
+
+def escape_markdown(value: object) -> str:
+    """Backslash-escape what Teams markdown would read as emphasis, code, links, lists or
+    headings, so IMDS text shows as written."""
+    text = "" if value is None else str(value)
+    text = _INLINE.sub(r"\\\1", text)
+    return _LINE_START.sub(_escape_marker, text)
+
+
+def _escape_marker(match: re.Match[str]) -> str:
+    marker = match.group(2)  # "- ", "#", "12." at a line's start
+    escaped = marker[:-1] + "\\." if marker.endswith(".") else "\\" + marker
+    return match.group(1) + escaped
+
+
+class CardBuilder:
+    """Renders a message into a card (a dict) with the templates, within Teams' size limit."""
+
+    def __init__(
+        self, renderer: Renderer, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    ) -> None:
+        self._renderer = renderer
+        self._clock = clock
+        renderer.add_filters(md=escape_markdown)
+
+    @staticmethod
+    def full(message: Message) -> bool:
+        """Whether this transition gets the full card (else a follow-up)."""
+        return message.transition.kind in _FULL
+
+    def adaptive(self, message: Message) -> dict[str, Any]:
+        """The Workflows payload: the card in a message envelope, at most MAX_PAYLOAD bytes."""
+        name = CARD if self.full(message) else FOLLOWUP
+        return self._fitted(
+            name,
+            message,
+            lambda card: {
+                "type": "message",
+                "attachments": [
+                    {"contentType": ADAPTIVE_TYPE, "contentUrl": None, "content": card}
+                ],
+            },
+        )
+
+    def messagecard(self, message: Message) -> dict[str, Any]:
+        """Title, summary, text, color and facts of a MessageCard (pymsteams builds the rest)."""
+        return self._fitted(MESSAGECARD, message, lambda card: card)
+
+    def check_templates(self) -> None:
+        """Render every template against sample messages now; a failure names the template."""
+        for sample in sample_messages():
+            self.adaptive(sample)
+            self.messagecard(sample)
+
+    def _fitted(
+        self, name: str, message: Message, wrap: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> dict[str, Any]:
+        for description_limit, resource_limit in _BUDGETS:
+            card = self._render(name, message, description_limit, resource_limit)
+            payload = wrap(card)
+            if len(json.dumps(payload, ensure_ascii=False).encode()) <= MAX_PAYLOAD:
+                return payload
+        raise PermanentDeliveryError(
+            f"teams: template {name} makes a card over Teams' 28 KB even with the description"
+            " cut: shorten the template (or your override of it)"
+        )
+
+    def _render(
+        self, name: str, message: Message, description_limit: int, resource_limit: int
+    ) -> dict[str, Any]:
+        t = message.transition
+        try:
+            source = self._renderer.render(
+                name,
+                t=t,
+                e=t.event,
+                vm=message.vm_name,
+                policy=message.policy,
+                dry_run=message.dry_run,
+                approvable=message.approvable,
+                approve_url=message.approve_url if message.approvable else None,
+                approved_by=message.approved_by,
+                first=self.full(message),
+                now=self._clock(),
+                description_limit=description_limit,
+                resource_limit=resource_limit,
+            )
+        except jinja2.TemplateError as exc:
+            line = getattr(exc, "lineno", None)
+            where = f" line {line}" if line else ""
+            raise PermanentDeliveryError(f"teams: template {name}{where}: {exc}") from None
+        try:
+            card = json.loads(source)
+        except ValueError as exc:
+            raise PermanentDeliveryError(
+                f"teams: template {name} did not produce valid JSON: {exc}"
+            ) from None
+        if not isinstance(card, dict):
+            raise PermanentDeliveryError(f"teams: template {name} must produce a JSON object")
+        return card
+
+
+def sample_messages(vm: str = "vm1") -> list[Message]:
+    """Messages covering every transition and field variant (template checks, rendering tests)."""
+    now = datetime.now(UTC)
+    full = ScheduledEvent(
+        "C7061BAC-AFDC-4513-B24B-AA5F13A16123", "Redeploy", "Scheduled", (vm, "vm2", "vm3", "vm4"),
+        not_before=now + timedelta(minutes=14, seconds=5),
+        not_before_text="Mon, 11 Apr 2022 22:26:58 GMT",
+        description="Host **update** [link](http://x) _under_ way\n- not a list\n1. nor this",
+        source="Platform", duration_seconds=300,
+    )  # fmt: skip
+    bare = ScheduledEvent("1", "Hibernate", "Scheduled", not_before_text="soon")  # api 2017-03-01
+    started = ScheduledEvent("2", "Freeze", "Started", (vm,), duration_seconds=5)
+    link = "https://vm1.example.net/approve/c2FtcGxl.c2lnbmF0dXJl"
+
+    def msg(kind: str, event: ScheduledEvent = full, actor: str = "alice", **more: Any) -> Message:
+        note = more.pop("note", "")
+        t = Transition(kind, event, now, ("not_before", "description"), actor, "link", note=note)
+        return Message(t, vm, more.pop("policy", "notify"), **more)
+
+    return [msg(kind) for kind in [*TransitionKind, "mystery"]] + [
+        msg("scheduled", approve_url=link), msg("changed", approve_url=link),
+        msg("scheduled", bare, policy="approve"), msg("changed", policy="ignore"),
+        msg("approved", actor="policy", approved_by="policy", dry_run=True),
+        msg("problem", note="IMDS refused the approval by alice: 400 Bad Request"),
+        msg("started", approved_by="alice"), msg("cancelled", bare), msg("unplanned", started),
+    ]  # fmt: skip

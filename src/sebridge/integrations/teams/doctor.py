@@ -1,0 +1,56 @@
+"""Teams' part of `sebridge check`: the URL's kind against the format, and approval links.
+
+A Teams webhook cannot be tried without posting a message into the channel,
+so check posts nothing: it says what it can tell from the URL (never the URL
+itself). A MessageCard aimed at a Workflows URL is refused when the
+configuration is loaded (settings.validate).
+"""
+
+from __future__ import annotations
+
+from sebridge.integrations.base import Finding
+from sebridge.integrations.teams.settings import (
+    ADAPTIVE,
+    CONNECTOR,
+    KIND_NAMES,
+    OTHER,
+    WORKFLOWS,
+    TeamsSettings,
+    url_kind,
+)
+
+__all__ = ["check_teams"]
+
+
+def check_teams(settings: TeamsSettings, links: bool) -> list[Finding]:
+    """Findings a person can act on; ok ones say what was (and was not) checked."""
+    kind = url_kind(settings.webhook_url.reveal())
+    fits = {WORKFLOWS: ADAPTIVE, CONNECTOR: None}.get(kind)
+    findings = [
+        Finding(
+            "teams",
+            True,
+            f"webhook_url is {KIND_NAMES[kind]}; format {settings.format}"
+            + ("" if fits in (None, settings.format) else " (does not fit)")
+            + "; nothing is posted to test it (Teams keeps every message)",
+        )
+    ]
+    if kind == OTHER:
+        findings.append(
+            Finding(
+                "teams",
+                True,
+                "the URL's host is neither a Workflows host (*.logic.azure.com,"
+                " *.environment.api.powerplatform.com) nor a connector (*.webhook.office.com):"
+                " make sure it is the URL of a channel's webhook",
+            )
+        )
+    if not links:
+        findings.append(
+            Finding(
+                "teams",
+                False,
+                "cards carry no Approve… button: set http.public_url (approval links)",
+            )
+        )
+    return findings

@@ -1,0 +1,96 @@
+"""Teams webhook answers -> RetryableDeliveryError or PermanentDeliveryError.
+
+One table decides: 429 and 5xx (and network trouble) are retried by the
+dispatcher, honouring Retry-After; 400, 401/403, 404 and 413 need a person
+and say what to fix. No message ever carries the webhook URL (its `sig`
+grants posting): answers are scrubbed of it, transport errors are named by
+kind only (requests' own messages quote the URL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from urllib.parse import parse_qsl, quote, urlsplit
+
+from sebridge.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
+
+__all__ = ["DEFAULT_RETRY_AFTER", "answer_error", "retry_after", "scrub", "transport_error"]
+
+DEFAULT_RETRY_AFTER = 5.0
+MAX_RETRY_AFTER = 3600.0
+_SHOWN = 200  # characters of a webhook's answer worth quoting
+
+_FIXES = {
+    400: "the webhook refused the {what} (HTTP 400{detail}): fix the teams/ templates"
+    " (or your override of them), or check teams.format against the URL's kind",
+    401: "teams.webhook_url was refused (HTTP 401{detail}): its signature is wrong or"
+    " expired; copy the URL again from the workflow's trigger (or the connector)",
+    403: "teams.webhook_url was refused (HTTP 403{detail}): the flow or connector is not"
+    " allowed to post any more; check it in Teams (Workflows) and copy its URL again",
+    404: "teams.webhook_url was not found (HTTP 404{detail}): the workflow or connector was"
+    " deleted or turned off; create it again and update teams.webhook_url",
+    413: "the {what} is too large for Teams (HTTP 413): shorten the teams/ templates",
+}
+
+
+def scrub(text: str, url: str) -> str:
+    """`text` without the URL, its path, its query or any long query value (a webhook may
+    echo any of them)."""
+    parts = urlsplit(url)
+    query = "?" + parts.query if parts.query else ""
+    values = [v for _, v in parse_qsl(parts.query)] + [
+        quote(v, safe="") for _, v in parse_qsl(parts.query)
+    ]
+    for secret in (url, parts.path + query, parts.path, parts.query, *values):
+        if len(secret) > 8:
+            text = text.replace(secret, "***")
+    return text
+
+
+def retry_after(headers: Mapping[str, str]) -> float:
+    """Seconds to wait from Retry-After (seconds or an HTTP date); a default when absent."""
+    raw = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
+    if raw is None:
+        return DEFAULT_RETRY_AFTER
+    try:
+        seconds = float(raw)
+    except ValueError:
+        try:
+            seconds = (parsedate_to_datetime(raw) - datetime.now(UTC)).total_seconds()
+        except (TypeError, ValueError):
+            return DEFAULT_RETRY_AFTER
+    return min(MAX_RETRY_AFTER, max(0.0, seconds))
+
+
+def answer_error(
+    status: int, body: str, headers: Mapping[str, str], *, url: str, what: str
+) -> DeliveryError:
+    """The error for a webhook's answer that is not a success.
+
+    Args:
+        url: the webhook URL, scrubbed from anything quoted.
+        what: "card" or "MessageCard", for the message.
+    """
+    detail = scrub(" ".join(body.split()), url)[:_SHOWN]
+    if status == 429 or "HTTP error 429" in body:  # connectors wrap a throttle in a 200
+        wait = retry_after(headers)
+        return RetryableDeliveryError(
+            f"teams: throttled by Teams (429), retry after {wait:g}s", retry_after=wait
+        )
+    if status >= 500:
+        return RetryableDeliveryError(f"teams: Teams failed (HTTP {status}); will retry")
+    if status in _FIXES:
+        shown = f": {detail}" if detail and status != 413 else ""
+        return PermanentDeliveryError("teams: " + _FIXES[status].format(what=what, detail=shown))
+    return PermanentDeliveryError(
+        f"teams: the webhook answered HTTP {status}" + (f": {detail}" if detail else "")
+    )
+
+
+def transport_error(exc: BaseException) -> RetryableDeliveryError:
+    """Timeouts, refused or reset connections, TLS trouble: retried. Named by kind only."""
+    return RetryableDeliveryError(
+        f"teams: cannot reach the webhook ({type(exc).__name__}); will retry"
+    )

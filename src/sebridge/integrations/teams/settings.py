@@ -1,0 +1,112 @@
+"""[teams]: the section's keys, what kind of webhook URL was given, and checks across both.
+
+Two kinds of URL post to a Teams channel, and each takes one format:
+- Workflows ("Post to a channel when a webhook request is received", Power
+  Automate / Logic Apps): an Adaptive Card in a message envelope. It answers
+  202 to any JSON, so a MessageCard sent there vanishes without an error.
+- Office 365 connectors (`*.webhook.office.com/webhookb2/...`, retired by
+  Microsoft but still working in some tenants): a MessageCard, answered
+  with 200 and the body "1".
+The URL is a secret (its `sig` grants posting): messages name its kind only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from urllib.parse import urlsplit
+
+from sebridge.config_checks import webhook_url
+from sebridge.config_reader import Reader, option
+from sebridge.config_secrets import Secret
+
+__all__ = [
+    "ADAPTIVE",
+    "CONNECTOR",
+    "MESSAGECARD",
+    "OTHER",
+    "WORKFLOWS",
+    "TeamsSettings",
+    "url_kind",
+    "validate",
+]
+
+ADAPTIVE, MESSAGECARD = "adaptive", "messagecard"
+WORKFLOWS, CONNECTOR, OTHER = "workflows", "connector", "other"
+_UNSET = Secret()
+_LOGIC_APPS_HOST = re.compile(r"prod-\d+\.[a-z0-9-]+\.logic\.azure\.(com|us|cn)", re.I)
+_POWER_PLATFORM_HOST = re.compile(r"[a-z0-9.-]+\.environment\.api\.powerplatform\.com", re.I)
+_CONNECTOR_HOST = re.compile(
+    r"([a-z0-9-]+\.)?webhook\.office\.com|outlook\.office(365)?\.com", re.I
+)
+KIND_NAMES = {
+    WORKFLOWS: "a Workflows (Power Automate) webhook URL",
+    CONNECTOR: "an Office 365 connector URL",
+    OTHER: "a URL of neither known kind",
+}
+
+
+@dataclass(frozen=True)
+class TeamsSettings:
+    """[teams]: enabled when webhook_url is set."""
+
+    webhook_url: Secret = _UNSET
+    format: str = option(ADAPTIVE, choices=(ADAPTIVE, MESSAGECARD))
+    timeout: float = option(15.0, gt=0.0, le=120.0)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.webhook_url)
+
+
+def url_kind(url: str) -> str:
+    """WORKFLOWS, CONNECTOR or OTHER, by host and path (never shown: only the kind is)."""
+    try:
+        parts = urlsplit(url)
+        host, path = parts.hostname or "", parts.path
+    except ValueError:
+        return OTHER
+    if _LOGIC_APPS_HOST.fullmatch(host) and path.startswith("/workflows/"):
+        return WORKFLOWS
+    if (
+        _POWER_PLATFORM_HOST.fullmatch(host)
+        and "/powerautomate/automations/direct/workflows/" in path
+    ):
+        return WORKFLOWS
+    if _CONNECTOR_HOST.fullmatch(host) and path.startswith(("/webhookb2/", "/webhook/")):
+        return CONNECTOR
+    return OTHER
+
+
+def validate(s: TeamsSettings, rd: Reader, *, links: bool) -> TeamsSettings:
+    """The URL's scheme, and its kind against `format`.
+
+    Args:
+        links: whether approval links are on (`[http] public_url` is set).
+    """
+    if not s.enabled:
+        return s
+    url = s.webhook_url.reveal()
+    try:
+        webhook_url(url)
+    except ValueError as exc:
+        rd.error("teams.webhook_url", str(exc))
+        return s
+    kind = url_kind(url)
+    if s.format == MESSAGECARD and kind == WORKFLOWS:
+        rd.error(
+            "teams.format",
+            '"messagecard" cannot go to a Workflows webhook URL (it answers 202 and never shows'
+            ' a MessageCard): use format = "adaptive", or an Office 365 connector URL',
+        )
+    elif s.format == ADAPTIVE and kind == CONNECTOR:
+        rd.warnings.append(
+            "teams.webhook_url is an Office 365 connector URL (retired by Microsoft): it may take"
+            " Adaptive Cards, but it may stop working; create a Workflows webhook, or set format ="
+            ' "messagecard" for a connector that only takes MessageCards'
+        )
+    if not links:
+        rd.warnings.append(
+            "teams: cards carry no Approve button until http.public_url is set (approval links)"
+        )
+    return replace(s, webhook_url=Secret(url))

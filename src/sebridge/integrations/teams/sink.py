@@ -1,0 +1,156 @@
+"""Teams sink: one card per transition through a Workflows webhook (or a MessageCard connector).
+
+Adaptive (the default): POST the card in a message envelope with requests;
+Workflows answers 202 before its flow runs. MessageCard: pymsteams posts
+it; a connector answers 200 with the body "1". One attempt per `send()`
+(the dispatcher retries). Teams keeps nothing we can read back, so a retry
+after a lost answer may repeat one card (README: delivery guarantees).
+Proxies come from the usual environment variables. The URL is never logged:
+urllib3's debug lines are redacted while the sink lives.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import pymsteams
+import requests
+
+from sebridge.errors import PermanentDeliveryError
+from sebridge.integrations.teams.card import CardBuilder
+from sebridge.integrations.teams.errors import answer_error, scrub, transport_error
+from sebridge.integrations.teams.settings import ADAPTIVE
+from sebridge.model import Receipt
+from sebridge.render import Renderer
+from sebridge.sink import Message
+
+__all__ = ["TeamsSink"]
+
+CONNECT_TIMEOUT = 5.0
+_URLLIB3_LOGGERS = ("urllib3.connectionpool", "urllib3.util.retry")
+
+
+class _RedactUrl(logging.Filter):
+    """Removes the webhook URL (path and query) from log records that mention it."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self._url = url
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        clean = scrub(text, self._url)
+        if clean != text:
+            record.msg, record.args = clean, None
+        return True
+
+
+class TeamsSink:
+    """Posts one card per transition to a Teams channel.
+
+    Args:
+        webhook_url: the Workflows or connector URL (a secret).
+        format: "adaptive" (Workflows) or "messagecard" (connector, through pymsteams).
+        timeout: seconds to wait for Teams' answer.
+    """
+
+    name = "teams"
+
+    def __init__(
+        self,
+        webhook_url: str,
+        renderer: Renderer,
+        *,
+        format: str = ADAPTIVE,
+        timeout: float = 15.0,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self._url = webhook_url
+        self._format = format
+        self._timeout = timeout
+        self.cards = CardBuilder(renderer, clock) if clock else CardBuilder(renderer)
+        self._session = requests.Session()  # keeps the TLS connection between posts
+        self._redact = _RedactUrl(webhook_url)
+        for name in _URLLIB3_LOGGERS:
+            logging.getLogger(name).addFilter(self._redact)
+
+    def check_templates(self) -> None:
+        """Render every template against sample messages; a broken one raises now."""
+        self.cards.check_templates()
+
+    def send(self, message: Message) -> Receipt | None:
+        """Post this transition's card. Raises RetryableDeliveryError or PermanentDeliveryError."""
+        if self._format == ADAPTIVE:
+            self._post_adaptive(self.cards.adaptive(message))
+        else:
+            self._post_messagecard(self.cards.messagecard(message), message)
+        return None
+
+    def close(self) -> None:
+        """Close the kept-alive connection and stop redacting the logs."""
+        self._session.close()
+        for name in _URLLIB3_LOGGERS:
+            logging.getLogger(name).removeFilter(self._redact)
+
+    def _post_adaptive(self, payload: dict[str, Any]) -> None:
+        try:
+            response = self._session.post(
+                self._url, json=payload, timeout=(CONNECT_TIMEOUT, self._timeout)
+            )
+        except requests.RequestException as exc:
+            raise transport_error(exc) from None
+        if response.status_code not in (200, 202):
+            raise answer_error(
+                response.status_code,
+                response.text,
+                response.headers,
+                url=self._url,
+                what="Adaptive Card",
+            )
+
+    def _post_messagecard(self, fields: dict[str, Any], message: Message) -> None:
+        card = pymsteams.connectorcard(self._url, http_timeout=(CONNECT_TIMEOUT, self._timeout))
+        card.title(str(fields.get("title") or ""))
+        card.summary(str(fields.get("summary") or ""))
+        card.text(str(fields.get("text") or ""))
+        card.color(str(fields.get("color") or "0078D7"))
+        facts = fields.get("facts") or []
+        if facts:
+            section = pymsteams.cardsection()
+            for name, value in facts:
+                section.addFact(str(name), str(value))
+            card.addSection(section)
+        if message.approve_url and message.approvable:
+            action = pymsteams.potentialaction("Approve…", "OpenUri")
+            action.addOpenURI("Approve…", [{"os": "default", "uri": message.approve_url}])
+            card.addPotentialAction(action)
+        try:
+            card.send()
+        except pymsteams.TeamsWebhookException:
+            response = card.last_http_response
+            raise answer_error(
+                response.status_code,
+                response.text,
+                response.headers,
+                url=self._url,
+                what="MessageCard",
+            ) from None
+        except requests.RequestException as exc:
+            raise transport_error(exc) from None
+        response = card.last_http_response
+        if response.text.strip() != "1":  # a connector says 200 even when it did not post
+            error = answer_error(
+                400 if response.status_code == 200 else response.status_code,
+                response.text,
+                response.headers,
+                url=self._url,
+                what="MessageCard",
+            )
+            if "HTTP error 429" in response.text:
+                raise error
+            raise PermanentDeliveryError(
+                f"{error} (the connector answered {response.status_code} without posting)"
+            )

@@ -1,0 +1,185 @@
+"""Approval link tokens: what verifies, what does not, and where the key comes from."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from sebridge.config import from_mapping
+from sebridge.errors import ConfigError
+from sebridge.links import UNKNOWN_EXPIRY, LinkError, LinkSigner, approval_link
+from sebridge.model import ScheduledEvent
+from sebridge.runtime import link_signer
+from sebridge.store import Store
+
+NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
+EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
+
+
+def signer(key: str = "k" * 32, now: datetime = NOW) -> LinkSigner:
+    return LinkSigner(key, clock=lambda: now)
+
+
+def _flip(token: str, index: int) -> str:
+    chars = list(token)
+    chars[index] = "A" if chars[index] != "A" else "B"
+    return "".join(chars)
+
+
+def test_a_token_names_its_event_until_it_expires() -> None:
+    token = signer().token(EVENT_ID, NOW + timedelta(minutes=15))
+    assert signer().verify(token) == EVENT_ID
+    assert signer(now=NOW + timedelta(minutes=15)).verify(token) == EVENT_ID
+    with pytest.raises(LinkError, match="expired"):
+        signer(now=NOW + timedelta(minutes=15, seconds=1)).verify(token)
+
+
+def test_tokens_are_url_safe() -> None:
+    token = signer().token(EVENT_ID + "?&/#=+", NOW + timedelta(minutes=15))
+    assert set(token) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
+
+
+def _forged_expiry() -> str:
+    """A token whose payload was edited to a later expiry, keeping the old MAC."""
+    token = signer().token(EVENT_ID, NOW + timedelta(minutes=1))
+    mac = token.split(".")[1]
+    later = f"{EVENT_ID}\n{int((NOW + timedelta(days=9)).timestamp())}".encode()
+    return base64.urlsafe_b64encode(later).rstrip(b"=").decode() + "." + mac
+
+
+def _other_event() -> str:
+    """The MAC of one event's token glued to another event's payload."""
+    one = signer().token(EVENT_ID, NOW + timedelta(minutes=15))
+    other = signer().token("0000", NOW + timedelta(minutes=15))
+    return other.split(".")[0] + "." + one.split(".")[1]
+
+
+@pytest.mark.parametrize(
+    ("token", "why"),
+    [
+        (_flip(signer().token(EVENT_ID, NOW + timedelta(minutes=15)), 3), "payload edited"),
+        (_flip(signer().token(EVENT_ID, NOW + timedelta(minutes=15)), -3), "MAC edited"),
+        (signer("another key").token(EVENT_ID, NOW + timedelta(minutes=15)), "other key"),
+        (_forged_expiry(), "expiry pushed back"),
+        (_other_event(), "MAC of another event"),
+        ("", "empty"),
+        ("no-dot", "no MAC"),
+        ("a.b.c", "two dots"),
+        ("%%%.%%%", "not base64"),
+        ("x" * 600 + ".y", "too long"),
+        (signer().token(EVENT_ID, NOW + timedelta(minutes=15)).split(".")[0] + ".", "MAC cut"),
+    ],
+)
+def test_tampered_or_malformed_tokens_are_refused(token: str, why: str) -> None:
+    with pytest.raises(LinkError):
+        signer().verify(token)
+
+
+def test_an_event_without_notbefore_gets_a_bounded_link() -> None:
+    event = ScheduledEvent(EVENT_ID, "Reboot", "Scheduled", not_before_text="soon")
+    token = signer().token_for(event)
+    assert signer(now=NOW + UNKNOWN_EXPIRY).verify(token) == EVENT_ID
+    with pytest.raises(LinkError):
+        signer(now=NOW + UNKNOWN_EXPIRY + timedelta(seconds=1)).verify(token)
+
+
+def test_an_event_link_expires_at_notbefore() -> None:
+    event = ScheduledEvent(EVENT_ID, "Reboot", "Scheduled", not_before=NOW + timedelta(minutes=5))
+    url = approval_link("https://vm1.example.net/sebridge", signer())(event)
+    prefix = "https://vm1.example.net/sebridge/approve/"
+    assert url.startswith(prefix)
+    token = url[len(prefix) :]
+    assert signer(now=NOW + timedelta(minutes=5)).verify(token) == EVENT_ID
+    with pytest.raises(LinkError):
+        signer(now=NOW + timedelta(minutes=6)).verify(token)
+
+
+def test_the_signer_never_shows_its_key() -> None:
+    secret = "s3cr3t-link-key-0123456789"
+    assert secret not in repr(LinkSigner(secret))
+    with pytest.raises(ValueError):
+        LinkSigner("")
+
+
+# ------------------------------------------------------------------ config and the key's origin
+
+
+def _config(tmp_path: Path, **http: str) -> dict[str, object]:
+    return {"store": {"url": f"sqlite:///{tmp_path / 'state.db'}"}, "http": http}
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        ("https://vm1.example.net/", "https://vm1.example.net"),
+        ("https://vm1.example.net/sebridge//", "https://vm1.example.net/sebridge"),
+        ("http://127.0.0.1:8787", "http://127.0.0.1:8787"),
+    ],
+)
+def test_public_url_is_kept_without_trailing_slash(given: str, kept: str, tmp_path: Path) -> None:
+    config = from_mapping(_config(tmp_path, public_url=given), environ={})
+    assert config.http.public_url == kept
+    assert not config.warnings
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ("vm1.example.net", "http:// or https://"),
+        ("ftp://vm1.example.net", "http:// or https://"),
+        ("https://vm1.example.net/?a=1", "without user info, query or fragment"),
+        ("https://user:pw@vm1.example.net", "without user info, query or fragment"),
+        ("https://vm1.example.net/#x", "without user info, query or fragment"),
+    ],
+)
+def test_bad_public_urls_are_refused(given: str, says: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"http\.public_url") as caught:
+        from_mapping(_config(tmp_path, public_url=given), environ={})
+    assert says in str(caught.value)
+    assert "pw" not in str(caught.value)
+
+
+def test_plain_http_public_url_is_warned_about(tmp_path: Path) -> None:
+    config = from_mapping(_config(tmp_path, public_url="http://vm1.example.net"), environ={})
+    assert any("plain http://" in w for w in config.warnings)
+
+
+def test_a_key_is_generated_once_and_kept_in_the_store(tmp_path: Path) -> None:
+    config = from_mapping(_config(tmp_path, public_url="https://vm1.example.net"), environ={})
+    store = Store(config.store.url)
+    first = link_signer(config, store)
+    assert first is not None
+    token = first.token(EVENT_ID, datetime.now(UTC) + timedelta(minutes=5))
+    store.close()
+    store = Store(config.store.url)  # a restart, or another agent of the fleet
+    again = link_signer(config, store)
+    assert again is not None and again.verify(token) == EVENT_ID
+    store.close()
+
+
+def test_a_configured_key_wins_and_is_not_stored(tmp_path: Path) -> None:
+    key_file = tmp_path / "link.key"
+    key_file.write_text("configured-key-0123456789abcdef\n")
+    config = from_mapping(
+        _config(tmp_path, public_url="https://vm1.example.net", link_secret_file=str(key_file)),
+        environ={},
+    )
+    store = Store(config.store.url)
+    configured = link_signer(config, store)
+    assert configured is not None
+    token = configured.token(EVENT_ID, datetime.now(UTC) + timedelta(minutes=5))
+    assert LinkSigner("configured-key-0123456789abcdef").verify(token) == EVENT_ID
+    assert store.setting("link_secret") is None
+    store.close()
+    assert b"configured-key" not in (tmp_path / "state.db").read_bytes()
+
+
+def test_no_public_url_no_links(tmp_path: Path) -> None:
+    config = from_mapping(_config(tmp_path), environ={})
+    store = Store(config.store.url)
+    assert link_signer(config, store) is None
+    assert store.setting("link_secret") is None
+    store.close()
