@@ -23,7 +23,7 @@ SEKRIT = "SEKRIT-7f3a9c"  # recognisable: must never show up in a message or rep
 BOT = "xoxb-1-" + SEKRIT
 APP = "xapp-1-" + SEKRIT
 SLACK_OK = {"bot_token": BOT, "app_token": APP, "channel": "C0123456789"}
-JIRA_OK = {"url": "https://x.atlassian.net", "project": "OPS", "email": "a@b.c"}  # refused
+JIRA_OK = {"url": "https://x.atlassian.net", "project": "OPS", "email": "a@b.c"}
 
 
 @pytest.fixture(autouse=True)
@@ -490,7 +490,6 @@ INVALID = [
     ({"slack": {"bot_token_file": 5}}, "slack.bot_token_file: expected a string, got 5"),
     ({"teams": {"webhook_url": "https://x/h"}}, "[teams]: Microsoft Teams is not available"),
     ({"teams": {}}, "[teams]: Microsoft Teams is not available in this version"),
-    ({"jira": {**JIRA_OK, "api_token": "t"}}, "[jira]: Jira is not available in this version"),
     ({"http": {"public_url": "https://vm1"}}, 'unknown key "public_url" in [http]'),
     (
         {"templates": {"dir": "/nonexistent/templates"}},

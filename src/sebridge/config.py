@@ -48,7 +48,7 @@ DEFAULT_PATH = "/etc/sebridge/sebridge.toml"
 ENV_VAR = "SEBRIDGE_CONFIG"
 # Integrations that have a place in DESIGN.md but no code yet: their sections
 # are refused, never accepted and ignored.
-_NOT_YET = {"teams": "Microsoft Teams", "jira": "Jira"}
+_NOT_YET = {"teams": "Microsoft Teams"}
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,11 @@ from typing import Any
 
 from sebridge.integrations.base import Integration
 from sebridge.integrations.console import Console
+from sebridge.integrations.jira import Jira
 from sebridge.integrations.jsonl import Jsonl
 from sebridge.integrations.slack import Slack
 
 __all__ = ["REGISTRY"]
 
 # Order is delivery order on the console and in `sebridge check`.
-REGISTRY: tuple[Integration[Any], ...] = (Console(), Jsonl(), Slack())
+REGISTRY: tuple[Integration[Any], ...] = (Console(), Jsonl(), Slack(), Jira())

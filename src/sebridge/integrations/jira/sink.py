@@ -1,0 +1,249 @@
+"""Jira sink: one issue per event, a comment per later transition, done when it ends.
+
+The first transition creates the issue (summary and description from
+templates/jira/), labelled `sebridge` and `sebridge-<event id>`; its key is
+the Receipt. Before creating, the sink searches for that label and adopts
+what it finds, so a lost store, a crash between create and commit or a
+retry after a lost answer never makes a second issue. Every comment ends
+with a marker naming its transition, so a retried comment is looked for
+before it is posted again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+
+from sebridge.errors import PermanentDeliveryError
+from sebridge.integrations.jira.client import JiraApi, jql_string
+from sebridge.integrations.jira.errors import jira_messages
+from sebridge.integrations.jira.samples import sample_messages
+from sebridge.model import Receipt, TransitionKind
+from sebridge.render import Renderer
+from sebridge.sink import Message
+
+if TYPE_CHECKING:
+    from jira import JIRA
+
+__all__ = ["LABEL", "JiraSink", "comment_marker", "event_label", "wiki"]
+
+SUMMARY, DESCRIPTION, COMMENT = "jira/summary.j2", "jira/description.j2", "jira/comment.j2"
+LABEL = "sebridge"
+# Cloud's search index lags a create by seconds: after a lost answer, look again this often.
+LAG_WAITS = (1.0, 2.0, 3.0, 4.0)  # 10 s in all
+_FIRST = (TransitionKind.SCHEDULED, TransitionKind.UNPLANNED)
+_ENDS = (TransitionKind.COMPLETED, TransitionKind.CANCELLED)
+_WIKI = str.maketrans({c: "\\" + c for c in "{}[]|!*_^~+"})
+
+
+def event_label(event_id: str) -> str:
+    """The label naming an event's issue: `sebridge-<event id in lower case>`."""
+    return f"{LABEL}-{event_id.strip().lower()}"
+
+
+def comment_marker(kind: str, at: datetime) -> str:
+    """The last line of each comment, naming its transition (how a retry finds it)."""
+    return f"(sebridge: {kind} at {at.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')})"
+
+
+def wiki(value: object) -> str:
+    """Text with Jira wiki markup's special characters escaped (REST v2 renders it)."""
+    return ("" if value is None else str(value)).translate(_WIKI)
+
+
+class JiraSink:
+    """Creates, comments on and closes one Jira issue per event.
+
+    Args:
+        lag_waits: pauses between searches after a lost answer (Cloud's index lag).
+    """
+
+    name = "jira"
+
+    def __init__(
+        self,
+        api: JiraApi,
+        renderer: Renderer,
+        *,
+        lag_waits: Sequence[float] = LAG_WAITS,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._api = api
+        self._s = api.settings
+        self._renderer = renderer
+        self._lag_waits = tuple(lag_waits)
+        self._sleep = sleep
+        self._clock = clock
+        renderer.add_filters(wiki=wiki)
+
+    def send(self, message: Message) -> Receipt | None:
+        """Create or adopt the event's issue; later, comment and close it."""
+        t = message.transition
+        key = _key(message.receipt)
+        retried = message.attempt > 0
+        if key is None:
+            context = self._context(message)
+            summary, description = self._summary(context), self._render(DESCRIPTION, context)
+            key = self._find(t.event_id, wait=retried)
+            if key is None:
+                key = self._create(t.event_id, summary, description)
+            elif t.kind not in _FIRST:
+                retried = True  # the issue was there: this comment may be there too
+            if t.kind in _FIRST:
+                return _receipt(key)
+        body = self._render(COMMENT, self._context(message)).strip()
+        body = f"{body}\n\n{comment_marker(t.kind, t.at)}"
+        if t.kind in _ENDS:
+            self._close(key, body, comment_marker(t.kind, t.at))
+        else:
+            self._comment(key, body, comment_marker(t.kind, t.at), look_first=retried)
+        return _receipt(key)
+
+    def check_templates(self) -> None:
+        """Render every template against sample events at start-up; a failure names it."""
+        for sample in sample_messages():
+            context = self._context(sample)
+            self._summary(context)
+            self._render(DESCRIPTION, context)
+            self._render(COMMENT, context)
+
+    def close(self) -> None:
+        """Close the HTTP session."""
+        self._api.close()
+
+    # ---- the issue
+
+    def _find(self, event_id: str, *, wait: bool) -> str | None:
+        """The key of the event's issue, the oldest if there are several; None if none."""
+        jql = (
+            f"project = {jql_string(self._s.project)} AND labels = "
+            f"{jql_string(event_label(event_id))} ORDER BY created ASC"
+        )
+        what = f"search {self._s.project} for the issue of event {event_id}"
+        found = self._api.search(jql, what)
+        # An earlier attempt may have created it with its answer lost; Cloud's search
+        # sees a new issue only seconds later, so look again before creating another.
+        for pause in self._lag_waits if wait else ():
+            if found:
+                break
+            self._sleep(pause)
+            found = self._api.search(jql, what)
+        return str(found[0]["key"]) if found else None
+
+    def _create(self, event_id: str, summary: str, description: str) -> str:
+        fields: dict[str, Any] = {
+            "project": {"key": self._s.project},
+            "issuetype": {"name": self._s.issue_type},
+            "summary": summary,
+            "description": description,
+            "labels": [LABEL, event_label(event_id)],
+        }
+        what = f"create a {self._s.issue_type} in project {self._s.project}"
+        issue = self._api.call(what, lambda jira: jira.create_issue(fields=fields, prefetch=False))
+        return str(issue.key)
+
+    def _comment(self, key: str, body: str, marker: str, *, look_first: bool) -> None:
+        if look_first and marker in self._comments(key):
+            return  # an earlier attempt's comment landed; its answer was lost
+        self._api.call(f"comment on {key}", lambda jira: jira.add_comment(key, body))
+
+    def _comments(self, key: str) -> str:
+        def run(jira: JIRA) -> str:
+            return "\n".join(str(c.body) for c in jira.comments(key))
+
+        return self._api.call(f"read the comments of {key}", run)
+
+    def _close(self, key: str, body: str, marker: str) -> None:
+        """Comment and apply done_transition: two requests (read, transition with comment)."""
+        issue: dict[str, Any] = self._api.call(
+            f"read {key}",
+            lambda jira: jira.issue(key, fields="status,comment", expand="transitions").raw,
+        )
+        fields = issue.get("fields") or {}
+        comments = (fields.get("comment") or {}).get("comments") or []
+        landed = any(marker in str(c.get("body", "")) for c in comments)
+        status = fields.get("status") or {}
+        name = self._s.done_transition.casefold()
+        transitions = issue.get("transitions") or []
+        # By the transition's name, or the name of the status it leads to.
+        chosen = next((tr for tr in transitions if name in _names(tr)), None)
+        if chosen is not None:
+            self._transition(key, str(chosen["id"]), None if landed else body)
+            return
+        if not landed:
+            self._api.call(f"comment on {key}", lambda jira: jira.add_comment(key, body))
+        if (status.get("statusCategory") or {}).get("key") == "done":
+            return  # a person closed it already
+        offered = ", ".join(f'"{tr.get("name")}"' for tr in transitions) or "none"
+        raise PermanentDeliveryError(
+            f'jira: cannot close {key}: transition "{self._s.done_transition}" is not available '
+            f'from its status "{status.get("name", "?")}" (available: {offered}); set '
+            "jira.done_transition to one of them or add it to the workflow (the comment was added)"
+        )
+
+    def _transition(self, key: str, transition_id: str, comment: str | None) -> None:
+        def run(jira: JIRA) -> None:
+            from jira.exceptions import JIRAError
+
+            try:
+                jira.transition_issue(key, transition_id, comment=comment)
+            except JIRAError as exc:
+                # Some Data Center workflows refuse a comment on a transition without a
+                # screen ("comment: Field 'comment' cannot be set"): comment, then move.
+                said = jira_messages(exc.response).casefold() if exc.response is not None else ""
+                if not (comment and exc.status_code == 400 and "comment" in said):
+                    raise
+                jira.add_comment(key, comment)
+                jira.transition_issue(key, transition_id)
+
+        self._api.call(f"move {key} with transition {self._s.done_transition!r}", run)
+
+    # ---- text
+
+    def _context(self, message: Message) -> dict[str, Any]:
+        t, m = message.transition, message
+        approved_by = t.actor if t.kind == TransitionKind.APPROVED and t.actor else m.approved_by
+        return dict(
+            t=t, e=t.event, vm=m.vm_name, policy=m.policy, dry_run=m.dry_run or t.dry_run,
+            approvable=m.approvable, approved_by=approved_by, approve_url=m.approve_url,
+            approve_status=self._s.approve_status, now=self._clock(),
+        )  # fmt: skip
+
+    def _summary(self, context: dict[str, Any]) -> str:
+        text = " ".join(self._render(SUMMARY, context).split())
+        if not text:
+            raise PermanentDeliveryError(f"jira: template {SUMMARY} produced an empty summary")
+        return text[:255]
+
+    def _render(self, name: str, context: dict[str, Any]) -> str:
+        try:
+            return self._renderer.render(name, **context)
+        except jinja2.TemplateSyntaxError as exc:
+            where = exc.filename or exc.name or name
+            raise PermanentDeliveryError(
+                f"jira: template {name} is broken: {where}, line {exc.lineno}: {exc.message}"
+            ) from None
+        except jinja2.TemplateNotFound as exc:
+            raise PermanentDeliveryError(f"jira: template {name}: {exc.name} not found") from None
+        except (jinja2.TemplateError, TypeError, ValueError, AttributeError) as exc:
+            raise PermanentDeliveryError(f"jira: template {name} failed: {exc}") from None
+
+
+def _names(transition: dict[str, Any]) -> tuple[str, str]:
+    to = transition.get("to") or {}
+    return str(transition.get("name", "")).casefold(), str(to.get("name", "")).casefold()
+
+
+def _key(receipt: Receipt | None) -> str | None:
+    if receipt is None:
+        return None
+    return receipt.data.get("key") or receipt.external_id or None
+
+
+def _receipt(key: str) -> Receipt:
+    return Receipt(external_id=key, data={"key": key})
