@@ -80,7 +80,10 @@ def test_secrets_from_files_and_variables(tmp_path: Path) -> None:
         ),
         ({**CLOUD, "api_token": ""}, "jira.api_token is empty; it is required with jira.email"),
         ({**CLOUD, "email": ""}, "jira.email is empty; it is required with jira.api_token"),
-        ({**CLOUD, "pat": "p"}, "set email and api_token (Jira Cloud) or pat (Data Center), not both"),
+        (
+            {**CLOUD, "pat": "p"},
+            "set email and api_token (Jira Cloud) or pat (Data Center), not both",
+        ),
         ({"api_token": "t"}, "jira.url is empty; it is required when jira.api_token is set"),
         ({"pat": "p"}, "jira.url is empty; it is required when jira.pat is set"),
         ({**CLOUD, "poll_interval": 0}, "jira.poll_interval: must be >= 0.2"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -103,7 +104,9 @@ class FakeJira:
     # ---- lifecycle
 
     def __enter__(self) -> FakeJira:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-jira")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="fake-jira"
+        )
         self._thread.start()
         return self
 
@@ -360,6 +363,14 @@ class FakeJira:
             match, descending = parse_jql(str(params.get("jql", "")))
         except JqlError as exc:
             return 400, {"errorMessages": [str(exc)], "errors": {}}
+        for name in re.findall(r'project\s*=\s*"?([^"\s]+)', str(params.get("jql", ""))):
+            if name not in self.projects:
+                return 400, {
+                    "errorMessages": [
+                        f"The value '{name}' does not exist for the field 'project'."
+                    ],
+                    "errors": {},
+                }
         now = time.monotonic()
         lag = self.index_lag if self.flavour == "cloud" else 0.0
         found = [i for i in self.issues.values() if now - i["created"] >= lag and match(i)]
