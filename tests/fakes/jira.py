@@ -57,6 +57,8 @@ class Fault:
     headers: dict[str, str] = field(default_factory=dict)
     after: bool = False
     drop: bool = False  # close the connection without an answer
+    hold: threading.Event | None = None  # with after: done, answer held until this is set
+    reached: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -160,9 +162,11 @@ class FakeJira:
         with self._lock:
             return [c for c in self.calls if c.method == method and c.path.endswith(suffix)]
 
-    def fail(self, method: str, path: str, status: int = 503, **more: Any) -> None:
+    def fail(self, method: str, path: str, status: int = 503, **more: Any) -> Fault:
+        fault = Fault(method, path, status, **more)
         with self._lock:
-            self.faults.append(Fault(method, path, status, **more))
+            self.faults.append(fault)
+        return fault
 
     # ---- serving (called by the handler under the lock)
 
@@ -441,6 +445,9 @@ class _Handler(BaseHTTPRequestHandler):
                         self.close_connection = True
                         return
                     status, answer = fault.status, _fault_body(fault.status)
+        if fault and fault.hold is not None:
+            fault.reached.set()  # done, not answered: the client may be killed now
+            fault.hold.wait(30)
         self._answer(status, answer, fault.headers if fault else {})
 
     do_GET = do_POST = do_PUT = do_DELETE = _serve

@@ -85,7 +85,9 @@ class JiraSink:
         """Create or adopt the event's issue; later, comment and close it."""
         t = message.transition
         key = _key(message.receipt)
-        retried = message.attempt > 0
+        # An earlier attempt may have landed with its answer lost. `maybe_sent` is how a
+        # dispatcher that records attempts as begun says so after a crash (else attempt > 0).
+        retried = message.attempt > 0 or bool(getattr(message, "maybe_sent", False))
         if key is None:
             context = self._context(message)
             summary, description = self._summary(context), self._render(DESCRIPTION, context)
