@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -115,3 +116,18 @@ def test_no_secret_is_quoted_back(jira: dict[str, Any]) -> None:
 def test_email_with_pat_is_a_warning() -> None:
     cfg = build({**DC, "email": "a@b.c"})
     assert any("jira.email is not used with jira.pat" in w for w in cfg.warnings)
+
+
+def test_example_jira_section_loads_uncommented(tmp_path: Path) -> None:
+    """The README's Cloud setup: uncomment url, email and api_token in config/example.toml."""
+    example = Path(__file__).parent.parent / "config" / "example.toml"
+    text = re.sub(r"(?m)^# ((url|email|api_token) = )", r"\1", example.read_text("utf-8"))
+    path = tmp_path / "jira.toml"
+    path.write_text(text, encoding="utf-8")
+    cfg = config.load(path, environ={"JIRA_API_TOKEN": SEKRIT})
+    assert "jira" in [i.name for i in enabled_integrations(cfg)]
+    jira: JiraSettings = cfg.section("jira")
+    assert (jira.url, jira.project, jira.cloud) == ("https://example.atlassian.net", "OPS", True)
+    with pytest.raises(ConfigError) as info:  # the variable unset: an error, not "off"
+        config.load(path, environ={})
+    assert "JIRA_API_TOKEN" in str(info.value)
