@@ -67,6 +67,7 @@ class Call:
     path: str  # below /rest/api/2/
     query: dict[str, list[str]]
     body: Any
+    at: float = field(default_factory=time.time)  # when it arrived (wall clock)
 
 
 class FakeJira:
