@@ -34,11 +34,12 @@ def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(config_module, "DEFAULT_PATH", str(tmp_path / "absent.toml"))
 
 
-def jira_section(fake: FakeJira, **more: Any) -> dict[str, Any]:
+def jira_section(fake: FakeJira, wrong_credentials: bool = False, **more: Any) -> dict[str, Any]:
+    prefix = "wrong-" if wrong_credentials else ""
     auth: dict[str, Any] = (
-        {"email": fake.email, "api_token": fake.token}
+        {"email": fake.email, "api_token": prefix + fake.token}
         if fake.flavour == "cloud"
-        else {"pat": fake.pat}
+        else {"pat": prefix + fake.pat}
     )
     return {"url": fake.url, "project": "OPS", "approve_status": "Approved",
             "poll_interval": POLL, **auth, **more}  # fmt: skip
@@ -209,3 +210,36 @@ def test_one_search_for_all_open_events(make_bridge: Callable[..., Bridge]) -> N
     assert watcher and all(
         all(f"sebridge-{i.lower()}" in c.query["jql"][0] for i in ids) for c in watcher[:1]
     )
+
+
+def test_lost_answer_on_create_through_the_dispatcher_makes_one_issue(
+    make_bridge: Callable[..., Bridge],
+) -> None:
+    """Jira created the issue but answered 503; Cloud's search sees it only 2 s later."""
+    bridge = make_bridge()
+    bridge.jira.index_lag = 2.0
+    bridge.jira.fail("POST", "issue", 503, after=True)
+    event_id = bridge.sim.schedule("Reboot")
+    wait_until(
+        lambda: bridge.daemon.store.outbox.pending_count() == 0 and bridge.jira.issues,
+        20,
+        message="the retried delivery",
+    )
+    assert len(bridge.jira.issues_of(event_id)) == 1
+    assert len(bridge.jira.calls_to("POST", "issue")) == 1
+
+
+def test_bad_credentials_are_logged_without_the_token(
+    make_bridge: Callable[..., Bridge], caplog: pytest.LogCaptureFixture
+) -> None:
+    bridge = make_bridge(wrong_credentials=True)
+    fake = bridge.jira
+    bridge.sim.schedule("Reboot")
+    wait_until(
+        lambda: any("refused the credentials" in r.getMessage() for r in caplog.records),
+        10,
+        message="the delivery error in the log",
+    )
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert fake.token not in text and fake.pat not in text
+    assert fake.issues == {}

@@ -58,7 +58,9 @@ class JiraApi:
         except DeliveryError:
             raise
         except Exception as exc:  # every failure is classified: none escapes raw
-            raise delivery_error(exc, what=what, secrets=self.secrets) from None
+            raise delivery_error(
+                exc, what=what, secrets=self.secrets, server=self.settings.url
+            ) from None
 
     def search(
         self, jql: str, what: str, *, fields: Sequence[str] = ("labels",), expand: str | None = None

@@ -22,13 +22,16 @@ def check_jira(api: JiraApi) -> list[Finding]:
         me: dict[str, Any] = api.call("sign in (myself)", lambda jira: jira.myself())
         kind = api.deployment
     except DeliveryError as exc:
-        return [Finding("jira", False, str(exc))]
+        return [Finding("jira", False, _text(exc))]
     who = me.get("displayName") or me.get("name") or me.get("accountId") or "?"
     findings = [Finding("jira", True, f"signed in to {s.url} ({kind}) as {who}")]
     try:
         project = api.call(f"read project {s.project}", lambda jira: jira.project(s.project).raw)
     except DeliveryError as exc:
-        return [*findings, Finding("jira", False, f"{exc} (is jira.project the project's key?)")]
+        return [
+            *findings,
+            Finding("jira", False, f"{_text(exc)} (is jira.project the project's key?)"),
+        ]
     findings.append(Finding("jira", True, f"project {s.project}: {project.get('name', '?')}"))
     types = [str(t.get("name")) for t in project.get("issueTypes") or ()]
     if s.issue_type.casefold() not in (t.casefold() for t in types):
@@ -49,7 +52,7 @@ def check_jira(api: JiraApi) -> list[Finding]:
             lambda jira: [t.raw for t in jira.issue_types_for_project(s.project)],
         )
     except DeliveryError as exc:
-        return [*findings, Finding("jira", False, str(exc))]
+        return [*findings, Finding("jira", False, _text(exc))]
     statuses = next(
         (
             [str(st.get("name")) for st in t.get("statuses") or ()]
@@ -81,3 +84,7 @@ def _status(key: str, value: str, statuses: list[str], issue_type: str) -> Findi
         f'jira.{key} "{value}" is not a status of the {issue_type} workflow '
         f"(statuses: {offered}){hint}",
     )
+
+
+def _text(exc: DeliveryError) -> str:
+    return str(exc).removeprefix("jira: ")  # the finding is already "jira: ..."

@@ -74,14 +74,20 @@ def jira_messages(response: Any) -> str:
     return "; ".join(parts[:5])
 
 
-def delivery_error(exc: BaseException, *, what: str, secrets: Iterable[str]) -> DeliveryError:
-    """The DeliveryError for `exc`, raised while doing `what` ("create an issue in OPS")."""
-    error = _classify(exc, what)
+def delivery_error(
+    exc: BaseException, *, what: str, secrets: Iterable[str], server: str = "Jira"
+) -> DeliveryError:
+    """The DeliveryError for `exc`, raised while doing `what` ("create an issue in OPS").
+
+    Args:
+        server: how to name Jira when it cannot be reached (its URL, which carries no secret).
+    """
+    error = _classify(exc, what, server)
     clean = scrub(str(error), list(secrets))
     return type(error)(clean, retry_after=error.retry_after)
 
 
-def _classify(exc: BaseException, what: str) -> DeliveryError:
+def _classify(exc: BaseException, what: str, server: str) -> DeliveryError:
     import requests
     from jira.exceptions import JIRAError
 
@@ -90,7 +96,9 @@ def _classify(exc: BaseException, what: str) -> DeliveryError:
         return _http_error(exc, where)
     if isinstance(exc, requests.exceptions.RequestException | OSError):
         # Refused, reset, timed out, DNS, TLS: the request may or may not have landed.
-        return RetryableDeliveryError(f"{where}: cannot reach Jira: {type(exc).__name__}")
+        return RetryableDeliveryError(
+            f"{where}: cannot reach Jira at {server}: {type(exc).__name__}"
+        )
     if isinstance(exc, ValueError | KeyError):
         return RetryableDeliveryError(
             f"{where}: Jira's answer is not the JSON it documents (a proxy's page?); will retry"
