@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import http.client
+import http.server
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from tests.fakes.jira import FakeJira
@@ -25,7 +29,7 @@ NOT_BEFORE = datetime(2026, 11, 23, 22, 26, 58, tzinfo=UTC)
 
 @pytest.fixture(autouse=True)
 def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -269,3 +273,56 @@ def test_broken_template_is_permanent(jira: FakeJira, tmp_path: Path) -> None:
     with pytest.raises(PermanentDeliveryError) as info:
         sink.check_templates()
     assert "jira/comment.j2 is broken" in str(info.value)
+
+
+class _Proxy(http.server.BaseHTTPRequestHandler):
+    """A forward HTTP proxy that records the absolute URLs it is asked for."""
+
+    seen: list[str]
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _forward(self) -> None:
+        self.seen.append(self.path)
+        url = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        conn = http.client.HTTPConnection(url.hostname or "", url.port, timeout=10)
+        headers = {k: v for k, v in self.headers.items() if k.lower() != "proxy-connection"}
+        conn.request(self.command, url.path + (f"?{url.query}" if url.query else ""), body, headers)
+        answer = conn.getresponse()
+        data = answer.read()
+        self.send_response(answer.status)
+        for key, value in answer.getheaders():
+            if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        conn.close()
+
+    do_GET = do_POST = _forward
+
+
+@pytest.mark.parametrize("bypass", [False, True])
+def test_proxy_variables_are_honoured(
+    jira: FakeJira, monkeypatch: pytest.MonkeyPatch, bypass: bool
+) -> None:
+    handler = type("Proxy", (_Proxy,), {"seen": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,))
+    thread.start()
+    try:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1" if bypass else "")
+        make_sink(jira).send(message("scheduled"))
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert len(jira.issues) == 1
+    if bypass:
+        assert handler.seen == []
+    else:
+        assert f"{jira.url}/rest/api/2/issue" in handler.seen

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import base64
 import itertools
-import json
 import re
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
+from .jira_http import JiraHandler
 from .jira_jql import JqlError, parse_jql
 
 API = "/rest/api/2/"
@@ -99,7 +98,7 @@ class FakeJira:
         self.faults: list[Fault] = []
         self._ids = itertools.count(10001)
         self._lock = threading.RLock()
-        handler = type("Handler", (_Handler,), {"fake": self})
+        handler = type("Handler", (JiraHandler,), {"fake": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -170,6 +169,9 @@ class FakeJira:
         return fault
 
     # ---- serving (called by the handler under the lock)
+
+    def call_record(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> Call:
+        return Call(method, path, query, body)
 
     def authorized(self, header: str) -> bool:
         if self.flavour == "cloud":
@@ -265,7 +267,7 @@ class FakeJira:
                 errors["labels"] = "The label must not contain spaces."
         if errors:
             return 400, {"errorMessages": [], "errors": errors}
-        number = sum(1 for k in self.issues if k.startswith(project + "-")) + 1
+        number = sum(1 for k in self.issues if k.startswith(f"{project}-")) + 1
         key, issue_id = f"{project}-{number}", str(next(self._ids))
         self.issues[key] = {
             "id": issue_id, "key": key, "project": project, "type": f["issuetype"]["name"],
@@ -394,83 +396,6 @@ class FakeJira:
                 **({"nextPageToken": str(start + size)} if more else {}),
             }
         return 200, {"startAt": start, "maxResults": size, "total": len(found), "issues": page}
-
-
-class _Handler(BaseHTTPRequestHandler):
-    fake: FakeJira
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _serve(self) -> None:
-        url = urlsplit(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            self._answer(400, {"errorMessages": ["Unexpected character in the request body"]})
-            return
-        if not url.path.startswith(API):
-            self._answer(404, {"errorMessages": ["not a REST v2 path"]})
-            return
-        path = url.path[len(API) :].strip("/")
-        query = {
-            k: ",".join(v).split(",") if k == "fields" else v
-            for k, v in parse_qs(url.query).items()
-        }
-        fake = self.fake
-        with fake._lock:
-            fake.calls.append(Call(self.command, path, query, body))
-            fault = fake.take_fault(self.command, path)
-            if fault and fault.drop and not fault.after:
-                self.close_connection = True
-                return
-            if not fake.authorized(self.headers.get("Authorization", "")):
-                status, answer = (
-                    401,
-                    {
-                        "errorMessages": [
-                            "You are not authenticated. Authentication required to perform this operation."
-                        ],
-                        "errors": {},
-                    },
-                )
-            elif fault and not fault.after:
-                status, answer = fault.status, _fault_body(fault.status)
-            else:
-                status, answer = fake.handle(self.command, path, query, body)
-                if fault:  # it happened; the answer is lost
-                    if fault.drop:
-                        self.close_connection = True
-                        return
-                    status, answer = fault.status, _fault_body(fault.status)
-        if fault and fault.hold is not None:
-            fault.reached.set()  # done, not answered: the client may be killed now
-            fault.hold.wait(30)
-        self._answer(status, answer, fault.headers if fault else {})
-
-    do_GET = do_POST = do_PUT = do_DELETE = _serve
-
-    def _answer(self, status: int, answer: Any, headers: dict[str, str] | None = None) -> None:
-        data = b"" if answer is None else json.dumps(answer).encode()
-        self.send_response(status)
-        if data:
-            self.send_header("Content-Type", "application/json;charset=UTF-8")
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
-def _fault_body(status: int) -> Any:
-    if status == 429:
-        return {"errorMessages": ["Rate limit exceeded."]}
-    if status >= 500:
-        return None
-    return {"errorMessages": [f"HTTP {status}"], "errors": {}}
 
 
 def _now() -> str:

@@ -11,6 +11,7 @@ before it is posted again.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from jira import JIRA
 
 __all__ = ["LABEL", "JiraSink", "comment_marker", "event_label", "wiki"]
+
+log = logging.getLogger(__name__)
 
 SUMMARY, DESCRIPTION, COMMENT = "jira/summary.j2", "jira/description.j2", "jira/comment.j2"
 LABEL = "sebridge"
@@ -88,22 +91,24 @@ class JiraSink:
         # An earlier attempt may have landed with its answer lost. `maybe_sent` is how a
         # dispatcher that records attempts as begun says so after a crash (else attempt > 0).
         retried = message.attempt > 0 or bool(getattr(message, "maybe_sent", False))
+        context = self._context(message)
+        marker = comment_marker(t.kind, t.at)
+        # Every text first: a broken template changes nothing in Jira.
+        body = f"{self._render(COMMENT, context).strip()}\n\n{marker}"
         if key is None:
-            context = self._context(message)
             summary, description = self._summary(context), self._render(DESCRIPTION, context)
             key = self._find(t.event_id, wait=retried)
             if key is None:
                 key = self._create(t.event_id, summary, description)
-            elif t.kind not in _FIRST:
+            else:
+                log.info("jira: event %s already has issue %s: adopted", t.event_id, key)
                 retried = True  # the issue was there: this comment may be there too
             if t.kind in _FIRST:
                 return _receipt(key)
-        body = self._render(COMMENT, self._context(message)).strip()
-        body = f"{body}\n\n{comment_marker(t.kind, t.at)}"
         if t.kind in _ENDS:
-            self._close(key, body, comment_marker(t.kind, t.at))
+            self._close(key, body, marker)
         else:
-            self._comment(key, body, comment_marker(t.kind, t.at), look_first=retried)
+            self._comment(key, body, marker, look_first=retried)
         return _receipt(key)
 
     def check_templates(self) -> None:
