@@ -25,6 +25,8 @@ from sebridge.sink import Message
 
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 NOT_BEFORE = datetime(2026, 11, 23, 22, 26, 58, tzinfo=UTC)
+# Transitions of this process (after every sink's start): older ones may have been tried before.
+NOW = datetime.now(UTC) + timedelta(hours=1)
 
 
 @pytest.fixture(autouse=True)
@@ -66,7 +68,7 @@ def event(**more: Any) -> ScheduledEvent:
 
 
 def message(kind: str, receipt: Receipt | None = None, attempt: int = 0, **more: Any) -> Message:
-    at = datetime(2026, 11, 23, 14, 0, tzinfo=UTC) + timedelta(seconds=len(kind))
+    at = more.pop("at", NOW + timedelta(seconds=len(kind)))
     t = Transition(
         kind, more.pop("ev", event()), at, more.pop("changes", ()), *more.pop("who", (None, None))
     )
@@ -156,6 +158,17 @@ def test_lost_answer_on_create_is_adopted_not_repeated(jira: FakeJira, how: str)
     (issue,) = jira.issues_of(EVENT_ID)
     assert receipt is not None and receipt.external_id == issue["key"]
     assert len(jira.calls_to("POST", "issue")) == 1
+
+
+def test_transition_of_a_previous_process_waits_for_the_index(jira: FakeJira) -> None:
+    """A process died between create and commit; its successor must not create again."""
+    earlier = datetime.now(UTC) - timedelta(seconds=5)
+    with pytest.raises(RetryableDeliveryError):
+        jira.fail("POST", "issue", 503, after=True)
+        make_sink(jira).send(message("scheduled", at=earlier))
+    receipt = make_sink(jira).send(message("scheduled", at=earlier))  # the next process
+    (issue,) = jira.issues.values()
+    assert receipt is not None and receipt.external_id == issue["key"]
 
 
 def test_lost_store_adopts_the_existing_issue(jira: FakeJira) -> None:

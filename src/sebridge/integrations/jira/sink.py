@@ -82,15 +82,21 @@ class JiraSink:
         self._lag_waits = tuple(lag_waits)
         self._sleep = sleep
         self._clock = clock
+        self._born = clock()  # transitions older than this process may have been tried before
         renderer.add_filters(wiki=wiki)
 
     def send(self, message: Message) -> Receipt | None:
         """Create or adopt the event's issue; later, comment and close it."""
         t = message.transition
         key = _key(message.receipt)
-        # An earlier attempt may have landed with its answer lost. `maybe_sent` is how a
-        # dispatcher that records attempts as begun says so after a crash (else attempt > 0).
-        retried = message.attempt > 0 or bool(getattr(message, "maybe_sent", False))
+        # An earlier attempt may have landed with its answer lost: a retry, a transition a
+        # previous process recorded (it may have died between create and commit), or one
+        # a dispatcher that records attempts as begun flags as `maybe_sent`.
+        retried = (
+            message.attempt > 0
+            or t.at < self._born
+            or bool(getattr(message, "maybe_sent", False))
+        )
         context = self._context(message)
         marker = comment_marker(t.kind, t.at)
         # Every text first: a broken template changes nothing in Jira.
