@@ -93,9 +93,7 @@ class JiraSink:
         # previous process recorded (it may have died between create and commit), or one
         # a dispatcher that records attempts as begun flags as `maybe_sent`.
         retried = (
-            message.attempt > 0
-            or t.at < self._born
-            or bool(getattr(message, "maybe_sent", False))
+            message.attempt > 0 or t.at < self._born or bool(getattr(message, "maybe_sent", False))
         )
         context = self._context(message)
         marker = comment_marker(t.kind, t.at)
