@@ -20,6 +20,7 @@ from tests.helpers import wait_until
 from sebridge import config as config_module
 from sebridge.config import from_mapping
 from sebridge.daemon import Daemon
+from sebridge.integrations.jira.watcher import actor_of
 from sebridge.runtime import build_daemon
 from sebridge.simulator import Simulator
 
@@ -243,3 +244,41 @@ def test_bad_credentials_are_logged_without_the_token(
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert fake.token not in text and fake.pat not in text
     assert fake.issues == {}
+
+
+def test_watcher_reads_every_page_of_the_search(make_bridge: Callable[..., Bridge]) -> None:
+    """Cloud pages with nextPageToken, Data Center with startAt: both read to the end."""
+    bridge = make_bridge()
+    bridge.jira.page_size = 2
+    ids = [bridge.sim.schedule("Reboot") for _ in range(5)]
+    keys = [bridge.issue(i)["key"] for i in ids]
+    for key in keys:
+        bridge.jira.move(key, "Approved")
+    wait_until(lambda: len(bridge.sim.start_requests) == 5, 15, message="five StartRequests")
+    assert sorted(bridge.sim.start_requests) == sorted(ids)
+    paged = "nextPageToken" if bridge.jira.flavour == "cloud" else "startAt"
+    assert any(
+        int((c.query.get(paged) or ["0"])[0]) > 0
+        for c in bridge.jira.calls
+        if c.path.startswith("search")
+    )
+
+
+def test_actor_is_who_last_moved_it_to_the_status() -> None:
+    issue = {
+        "key": "OPS-7",
+        "changelog": {
+            "histories": [
+                {"created": "2026-11-23T10:00:00.000+0000", "author": {"displayName": "Bob"},
+                 "items": [{"field": "status", "toString": "Approved"}]},
+                {"created": "2026-11-23T10:05:00.000+0000", "author": {"displayName": "Carol"},
+                 "items": [{"field": "status", "toString": "To Do"}]},
+                {"created": "2026-11-23T10:09:00.000+0000", "author": {"name": "alice"},
+                 "items": [{"field": "labels", "toString": "x"},
+                           {"field": "status", "toString": "approved"}]},
+            ]
+        },
+    }  # fmt: skip
+    assert actor_of(issue, "Approved") == "alice"
+    assert actor_of(issue, "Done") == "OPS-7"
+    assert actor_of({"key": "OPS-8"}, "Approved") == "OPS-8"
