@@ -282,3 +282,18 @@ def test_actor_is_who_last_moved_it_to_the_status() -> None:
     assert actor_of(issue, "Approved") == "alice"
     assert actor_of(issue, "Done") == "OPS-7"
     assert actor_of({"key": "OPS-8"}, "Approved") == "OPS-8"
+
+
+def test_watcher_survives_a_failing_search_and_says_so_once(
+    make_bridge: Callable[..., Bridge], caplog: pytest.LogCaptureFixture
+) -> None:
+    bridge = make_bridge()
+    event_id = bridge.sim.schedule("Reboot")
+    key = bridge.issue(event_id)["key"]
+    search = "search/jql" if bridge.jira.flavour == "cloud" else "search"
+    for _ in range(3):
+        bridge.jira.fail("GET", search, 503)
+    bridge.jira.move(key, "Approved")
+    wait_until(lambda: bridge.sim.start_requests, 15, message="the StartRequest after the outage")
+    warnings = [r for r in caplog.records if "Jira is unavailable (HTTP 503)" in r.getMessage()]
+    assert len(warnings) == 1

@@ -51,6 +51,7 @@ class StatusWatcher:
         self._s = api.settings
         self._host = host
         self._refused: set[str] = set()  # issue keys already told why not
+        self._failing = ""  # the last search error, logged once, not every round
 
     def job(self) -> Job:
         """The scheduler job: one search every poll_interval seconds."""
@@ -78,8 +79,13 @@ class StatusWatcher:
                 expand="changelog",
             )
         except DeliveryError as exc:
-            log.warning("%s (will look again in %gs)", exc, self._s.poll_interval)
+            if str(exc) != self._failing:
+                log.warning("%s (will look again every %gs)", exc, self._s.poll_interval)
+            self._failing = str(exc)
             return
+        if self._failing:
+            log.info("jira: the approval search works again")
+            self._failing = ""
         approved = False
         for issue in issues:
             labels_of = (issue.get("fields") or {}).get("labels") or []
