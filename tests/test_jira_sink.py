@@ -339,3 +339,17 @@ def test_proxy_variables_are_honoured(
         assert handler.seen == []
     else:
         assert f"{jira.url}/rest/api/2/issue" in handler.seen
+
+
+def test_a_hanging_jira_times_out_and_is_retried(jira: FakeJira) -> None:
+    release = threading.Event()
+    jira.fail("POST", "issue", 201, after=True, hold=release)
+    sink = JiraSink(JiraApi(settings_for(jira), timeout=(2.0, 0.5)), Renderer(), lag_waits=(0.5,))
+    try:
+        with pytest.raises(RetryableDeliveryError) as info:
+            sink.send(message("scheduled"))
+    finally:
+        release.set()
+    assert f"cannot reach Jira at {jira.url}: ReadTimeout" in str(info.value)
+    sink.send(message("scheduled", attempt=1))  # the create had landed: adopted
+    assert len(jira.issues) == 1

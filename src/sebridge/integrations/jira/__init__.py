@@ -47,7 +47,8 @@ class Jira(Integration[JiraSettings]):
         from sebridge.integrations.jira.watcher import StatusWatcher
 
         # Its own client: the watcher runs on the scheduler's thread, the sink on the dispatcher's.
-        return Inbound(jobs=[StatusWatcher(JiraApi(settings), host).job()])
+        watcher = StatusWatcher(JiraApi(settings), host)
+        return Inbound(services=[watcher], jobs=[watcher.job()])
 
     def check(self, ctx: Context) -> Sequence[Finding]:
         from sebridge.integrations.jira.client import JiraApi

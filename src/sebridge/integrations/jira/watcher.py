@@ -44,7 +44,10 @@ def actor_of(issue: dict[str, Any], status: str) -> str:
 
 
 class StatusWatcher:
-    """Finds issues of open events in `approve_status` and approves their events."""
+    """Finds issues of open events in `approve_status` and approves their events.
+
+    Also a Service, so the daemon closes its connection when it stops.
+    """
 
     def __init__(self, api: JiraApi, host: Host) -> None:
         self._api = api
@@ -56,6 +59,13 @@ class StatusWatcher:
     def job(self) -> Job:
         """The scheduler job: one search every poll_interval seconds."""
         return Job("jira-status", self._s.poll_interval, self.run)
+
+    def start(self) -> None:
+        """Nothing to start: the job connects on its first search."""
+
+    def stop(self) -> None:
+        """Close the watcher's HTTP session (the scheduler has stopped by now)."""
+        self._api.close()
 
     def run(self) -> None:
         """One round: search (only when an event is open), approve, tell refusals."""
