@@ -139,7 +139,9 @@ class JiraSink:
         found = self._api.search(jql, what)
         # An earlier attempt may have created it with its answer lost; Cloud's search
         # sees a new issue only seconds later, so look again before creating another.
-        for pause in self._lag_waits if wait else ():
+        # (Data Center indexes an issue as it is created.)
+        lagging = wait and not found and self._api.deployment == "Cloud"
+        for pause in self._lag_waits if lagging else ():
             if found:
                 break
             self._sleep(pause)
