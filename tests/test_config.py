@@ -23,7 +23,6 @@ SEKRIT = "SEKRIT-7f3a9c"  # recognisable: must never show up in a message or rep
 BOT = "xoxb-1-" + SEKRIT
 APP = "xapp-1-" + SEKRIT
 SLACK_OK = {"bot_token": BOT, "app_token": APP, "channel": "C0123456789"}
-JIRA_OK = {"url": "https://x.atlassian.net", "project": "OPS", "email": "a@b.c"}
 
 
 @pytest.fixture(autouse=True)
