@@ -162,6 +162,9 @@ def test_ticket_approved_by_moving_it_then_started_and_resolved(
     assert bridge.searches() == searches
     assert len(jira.issues) == 1 and sim.start_requests == [event_id]
     assert len(jira.comments(key)) == 3
+    # serverInfo told the library which search this Jira has (Cloud removed /search: 410).
+    searched = {c.path for c in jira.calls if c.path.startswith("search")}
+    assert searched == ({"search/jql"} if jira.flavour == "cloud" else {"search"})
 
 
 def test_actor_is_the_issue_key_without_a_changelog_author(

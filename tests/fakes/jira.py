@@ -218,7 +218,8 @@ class FakeJira:
                 return 410, {
                     "errorMessages": [
                         "The requested API has been removed. Please migrate to the /rest/api/3/search/jql API. A full migration guideline is available at https://developer.atlassian.com/changelog/#CHANGE-2046"
-                    ]
+                    ],
+                    "errors": {},
                 }
             return self._search(body if method == "POST" else one, token=False)
         if path == "issue" and method == "POST":
