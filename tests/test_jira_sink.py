@@ -6,6 +6,7 @@ import http.client
 import http.server
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -97,10 +98,14 @@ def test_scheduled_creates_one_labelled_issue(jira: FakeJira) -> None:
         f"Approve it now: {url}",
     ):
         assert line in text, text
-    # One search by label, one create (plus serverInfo and the library's field list once).
+    # One search by label, one create; once per process the done transition's id (and
+    # the library's serverInfo and field list).
     per_event = [(c.method, c.path) for c in jira.calls[2:]]
     search = "search/jql" if jira.flavour == "cloud" else "search"
-    assert per_event == [("GET", search), ("POST", "issue")]
+    key = issue["key"]
+    assert per_event == [("GET", search), ("POST", "issue"), ("GET", f"issue/{key}/transitions")]
+    sink.send(message("scheduled", ev=replace(event(), event_id="E2")))
+    assert [(c.method, c.path) for c in jira.calls[5:]] == [("GET", search), ("POST", "issue")]
     assert [(c.method, c.path) for c in jira.calls[:2]] == [("GET", "serverInfo"), ("GET", "field")]
 
 
@@ -120,7 +125,10 @@ def test_lifecycle_comments_then_done(jira: FakeJira) -> None:
     sink.send(message("started", receipt, approved_by="Alice Example"))
     before = len(jira.calls)
     sink.send(message("completed", receipt))
-    assert len(jira.calls) - before == 2  # read status + transitions, transition with comment
+    # The comment, then the transition whose id was learnt when the issue was created.
+    assert [(c.method, c.path.split("/")[-1]) for c in jira.calls[before:]] == [
+        ("POST", "comment"), ("POST", "transitions"),
+    ]  # fmt: skip
 
     key = receipt.external_id if receipt else ""
     comments = jira.comments(key)
@@ -214,14 +222,27 @@ def test_missing_transition_is_one_permanent_error_and_the_comment_lands(jira: F
     assert jira.issues[key]["status"] == "To Do"
 
 
-def test_transition_refusing_a_comment_comments_first(jira: FakeJira) -> None:
-    jira.comment_on_transition = False
+def test_done_transition_id_is_looked_up_again_from_another_status(jira: FakeJira) -> None:
+    """Most workflows reach Done by one id from every status; this one does not."""
+    jira.workflow["Approved"] = [("41", "Close", "Done")]
     sink = make_sink(jira)
-    receipt = sink.send(message("scheduled"))
-    sink.send(message("completed", receipt))
-    key = receipt.external_id if receipt else ""
-    assert jira.issues[key]["status"] == "Done"
-    assert len(jira.comments(key)) == 1
+    first = sink.send(message("scheduled"))
+    assert first is not None
+    sink.send(message("completed", first))  # 31, learnt when the first issue was created
+    assert jira.issues[first.external_id]["status"] == "Done"
+    event2 = event(resources=("vm0",))
+    second = sink.send(message("scheduled", ev=replace(event2, event_id="E2")))
+    assert second is not None
+    jira.move(second.external_id, "Approved")
+    before = len(jira.calls)
+    sink.send(message("completed", second, ev=replace(event2, event_id="E2")))
+    assert jira.issues[second.external_id]["status"] == "Done"
+    # comment, transition 31 (refused from Approved), read, transition 41
+    assert [(c.method, c.path.split("/")[-1]) for c in jira.calls[before:]] == [
+        ("POST", "comment"), ("POST", "transitions"), ("GET", second.external_id),
+        ("POST", "transitions"),
+    ]  # fmt: skip
+    assert len(jira.comments(second.external_id)) == 1
 
 
 def test_issue_closed_by_a_person_gets_the_comment_only(jira: FakeJira) -> None:

@@ -82,14 +82,12 @@ class FakeJira:
         pat: str = "NjQ0-pat-s3cr3t-token",
         index_lag: float = 0.0,
         page_size: int = 50,
-        comment_on_transition: bool = True,
     ) -> None:
         self.flavour = flavour
         self.projects = projects or {"OPS": ["Task", "Bug"]}
         self.email, self.token, self.pat = email, token, pat
         self.index_lag = index_lag
         self.page_size = page_size
-        self.comment_on_transition = comment_on_transition
         self.workflow: dict[str, list[tuple[str, str, str]]] = {
             s: [t for t in WORKFLOW if t[2] != s] for s in STATUSES
         }
@@ -310,16 +308,8 @@ class FakeJira:
                     "errorMessages": [f"Transition id '{wanted}' is not valid for this issue."],
                     "errors": {},
                 }
-            comments = [c["add"]["body"] for c in ((body.get("update") or {}).get("comment") or ())]
-            if comments and not self.comment_on_transition:
-                return 400, {
-                    "errorMessages": [],
-                    "errors": {
-                        "comment": "Field 'comment' cannot be set. It is not on the appropriate screen, or unknown."
-                    },
-                }
-            for text in comments:
-                self._add_comment(issue, text)
+            # No transition here has a screen: Jira answers 204 and silently drops a
+            # comment sent with it (update.comment lands only through a screen).
             self.move(key, match[0][2], by="sebridge bot")
             return 204, None
         return 405, {
@@ -338,7 +328,13 @@ class FakeJira:
 
     def transitions_of(self, issue: dict[str, Any]) -> list[dict[str, Any]]:
         return [
-            {"id": i, "name": n, "to": {"name": to, "statusCategory": {"key": STATUSES[to]}}}
+            {
+                "id": i,
+                "name": n,
+                "hasScreen": False,
+                "isGlobal": False,
+                "to": {"name": to, "statusCategory": {"key": STATUSES[to]}},
+            }
             for i, n, to in self.workflow[issue["status"]]
         ]
 

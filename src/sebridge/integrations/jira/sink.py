@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from sebridge.errors import PermanentDeliveryError
+from sebridge.errors import DeliveryError, PermanentDeliveryError
 from sebridge.integrations.jira.client import JiraApi, jql_string
-from sebridge.integrations.jira.errors import jira_messages
 from sebridge.integrations.jira.samples import sample_messages
 from sebridge.model import Receipt, TransitionKind
 from sebridge.render import Renderer
@@ -82,6 +81,7 @@ class JiraSink:
         self._lag_waits = tuple(lag_waits)
         self._sleep = sleep
         self._clock = clock
+        self._done_id: str | None = None  # the done transition's id that worked last
         self._born = clock()  # transitions older than this process may have been tried before
         renderer.add_filters(wiki=wiki)
 
@@ -107,10 +107,12 @@ class JiraSink:
             else:
                 log.info("jira: event %s already has issue %s: adopted", t.event_id, key)
                 retried = True  # the issue was there: this comment may be there too
+            if self._done_id is None:
+                self._learn_done_id(key)
             if t.kind in _FIRST:
                 return _receipt(key)
         if t.kind in _ENDS:
-            self._close(key, body, marker)
+            self._close(key, body, marker, look_first=retried)
         else:
             self._comment(key, body, marker, look_first=retried)
         return _receipt(key)
@@ -171,27 +173,44 @@ class JiraSink:
 
         return self._api.call(f"read the comments of {key}", run)
 
-    def _close(self, key: str, body: str, marker: str) -> None:
-        """Comment and apply done_transition: two requests (read, transition with comment)."""
+    def _close(self, key: str, body: str, marker: str, *, look_first: bool) -> None:
+        """Comment, then apply done_transition.
+
+        The comment is its own request: Jira silently drops a comment sent with a
+        transition that has no screen (most "Done" transitions). The transition's id
+        is the one that worked last (one request: most workflows reach Done by one
+        transition from every status); when there is none yet, or Jira refuses it from
+        this issue's status, the issue's status and transitions are read and the id is
+        looked up by name.
+        """
+        self._comment(key, body, marker, look_first=look_first)
+        if self._done_id is not None:
+            try:
+                self._api.call(
+                    f"move {key} with transition {self._s.done_transition!r}",
+                    lambda jira: self._move(jira, key, self._done_id or ""),
+                )
+                return
+            except PermanentDeliveryError:
+                pass  # not valid from this status (400): look it up below
         issue: dict[str, Any] = self._api.call(
-            f"read {key}",
-            lambda jira: jira.issue(key, fields="status,comment", expand="transitions").raw,
+            f"read the status and transitions of {key}",
+            lambda jira: jira.issue(key, fields="status", expand="transitions").raw,
         )
-        fields = issue.get("fields") or {}
-        comments = (fields.get("comment") or {}).get("comments") or []
-        landed = any(marker in str(c.get("body", "")) for c in comments)
-        status = fields.get("status") or {}
-        name = self._s.done_transition.casefold()
+        status = (issue.get("fields") or {}).get("status") or {}
         transitions = issue.get("transitions") or []
+        name = self._s.done_transition.casefold()
         # By the transition's name, or the name of the status it leads to.
         chosen = next((tr for tr in transitions if name in _names(tr)), None)
         if chosen is not None:
-            self._transition(key, str(chosen["id"]), None if landed else body)
+            self._api.call(
+                f"move {key} with transition {self._s.done_transition!r}",
+                lambda jira: self._move(jira, key, str(chosen["id"])),
+            )
+            self._done_id = str(chosen["id"])
             return
-        if not landed:
-            self._api.call(f"comment on {key}", lambda jira: jira.add_comment(key, body))
         if (status.get("statusCategory") or {}).get("key") == "done":
-            return  # a person closed it already
+            return  # a person closed it already (or our earlier attempt did)
         offered = ", ".join(f'"{tr.get("name")}"' for tr in transitions) or "none"
         raise PermanentDeliveryError(
             f'jira: cannot close {key}: transition "{self._s.done_transition}" is not available '
@@ -199,22 +218,23 @@ class JiraSink:
             "jira.done_transition to one of them or add it to the workflow (the comment was added)"
         )
 
-    def _transition(self, key: str, transition_id: str, comment: str | None) -> None:
-        def run(jira: JIRA) -> None:
-            from jira.exceptions import JIRAError
+    def _learn_done_id(self, key: str) -> None:
+        """Once per process: the done transition's id from a new issue's transitions,
+        so that closing takes two requests (comment, transition), not three."""
+        try:
+            found: list[dict[str, Any]] = self._api.call(
+                f"read the transitions of {key}", lambda jira: jira.transitions(key)
+            )
+        except DeliveryError as exc:
+            log.debug("%s: looked up when the event ends instead", exc)
+            return
+        name = self._s.done_transition.casefold()
+        chosen = next((tr for tr in found if name in _names(tr)), None)
+        self._done_id = str(chosen["id"]) if chosen else None
 
-            try:
-                jira.transition_issue(key, transition_id, comment=comment)
-            except JIRAError as exc:
-                # Some Data Center workflows refuse a comment on a transition without a
-                # screen ("comment: Field 'comment' cannot be set"): comment, then move.
-                said = jira_messages(exc.response).casefold() if exc.response is not None else ""
-                if not (comment and exc.status_code == 400 and "comment" in said):
-                    raise
-                jira.add_comment(key, comment)
-                jira.transition_issue(key, transition_id)
-
-        self._api.call(f"move {key} with transition {self._s.done_transition!r}", run)
+    @staticmethod
+    def _move(jira: JIRA, key: str, transition_id: str) -> None:
+        jira.transition_issue(key, transition_id)
 
     # ---- text
 
