@@ -6,7 +6,9 @@ the Receipt. Before creating, the sink searches for that label and adopts
 what it finds, so a lost store, a crash between create and commit or a
 retry after a lost answer never makes a second issue. Every comment ends
 with a marker naming its transition, so a retried comment is looked for
-before it is posted again.
+before it is posted again. Closing is the comment, then the done transition
+by the id learnt from the process's first new issue (looked up again on the
+issue when Jira refuses that id from its status).
 """
 
 from __future__ import annotations
