@@ -374,3 +374,22 @@ def test_a_hanging_jira_times_out_and_is_retried(jira: FakeJira) -> None:
     assert f"cannot reach Jira at {jira.url}: ReadTimeout" in str(info.value)
     sink.send(message("scheduled", attempt=1))  # the create had landed: adopted
     assert len(jira.issues) == 1
+
+
+def test_missing_permission_says_which(jira: FakeJira) -> None:
+    jira.fail("POST", "issue", 403)
+    with pytest.raises(PermanentDeliveryError) as info:
+        make_sink(jira).send(message("scheduled"))
+    text = str(info.value)
+    assert "the Jira account lacks a permission (403)" in text and "Create issues" in text
+
+
+def test_deleted_issue_is_a_permanent_error_naming_it(jira: FakeJira) -> None:
+    sink = make_sink(jira)
+    receipt = sink.send(message("scheduled"))
+    assert receipt is not None
+    del jira.issues[receipt.external_id]
+    with pytest.raises(PermanentDeliveryError) as info:
+        sink.send(message("started", receipt))
+    assert f"cannot comment on {receipt.external_id}: not found (404)" in str(info.value)
+    assert "Issue does not exist" in str(info.value)
