@@ -46,10 +46,7 @@ __all__ = [
 
 DEFAULT_PATH = "/etc/sebridge/sebridge.toml"
 ENV_VAR = "SEBRIDGE_CONFIG"
-# Integrations that have a place in DESIGN.md but no code yet: their sections
-# are refused, never accepted and ignored.
 _UNSET = Secret()  # immutable: one default serves every secret
-_NOT_YET = {"jira": "Jira"}
 
 
 @dataclass(frozen=True)
@@ -243,9 +240,7 @@ def from_mapping(
 def _validate(data: Mapping[str, Any], environ: Mapping[str, str], source: str) -> Config:
     rd = Reader(environ, source)
     for name in data:
-        if name in _NOT_YET:
-            rd.problems.append(f"[{name}]: {_NOT_YET[name]} is not available in this version")
-        elif name not in _SECTIONS:
+        if name not in _SECTIONS:
             rd.problems.append(_unknown_section(name, data[name]))
     sections = {
         name: rd.section(name, data.get(name, {}), cls, {}) for name, cls in _SECTIONS.items()

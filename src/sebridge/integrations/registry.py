@@ -8,6 +8,7 @@ from typing import Any
 
 from sebridge.integrations.base import Integration
 from sebridge.integrations.console import Console
+from sebridge.integrations.jira import Jira
 from sebridge.integrations.jsonl import Jsonl
 from sebridge.integrations.slack import Slack
 from sebridge.integrations.teams import Teams
@@ -15,4 +16,4 @@ from sebridge.integrations.teams import Teams
 __all__ = ["REGISTRY"]
 
 # Order is delivery order on the console and in `sebridge check`.
-REGISTRY: tuple[Integration[Any], ...] = (Console(), Jsonl(), Slack(), Teams())
+REGISTRY: tuple[Integration[Any], ...] = (Console(), Jsonl(), Slack(), Teams(), Jira())

@@ -1,0 +1,130 @@
+"""Jira failures -> RetryableDeliveryError or PermanentDeliveryError, saying what to fix.
+
+One table decides (Alertmanager's `Retrier.Check`): network failures, 429,
+503 and other 5xx are retried by the dispatcher (Retry-After honoured);
+401, 403, 400 and 404 need a person. The jira library's own `str(JIRAError)`
+prints the request's headers (the Authorization header among them), so it
+is never used: messages are built from the status and Jira's errorMessages /
+errors, and scrubbed of every secret the caller names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sebridge.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
+
+__all__ = ["DEFAULT_RETRY_AFTER", "delivery_error", "jira_messages", "retry_after", "scrub"]
+
+DEFAULT_RETRY_AFTER = 1.0
+_SIGN_IN = (
+    "check jira.email and jira.api_token (Jira Cloud: an API token from "
+    "id.atlassian.com/manage-profile/security/api-tokens) or jira.pat (Data Center: "
+    "a personal access token from your profile)"
+)
+
+
+_FIXES = {
+    401: "Jira refused the credentials (401): " + _SIGN_IN,
+    403: "the Jira account lacks a permission (403){detail}: grant it Browse projects, "
+    "Create issues, Add comments and Transition issues in jira.project (Cloud also answers "
+    "403 after too many failed sign-ins: " + _SIGN_IN + ")",
+    404: "not found (404){detail}: the issue was deleted or moved, or the account cannot "
+    "see it; check jira.url and jira.project",
+    400: "Jira rejected the request (400){detail}: check jira.project and jira.issue_type "
+    "(`sebridge check` lists what the project offers), and that the project needs no other "
+    "field on create",
+}
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every non-empty secret replaced by ***."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def retry_after(headers: Mapping[str, Any] | None) -> float:
+    """Seconds from a Retry-After header (any case); 1 s when absent or unreadable."""
+    for key, value in (headers or {}).items():
+        if key.lower() == "retry-after":
+            try:
+                return max(0.0, float(value))
+            except (TypeError, ValueError):
+                break
+    return DEFAULT_RETRY_AFTER
+
+
+def jira_messages(response: Any) -> str:
+    """Jira's own explanation: errorMessages and field errors ("field: message"), joined."""
+    try:
+        data = response.json()
+    except (AttributeError, ValueError):
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    parts = [str(m) for m in data.get("errorMessages") or () if m]
+    errors = data.get("errors")
+    if isinstance(errors, dict):
+        parts += [f"{field}: {message}" for field, message in errors.items()]
+    if not parts and data.get("message"):
+        parts.append(str(data["message"]))
+    return "; ".join(parts[:5])
+
+
+def delivery_error(
+    exc: BaseException, *, what: str, secrets: Iterable[str], server: str = "Jira"
+) -> DeliveryError:
+    """The DeliveryError for `exc`, raised while doing `what` ("create an issue in OPS").
+
+    Args:
+        server: how to name Jira when it cannot be reached (its URL, which carries no secret).
+    """
+    error = _classify(exc, what, server)
+    clean = scrub(str(error), list(secrets))
+    return type(error)(clean, retry_after=error.retry_after)
+
+
+def _classify(exc: BaseException, what: str, server: str) -> DeliveryError:
+    import requests
+    from jira.exceptions import JIRAError
+
+    where = f"jira: cannot {what}"
+    if isinstance(exc, JIRAError):
+        return _http_error(exc, where)
+    if isinstance(exc, requests.exceptions.RequestException | OSError):
+        # Refused, reset, timed out, DNS, TLS: the request may or may not have landed.
+        return RetryableDeliveryError(
+            f"{where}: cannot reach Jira at {server}: {type(exc).__name__}"
+        )
+    if isinstance(exc, ValueError | KeyError):
+        return RetryableDeliveryError(
+            f"{where}: Jira's answer is not the JSON it documents (a proxy's page?); will retry"
+        )
+    return RetryableDeliveryError(f"{where}: unexpected {type(exc).__name__}")
+
+
+def _http_error(exc: Any, where: str) -> DeliveryError:
+    status = int(exc.status_code or 0)
+    response = exc.response
+    said = jira_messages(response) if response is not None else ""
+    detail = f" ({said})" if said else ""
+    headers = getattr(response, "headers", None)
+    if status in (429, 503):
+        wait = retry_after(headers)
+        why = "rate limited" if status == 429 else "unavailable"
+        return RetryableDeliveryError(
+            f"{where}: Jira is {why} (HTTP {status}), retry after {wait:g}s", retry_after=wait
+        )
+    if status >= 500:
+        # A 5xx often carries an HTML page: name the status, not the body.
+        return RetryableDeliveryError(f"{where}: Jira failed (HTTP {status}); will retry")
+    if status in _FIXES:
+        return PermanentDeliveryError(f"{where}: " + _FIXES[status].format(detail=detail))
+    if status == 0:
+        # Raised by the library itself, not from an answer (e.g. "Empty Response!").
+        text = str(getattr(exc, "text", "") or "no answer")
+        return RetryableDeliveryError(f"{where}: {text}")
+    return PermanentDeliveryError(f"{where}: Jira answered HTTP {status}{detail}")

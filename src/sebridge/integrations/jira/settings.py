@@ -1,0 +1,78 @@
+"""[jira]: the section's keys and the checks that need more than their types."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from urllib.parse import urlsplit
+
+from sebridge.config_checks import http_url
+from sebridge.config_reader import Reader, option
+from sebridge.config_secrets import Secret
+
+__all__ = ["JiraSettings", "validate"]
+
+_UNSET = Secret()  # immutable: one default serves every secret
+
+
+@dataclass(frozen=True)
+class JiraSettings:
+    """[jira]: enabled when url is set; Cloud with email + api_token, Data Center with pat."""
+
+    url: str = ""
+    email: str = ""
+    api_token: Secret = _UNSET
+    pat: Secret = _UNSET
+    project: str = ""
+    issue_type: str = "Task"
+    done_transition: str = "Done"
+    approve_status: str = ""  # an issue reaching this status approves its event; "" = off
+    poll_interval: float = option(10.0, ge=0.2, le=3600.0, why="seconds between approval searches")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.url)
+
+    @property
+    def cloud(self) -> bool:
+        """E-mail + API token (basic auth); otherwise a personal access token (bearer)."""
+        return not self.pat
+
+
+def validate(j: JiraSettings, rd: Reader) -> JiraSettings:
+    """The URL, the project, and exactly one way to sign in."""
+    if not j.url:
+        if j.api_token or j.pat:
+            rd.required("jira.url", f"when jira.{'pat' if j.pat else 'api_token'} is set")
+        return j
+    try:
+        http_url(j.url, query=False)
+        if urlsplit(j.url).username is not None:
+            raise ValueError("must not carry a user or password: set email and api_token or pat")
+    except ValueError as exc:
+        rd.error("jira.url", str(exc))
+    if not j.project:
+        rd.required("jira.project", "when Jira is enabled (jira.url is set)")
+    for key in ("issue_type", "done_transition"):
+        if not getattr(j, key).strip():
+            rd.required(f"jira.{key}", "when Jira is enabled (jira.url is set)")
+    _check_sign_in(j, rd)
+    return replace(j, url=j.url.rstrip("/"), approve_status=j.approve_status.strip())
+
+
+def _check_sign_in(j: JiraSettings, rd: Reader) -> None:
+    if j.pat and j.api_token:
+        rd.problems.append(
+            "jira: set email and api_token (Jira Cloud) or pat (Data Center), not both"
+        )
+    elif j.pat and j.email:
+        rd.warnings.append("jira.email is not used with jira.pat (Data Center signs in by token)")
+    elif not j.pat:
+        if not j.email and not j.api_token:
+            why = rd.env.why_empty("jira.api_token") or rd.env.why_empty("jira.pat")
+            rd.problems.append(
+                f"jira: set email and api_token (Jira Cloud) or pat (Data Center){why}"
+            )
+        elif not j.api_token:
+            rd.required("jira.api_token", "with jira.email (or set jira.pat instead)")
+        elif not j.email:
+            rd.required("jira.email", "with jira.api_token")

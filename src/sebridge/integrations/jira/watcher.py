@@ -1,0 +1,132 @@
+"""Approval from Jira: an issue moved to `approve_status` approves its event.
+
+A scheduler job (every `[jira] poll_interval` seconds) runs one JQL search
+for the issues of every open event, never one request per issue, and no
+request at all while no event waits for approval. The actor is the person
+the changelog says moved the issue, else the issue key. An accepted
+approval is told on the issue by the sink's "approved" comment (once IMDS
+took it); a refused one is commented here, once (a marker in the comment
+is looked for in what the search returned).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sebridge.errors import ApprovalError, DeliveryError
+from sebridge.integrations.base import Host, Job
+from sebridge.integrations.jira.client import JiraApi, jql_string
+from sebridge.integrations.jira.sink import LABEL, event_label
+
+__all__ = ["VIA", "StatusWatcher", "actor_of"]
+
+log = logging.getLogger(__name__)
+
+VIA = "jira"
+_REFUSED = "(sebridge: approval refused)"
+
+
+def actor_of(issue: dict[str, Any], status: str) -> str:
+    """Who last moved the issue to `status` by its changelog; else the issue key."""
+    histories = (issue.get("changelog") or {}).get("histories") or []
+    for history in sorted(histories, key=lambda h: str(h.get("created", "")), reverse=True):
+        moved = any(
+            item.get("field") == "status"
+            and str(item.get("toString", "")).casefold() == status.casefold()
+            for item in history.get("items") or ()
+        )
+        author = history.get("author") or {}
+        name = author.get("displayName") or author.get("name") or author.get("accountId")
+        if moved and name:
+            return str(name)
+    return str(issue.get("key", "?"))
+
+
+class StatusWatcher:
+    """Finds issues of open events in `approve_status` and approves their events.
+
+    Also a Service, so the daemon closes its connection when it stops.
+    """
+
+    def __init__(self, api: JiraApi, host: Host) -> None:
+        self._api = api
+        self._s = api.settings
+        self._host = host
+        self._refused: set[str] = set()  # issue keys already told why not
+        self._failing = ""  # the last search error, logged once, not every round
+
+    def job(self) -> Job:
+        """The scheduler job: one search every poll_interval seconds."""
+        return Job("jira-status", self._s.poll_interval, self.run)
+
+    def start(self) -> None:
+        """Nothing to start: the job connects on its first search."""
+
+    def stop(self) -> None:
+        """Close the watcher's HTTP session (the scheduler has stopped by now)."""
+        self._api.close()
+
+    def run(self) -> None:
+        """One round: search (only when an event is open), approve, tell refusals."""
+        waiting = {
+            event_label(r.event.event_id): r.event.event_id
+            for r in self._host.store.events()
+            if r.present and r.approval is None
+        }
+        if not waiting:
+            return  # nothing to approve: ask Jira nothing
+        labels = ", ".join(jql_string(label) for label in sorted(waiting))
+        jql = (
+            f"project = {jql_string(self._s.project)} AND labels = {LABEL} AND "
+            f"status = {jql_string(self._s.approve_status)} AND labels in ({labels})"
+        )
+        try:
+            issues = self._api.search(
+                jql,
+                f"search {self._s.project} for issues in status {self._s.approve_status!r}",
+                fields=("labels", "status", "comment"),
+                expand="changelog",
+            )
+        except DeliveryError as exc:
+            if str(exc) != self._failing:
+                log.warning("%s (will look again every %gs)", exc, self._s.poll_interval)
+            self._failing = str(exc)
+            return
+        if self._failing:
+            log.info("jira: the approval search works again")
+            self._failing = ""
+        approved = False
+        for issue in issues:
+            labels_of = (issue.get("fields") or {}).get("labels") or []
+            event_id = next((waiting[x] for x in labels_of if x in waiting), None)
+            if event_id is not None:
+                approved |= self._approve(issue, event_id)
+        if approved:
+            self._host.carry_out_approvals()
+
+    def _approve(self, issue: dict[str, Any], event_id: str) -> bool:
+        key = str(issue.get("key", "?"))
+        actor = actor_of(issue, self._s.approve_status)
+        try:
+            _, new = self._host.approver.approve(event_id, actor, VIA)
+        except ApprovalError as exc:
+            self._refuse(issue, key, str(exc))
+            return False
+        if new:
+            log.info("event %s approved by %s via Jira issue %s", event_id, actor, key)
+        return new
+
+    def _refuse(self, issue: dict[str, Any], key: str, why: str) -> None:
+        comments = ((issue.get("fields") or {}).get("comment") or {}).get("comments") or []
+        if key in self._refused or any(_REFUSED in str(c.get("body", "")) for c in comments):
+            self._refused.add(key)
+            return
+        body = f"Not approved: {why}.\n\n{_REFUSED}"
+        try:
+            self._api.call(f"comment on {key}", lambda jira: jira.add_comment(key, body))
+        except DeliveryError as exc:
+            log.warning("%s (will try again in %gs)", exc, self._s.poll_interval)
+            return
+        self._refused.add(key)
+        log.info("approval from Jira issue %s refused: %s", key, why)

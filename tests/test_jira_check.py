@@ -1,0 +1,94 @@
+"""`sebridge check` with [jira]: sign-in, project, issue type, workflow statuses, no token shown."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.fakes.jira import FakeJira
+from tests.helpers import toml_str
+
+from sebridge import config as config_module
+from sebridge.cli import main
+
+
+@pytest.fixture(autouse=True)
+def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "SEBRIDGE_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(config_module, "DEFAULT_PATH", str(tmp_path / "absent.toml"))
+
+
+@pytest.fixture(params=["cloud", "datacenter"])
+def jira(request: pytest.FixtureRequest) -> Iterator[FakeJira]:
+    with FakeJira(request.param) as fake:
+        yield fake
+
+
+def check(tmp_path: Path, jira: FakeJira, **keys: Any) -> tuple[int, str]:
+    auth = (
+        {"email": jira.email, "api_token": jira.token}
+        if jira.flavour == "cloud"
+        else {"pat": jira.pat}
+    )
+    section = {"url": jira.url, "project": "OPS", **auth, **keys}
+    store = toml_str(f"sqlite:///{tmp_path / 'state.db'}")
+    text = f"[store]\nurl = {store}\n[jira]\n" + "".join(
+        f"{k} = {toml_str(str(v))}\n" for k, v in section.items()
+    )
+    path = tmp_path / "sebridge.toml"
+    path.write_text(text, encoding="utf-8")
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["check", "--config", str(path)])
+    return code, out.getvalue() + err.getvalue()
+
+
+def test_everything_in_order(tmp_path: Path, jira: FakeJira) -> None:
+    code, out = check(tmp_path, jira, approve_status="Approved")
+    assert code == 0, out
+    kind = "Cloud" if jira.flavour == "cloud" else "Server"
+    assert f"ok: jira: signed in to {jira.url} ({kind}) as sebridge bot" in out
+    assert "ok: jira: project OPS: OPS project" in out
+    assert 'ok: jira: issue type "Task" belongs to OPS' in out
+    assert 'ok: jira: jira.done_transition "Done" is a status of the Task workflow' in out
+    assert 'ok: jira: jira.approve_status "Approved" is a status of the Task workflow' in out
+    assert "sinks: console, jira" in out
+    assert not jira.issues  # check creates nothing
+
+
+def test_bad_credentials_say_what_to_fix_without_the_token(tmp_path: Path, jira: FakeJira) -> None:
+    wrong = "wrong-token-" + jira.token
+    key = "api_token" if jira.flavour == "cloud" else "pat"
+    code, out = check(tmp_path, jira, **{key: wrong})
+    assert code == 1
+    assert "problem: jira: cannot sign in (myself): Jira refused the credentials (401)" in out
+    assert wrong not in out and jira.token not in out and jira.pat not in out
+
+
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [
+        ({"project": "NOPE"}, "No project could be found with key 'NOPE'"),
+        ({"issue_type": "Epic"}, 'issue type "Epic" is not in project OPS (it has "Task", "Bug")'),
+        ({"done_transition": "Resolved"}, 'jira.done_transition "Resolved" is not a status'),
+        ({"approve_status": "Go"}, 'jira.approve_status "Go" is not a status of the Task workflow'),
+    ],
+)
+def test_problems_name_the_key(
+    tmp_path: Path, jira: FakeJira, keys: dict[str, str], expected: str
+) -> None:
+    code, out = check(tmp_path, jira, **keys)
+    assert code == 1
+    assert expected in out, out
+
+
+def test_unreachable_jira(tmp_path: Path, jira: FakeJira) -> None:
+    jira.fail("GET", "myself", drop=True)
+    code, out = check(tmp_path, jira)
+    assert code == 1
+    assert "problem: jira: cannot sign in (myself): cannot reach Jira" in out
