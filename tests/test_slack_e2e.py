@@ -440,6 +440,30 @@ def test_http_mode_rejects_unsigned_forged_and_stale_requests(
     wait_until(lambda: sim.start_requests == [event_id], 5, message="the StartRequest")
 
 
+def test_http_mode_answers_malformed_requests_with_400_or_401_and_no_traceback(
+    make_bridge: Callable[..., Bridge], caplog: pytest.LogCaptureFixture
+) -> None:
+    bridge = make_bridge("http")
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    json_type = {"Content-Type": "application/json"}
+    cases: list[tuple[str, bytes, dict[str, str], int]] = [
+        ("unsigned payload=x", b"payload=x", form, 401),
+        ("signed payload=x", b"payload=x", form, 400),
+        ("signed payload that is a list", b"payload=%5B1%5D", form, 400),
+        ("signed empty body", b"", form, 400),
+        ("signed broken JSON", b"{not json", json_type, 400),
+        ("signed bytes that are not UTF-8", b"payload=\xff\xfe", form, 400),
+    ]
+    with caplog.at_level(logging.INFO):
+        for name, body, headers, expected in cases:
+            signed = FakeSlack.signed_request(body, SECRET) if name.startswith("signed") else {}
+            assert _post_raw(bridge.events_url, body, {**headers, **signed}) == expected, name
+    refusals = [r for r in caplog.records if "refused" in r.getMessage()]
+    assert len(refusals) == len(cases)  # one line each
+    assert [r for r in caplog.records if r.exc_info] == []  # and no traceback anywhere
+    assert bridge.sim.posts == []
+
+
 # -------------------------------------------------------------------- 5. stale clicks
 
 

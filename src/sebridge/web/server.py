@@ -40,10 +40,17 @@ class HttpServer:
     Args:
         routes: path -> WSGI app (e.g. "/slack/events" -> Bolt's handler).
         health: returns (status, JSON body) for GET /healthz.
+        idle_timeout: seconds before an idle or half-sent connection is closed.
     """
 
     def __init__(
-        self, host: str, port: int, routes: Mapping[str, WsgiApp], health: Health | None = None
+        self,
+        host: str,
+        port: int,
+        routes: Mapping[str, WsgiApp],
+        health: Health | None = None,
+        *,
+        idle_timeout: int = IDLE_TIMEOUT,
     ) -> None:
         self._routes = dict(routes)
         self._health = health or (lambda: (200, {"status": "ok"}))
@@ -54,8 +61,8 @@ class HttpServer:
             threads=4,
             ident="sebridge",
             clear_untrusted_proxy_headers=True,
-            max_request_body_size=MAX_BODY,
-            channel_timeout=IDLE_TIMEOUT,
+            max_request_body_size=MAX_BODY + 1,  # waitress refuses sizes >= its limit
+            channel_timeout=idle_timeout,
             cleanup_interval=1,
             connection_limit=CONNECTION_LIMIT,
         )
@@ -100,7 +107,7 @@ class HttpServer:
         if path in self._routes:
             return self._routes[path]
         for prefix, app in self._routes.items():
-            if prefix.endswith("/") and path.startswith(prefix) and len(path) > len(prefix):
+            if prefix.endswith("/") and path.startswith(prefix):
                 return app
         return None
 

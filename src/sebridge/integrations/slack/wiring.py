@@ -13,6 +13,7 @@ from sebridge.integrations.base import Host, Inbound, Service
 from sebridge.integrations.slack.actions import SlackActions
 from sebridge.integrations.slack.approvers import SlackApprovers
 from sebridge.integrations.slack.bolt import SocketModeService, build_bolt_app, slack_wsgi_app
+from sebridge.integrations.slack.guard import guarded
 from sebridge.integrations.slack.settings import SlackSettings
 from sebridge.integrations.slack.sink import SlackSink
 from sebridge.model import Transition
@@ -60,7 +61,7 @@ def click_inbound(slack: SlackSettings, dry_run: bool, daemon: Host, sink: Slack
     secret = slack.signing_secret.reveal()
     app = build_bolt_app(client, actions, executor, signing_secret=secret)
     return Inbound(
-        routes={"/slack/events": slack_wsgi_app(app)},
+        routes={"/slack/events": guarded(slack_wsgi_app(app), secret)},
         services=[SlackClickService(None, executor)],
     )
 

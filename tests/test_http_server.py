@@ -1,0 +1,290 @@
+"""The daemon's HTTP server, hardened once for every route: body cap, idle
+connections, route failures, /healthz; and when the daemon starts it."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.helpers import wait_until
+
+from sebridge.config import from_mapping
+from sebridge.runtime import build_daemon
+from sebridge.simulator import Simulator
+from sebridge.web.server import MAX_BODY, HttpServer
+
+
+class RecordingApp:
+    """A route that records the bodies it read."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        self.bodies.append(environ["wsgi.input"].read(length))
+        start_response("200 OK", [("Content-Length", "2")])
+        return [b"ok"]
+
+
+def broken(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+    raise RuntimeError("a bug in a route")
+
+
+@pytest.fixture
+def sim() -> Iterator[Simulator]:
+    with Simulator(port=0, vm_name="vm0") as simulator:
+        yield simulator
+
+
+@pytest.fixture
+def app() -> RecordingApp:
+    return RecordingApp()
+
+
+@pytest.fixture
+def server(app: RecordingApp) -> Iterator[HttpServer]:
+    srv = HttpServer(
+        "127.0.0.1",
+        0,
+        {"/hook": app, "/broken": broken, "/pages/": app},
+        lambda: (200, {"status": "ok"}),
+        idle_timeout=2,
+    )
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def request(
+    server: HttpServer, method: str, path: str, body: bytes | None = None, timeout: float = 5.0
+) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def raw(server: HttpServer, data: bytes) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    sock.sendall(data)
+    return sock
+
+
+def status_of(sock: socket.socket) -> int:
+    head = sock.recv(4096).split(b"\r\n", 1)[0]
+    return int(head.split()[1])
+
+
+def test_routes_exact_and_prefix(server: HttpServer, app: RecordingApp) -> None:
+    assert request(server, "POST", "/hook", b"hello") == (200, b"ok")
+    assert request(server, "GET", "/pages/abc")[0] == 200
+    assert request(server, "GET", "/pages/")[0] == 200  # the prefix's app decides
+    assert request(server, "GET", "/hook/x")[0] == 404
+    assert request(server, "GET", "/nothing")[0] == 404
+    assert app.bodies == [b"hello", b"", b""]
+
+
+def test_a_body_over_the_cap_is_refused_before_it_is_sent(
+    server: HttpServer, app: RecordingApp
+) -> None:
+    # Only the headers go out: the 413 must come without the body being read.
+    sock = raw(
+        server,
+        b"POST /hook HTTP/1.1\r\nHost: x\r\nContent-Length: 268435456\r\n\r\n" + b"x" * 1024,
+    )
+    with sock:
+        assert status_of(sock) == 413
+    assert app.bodies == []
+
+
+def test_a_chunked_body_over_the_cap_is_refused(server: HttpServer, app: RecordingApp) -> None:
+    chunk = b"x" * 65536
+    sock = raw(server, b"POST /hook HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    with sock:
+        try:
+            for _ in range(MAX_BODY // len(chunk) + 2):
+                sock.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+            sock.sendall(b"0\r\n\r\n")
+        except OSError:
+            pass  # the server may close as soon as it has answered
+        assert status_of(sock) == 413
+    assert app.bodies == []
+
+
+def test_a_body_at_the_cap_is_served(server: HttpServer, app: RecordingApp) -> None:
+    assert request(server, "POST", "/hook", b"y" * MAX_BODY)[0] == 200
+    assert len(app.bodies[0]) == MAX_BODY
+
+
+def test_idle_connections_do_not_lock_out_healthz(server: HttpServer) -> None:
+    # 100 idle connections made the old server (connection_limit 100) unreachable.
+    idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(150)]
+    try:
+        assert request(server, "GET", "/healthz", timeout=5) == (200, b'{"status": "ok"}')
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_a_half_sent_request_is_closed_after_the_idle_timeout(server: HttpServer) -> None:
+    sock = raw(server, b"POST /hook HTTP/1.1\r\nHost: x\r\nContent-Le")
+    with sock:
+        sock.settimeout(30)
+        assert sock.recv(1) == b""  # closed by the server (idle_timeout=2), not by us
+
+
+def test_a_failing_route_is_a_500_and_one_log_record(
+    server: HttpServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="sebridge.web.server"):
+        status, body = request(server, "GET", "/broken")
+    assert status == 500
+    assert json.loads(body) == {"error": "internal error"}
+    assert [r.getMessage() for r in caplog.records] == ["GET /broken failed"]
+    assert request(server, "GET", "/healthz")[0] == 200  # the server lives on
+
+
+def test_healthz_allows_get_and_head_only(server: HttpServer) -> None:
+    assert request(server, "HEAD", "/healthz")[0] == 200
+    assert request(server, "POST", "/healthz", b"")[0] == 405
+
+
+# --- the daemon's server -------------------------------------------------------------------
+
+
+def config_for(tmp_path: Path, endpoint: str, **sections: Any) -> Any:
+    data = {
+        "imds": {"endpoint": endpoint, "vm_name": "vm0"},
+        "store": {"url": f"sqlite:///{tmp_path / 'state.db'}"},
+        "console": {"enabled": False},
+        **sections,
+    }
+    return from_mapping(data, environ={})
+
+
+def servers(daemon: Any) -> list[HttpServer]:
+    return [s for s in daemon.services if isinstance(s, HttpServer)]
+
+
+def test_no_server_unless_a_route_needs_it_or_listen_is_set(tmp_path: Path) -> None:
+    daemon = build_daemon(config_for(tmp_path, "http://127.0.0.1:9"), serve=True)
+    assert servers(daemon) == []
+    daemon.store.close()
+    listening = config_for(tmp_path, "http://127.0.0.1:9", http={"listen": "127.0.0.1:0"})
+    daemon = build_daemon(listening, serve=True)
+    (server,) = servers(daemon)
+    server.stop()
+    daemon.store.close()
+    # `once` never serves.
+    daemon = build_daemon(listening)
+    assert servers(daemon) == []
+    daemon.store.close()
+
+
+def test_healthz_of_a_running_daemon(tmp_path: Path, sim: Simulator) -> None:
+    config = config_for(
+        tmp_path,
+        sim.url,
+        http={"listen": "127.0.0.1:0"},
+        imds={"endpoint": sim.url, "vm_name": "vm0", "poll_interval": 0.2},
+        jsonl={"path": str(tmp_path / "events.jsonl")},
+    )
+    daemon = build_daemon(config, serve=True)
+    (server,) = servers(daemon)
+    stop = threading.Event()
+    runner = threading.Thread(target=daemon.run, args=(0.2,), kwargs={"stop": stop})
+    runner.start()
+    try:
+        sim.schedule("Reboot")
+
+        def health() -> tuple[int, dict[str, Any]]:
+            status, body = request(server, "GET", "/healthz")
+            return status, json.loads(body)
+
+        def after_a_delivery() -> tuple[int, dict[str, Any]] | None:
+            answer = health()
+            return answer if answer[1]["sinks"] else None
+
+        status, body = wait_until(after_a_delivery)
+        assert status == 200
+        assert body["status"] == "ok"
+        assert body["imds"]["reachable"] is True
+        assert body["imds"]["last_good_poll_age_seconds"] < 30
+        assert body["store"] == {"writable": True}
+        assert body["sinks"]["jsonl"]["state"] == "delivered"
+
+        sim.inject("500", count=1_000_000)  # IMDS down from now on
+        wait_until(lambda: health()[1]["imds"]["reachable"] is False)
+        status, body = health()
+        assert status == 200  # a few failed polls are weather, not an outage
+        assert "error" in body["imds"]
+    finally:
+        stop.set()
+        runner.join(15)
+    assert not runner.is_alive()
+
+
+def test_healthz_fails_when_imds_has_not_answered_for_long(tmp_path: Path) -> None:
+    from sebridge.health import Health
+
+    daemon = build_daemon(config_for(tmp_path, "http://127.0.0.1:9"))
+    try:
+        status, body = Health(daemon, poll_interval=1.0).report()
+        assert status == 503  # never polled
+        assert body["status"] == "failing"
+        assert body["imds"]["last_good_poll_age_seconds"] is None
+        daemon.tick()  # refused: IMDS unreachable
+        status, body = Health(daemon, poll_interval=1.0).report()
+        assert status == 503
+        assert body["imds"]["reachable"] is False
+        assert "127.0.0.1:9" in body["imds"]["error"]
+    finally:
+        daemon.imds.close()
+        daemon.store.close()
+
+
+def test_healthz_fails_when_the_store_cannot_be_written(tmp_path: Path, sim: Simulator) -> None:
+    from sebridge.health import Health
+
+    daemon = build_daemon(config_for(tmp_path, sim.url))
+    try:
+        assert daemon.tick().polled
+        assert Health(daemon, poll_interval=1.0).report()[0] == 200
+        daemon.store.db.execute("PRAGMA query_only = ON")  # every write now fails
+        status, body = Health(daemon, poll_interval=1.0).report()
+        assert status == 503
+        assert body["store"]["writable"] is False
+        assert "readonly" in body["store"]["error"] or "query_only" in body["store"]["error"]
+    finally:
+        daemon.imds.close()
+        daemon.store.close()
+
+
+def test_healthz_after_imds_is_gone_longer_than_ten_polls(tmp_path: Path, sim: Simulator) -> None:
+    from sebridge.health import Health
+
+    daemon = build_daemon(config_for(tmp_path, sim.url))
+    try:
+        assert daemon.tick().polled
+        later = [daemon.poll_state.last_ok]
+        health = Health(daemon, poll_interval=1.0, clock=lambda: later[0])
+        assert health.report()[0] == 200
+        later[0] = later[0].__class__.fromtimestamp(time.time() + 31, later[0].tzinfo)
+        status, body = health.report()
+        assert status == 503
+        assert body["imds"]["last_good_poll_age_seconds"] > 30
+    finally:
+        daemon.imds.close()
+        daemon.store.close()
