@@ -102,8 +102,8 @@ def build_daemon(config: Config, stdout: TextIO | None = None, *, serve: bool = 
     built = _sinks(ctx)
     daemon = Daemon(
         build_imds(config),
-        # One delivering process per SQLite store: a second `run`, `once` beside
-        # the daemon, would deliver everything again.
+        # One delivering process per store (SQLite file or PostgreSQL database):
+        # a second `run`, or `once` beside the daemon, would deliver everything again.
         open_store(config, exclusive=True),
         [sink for _, sink in built],
         policy=PolicySettings(

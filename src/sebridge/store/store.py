@@ -15,8 +15,7 @@ from sebridge.store.codec import (
     transition_from_json,
     transition_to_json,
 )
-from sebridge.store.database import Database, Row, sqlite_path
-from sebridge.store.lock import StoreLock
+from sebridge.store.database import Held, Row, open_database
 from sebridge.store.outbox import Outbox
 from sebridge.store.records import (
     ApprovalRecord,
@@ -47,18 +46,20 @@ class Store:
     """Everything sebridge remembers. Only this package runs SQL.
 
     Args:
-        url: store.url (sqlite:////var/lib/sebridge/state.db).
+        url: store.url: sqlite:////var/lib/sebridge/state.db, or
+            postgresql://user@host/db (one daemon per database for now).
         agent: who this process is (the VM name); claims carry it.
-        exclusive: this process delivers (the daemon): lock a SQLite file
-            against a second one (see store/lock.py); StoreError names the holder.
+        exclusive: this process delivers (the daemon): hold the store against
+            a second daemon (a SQLite file's flock, store/lock.py; PostgreSQL's
+            advisory lock, store/postgres.py); StoreError names the holder.
     """
 
     def __init__(self, url: str, agent: str = "local", *, exclusive: bool = False) -> None:
-        self.db = Database(url)
-        self._lock: StoreLock | None = None
+        self.db = open_database(url)
+        self._lock: Held | None = None
         try:
-            if exclusive and url.startswith("sqlite:"):
-                self._lock = StoreLock.acquire(sqlite_path(url))
+            if exclusive:
+                self._lock = self.db.hold_exclusive()
             self.db.migrate()
         except BaseException:
             self.close()
