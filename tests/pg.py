@@ -16,14 +16,14 @@ import threading
 from collections.abc import Iterator
 
 import psycopg
-import pytest
 
 HOST, PORT = "127.0.0.1", 5432
 # Plain TCP: the wire tap reads the protocol (and the server is local anyway).
 PLAIN = "sslmode=disable&gssencmode=disable"
 
 
-def _server_answers() -> bool:
+def server_answers() -> bool:
+    """Whether anything listens on 127.0.0.1:5432."""
     try:
         with socket.create_connection((HOST, PORT), timeout=3):
             return True
@@ -33,7 +33,9 @@ def _server_answers() -> bool:
 
 def admin_url() -> str:
     """A superuser URL on the `test` database; skips when no server answers on 127.0.0.1:5432."""
-    if not _server_answers():
+    import pytest  # here: bench/ uses this module without pytest installed
+
+    if not server_answers():
         pytest.skip(f"no PostgreSQL answers on {HOST}:{PORT} (.ci/run starts it)")
     errors = []
     for user in dict.fromkeys((getpass.getuser(), "root", "postgres")):

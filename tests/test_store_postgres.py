@@ -194,3 +194,27 @@ def test_passwords_never_appear_in_errors(url: str) -> None:
             Store(bad)
         assert SECRET not in str(failed.value)
         assert "cannot connect" in str(failed.value)
+
+
+def test_what_imds_showed_while_the_database_was_away_is_recorded_when_it_returns(
+    url: str, sim: Simulator
+) -> None:
+    sink = ListSink()
+    d = daemon(sim, url, sink)
+    try:
+        d.tick()
+        event_id = sim.schedule("Reboot")
+        pid = d.store.db.one("SELECT pg_backend_pid()")
+        assert pid is not None
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid[0],))
+        with pytest.raises(StoreError):
+            d.tick()  # the document changed; the store cannot take it
+        d.tick()  # the same document, unchanged at IMDS: recorded now
+        d.dispatcher.deliver_due(sink)
+        assert [(m.transition.kind, m.transition.event_id) for m in sink.sent] == [
+            ("scheduled", event_id)
+        ]
+    finally:
+        d.imds.close()
+        d.store.close()

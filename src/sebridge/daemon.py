@@ -126,9 +126,10 @@ class Daemon:
         result = TickResult()
         document = self._poll(result)
         if document is not None and document is not self._last_object:
-            self._last_object = document
             if document != self._previous:
                 self._record(document, result)
+            # Only once recorded: after a store failure the same document is tried again.
+            self._last_object = document
         written = self._store_written()
         if written or self._approvals_due:
             self._approvals_due = False
