@@ -21,7 +21,7 @@ from helpers import free_port, wait_until
 from sebridge.daemon import Daemon
 from sebridge.errors import StoreError
 from sebridge.imds import ImdsClient
-from sebridge.model import Approval, Document, Receipt
+from sebridge.model import Approval, Document, Receipt, ScheduledEvent
 from sebridge.simulator import Simulator
 from sebridge.sink import Message
 from sebridge.store import Store
@@ -120,11 +120,12 @@ def test_committed_writes_change_the_marker_reads_do_not(url: str) -> None:
         marker = mine.db.write_marker()
         other.remember("vm_name", "x")  # meta: nothing anyone waits for
         other.audit_entries()  # a read
+        seen = Document(2, (ScheduledEvent("E1", "Reboot", "Scheduled", ("vm0",)),))
         with pytest.raises(StoreError), other.db.transaction():
-            other.apply(Document(2, ()), [], datetime.now(UTC))
+            other.apply(seen, [], datetime.now(UTC))
             raise StoreError("rolled back")  # never committed: never heard
         mine.events()
-        other.apply(Document(2, ()), [], datetime.now(UTC))
+        other.apply(seen, [], datetime.now(UTC))
         # Notifications arrive in commit order: once this one is here, no other is coming.
         later = wait_until(
             lambda: mine.db.write_marker() != marker and mine.db.write_marker(),
@@ -132,7 +133,7 @@ def test_committed_writes_change_the_marker_reads_do_not(url: str) -> None:
         )
         assert later == (marker[0] + 1,)  # one for the commit; none for meta, reads, rollback
         marker = later
-        mine.apply(Document(1, ()), [], datetime.now(UTC))  # as on SQLite: our own count too
+        mine.apply(Document(3, seen.events), [], datetime.now(UTC))  # as on SQLite: ours count too
         wait_until(lambda: mine.db.write_marker() != marker, message="the NOTIFY of our commit")
     finally:
         mine.close()

@@ -27,6 +27,7 @@ from sebridge.model import Approval, Document, Transition, TransitionKind
 from sebridge.policy import APPROVE, IGNORE, PolicySettings, decide
 from sebridge.sink import Sink
 from sebridge.store import Store
+from sebridge.store.store import HEARTBEAT
 
 __all__ = ["Daemon", "PollState", "TickResult"]
 
@@ -223,6 +224,7 @@ class Daemon:
         stop: threading.Event | None = None,
         shutdown_grace: float = 5.0,
         retention: timedelta = timedelta(days=90),
+        heartbeat: timedelta = HEARTBEAT,
     ) -> int:
         """Poll until SIGTERM/SIGINT (or `stop` is set); returns the exit code, 0.
 
@@ -254,6 +256,14 @@ class Daemon:
         )
         scheduler.add_job(
             self._prune, "interval", hours=6, args=[retention], next_run_time=datetime.now(UTC)
+        )
+        # Other agents take this one for dead without it (see Store.heartbeat).
+        scheduler.add_job(
+            self._safe(Job("heartbeat", heartbeat.total_seconds(), self._heartbeat)),
+            "interval",
+            seconds=heartbeat.total_seconds(),
+            max_instances=1,
+            coalesce=True,
         )
         for job in self.jobs:
             scheduler.add_job(
@@ -296,6 +306,9 @@ class Daemon:
                 log.exception("%s failed; it runs again in %gs", job.name, job.interval)
 
         return run
+
+    def _heartbeat(self) -> None:
+        self.store.heartbeat(self._clock())
 
     def _prune(self, retention: timedelta) -> None:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -15,6 +16,7 @@ __all__ = [
     "from_iso",
     "iso",
     "transition_from_json",
+    "transition_key",
     "transition_to_json",
 ]
 
@@ -79,6 +81,31 @@ def transition_to_json(transition: Transition) -> str:
         },
         separators=(",", ":"),
     )
+
+
+# Each of these happens once in an event's life, whoever derives it.
+_ONCE = frozenset(("scheduled", "unplanned", "approved", "started", "completed", "cancelled"))
+
+
+def transition_key(transition: Transition) -> str:
+    """What a transition says, as the third part of its unique key (event, kind, content).
+
+    Lifecycle steps happen once per event: "". A change is keyed by the event's
+    new content (a change back to content announced before is not announced
+    again); a note (taken, problem) by who and what. Hashed: an event's
+    Resources can be long, an index entry cannot.
+    """
+    if transition.kind in _ONCE:
+        return ""
+    if transition.kind == "changed":
+        said: dict[str, object] = {
+            "changes": sorted(transition.changes),
+            "event": event_to_dict(transition.event),
+        }
+    else:
+        said = {"actor": transition.actor, "via": transition.via, "note": transition.note}
+    text = json.dumps(said, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def transition_from_json(text: str) -> Transition:

@@ -1,10 +1,11 @@
 """The dialect seam: one connection per process, transactions and migrations.
 
-SQL elsewhere in `store/` is written once, with `?` placeholders and
-standard `INSERT ... ON CONFLICT` / `RETURNING`, which SQLite (3.35+) and
-PostgreSQL both speak. A dialect (store/sqlite.py, store/postgres.py)
-adapts what differs: placeholders, the auto-increment key (`{id}` in the
-migrations), how a write transaction starts and locks out other writers,
+SQL elsewhere in `store/` is written once, with `?` placeholders,
+standard `INSERT ... ON CONFLICT` / `RETURNING`, and claims as
+`SELECT ... FOR UPDATE [OF t] SKIP LOCKED`. A dialect (store/sqlite.py,
+store/postgres.py) adapts what differs: placeholders, row locks (SQLite has
+none: its write transaction locks the whole file), the auto-increment key
+(`{id}` in the migrations), how a write transaction starts and what it locks,
 how other processes' writes are noticed, and how the daemon holds the
 store alone. `open_database()` picks the dialect from store.url.
 """
@@ -56,8 +57,11 @@ class Database:
         self._depth = 0
 
     @contextmanager
-    def transaction(self) -> Iterator[Database]:
-        """A write transaction: all of it or nothing. Nested calls join the outer one."""
+    def transaction(self, *, exclusive: bool = False) -> Iterator[Database]:
+        """A write transaction: all of it or nothing. Nested calls join the outer one.
+
+        exclusive: one at a time across every process on the store (migrations).
+        """
         with self._lock:
             if self._depth:
                 self._depth += 1
@@ -66,7 +70,7 @@ class Database:
                 finally:
                     self._depth -= 1
                 return
-            self._begin()
+            self._begin(exclusive)
             self._depth = 1
             try:
                 yield self
@@ -103,10 +107,10 @@ class Database:
     def migrate(self) -> int:
         """Bring the schema to the newest version; returns that version.
 
-        The write transaction's lock (see _begin) serialises agents that
-        start at the same moment: the second sees the first's version.
+        An exclusive transaction: agents that start at the same moment
+        migrate one after the other, the second sees the first's version.
         """
-        with self.transaction():
+        with self.transaction(exclusive=True):
             self._run("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
             row = self.one("SELECT value FROM meta WHERE key = 'schema_version'")
             version = int(row[0]) if row else 0
@@ -146,7 +150,7 @@ class Database:
     def _run(self, sql: str, params: Sequence[Any] = ()) -> _Cursor:
         raise NotImplementedError
 
-    def _begin(self) -> None:
+    def _begin(self, exclusive: bool) -> None:
         raise NotImplementedError
 
     def _commit(self) -> None:

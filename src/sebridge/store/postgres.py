@@ -7,9 +7,10 @@ session-level advisory lock and writes who it is (pid, host, since) into
 `events`, `history`, `check`) works beside it.
 
 - Placeholders: the shared SQL's `?` become psycopg's `%s`.
-- Write transactions take a transaction-level advisory lock at BEGIN (in the
-  same round trip), so writers queue as they do on SQLite (BEGIN IMMEDIATE)
-  and several agents migrating at once run one after the other.
+- Claims lock only the rows they take (`FOR UPDATE SKIP LOCKED`): writers
+  do not queue behind each other. Migrations (and the first write of the
+  daemon's name) take a transaction-level advisory lock at BEGIN, in the same
+  round trip, so several agents starting at once migrate one after the other.
 - Other processes' writes are noticed without a query: a statement trigger
   on every table sends NOTIFY, delivered when the writer commits, and a
   dedicated LISTEN connection is read without blocking on each tick.
@@ -39,12 +40,14 @@ __all__ = ["PostgresDatabase"]
 
 CHANNEL = "sebridge"
 # Advisory lock keys (per database): any fixed 64-bit numbers of our own.
-WRITE_LOCK = 0x5EB21D6E0001
+MIGRATE_LOCK = 0x5EB21D6E0001
 DAEMON_LOCK = 0x5EB21D6E0002
 HOLDER_KEY = "daemon.holder"
-# Every table the migrations create, meta aside (its writes need not wake anyone).
+# Every table the migrations create but those whose writes need not wake anyone:
+# meta (settings), documents (heartbeats) and sightings (written with events).
+_QUIET = ("meta", "documents", "sightings")
 _TABLES = tuple(
-    name for m in MIGRATIONS for name in re.findall(r"CREATE TABLE (\w+)", m) if name != "meta"
+    name for m in MIGRATIONS for name in re.findall(r"CREATE TABLE (\w+)", m) if name not in _QUIET
 )
 _NOTIFY_FUNCTION = (
     "CREATE OR REPLACE FUNCTION sebridge_notify() RETURNS trigger LANGUAGE plpgsql AS "
@@ -119,9 +122,9 @@ class PostgresDatabase(Database):
         except psycopg.Error as exc:
             raise StoreError(f"store error ({self.location}): {self._scrub(exc)}") from None
 
-    def _begin(self) -> None:
+    def _begin(self, exclusive: bool) -> None:
         # Without parameters psycopg sends one simple query: both in one round trip.
-        self._run(f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})")
+        self._run(f"BEGIN; SELECT pg_advisory_xact_lock({MIGRATE_LOCK})" if exclusive else "BEGIN")
 
     def _commit(self) -> None:
         self._run("COMMIT")
@@ -177,7 +180,7 @@ class PostgresDatabase(Database):
                 "host": socket.gethostname(),
                 "since": datetime.now(UTC).isoformat(timespec="seconds"),
             }
-            with self.transaction():
+            with self.transaction(exclusive=True):
                 self._run("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
                 self._run(
                     "INSERT INTO meta (key, value) VALUES (?, ?) "

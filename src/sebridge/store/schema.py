@@ -89,5 +89,31 @@ ALTER TABLE outbox ADD COLUMN begun INTEGER NOT NULL DEFAULT 0;
 UPDATE outbox SET begun = attempts
 """
 
+# Many agents on one database. An event stays one row; what each agent saw is its
+# own sighting, so one agent's document never marks another's events gone: the
+# event leaves when no agent sees it. A transition is keyed by what it says
+# (event, kind, a hash of its content: see codec.transition_key), so when several
+# agents derive it the first insert wins and only it writes outbox rows.
+# Existing transitions keep a key of their own (their id); existing events become
+# sightings of the agent that wrote the latest document (an older name of this
+# VM must not keep them present forever).
+_V3 = """
+CREATE TABLE sightings (
+    agent TEXT NOT NULL,
+    event_id TEXT NOT NULL REFERENCES events (event_id) ON DELETE CASCADE,
+    incarnation BIGINT NOT NULL,
+    present INTEGER NOT NULL,
+    last_seen TEXT NOT NULL,
+    PRIMARY KEY (agent, event_id)
+);
+INSERT INTO sightings (agent, event_id, incarnation, present, last_seen)
+    SELECT d.agent, e.event_id, d.incarnation, e.present, e.last_seen
+    FROM events e CROSS JOIN documents d
+    WHERE d.seen_at = (SELECT MAX(seen_at) FROM documents);
+ALTER TABLE transitions ADD COLUMN content TEXT NOT NULL DEFAULT '';
+UPDATE transitions SET content = CAST(id AS TEXT);
+CREATE UNIQUE INDEX transitions_said ON transitions (event_id, kind, content)
+"""
+
 # Index i holds the statements of schema version i + 1.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)

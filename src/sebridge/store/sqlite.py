@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +15,8 @@ from sebridge.store.database import Database, Held
 from sebridge.store.lock import StoreLock
 
 __all__ = ["SqliteDatabase", "sqlite_path"]
+
+_ROW_LOCK = re.compile(r"\s+FOR UPDATE(?: OF \w+)?(?: SKIP LOCKED)?\s*$")
 
 
 def sqlite_path(url: str) -> str:
@@ -53,6 +56,7 @@ class SqliteDatabase(Database):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the store at {path}: {exc}") from None
         self.path = self.location = path
+        self._sql: dict[str, str] = {}
 
     def write_marker(self) -> tuple[int, ...]:
         """The database and WAL files' modification times and sizes: they change
@@ -79,7 +83,7 @@ class SqliteDatabase(Database):
         with self._lock:
             self._conn.close()
 
-    def _begin(self) -> None:
+    def _begin(self, exclusive: bool) -> None:
         # IMMEDIATE takes the write lock up front: no upgrade deadlock with
         # another process writing at the same moment.
         self._run("BEGIN IMMEDIATE")
@@ -91,7 +95,11 @@ class SqliteDatabase(Database):
         self._conn.rollback()
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        translated = self._sql.get(sql)
+        if translated is None:
+            # No row locks in SQLite: the IMMEDIATE transaction holds the whole file.
+            translated = self._sql[sql] = _ROW_LOCK.sub("", sql)
         try:
-            return self._conn.execute(sql, params)
+            return self._conn.execute(translated, params)
         except sqlite3.Error as exc:
             raise StoreError(f"store error ({self.path}): {exc}") from exc
