@@ -13,15 +13,21 @@ included.
   claim that ends the batch) and the tick after that (it hears the ack).
 - baseline, same run: a daemon that asked the database each tick whether an
   approval waits (what noticing approvals by polling would cost): 1 per tick.
+- an idle `sebridge run` process (1 s polls, JSON lines sink, 21 events in the
+  document) for --idle-seconds: round trips per second, all it sends (the
+  30 s heartbeat, the dispatcher's 60 s look at the outbox).
 
-    python bench/store_round_trips.py [--ticks 200] [--events 20]
+    python bench/store_round_trips.py [--ticks 200] [--events 20] [--idle-seconds 65]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -50,6 +56,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ticks", type=int, default=200)
     parser.add_argument("--events", type=int, default=20)
+    parser.add_argument("--idle-seconds", type=float, default=65.0)
+    parser.add_argument("--show-sql", action="store_true", help="print what the idle daemon sent")
     args = parser.parse_args()
     if not pg.server_answers():
         sys.exit(f"no PostgreSQL answers on {pg.HOST}:{pg.PORT}")
@@ -84,6 +92,11 @@ def main() -> None:
         finally:
             imds.close()
             daemon.store.close()
+        try:
+            idle, polls = idle_process(
+                pg.reset(url), sim, tap, args.idle_seconds, verbose=args.show_sql
+            )
+        finally:
             tap.close()
     per_tick = unchanged / args.ticks
     print(f"unchanged document: {unchanged} round trips in {args.ticks} ticks = {per_tick:g}/tick")
@@ -101,6 +114,50 @@ def main() -> None:
         f"  ranges: {min(recorded)}-{max(recorded)}, {min(follow)}-{max(follow)}, "
         f"{min(deliver)}-{max(deliver)}, {min(after)}-{max(after)}"
     )
+    print(
+        f"idle `sebridge run` for {args.idle_seconds:g} s ({polls} polls): {idle} round trips = "
+        f"{idle / args.idle_seconds:.3f}/s (issue 9's fleet target: <= 0.05/s per idle agent)"
+    )
+
+
+def idle_process(
+    url: str, sim: Simulator, tap: pg.RoundTripTap, seconds: float, *, verbose: bool = False
+) -> tuple[int, int]:
+    """Round trips of a `sebridge run` process over `seconds` once it settled, and its polls."""
+    sim.schedule("Reboot")
+    expected = len(sim.document()["Events"])
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "sebridge.toml"
+        config.write_text(
+            f'[imds]\nendpoint = {json.dumps(sim.url)}\npoll_interval = 1.0\nvm_name = "vm0"\n'
+            f"[store]\nurl = {json.dumps(tap.url(url))}\n[console]\nenabled = false\n"
+            f"[jsonl]\npath = {json.dumps(str(Path(tmp) / 'events.jsonl'))}\n",
+            encoding="utf-8",
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sebridge", "run", "--config", str(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+            # Start-up: the first document, its deliveries (one JSON line per event).
+            lines = Path(tmp) / "events.jsonl"
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                text = lines.read_text(encoding="utf-8") if lines.exists() else ""
+                if text.count("\n") >= expected:
+                    break
+                time.sleep(0.2)
+            time.sleep(3.0)  # the ticks that hear the last acks
+            gets = lambda: sum(1 for r in sim.requests if r.method == "GET")  # noqa: E731
+            before, polls, sql = tap.round_trips, gets(), len(tap.sql)
+            time.sleep(seconds)
+            if verbose:
+                print("\n".join(tap.sql[sql:]))
+            return tap.round_trips - before, gets() - polls
+        finally:
+            proc.terminate()
+            proc.wait(10)
 
 
 if __name__ == "__main__":
