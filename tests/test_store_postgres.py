@@ -124,6 +124,7 @@ def test_committed_writes_change_the_marker_reads_do_not(url: str) -> None:
         with pytest.raises(StoreError), other.db.transaction():
             other.apply(seen, [], datetime.now(UTC))
             raise StoreError("rolled back")  # never committed: never heard
+        other.heartbeat(datetime.now(UTC))  # every 30 s per agent: wakes no one
         mine.events()
         other.apply(seen, [], datetime.now(UTC))
         # Notifications arrive in commit order: once this one is here, no other is coming.
@@ -131,7 +132,8 @@ def test_committed_writes_change_the_marker_reads_do_not(url: str) -> None:
             lambda: mine.db.write_marker() != marker and mine.db.write_marker(),
             message="the NOTIFY of another process's commit",
         )
-        assert later == (marker[0] + 1,)  # one for the commit; none for meta, reads, rollback
+        # One for the commit; none for meta, the heartbeat, reads, the rollback.
+        assert later == (marker[0] + 1,)
         marker = later
         mine.apply(Document(3, seen.events), [], datetime.now(UTC))  # as on SQLite: ours count too
         wait_until(lambda: mine.db.write_marker() != marker, message="the NOTIFY of our commit")

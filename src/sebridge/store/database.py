@@ -86,13 +86,6 @@ class Database:
         with self._lock:
             return self._run(sql, params).rowcount
 
-    def insert(self, sql: str, params: Sequence[Any] = ()) -> int:
-        """Run an INSERT ... RETURNING id; returns the id."""
-        row = self.one(sql, params)
-        if row is None:
-            raise StoreError("insert returned no id")
-        return int(row[0])
-
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         """The first row of a query, or None."""
         with self._lock:

@@ -12,8 +12,9 @@ session-level advisory lock and writes who it is (pid, host, since) into
   daemon's name) take a transaction-level advisory lock at BEGIN, in the same
   round trip, so several agents starting at once migrate one after the other.
 - Other processes' writes are noticed without a query: a statement trigger
-  on every table sends NOTIFY, delivered when the writer commits, and a
-  dedicated LISTEN connection is read without blocking on each tick.
+  on every table someone may wait for (all but meta, documents, sightings)
+  sends NOTIFY, delivered when the writer commits, and a dedicated LISTEN
+  connection is read without blocking on each tick.
 """
 
 from __future__ import annotations
@@ -43,12 +44,10 @@ CHANNEL = "sebridge"
 MIGRATE_LOCK = 0x5EB21D6E0001
 DAEMON_LOCK = 0x5EB21D6E0002
 HOLDER_KEY = "daemon.holder"
-# Every table the migrations create but those whose writes need not wake anyone:
+# Every table the migrations create, and those whose writes need not wake anyone:
 # meta (settings), documents (heartbeats) and sightings (written with events).
+_TABLES = tuple(name for m in MIGRATIONS for name in re.findall(r"CREATE TABLE (\w+)", m))
 _QUIET = ("meta", "documents", "sightings")
-_TABLES = tuple(
-    name for m in MIGRATIONS for name in re.findall(r"CREATE TABLE (\w+)", m) if name not in _QUIET
-)
 _NOTIFY_FUNCTION = (
     "CREATE OR REPLACE FUNCTION sebridge_notify() RETURNS trigger LANGUAGE plpgsql AS "
     f"$$ BEGIN PERFORM pg_notify('{CHANNEL}', ''); RETURN NULL; END $$"
@@ -137,6 +136,8 @@ class PostgresDatabase(Database):
         self._run(_NOTIFY_FUNCTION)
         for table in _TABLES:
             self._run(f"DROP TRIGGER IF EXISTS sebridge_notify ON {table}")
+            if table in _QUIET:
+                continue
             self._run(
                 f"CREATE TRIGGER sebridge_notify AFTER INSERT OR UPDATE OR DELETE ON {table} "
                 "FOR EACH STATEMENT EXECUTE FUNCTION sebridge_notify()"
