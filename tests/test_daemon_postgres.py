@@ -167,3 +167,18 @@ def test_a_killed_daemon_never_blocks_a_restart(
     assert second.alive()
     refused = run_cli("run", "--config", str(config), timeout=30)
     assert refused.returncode == 1 and holder(second.pid) in refused.stderr
+
+
+def test_a_database_that_does_not_answer_at_start_is_exit_1_without_the_password(
+    tmp_path: Path, sim: Simulator
+) -> None:
+    config = write_config(
+        tmp_path / "down.toml",
+        endpoint=sim.url,
+        store_url=f"postgresql://sebridge:S3CRET-5150@127.0.0.1:{free_port()}/sebridge",
+    )
+    for command in ("run", "once", "events"):
+        done = run_cli(command, "--config", str(config), timeout=30)
+        assert done.returncode == 1, (command, done.stderr)
+        assert "cannot connect to the store at postgresql://sebridge:***@127.0.0.1" in done.stderr
+        assert "S3CRET" not in done.stdout + done.stderr
