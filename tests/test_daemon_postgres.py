@@ -182,3 +182,16 @@ def test_a_database_that_does_not_answer_at_start_is_exit_1_without_the_password
         assert done.returncode == 1, (command, done.stderr)
         assert "cannot connect to the store at postgresql://sebridge:***@127.0.0.1" in done.stderr
         assert "S3CRET" not in done.stdout + done.stderr
+
+
+def test_once_on_postgresql_records_and_delivers(
+    config: Path, sim: Simulator, tmp_path: Path, url: str
+) -> None:
+    event_id = sim.schedule("Reboot")
+    done = run_cli("once", "--json", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert lines_of(tmp_path / "events.jsonl", event_id, "scheduled")
+    assert pg.query(url, "SELECT event_id, kind FROM transitions") == [(event_id, "scheduled")]
+    again = run_cli("once", "--json", "--config", str(config))  # the same document: nothing new
+    assert again.returncode == 0, again.stderr
+    assert len(lines_of(tmp_path / "events.jsonl", event_id)) == 1

@@ -151,14 +151,14 @@ def test_an_unchanged_document_costs_no_round_trip_and_an_approval_elsewhere_wak
         event_id = sim.schedule("Reboot")
         d.tick()
         d.dispatcher.deliver_due(sink)
-        for _ in range(3):  # settles: our own writes are not news to us
+        for _ in range(3):  # settles: the ticks that hear our own commits
             d.tick()
         before = tap.round_trips
         for _ in range(20):
             result = d.tick()
             assert result.polled and not result.changed
         assert tap.round_trips == before, tap.sql[-10:]
-        # `sebridge approve` on another VM or shell: its POST to IMDS fails ...
+        # `sebridge approve` elsewhere, whose POST did not reach IMDS: the approval is stored ...
         cli = Store(url, agent="cli")
         cli.record_approval(Approval(event_id, "alice", "cli", datetime.now(UTC)))
         cli.close()
