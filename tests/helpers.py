@@ -64,22 +64,26 @@ def write_config(
     path: Path,
     *,
     endpoint: str,
-    db: Path,
+    db: Path | None = None,
     jsonl: Path | str | None = None,
     console: bool = False,
     poll_interval: float = 0.2,
     dry_run: bool = False,
     vm_name: str = "",
     extra: str = "",
+    store_url: str = "",
 ) -> Path:
-    """A config file for tests: everything in tmp_path, fast polls, quick shutdown."""
+    """A config file for tests: everything in tmp_path, fast polls, quick shutdown.
+
+    The store: the SQLite file `db`, or `store_url` (a test's PostgreSQL database).
+    """
     lines = [
         "[imds]",
         f"endpoint = {toml_str(endpoint)}",
         f"poll_interval = {poll_interval}",
         f"vm_name = {toml_str(vm_name)}",
         "[store]",
-        f"url = {toml_str(f'sqlite:///{db}')}",
+        f"url = {toml_str(store_url or f'sqlite:///{db}')}",
         "[policy]",
         f"dry_run = {'true' if dry_run else 'false'}",
         "[dispatch]",

@@ -1,14 +1,18 @@
-"""tick() end to end, in process: the simulator over real sockets, the real client, a real store."""
+"""tick() end to end, in process: the simulator over real sockets, the real client, a real store.
+
+Every test on both dialects: a SQLite file in tmp_path and a PostgreSQL database of this
+module's own (tests/pg.py; skipped only when no server answers on 127.0.0.1:5432).
+"""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+import pg
 from sebridge.daemon import Daemon
 from sebridge.errors import ApprovalError
 from sebridge.imds import ImdsClient
@@ -64,15 +68,15 @@ def sim(clock: FakeClock) -> Iterator[Simulator]:
 
 
 class Harness:
-    def __init__(self, sim: Simulator, clock: FakeClock, db: Path, **options: object) -> None:
-        self.sim, self.clock, self.db = sim, clock, db
+    def __init__(self, sim: Simulator, clock: FakeClock, url: str, **options: object) -> None:
+        self.sim, self.clock, self.url = sim, clock, url
         self.sink = ListSink()
         self.options = options
         self.daemon = self._daemon()
 
     def _daemon(self) -> Daemon:
         imds = ImdsClient(self.sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None)
-        store = Store(f"sqlite:///{self.db}", agent="vm0")
+        store = Store(self.url, agent="vm0")
         return Daemon(imds, store, [self.sink], vm_name="vm0", clock=self.clock.now, **self.options)  # type: ignore[arg-type]
 
     def tick(self) -> None:
@@ -89,9 +93,22 @@ class Harness:
         self.daemon.store.close()
 
 
+@pytest.fixture(scope="module")
+def pg_database() -> Iterator[str]:
+    with pg.temporary_database() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/state.db"
+    return pg.reset(request.getfixturevalue("pg_database"))
+
+
 @pytest.fixture
-def h(sim: Simulator, clock: FakeClock, tmp_path: Path) -> Iterator[Harness]:
-    harness = Harness(sim, clock, tmp_path / "state.db")
+def h(sim: Simulator, clock: FakeClock, url: str) -> Iterator[Harness]:
+    harness = Harness(sim, clock, url)
     yield harness
     harness.close()
 
@@ -171,8 +188,8 @@ def test_a_failed_post_is_retried_on_the_next_tick(h: Harness) -> None:
     assert h.sink.kinds().count(("approved", eid)) == 1
 
 
-def test_dry_run_notifies_but_never_posts(sim: Simulator, clock: FakeClock, tmp_path: Path) -> None:
-    h = Harness(sim, clock, tmp_path / "state.db", dry_run=True)
+def test_dry_run_notifies_but_never_posts(sim: Simulator, clock: FakeClock, url: str) -> None:
+    h = Harness(sim, clock, url, dry_run=True)
     eid = sim.schedule("Reboot", source="User")
     h.tick()
     assert sim.posts == []
@@ -181,10 +198,8 @@ def test_dry_run_notifies_but_never_posts(sim: Simulator, clock: FakeClock, tmp_
     h.close()
 
 
-def test_only_this_vm_ignores_other_vms_events(
-    sim: Simulator, clock: FakeClock, tmp_path: Path
-) -> None:
-    h = Harness(sim, clock, tmp_path / "state.db", policy=PolicySettings(only_this_vm=True))
+def test_only_this_vm_ignores_other_vms_events(sim: Simulator, clock: FakeClock, url: str) -> None:
+    h = Harness(sim, clock, url, policy=PolicySettings(only_this_vm=True))
     sim.schedule("Reboot", resources=["other-vm"])
     mine = sim.schedule("Reboot", resources=["vm0", "other-vm"])
     h.tick()
@@ -195,10 +210,10 @@ def test_only_this_vm_ignores_other_vms_events(
 def test_unchanged_document_writes_nothing(h: Harness) -> None:
     h.sim.schedule("Reboot")
     h.tick()
-    before = _dump(h.db)
+    before = _dump(h.url)
     for _ in range(5):
         h.tick()
-    assert _dump(h.db) == before
+    assert _dump(h.url) == before
 
 
 def test_malformed_document_keeps_the_previous_state(h: Harness) -> None:
@@ -249,12 +264,16 @@ def test_an_event_gone_while_we_were_down_completes_if_approved(h: Harness) -> N
     assert h.sink.kinds()[-1] == ("completed", eid)
 
 
-def _dump(db: Path) -> list[tuple[object, ...]]:
-    with sqlite3.connect(db) as conn:
+def _dump(url: str) -> list[tuple[object, ...]]:
+    """Every row, read through a connection of its own."""
+    store = Store(url)
+    try:
         rows: list[tuple[object, ...]] = []
         for table in ("documents", "events", "transitions", "outbox", "approvals", "receipts"):
-            rows += [(table, *r) for r in conn.execute(f"SELECT * FROM {table}")]
+            rows += [(table, *r) for r in store.db.all(f"SELECT * FROM {table} ORDER BY 1, 2")]
         return rows
+    finally:
+        store.close()
 
 
 def test_an_approval_too_late_is_reported_not_posted(h: Harness) -> None:

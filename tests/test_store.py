@@ -1,16 +1,24 @@
-"""The store: one transaction per tick, the outbox's order and claims, approvals, history, pruning."""
+"""The store: one transaction per tick, the outbox's order and claims, approvals, history, pruning.
+
+Each behaviour on both dialects: SQLite (a file in tmp_path) and PostgreSQL (a database of this
+module's own on the machine's server; skipped only when no server answers).
+"""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+import pg
 from sebridge.errors import StoreError
 from sebridge.model import Approval, Document, Receipt, ScheduledEvent, Transition, TransitionKind
 from sebridge.store import Store
+from sebridge.store.codec import event_to_dict, transition_to_json
 from sebridge.store.schema import MIGRATIONS
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -31,9 +39,22 @@ def scheduled(e: ScheduledEvent, at: datetime = T0) -> Transition:
     return Transition(TransitionKind.SCHEDULED, e, at)
 
 
+@pytest.fixture(scope="module")
+def pg_database() -> Iterator[str]:
+    with pg.temporary_database() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/state.db"
+    return pg.reset(request.getfixturevalue("pg_database"))
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store(f"sqlite:///{tmp_path}/state.db", agent="vm0")
+def store(url: str) -> Iterator[Store]:
+    s = Store(url, agent="vm0")
     yield s
     s.close()
 
@@ -89,8 +110,7 @@ def test_a_failing_tick_writes_nothing(store: Store) -> None:
     assert store.outbox.pending_count() == 0
 
 
-def test_state_survives_reopening(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/state.db"
+def test_state_survives_reopening(url: str) -> None:
     first = Store(url)
     e = event()
     first.apply(Document(7, (e,)), [(scheduled(e), ["console"])], T0)
@@ -101,15 +121,52 @@ def test_state_survives_reopening(tmp_path: Path) -> None:
     again.close()
 
 
-def test_newer_schema_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "state.db"
-    Store(f"sqlite:///{path}").close()
-    with sqlite3.connect(path) as db:
-        db.execute(
-            "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(len(MIGRATIONS) + 1),)
-        )
+def test_newer_schema_is_refused(url: str) -> None:
+    first = Store(url)
+    first.db.execute(
+        "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(len(MIGRATIONS) + 1),)
+    )
+    first.close()
     with pytest.raises(StoreError, match="upgrade sebridge"):
-        Store(f"sqlite:///{path}")
+        Store(url)
+
+
+def test_a_version_1_sqlite_store_migrates_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    e = event()
+    with sqlite3.connect(path) as db:  # what sebridge of schema version 1 left on disk
+        db.executescript(MIGRATIONS[0].replace("{id}", "INTEGER PRIMARY KEY AUTOINCREMENT"))
+        db.executescript(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);"
+            "INSERT INTO meta VALUES ('schema_version', '1'), ('setting.vm_name', 'vm0');"
+        )
+        db.execute("INSERT INTO documents VALUES ('vm0', 7, ?)", (T0.isoformat(),))
+        db.execute(
+            "INSERT INTO events VALUES ('E1', 'Reboot', 'Scheduled', 'scheduled', 'notify', ?, 1,"
+            " ?, ?, NULL)",
+            (json.dumps(event_to_dict(e)), T0.isoformat(), T0.isoformat()),
+        )
+        db.execute(
+            "INSERT INTO transitions (event_id, kind, at, data) VALUES ('E1', 'scheduled', ?, ?)",
+            (T0.isoformat(), transition_to_json(scheduled(e))),
+        )
+        db.execute(
+            "INSERT INTO outbox (transition_id, event_id, sink, state, attempts, next_attempt_at)"
+            " VALUES (1, 'E1', 'slack', 'pending', 2, ?)",
+            (T0.isoformat(),),
+        )
+    store = Store(f"sqlite:///{path}", agent="vm0")
+    try:
+        assert store.db.one("SELECT value FROM meta WHERE key = 'schema_version'") == (
+            str(len(MIGRATIONS)),
+        )
+        assert store.last_document() == Document(7, (e,))
+        assert store.setting("vm_name") == "vm0"
+        (delivery,) = store.outbox.claim("slack", T0, T0 + timedelta(minutes=2))
+        # Two attempts before the upgrade: either may have reached Slack.
+        assert (delivery.transition, delivery.attempts, delivery.begun) == (scheduled(e), 2, 2)
+    finally:
+        store.close()
 
 
 def test_unwritable_location_is_a_clear_error(tmp_path: Path) -> None:
@@ -224,3 +281,16 @@ def test_events_lists_present_and_recently_gone(store: Store) -> None:
     assert [r.event.event_id for r in store.events()] == ["A"]
     recent = store.events(include_gone_since=T0)
     assert [r.event.event_id for r in recent] == ["A", "B"]
+
+
+@pytest.mark.parametrize("token", [5, 2**70, "abc123", 1.5, True, "007"])
+def test_an_opaque_incarnation_is_kept_as_it_came(store: Store, token: object) -> None:
+    # DocumentIncarnation may be any JSON scalar (peers send "abc123"): PostgreSQL's
+    # columns must take it too, and it must compare equal after a restart.
+    e = event()
+    store.apply(Document(token, (e,)), [(scheduled(e), ["console"])], T0)  # type: ignore[arg-type]
+    back = store.last_document()
+    assert back is not None
+    assert back.incarnation == token and type(back.incarnation) is type(token)
+    store.apply(Document(token, (e,)), [], T0 + timedelta(seconds=1))  # type: ignore[arg-type]
+    assert store.last_document() == back

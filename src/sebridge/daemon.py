@@ -29,6 +29,7 @@ from sebridge.model import Approval, Document, ScheduledEvent, Transition, Trans
 from sebridge.policy import APPROVE, IGNORE, PolicySettings, decide
 from sebridge.sink import Sink
 from sebridge.store import Store
+from sebridge.store.store import HEARTBEAT
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.background import BackgroundScheduler
@@ -134,9 +135,10 @@ class Daemon:
         result = TickResult()
         document = self._poll(result)
         if document is not None and document is not self._last_object:
-            self._last_object = document
             if document != self._previous:
                 self._record(document, result)
+            # Only once recorded: after a store failure the same document is tried again.
+            self._last_object = document
         written = self._store_written()
         if written or self._approvals_due:
             self._approvals_due = False
@@ -230,6 +232,7 @@ class Daemon:
         stop: threading.Event | None = None,
         shutdown_grace: float = 5.0,
         retention: timedelta = timedelta(days=90),
+        heartbeat: timedelta = HEARTBEAT,
     ) -> int:
         """Poll until SIGTERM/SIGINT (or `stop` is set); returns the exit code, 0.
 
@@ -262,6 +265,14 @@ class Daemon:
         )
         scheduler.add_job(
             self._prune, "interval", hours=6, args=[retention], next_run_time=datetime.now(UTC)
+        )
+        # Other agents take this one for dead without it (see Store.heartbeat).
+        scheduler.add_job(
+            self._safe(Job("heartbeat", heartbeat.total_seconds(), self._heartbeat)),
+            "interval",
+            seconds=heartbeat.total_seconds(),
+            max_instances=1,
+            coalesce=True,
         )
         for job in self.jobs:
             scheduler.add_job(
@@ -322,6 +333,9 @@ class Daemon:
                 log.exception("%s failed; it runs again in %gs", job.name, job.interval)
 
         return run
+
+    def _heartbeat(self) -> None:
+        self.store.heartbeat(self._clock())
 
     def _prune(self, retention: timedelta) -> None:
         try:

@@ -1,4 +1,4 @@
-"""The durable store: SQLite by default (WAL), with the outbox. Only this package runs SQL."""
+"""The durable store: SQLite (WAL) by default or PostgreSQL, with the outbox. Only it runs SQL."""
 
 from sebridge.store.records import (
     ApprovalRecord,

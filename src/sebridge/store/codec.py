@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -17,6 +18,7 @@ __all__ = [
     "incarnation_to_db",
     "iso",
     "transition_from_json",
+    "transition_key",
     "transition_to_json",
 ]
 
@@ -31,20 +33,15 @@ def from_iso(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-def incarnation_to_db(incarnation: Incarnation) -> int | str:
-    """DocumentIncarnation for the documents table: an int as itself; any other token
-    (text, float, bool, a huge int) as a one-item JSON list, text no column type converts."""
-    if type(incarnation) is int and -(2**63) <= incarnation < 2**63:
-        return incarnation
-    return json.dumps([incarnation])
+def incarnation_to_db(incarnation: Incarnation) -> str:
+    """DocumentIncarnation as JSON text (its columns are TEXT: the token is opaque)."""
+    return json.dumps(incarnation)
 
 
-def incarnation_from_db(value: int | float | str) -> Incarnation:
+def incarnation_from_db(value: str) -> Incarnation:
     """The inverse of incarnation_to_db."""
-    if isinstance(value, str):
-        token: Incarnation = json.loads(value)[0]
-        return token
-    return value
+    token: Incarnation = json.loads(value)
+    return token
 
 
 def event_to_dict(event: ScheduledEvent) -> dict[str, Any]:
@@ -97,6 +94,31 @@ def transition_to_json(transition: Transition) -> str:
         },
         separators=(",", ":"),
     )
+
+
+# Each of these happens once in an event's life, whoever derives it.
+_ONCE = frozenset(("scheduled", "unplanned", "approved", "started", "completed", "cancelled"))
+
+
+def transition_key(transition: Transition) -> str:
+    """What a transition says, as the third part of its unique key (event, kind, content).
+
+    Lifecycle steps happen once per event: "". A change is keyed by the event's
+    new content (a change back to content announced before is not announced
+    again); a note (taken, problem) by who and what. Hashed: an event's
+    Resources can be long, an index entry cannot.
+    """
+    if transition.kind in _ONCE:
+        return ""
+    if transition.kind == "changed":
+        said: dict[str, object] = {
+            "changes": sorted(transition.changes),
+            "event": event_to_dict(transition.event),
+        }
+    else:
+        said = {"actor": transition.actor, "via": transition.via, "note": transition.note}
+    text = json.dumps(said, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def transition_from_json(text: str) -> Transition:

@@ -64,7 +64,7 @@ class Outbox:
                 "AND (o.claimed_until IS NULL OR o.claimed_until < ?) "
                 "AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink "
                 "AND p.event_id = o.event_id AND p.state = ? AND p.id < o.id) "
-                "ORDER BY o.id LIMIT ?",
+                "ORDER BY o.id LIMIT ? FOR UPDATE OF o SKIP LOCKED",
                 (sink, PENDING, iso(now), iso(now), PENDING, limit),
             )
             for row in rows:

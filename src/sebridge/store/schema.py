@@ -89,5 +89,41 @@ ALTER TABLE outbox ADD COLUMN begun INTEGER NOT NULL DEFAULT 0;
 UPDATE outbox SET begun = attempts
 """
 
+# Many agents on one database. An event stays one row; what each agent saw is its
+# own sighting, so one agent's document never marks another's events gone: the
+# event leaves when no agent sees it. A transition is keyed by what it says
+# (event, kind, a hash of its content: see codec.transition_key), so when several
+# agents derive it the first insert wins and only it writes outbox rows.
+# Existing transitions keep a key of their own (their id); existing events become
+# sightings of the agent that wrote the latest document (an older name of this
+# VM must not keep them present forever). DocumentIncarnation is an opaque
+# token (any JSON scalar, kept as JSON text), so its columns become TEXT.
+_V3 = """
+CREATE TABLE sightings (
+    agent TEXT NOT NULL,
+    event_id TEXT NOT NULL REFERENCES events (event_id) ON DELETE CASCADE,
+    incarnation TEXT NOT NULL,
+    present INTEGER NOT NULL,
+    last_seen TEXT NOT NULL,
+    PRIMARY KEY (agent, event_id)
+);
+INSERT INTO sightings (agent, event_id, incarnation, present, last_seen)
+    SELECT d.agent, e.event_id, CAST(d.incarnation AS TEXT), e.present, e.last_seen
+    FROM events e CROSS JOIN documents d
+    WHERE d.seen_at = (SELECT MAX(seen_at) FROM documents);
+CREATE TABLE documents_v3 (
+    agent TEXT PRIMARY KEY,
+    incarnation TEXT NOT NULL,
+    seen_at TEXT NOT NULL
+);
+INSERT INTO documents_v3 (agent, incarnation, seen_at)
+    SELECT agent, CAST(incarnation AS TEXT), seen_at FROM documents;
+DROP TABLE documents;
+ALTER TABLE documents_v3 RENAME TO documents;
+ALTER TABLE transitions ADD COLUMN content TEXT NOT NULL DEFAULT '';
+UPDATE transitions SET content = CAST(id AS TEXT);
+CREATE UNIQUE INDEX transitions_said ON transitions (event_id, kind, content)
+"""
+
 # Index i holds the statements of schema version i + 1.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)

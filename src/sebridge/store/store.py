@@ -15,10 +15,10 @@ from sebridge.store.codec import (
     incarnation_to_db,
     iso,
     transition_from_json,
+    transition_key,
     transition_to_json,
 )
-from sebridge.store.database import Database, Row, sqlite_path
-from sebridge.store.lock import StoreLock
+from sebridge.store.database import Held, Row, open_database
 from sebridge.store.outbox import Outbox
 from sebridge.store.records import (
     ApprovalRecord,
@@ -30,6 +30,10 @@ from sebridge.store.records import (
 
 __all__ = ["Store"]
 
+# An agent whose documents row is older than this is taken for dead: its sightings
+# no longer keep an event in the latest document. Daemons beat every HEARTBEAT.
+HEARTBEAT = timedelta(seconds=30)
+STALE = 3 * HEARTBEAT
 # Transitions that annotate an event without moving it along its lifecycle.
 _NOTES = (TransitionKind.TAKEN, TransitionKind.PROBLEM)
 _EVENT_COLUMNS = "event_id, data, state, policy, present, first_seen, last_seen, gone_at"
@@ -49,18 +53,20 @@ class Store:
     """Everything sebridge remembers. Only this package runs SQL.
 
     Args:
-        url: store.url (sqlite:////var/lib/sebridge/state.db).
+        url: store.url: sqlite:////var/lib/sebridge/state.db, or
+            postgresql://user@host/db (one daemon per database for now).
         agent: who this process is (the VM name); claims carry it.
-        exclusive: this process delivers (the daemon): lock a SQLite file
-            against a second one (see store/lock.py); StoreError names the holder.
+        exclusive: this process delivers (the daemon): hold the store against
+            a second daemon (a SQLite file's flock, store/lock.py; PostgreSQL's
+            advisory lock, store/postgres.py); StoreError names the holder.
     """
 
     def __init__(self, url: str, agent: str = "local", *, exclusive: bool = False) -> None:
-        self.db = Database(url)
-        self._lock: StoreLock | None = None
+        self.db = open_database(url)
+        self._lock: Held | None = None
         try:
-            if exclusive and url.startswith("sqlite:"):
-                self._lock = StoreLock.acquire(sqlite_path(url))
+            if exclusive:
+                self._lock = self.db.hold_exclusive()
             self.db.migrate()
         except BaseException:
             self.close()
@@ -86,7 +92,9 @@ class Store:
         if row is None:
             return None
         events = self.db.all(
-            "SELECT data FROM events WHERE present = 1 ORDER BY first_seen, event_id"
+            "SELECT e.data FROM events e JOIN sightings s ON s.event_id = e.event_id "
+            "WHERE s.agent = ? AND s.present = 1 ORDER BY e.first_seen, e.event_id",
+            (self.agent,),
         )
         return Document(
             incarnation_from_db(row[0]), tuple(event_from_dict(json.loads(r[0])) for r in events)
@@ -101,8 +109,10 @@ class Store:
         policies: dict[str, str] | None = None,
         approvals: Sequence[Approval] = (),
     ) -> None:
-        """Write one tick: the document, its events, the transitions with one
-        outbox row per (transition, sink), and the policy's approvals. All or nothing.
+        """Write one tick: the document, its events and this agent's sightings of them,
+        the transitions with one outbox row per (transition, sink), and the
+        policy's approvals. All or nothing. An event leaves the latest document
+        when no agent sees it any more.
 
         Args:
             policies: the policy's decision for events first seen in this tick.
@@ -116,18 +126,45 @@ class Store:
                 "seen_at = excluded.seen_at",
                 (self.agent, incarnation_to_db(document.incarnation), iso(now)),
             )
-            for event in document.events:
+            # One order for every agent: rows are locked in it, so no deadlock between them.
+            for event in sorted(document.events, key=lambda e: e.event_id):
                 self._upsert_event(event, policies.get(event.event_id, "notify"), now)
-            for (event_id,) in self.db.all("SELECT event_id FROM events WHERE present = 1"):
+                self.db.execute(
+                    "INSERT INTO sightings (agent, event_id, incarnation, present, last_seen) "
+                    "VALUES (?, ?, ?, 1, ?) ON CONFLICT (agent, event_id) DO UPDATE SET "
+                    "incarnation = excluded.incarnation, present = 1, "
+                    "last_seen = excluded.last_seen",
+                    (self.agent, event.event_id, incarnation_to_db(document.incarnation), iso(now)),
+                )
+            seen = self.db.all(
+                "SELECT event_id FROM sightings WHERE agent = ? AND present = 1", (self.agent,)
+            )
+            for (event_id,) in seen:
                 if event_id not in present:
-                    self.db.execute(
-                        "UPDATE events SET present = 0, gone_at = ? WHERE event_id = ?",
-                        (iso(now), event_id),
-                    )
+                    self._lose_sight(event_id, now)
             for transition, sinks in deliveries:
                 self._add_transition(transition, sinks, now)
             for approval in approvals:
                 self.record_approval(approval)
+
+    def _lose_sight(self, event_id: str, now: datetime) -> None:
+        # The event's row first: agents losing sight of it at once take turns, so the
+        # last one sees the others' sightings gone (each alone would see the other's).
+        self.db.one("SELECT 1 FROM events WHERE event_id = ? FOR UPDATE", (event_id,))
+        self.db.execute(
+            "UPDATE sightings SET present = 0 WHERE agent = ? AND event_id = ?",
+            (self.agent, event_id),
+        )
+        self.db.execute(
+            "UPDATE events SET present = 0, gone_at = ? WHERE event_id = ? AND NOT EXISTS "
+            "(SELECT 1 FROM sightings s JOIN documents d ON d.agent = s.agent "
+            "WHERE s.event_id = ? AND s.present = 1 AND d.agent <> ? AND d.seen_at >= ?)",
+            (iso(now), event_id, event_id, self.agent, iso(now - STALE)),
+        )
+
+    def heartbeat(self, now: datetime) -> None:
+        """Say this agent is alive (its sightings count); the daemon calls it every HEARTBEAT."""
+        self.db.execute("UPDATE documents SET seen_at = ? WHERE agent = ?", (iso(now), self.agent))
 
     def _upsert_event(self, event: ScheduledEvent, policy: str, now: datetime) -> None:
         data = json.dumps(event_to_dict(event), separators=(",", ":"))
@@ -149,21 +186,33 @@ class Store:
             ),
         )
 
-    def record_transition(self, transition: Transition, sinks: Sequence[str], now: datetime) -> int:
-        """Queue a transition that no document produced (someone took the event)."""
+    def record_transition(
+        self, transition: Transition, sinks: Sequence[str], now: datetime
+    ) -> int | None:
+        """Queue a transition that no document produced (someone took the event);
+        None when it was recorded before (by another agent, or an earlier click)."""
         with self.db.transaction():
             return self._add_transition(transition, sinks, now)
 
-    def _add_transition(self, transition: Transition, sinks: Sequence[str], now: datetime) -> int:
-        transition_id = self.db.insert(
-            "INSERT INTO transitions (event_id, kind, at, data) VALUES (?, ?, ?, ?) RETURNING id",
+    def _add_transition(
+        self, transition: Transition, sinks: Sequence[str], now: datetime
+    ) -> int | None:
+        """Insert it unless an agent already said the same; only the first insert
+        moves the event along and queues deliveries."""
+        row = self.db.one(
+            "INSERT INTO transitions (event_id, kind, at, data, content) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (event_id, kind, content) DO NOTHING RETURNING id",
             (
                 transition.event_id,
                 transition.kind,
                 iso(transition.at),
                 transition_to_json(transition),
+                transition_key(transition),
             ),
         )
+        if row is None:
+            return None
+        transition_id = int(row[0])
         if transition.kind not in _NOTES:
             self.db.execute(
                 "UPDATE events SET state = ? WHERE event_id = ?",
@@ -273,7 +322,7 @@ class Store:
         with self.db.transaction():
             rows = self.db.all(
                 f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE state = ? "
-                "OR (state = ? AND claimed_until < ?) ORDER BY at",
+                "OR (state = ? AND claimed_until < ?) ORDER BY at FOR UPDATE SKIP LOCKED",
                 (PENDING, POSTING, iso(now)),
             )
             for row in rows:
@@ -368,7 +417,14 @@ class Store:
                 )
             ]
             for event_id in gone:
-                for table in ("outbox", "receipts", "approvals", "transitions", "events"):
+                for table in (
+                    "outbox",
+                    "receipts",
+                    "approvals",
+                    "transitions",
+                    "sightings",
+                    "events",
+                ):
                     self.db.execute(f"DELETE FROM {table} WHERE event_id = ?", (event_id,))
             self.db.execute("DELETE FROM audit WHERE at < ?", (iso(before),))
         return len(gone)

@@ -1,0 +1,235 @@
+"""Several agents on one store (schema v3): each agent's sightings are its own, a transition
+derived by several agents is recorded and queued once, claims pass from a dead agent to a
+live one, and (PostgreSQL) a row another agent holds is skipped rather than waited for.
+
+On both dialects: a SQLite file in tmp_path, a PostgreSQL database of this module's own.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import pg
+from helpers import wait_until
+from sebridge.daemon import Daemon
+from sebridge.imds import ImdsClient
+from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
+from sebridge.simulator import Simulator
+from sebridge.store import Store
+from sebridge.store.store import STALE
+
+T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+LEASE = timedelta(minutes=2)
+
+
+def event(event_id: str = "E1", **kw: object) -> ScheduledEvent:
+    return ScheduledEvent(
+        event_id=event_id,
+        event_type="Reboot",
+        status="Scheduled",
+        resources=("vm0", "vm1"),
+        not_before=T0 + timedelta(minutes=int(kw.get("minutes", 15))),  # type: ignore[call-overload]
+        not_before_text="x",
+    )
+
+
+def scheduled(e: ScheduledEvent) -> Transition:
+    return Transition(TransitionKind.SCHEDULED, e, T0)
+
+
+@pytest.fixture(scope="module")
+def pg_database() -> Iterator[str]:
+    with pg.temporary_database() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/state.db"
+    return pg.reset(request.getfixturevalue("pg_database"))
+
+
+@pytest.fixture
+def agents(url: str) -> Iterator[tuple[Store, Store]]:
+    a, b = Store(url, agent="vm0"), Store(url, agent="vm1")
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_one_agents_empty_document_never_marks_anothers_events_gone(
+    agents: tuple[Store, Store],
+) -> None:
+    a, b = agents
+    e = event()
+    a.apply(Document(1, (e,)), [], T0)
+    b.apply(Document(5, (e,)), [], T0)
+    a.apply(Document(2, ()), [], T0 + timedelta(minutes=1))
+    assert a.last_document() == Document(2, ())
+    assert b.last_document() == Document(5, (e,))
+    record = b.event("E1")
+    assert record is not None and record.present and record.gone_at is None
+    b.apply(Document(6, ()), [], T0 + timedelta(minutes=2))
+    record = a.event("E1")
+    assert record is not None and not record.present
+    assert record.gone_at == T0 + timedelta(minutes=2)  # when the last agent lost sight of it
+
+
+def test_a_transition_derived_by_several_agents_is_recorded_and_queued_once(
+    agents: tuple[Store, Store],
+) -> None:
+    a, b = agents
+    e = event()
+    a.apply(Document(1, (e,)), [(scheduled(e), ["slack", "jira"])], T0)
+    b.apply(Document(1, (e,)), [(scheduled(e), ["slack", "jira"])], T0 + timedelta(seconds=1))
+    moved = event(minutes=30)
+    change = Transition(TransitionKind.CHANGED, moved, T0, changes=("not_before",))
+    a.apply(Document(2, (moved,)), [(change, ["slack"])], T0)
+    b.apply(Document(2, (moved,)), [(change, ["slack"])], T0)
+    assert [h.transition.kind for h in a.history()] == ["scheduled", "changed"]
+    assert a.outbox.pending_count() == 3
+    # A note says who: two people taking the event are two notes, one person clicking twice one.
+    for actor in ("alice", "bob", "alice"):
+        taken = Transition(TransitionKind.TAKEN, moved, T0, actor=actor, via="slack")
+        a.record_transition(taken, ["slack"], T0)
+    assert [h.transition.actor for h in b.history()][-2:] == ["alice", "bob"]
+
+
+def test_claims_pass_from_a_dead_agent_to_a_live_one(agents: tuple[Store, Store]) -> None:
+    a, b = agents
+    e = event()
+    a.apply(
+        Document(1, (e,)),
+        [(scheduled(e), ["slack"])],
+        T0,
+        approvals=[Approval("E1", "policy", "policy", T0)],
+    )
+    (delivery,) = a.outbox.claim("slack", T0, T0 + LEASE)
+    assert b.outbox.claim("slack", T0, T0 + LEASE) == []  # a holds it
+    assert len(a.claim_approvals(T0, LEASE)) == 1
+    assert b.claim_approvals(T0, LEASE) == []
+    # a dies holding both; once the leases end, b takes them up.
+    later = T0 + LEASE + timedelta(seconds=1)
+    (again,) = b.outbox.claim("slack", later, later + LEASE)
+    assert again.id == delivery.id
+    assert [r.event_id for r in b.claim_approvals(later, LEASE)] == ["E1"]
+
+
+def test_a_row_another_agent_holds_is_skipped_not_waited_for(pg_database: str) -> None:
+    # PostgreSQL only: SQLite has no row locks, its write transaction holds the whole file.
+    url = pg.reset(pg_database)
+    # Were the claim to wait for the lock, it would fail after 5 s instead of skipping.
+    waiting = Store(f"{url}&options=-c%20lock_timeout%3D5000", agent="vm1")
+    holding = Store(url, agent="vm0")
+    try:
+        first, second = event("E1"), event("E2")
+        holding.apply(
+            Document(1, (first, second)),
+            [(scheduled(first), ["slack"]), (scheduled(second), ["slack"])],
+            T0,
+        )
+        for e in (first, second):
+            holding.record_approval(Approval(e.event_id, "alice", "cli", T0))
+        with psycopg.connect(url, autocommit=False) as other:
+            # Another agent is in the middle of claiming E1's outbox row and approval.
+            other.execute("SELECT id FROM outbox WHERE event_id = 'E1' FOR UPDATE")
+            other.execute("SELECT 1 FROM approvals WHERE event_id = 'E1' FOR UPDATE")
+            claimed = waiting.outbox.claim("slack", T0, T0 + LEASE)
+            assert [d.transition.event_id for d in claimed] == ["E2"]
+            assert [r.event_id for r in waiting.claim_approvals(T0, LEASE)] == ["E2"]
+            other.rollback()
+    finally:
+        waiting.close()
+        holding.close()
+
+
+def test_agents_losing_sight_of_an_event_at_once_take_turns(pg_database: str) -> None:
+    url = pg.reset(pg_database)
+    a, b = Store(url, agent="vm0"), Store(url, agent="vm1")
+    try:
+        e = event()
+        a.apply(Document(1, (e,)), [], T0)
+        b.apply(Document(1, (e,)), [], T0)
+        errors: list[BaseException] = []
+
+        def b_loses_it() -> None:
+            try:
+                b.apply(Document(2, ()), [], T0 + timedelta(minutes=1))
+            except BaseException as exc:
+                errors.append(exc)
+
+        with a.db.transaction():
+            a.apply(Document(2, ()), [], T0 + timedelta(minutes=1))  # not committed yet
+            thread = threading.Thread(target=b_loses_it)
+            thread.start()
+            # b waits for the event's row instead of deciding on what a has not committed.
+            wait_until(
+                lambda: pg.query(
+                    url,
+                    "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock'",
+                ),
+                message="b to wait for a's lock on the event",
+            )
+        thread.join()
+        assert errors == []
+        record = a.event("E1")
+        assert record is not None and not record.present
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_dead_agents_sightings_stop_counting_a_beating_ones_do_not(url: str) -> None:
+    a, b, c = (Store(url, agent=name) for name in ("vm0", "vm1", "vm2"))
+    try:
+        first, second = event("E1"), event("E2")
+        for agent in (a, b, c):
+            agent.apply(Document(1, (first, second)), [], T0)
+        # c dies. a and b live on: a only beats (its document is unchanged), b polls.
+        later = T0 + STALE + timedelta(seconds=1)
+        a.heartbeat(later - timedelta(seconds=1))
+        b.apply(Document(2, (second,)), [], later)  # b: E1 is gone
+        record = b.event("E1")
+        assert record is not None and record.present  # a, alive, still sees it
+        a.apply(Document(2, (second,)), [], later)
+        record = b.event("E1")
+        assert record is not None and not record.present  # c's sighting of it no longer counts
+        assert [r.event.event_id for r in b.events()] == ["E2"]
+    finally:
+        for agent in (a, b, c):
+            agent.close()
+
+
+def test_the_daemon_beats_while_it_runs(url: str) -> None:
+    with Simulator(vm_name="vm0") as sim:
+        store = Store(url, agent="vm0")
+        d = Daemon(ImdsClient(sim.url, timeout=2.0), store, [], vm_name="vm0")
+        stop = threading.Event()
+        runner = threading.Thread(
+            target=d.run, args=(0.2,), kwargs={"stop": stop, "heartbeat": timedelta(seconds=0.2)}
+        )
+        runner.start()
+        try:
+            first = wait_until(lambda: seen_at_of_vm0(url), message="the first document")
+            wait_until(lambda: seen_at_of_vm0(url) > first, message="a heartbeat after it")
+        finally:
+            stop.set()
+            runner.join()
+
+
+def seen_at_of_vm0(url: str) -> str:
+    """documents.seen_at of vm0, read through a store of its own (either dialect)."""
+    reader = Store(url, agent="reader")
+    try:
+        row = reader.db.one("SELECT seen_at FROM documents WHERE agent = 'vm0'")
+        return str(row[0]) if row else ""
+    finally:
+        reader.close()
