@@ -19,7 +19,7 @@ from tests.fakes.teams import FakeTeams
 from tests.helpers import wait_until
 from tests.link_bridge import LinkBridge
 
-from sebridge.integrations.teams.card import CardBuilder, sample_messages
+from sebridge.integrations.teams.card import CardBuilder, samples
 from sebridge.model import ScheduledEvent, Transition
 from sebridge.render import Renderer
 from sebridge.simulator import Simulator
@@ -159,20 +159,22 @@ def test_every_teams_card_renders_with_microsofts_renderer(browser: Any, tmp_pat
     (tmp_path / "cards.html").write_text(HARNESS, encoding="utf-8")
 
     builder = CardBuilder(Renderer())
-    samples = [realistic(), *sample_messages("vm0")]
-    cards = [builder.adaptive(m)["attachments"][0]["content"] for m in samples]
+    messages = [realistic(), *samples("vm0")]
+    cards = [builder.adaptive(m)["attachments"][0]["content"] for m in messages]
     browser.set_window_size(520, 900)
     browser.get((tmp_path / "cards.html").as_uri())
     results = browser.execute_script(RENDER, cards)
 
     assert len(results) == len(cards)
-    for sample, card, result in zip(samples, cards, results, strict=True):
+    for sample, card, result in zip(messages, cards, results, strict=True):
         where = f"{sample.transition.kind} card: {json.dumps(card)[:300]}"
         assert result["declared"] == card["version"] == "1.5", where
         assert result["events"] == [], where  # no warning, no error at the declared version
         assert sample.transition.event_id in result["text"] or "Hibernate" in result["text"], where
     first = next(
-        i for i, m in enumerate(samples) if i and m.approve_url and m.transition.kind == "scheduled"
+        i
+        for i, m in enumerate(messages)
+        if i and m.approve_url and m.transition.kind == "scheduled"
     )
     shown = results[first]["text"]
     # IMDS markdown shows as written: nothing became bold, a link or a list.
@@ -184,6 +186,6 @@ def test_every_teams_card_renders_with_microsofts_renderer(browser: Any, tmp_pat
     assert "Approve…" in shown
     browser.find_element(By.ID, f"card{first}").screenshot(str(tmp_path / "teams-escaping.png"))
     browser.find_element(By.ID, "card0").screenshot(str(tmp_path / "teams-card.png"))
-    followup = next(i for i, m in enumerate(samples) if m.transition.kind == "approved")
+    followup = next(i for i, m in enumerate(messages) if m.transition.kind == "approved")
     browser.find_element(By.ID, f"card{followup}").screenshot(str(tmp_path / "teams-followup.png"))
     assert (tmp_path / "teams-card.png").stat().st_size > 5_000

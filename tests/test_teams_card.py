@@ -9,7 +9,7 @@ import pytest
 
 from sebridge.config import from_mapping
 from sebridge.errors import ConfigError, PermanentDeliveryError
-from sebridge.integrations.teams.card import CardBuilder, escape_markdown, sample_messages
+from sebridge.integrations.teams.card import CardBuilder, escape_markdown, samples
 from sebridge.render import Renderer, relative
 from sebridge.runtime import build_sinks
 
@@ -53,7 +53,7 @@ def test_relative(delta: timedelta, said: str) -> None:
 
 def test_every_sample_renders_both_formats() -> None:
     builder = CardBuilder(Renderer())
-    for message in sample_messages():
+    for message in samples():
         assert builder.adaptive(message)["attachments"][0]["content"]["type"] == "AdaptiveCard"
         assert builder.messagecard(message)["title"]
 
@@ -73,14 +73,14 @@ def test_a_template_too_big_even_when_cut_is_refused(tmp_path: Path) -> None:
     )
     builder = CardBuilder(_override(tmp_path, "card.j2", big))
     with pytest.raises(PermanentDeliveryError, match="over Teams' 28 KB"):
-        builder.adaptive(sample_messages()[0])
+        builder.adaptive(samples()[0])
 
 
 @pytest.mark.parametrize(
     ("text", "says"),
     [
         ("{{ nope }}", "teams/card.j2"),
-        ("{% if %}", "teams/card.j2 line 1"),
+        ("{% if %}", "teams/card.j2, line 1"),
         ("not json", "did not produce valid JSON"),
         ("[1, 2]", "must produce a JSON object"),
     ],

@@ -8,6 +8,8 @@ from typing import Any
 
 import jinja2
 
+from sebridge.errors import PermanentDeliveryError
+
 __all__ = ["Renderer", "countdown", "relative"]
 
 BUILTIN_TEMPLATES = Path(__file__).parent / "templates"
@@ -87,3 +89,18 @@ class Renderer:
     def render(self, name: str, **context: Any) -> str:
         """Render a template. Raises jinja2.TemplateError (missing, broken, undefined name)."""
         return self._env.get_template(name).render(**context)
+
+    def render_for(self, sink: str, name: str, **context: Any) -> str:
+        """Render a sink's template; what goes wrong is a PermanentDeliveryError saying
+        which template and where (a retry would render it the same way)."""
+        try:
+            return self.render(name, **context)
+        except jinja2.TemplateSyntaxError as exc:
+            where = exc.filename or exc.name or name
+            raise PermanentDeliveryError(
+                f"{sink}: template {name} is broken: {where}, line {exc.lineno}: {exc.message}"
+            ) from None
+        except jinja2.TemplateNotFound as exc:
+            raise PermanentDeliveryError(f"{sink}: template {name}: {exc.name} not found") from None
+        except (jinja2.TemplateError, TypeError, ValueError, AttributeError) as exc:
+            raise PermanentDeliveryError(f"{sink}: template {name} failed: {exc}") from None

@@ -8,26 +8,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TextIO
 
-import jinja2
-
-from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError
-from sebridge.model import Receipt, ScheduledEvent, Transition, TransitionKind
+from sebridge.errors import RetryableDeliveryError
+from sebridge.model import Receipt
 from sebridge.render import Renderer
+from sebridge.samples import sample_messages
 from sebridge.sink import Message
 
 __all__ = ["ConsoleSink"]
 
 TEMPLATE = "console/line.j2"
-SAMPLE_EVENT = ScheduledEvent(
-    "C7061BAC-AFDC-4513-B24B-AA5F13A16123",
-    "Freeze",
-    "Scheduled",
-    ("vm1", "vm2"),
-    not_before_text="Mon, 11 Apr 2022 22:26:58 GMT",
-    description="Virtual machine is being paused because of a memory-preserving Live Migration.",
-    source="Platform",
-    duration_seconds=5,
-)
 
 
 class ConsoleSink:
@@ -49,26 +38,21 @@ class ConsoleSink:
     def render(self, message: Message) -> str:
         """The line this message prints. A broken template is a PermanentDeliveryError."""
         t = message.transition
-        try:
-            return self._renderer.render(
-                TEMPLATE,
-                t=t,
-                e=t.event,
-                vm=message.vm_name,
-                policy=message.policy,
-                dry_run=message.dry_run,
-                now=self._clock(),
-            )
-        except jinja2.TemplateSyntaxError as exc:
-            where = f"{exc.filename or TEMPLATE}, line {exc.lineno}"
-            raise PermanentDeliveryError(f"console: template {where}: {exc.message}") from None
-        except jinja2.TemplateError as exc:
-            raise PermanentDeliveryError(f"console: template {TEMPLATE}: {exc}") from None
+        return self._renderer.render_for(
+            "console",
+            TEMPLATE,
+            t=t,
+            e=t.event,
+            vm=message.vm_name,
+            policy=message.policy,
+            dry_run=message.dry_run,
+            now=self._clock(),
+        )
 
     def check_templates(self) -> None:
         """Render the line for every kind of transition now, so a broken template fails at start."""
-        for kind in TransitionKind:
-            self.render(Message(Transition(kind, SAMPLE_EVENT, self._clock()), "vm1", "notify"))
+        for sample in sample_messages():
+            self.render(sample)
 
     def send(self, message: Message) -> Receipt | None:
         """Print the line."""

@@ -19,13 +19,11 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import jinja2
-
 from sebridge.errors import DeliveryError, PermanentDeliveryError
 from sebridge.integrations.jira.client import JiraApi, jql_string
-from sebridge.integrations.jira.samples import sample_messages
 from sebridge.model import Receipt, TransitionKind
 from sebridge.render import Renderer
+from sebridge.samples import sample_messages
 from sebridge.sink import Message
 
 if TYPE_CHECKING:
@@ -117,7 +115,9 @@ class JiraSink:
 
     def check_templates(self) -> None:
         """Render every template against sample events at start-up; a failure names it."""
-        for sample in sample_messages():
+        for sample in sample_messages(
+            description='Host update {code} [link|x] & "quotes"\nnew line'
+        ):
             context = self._context(sample)
             self._summary(context)
             self._render(DESCRIPTION, context)
@@ -252,17 +252,7 @@ class JiraSink:
         return text[:255]
 
     def _render(self, name: str, context: dict[str, Any]) -> str:
-        try:
-            return self._renderer.render(name, **context)
-        except jinja2.TemplateSyntaxError as exc:
-            where = exc.filename or exc.name or name
-            raise PermanentDeliveryError(
-                f"jira: template {name} is broken: {where}, line {exc.lineno}: {exc.message}"
-            ) from None
-        except jinja2.TemplateNotFound as exc:
-            raise PermanentDeliveryError(f"jira: template {name}: {exc.name} not found") from None
-        except (jinja2.TemplateError, TypeError, ValueError, AttributeError) as exc:
-            raise PermanentDeliveryError(f"jira: template {name} failed: {exc}") from None
+        return self._renderer.render_for("jira", name, **context)
 
 
 def _names(transition: dict[str, Any]) -> tuple[str, str]:

@@ -13,10 +13,9 @@ import re
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Collection
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-import jinja2
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web import SlackResponse
@@ -24,8 +23,9 @@ from slack_sdk.web import SlackResponse
 from sebridge.errors import PermanentDeliveryError
 from sebridge.integrations.slack.errors import delivery_error
 from sebridge.integrations.slack.lookup import PARENT_TYPE, REPLY_TYPE, find_parent, reply_posted
-from sebridge.model import Receipt, ScheduledEvent, Transition, TransitionKind
+from sebridge.model import Receipt, TransitionKind
 from sebridge.render import Renderer
+from sebridge.samples import sample_messages
 from sebridge.sink import Message
 
 __all__ = ["SlackSink", "build_slack_client", "escape_mrkdwn", "slack_date", "slack_user"]
@@ -152,7 +152,9 @@ class SlackSink:
 
     def check_templates(self) -> None:
         """Render every template against sample events at start-up; a failure names it."""
-        for sample in sample_messages():
+        for sample in sample_messages(
+            description='Host update <!channel> & "quotes"\nnew line', actor="U0123ABCD"
+        ):
             context = self._context(sample, first=True)
             self._blocks(context)
             for name in (TEXT, REPLY):
@@ -233,17 +235,7 @@ class SlackSink:
         )  # fmt: skip
 
     def _render(self, name: str, context: dict[str, Any]) -> str:
-        try:
-            return self._renderer.render(name, **context)
-        except jinja2.TemplateSyntaxError as exc:
-            where = exc.filename or exc.name or name
-            raise PermanentDeliveryError(
-                f"slack: template {name} is broken: {where}, line {exc.lineno}: {exc.message}"
-            ) from None
-        except jinja2.TemplateNotFound as exc:
-            raise PermanentDeliveryError(f"slack: template {name}: {exc.name} not found") from None
-        except (jinja2.TemplateError, TypeError, ValueError, AttributeError) as exc:
-            raise PermanentDeliveryError(f"slack: template {name} failed: {exc}") from None
+        return self._renderer.render_for("slack", name, **context)
 
 
 def _where(receipt: Receipt | None) -> tuple[str, str] | None:
@@ -254,28 +246,3 @@ def _where(receipt: Receipt | None) -> tuple[str, str] | None:
     if not (channel and ts):
         channel, _, ts = receipt.external_id.partition(":")
     return (channel, ts) if channel and ts else None
-
-
-def sample_messages(vm: str = "vm1") -> list[Message]:
-    """Messages covering every transition and field variant, for check_templates()."""
-    now = datetime.now(UTC)
-    full = ScheduledEvent(
-        "C7061BAC-AFDC-4513-B24B-AA5F13A16123", "Reboot", "Scheduled", (vm, "vm2"),
-        not_before=now + timedelta(minutes=15), not_before_text="Mon, 11 Apr 2022 22:26:58 GMT",
-        description='Host update <!channel> & "quotes"\nnew line', source="Platform",
-        duration_seconds=-1,
-    )  # fmt: skip
-    bare = ScheduledEvent("1", "Hibernate", "Scheduled", not_before_text="soon")  # api 2017-03-01
-    started = ScheduledEvent("2", "Freeze", "Started", (vm,), duration_seconds=5)
-
-    def msg(
-        kind: str, event: ScheduledEvent = full, actor: str = "U0123ABCD", **more: Any
-    ) -> Message:
-        t = Transition(kind, event, now, ("not_before", "description"), actor, "slack")
-        return Message(t, vm, more.pop("policy", "notify"), **more)
-
-    return [msg(kind) for kind in [*TransitionKind, "mystery"]] + [
-        msg("scheduled", bare, policy="approve"), msg("changed", policy="ignore"),
-        msg("would_approve", actor="policy", approved_by="policy", dry_run=True),
-        msg("started", approved_by="alice"), msg("cancelled", bare), msg("unplanned", started),
-    ]  # fmt: skip

@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-import jinja2
-
 from sebridge.errors import PermanentDeliveryError
-from sebridge.model import ScheduledEvent, Transition, TransitionKind
+from sebridge.model import TransitionKind
 from sebridge.render import Renderer
+from sebridge.samples import sample_messages
 from sebridge.sink import Message
 
 __all__ = [
@@ -30,7 +29,7 @@ __all__ = [
     "MESSAGECARD",
     "CardBuilder",
     "escape_markdown",
-    "sample_messages",
+    "samples",
 ]
 
 CARD = "teams/card.j2"
@@ -94,7 +93,7 @@ class CardBuilder:
 
     def check_templates(self) -> None:
         """Render every template against sample messages now; a failure names the template."""
-        for sample in sample_messages():
+        for sample in samples():
             self.adaptive(sample)
             self.messagecard(sample)
 
@@ -115,26 +114,22 @@ class CardBuilder:
         self, name: str, message: Message, description_limit: int, resource_limit: int
     ) -> dict[str, Any]:
         t = message.transition
-        try:
-            source = self._renderer.render(
-                name,
-                t=t,
-                e=t.event,
-                vm=message.vm_name,
-                policy=message.policy,
-                dry_run=message.dry_run,
-                approvable=message.approvable,
-                approve_url=message.approve_url if message.approvable else None,
-                approved_by=message.approved_by,
-                first=self.full(message),
-                now=self._clock(),
-                description_limit=description_limit,
-                resource_limit=resource_limit,
-            )
-        except jinja2.TemplateError as exc:
-            line = getattr(exc, "lineno", None)
-            where = f" line {line}" if line else ""
-            raise PermanentDeliveryError(f"teams: template {name}{where}: {exc}") from None
+        source = self._renderer.render_for(
+            "teams",
+            name,
+            t=t,
+            e=t.event,
+            vm=message.vm_name,
+            policy=message.policy,
+            dry_run=message.dry_run,
+            approvable=message.approvable,
+            approve_url=message.approve_url if message.approvable else None,
+            approved_by=message.approved_by,
+            first=self.full(message),
+            now=self._clock(),
+            description_limit=description_limit,
+            resource_limit=resource_limit,
+        )
         try:
             card = json.loads(source)
         except ValueError as exc:
@@ -146,29 +141,7 @@ class CardBuilder:
         return card
 
 
-def sample_messages(vm: str = "vm1") -> list[Message]:
-    """Messages covering every transition and field variant (template checks, rendering tests)."""
-    now = datetime.now(UTC)
-    full = ScheduledEvent(
-        "C7061BAC-AFDC-4513-B24B-AA5F13A16123", "Redeploy", "Scheduled", (vm, "vm2", "vm3", "vm4"),
-        not_before=now + timedelta(minutes=14, seconds=5),
-        not_before_text="Mon, 11 Apr 2022 22:26:58 GMT",
-        description="Host **update** [link](http://x) _under_ way\n- not a list\n1. nor this",
-        source="Platform", duration_seconds=300,
-    )  # fmt: skip
-    bare = ScheduledEvent("1", "Hibernate", "Scheduled", not_before_text="soon")  # api 2017-03-01
-    started = ScheduledEvent("2", "Freeze", "Started", (vm,), duration_seconds=5)
-    link = "https://vm1.example.net/approve/c2FtcGxl.c2lnbmF0dXJl"
-
-    def msg(kind: str, event: ScheduledEvent = full, actor: str = "alice", **more: Any) -> Message:
-        note = more.pop("note", "")
-        t = Transition(kind, event, now, ("not_before", "description"), actor, "link", note=note)
-        return Message(t, vm, more.pop("policy", "notify"), **more)
-
-    return [msg(kind) for kind in [*TransitionKind, "mystery"]] + [
-        msg("scheduled", approve_url=link), msg("changed", approve_url=link),
-        msg("scheduled", bare, policy="approve"), msg("changed", policy="ignore"),
-        msg("approved", actor="policy", approved_by="policy", dry_run=True),
-        msg("problem", note="IMDS refused the approval by alice: 400 Bad Request"),
-        msg("started", approved_by="alice"), msg("cancelled", bare), msg("unplanned", started),
-    ]  # fmt: skip
+def samples(vm: str = "vm1") -> list[Message]:
+    """The core's sample messages with markdown to escape (template checks, rendering tests)."""
+    description = "Host **update** [link](http://x) _under_ way\n- not a list\n1. nor this"
+    return sample_messages(vm, description=description)
