@@ -130,8 +130,9 @@ def test_the_cli_works_beside_the_daemon_and_an_approval_it_could_not_post_is_ca
         done = run_cli(*args, "--config", str(config))
         assert done.returncode == 0, (args, done.stderr)
         assert event_id in done.stdout or args == ["check"]
-    # `sebridge approve` on a machine whose IMDS does not answer: it records the approval,
-    # its POST fails, and it leaves it to the daemon, which nothing else tells.
+    # `sebridge approve` on a machine whose IMDS does not list the event (it does not even
+    # answer): it records the approval, never POSTs it, and leaves it to the daemon, which
+    # nothing else tells.
     elsewhere = write_config(
         tmp_path / "elsewhere.toml",
         endpoint=f"http://127.0.0.1:{free_port()}",
@@ -140,7 +141,7 @@ def test_the_cli_works_beside_the_daemon_and_an_approval_it_could_not_post_is_ca
     )
     approved = run_cli("approve", event_id, "--as", "alice", "--config", str(elsewhere))
     assert approved.returncode == 0, approved.stderr
-    assert "the daemon retries it" in approved.stdout
+    assert "a daemon whose IMDS lists the event sends StartRequests" in approved.stdout
     # The daemon hears the commit (NOTIFY) at its next tick: no idle timeout to wait out.
     wait_until(lambda: sim.start_requests == [event_id], message="the daemon's StartRequests")
     line = wait_line(tmp_path / "events.jsonl", event_id, "approved")
