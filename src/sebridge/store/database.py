@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from sebridge.errors import StoreError
+from sebridge.store.duties import Duties
 from sebridge.store.schema import MIGRATIONS
 
 __all__ = ["Database", "Held", "Row", "open_database"]
@@ -152,6 +153,10 @@ class Database:
     def close(self) -> None:
         """Close the connection."""
         raise NotImplementedError
+
+    def duties(self) -> Duties:
+        """The single-holder duties' board: one daemon per store holds every duty."""
+        return Duties()
 
     def _migrated(self) -> None:
         """After new migrations ran, in their transaction: dialect extras (triggers)."""

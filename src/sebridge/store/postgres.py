@@ -35,6 +35,7 @@ from psycopg.conninfo import conninfo_to_dict
 from sebridge.config_checks import redact_url
 from sebridge.errors import StoreError
 from sebridge.store.database import Database, Held
+from sebridge.store.duties import Duties
 from sebridge.store.schema import MIGRATIONS
 
 __all__ = ["PostgresDatabase"]
@@ -170,6 +171,12 @@ class PostgresDatabase(Database):
                 self._listener.close()
             self._heard += 1
         return (self._heard,)
+
+    def duties(self) -> Duties:
+        """Duties held through advisory locks on a connection of their own (pg_duties.py)."""
+        from sebridge.store.pg_duties import AdvisoryDuties
+
+        return AdvisoryDuties(self._url, self.location)
 
     # -- one daemon per database ---------------------------------------------------------------
 
