@@ -6,8 +6,9 @@ standard `INSERT ... ON CONFLICT` / `RETURNING`, and claims as
 store/postgres.py) adapts what differs: placeholders, row locks (SQLite has
 none: its write transaction locks the whole file), the auto-increment key
 (`{id}` in the migrations), how a write transaction starts and what it locks,
-how other processes' writes are noticed, and how the daemon holds the
-store alone. `open_database()` picks the dialect from store.url.
+how other processes' writes are noticed, whether the daemon holds the
+store alone (SQLite) or shares it (PostgreSQL), and how single-holder
+duties are held. `open_database()` picks the dialect from store.url.
 """
 
 from __future__ import annotations
@@ -147,7 +148,8 @@ class Database:
         raise NotImplementedError
 
     def hold_exclusive(self) -> Held | None:
-        """For the daemon: hold the store against a second daemon; StoreError names the holder."""
+        """For the daemon: hold the store against a second daemon (None: it is shared);
+        StoreError names the holder."""
         raise NotImplementedError
 
     def close(self) -> None:

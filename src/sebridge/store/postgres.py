@@ -1,10 +1,11 @@
 """The PostgreSQL dialect (psycopg 3): store.url = "postgresql://user@host/db".
 
-For now one daemon per database, as with a SQLite file (fleet mode, several
-agents sharing one database, is not built yet): the daemon holds a
-session-level advisory lock and writes who it is (pid, host, since) into
-`meta`, so a second daemon is refused naming it. The CLI (`approve`,
-`events`, `history`, `check`) works beside it.
+Fleet mode: any number of daemons (one per VM, each its own imds.vm_name)
+share one database. Nothing holds the database alone: transitions are keyed
+by what they say (the first insert wins), and outbox rows and approvals are
+claimed row by row, so every delivery and every StartRequests happens once.
+Single-holder duties (Slack's Socket Mode, the Jira search, pruning) are
+session advisory locks on a connection of their own (store/pg_duties.py).
 
 - Placeholders: the shared SQL's `?` become psycopg's `%s`.
 - Claims lock only the rows they take (`FOR UPDATE SKIP LOCKED`): writers
@@ -20,12 +21,8 @@ session-level advisory lock and writes who it is (pid, host, since) into
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import re
-import socket
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -43,8 +40,6 @@ __all__ = ["PostgresDatabase"]
 CHANNEL = "sebridge"
 # Advisory lock keys (per database): any fixed 64-bit numbers of our own.
 MIGRATE_LOCK = 0x5EB21D6E0001
-DAEMON_LOCK = 0x5EB21D6E0002
-HOLDER_KEY = "daemon.holder"
 # Every table the migrations create, and those whose writes need not wake anyone:
 # meta (settings), documents (heartbeats) and sightings (written with events).
 # Every table a migration ever created; those still there get the trigger (a
@@ -69,7 +64,6 @@ class PostgresDatabase(Database):
         self.location = redact_url(url)
         self._password = _password(url)
         self._sql: dict[str, str] = {}
-        self._holding = False
         self._listener: psycopg.Connection[Any] | None = None
         self._heard = 0
         self._conn = self._connect()
@@ -95,17 +89,10 @@ class PostgresDatabase(Database):
         if not self._conn.closed or self._depth:
             return self._conn
         self._conn = self._connect()
-        if self._holding and not self._try_daemon_lock():
-            # Someone else started while our session was gone: two would deliver.
-            self._holding = False
-            raise StoreError(
-                f"lost the store {self.location} to another sebridge daemon "
-                f"({self._holder()}) while the connection was down"
-            )
         return self._conn
 
     def close(self) -> None:
-        """Close both connections (the server frees the daemon's lock with the session)."""
+        """Close both connections."""
         with self._lock:
             self._conn.close()
             if self._listener is not None:
@@ -178,69 +165,16 @@ class PostgresDatabase(Database):
 
         return AdvisoryDuties(self._url, self.location)
 
-    # -- one daemon per database ---------------------------------------------------------------
+    # -- fleet mode -----------------------------------------------------------------------------
 
-    def hold_exclusive(self) -> Held:
-        """Take the daemon's advisory lock for this session and say who we are in meta."""
-        with self._lock:
-            if not self._try_daemon_lock():
-                raise StoreError(
-                    f"the store {self.location} is in use by another sebridge daemon "
-                    f"({self._holder()}): one daemon per PostgreSQL database until fleet mode "
-                    "(several agents) is built; stop it first (events, history, approve and "
-                    "check work beside it)"
-                )
-            self._holding = True
-            details = {
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "since": datetime.now(UTC).isoformat(timespec="seconds"),
-            }
-            with self.transaction(exclusive=True):
-                self._run("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-                self._run(
-                    "INSERT INTO meta (key, value) VALUES (?, ?) "
-                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    (HOLDER_KEY, json.dumps(details)),
-                )
-        return _DaemonLock(self)
-
-    def release_exclusive(self) -> None:
-        """Let the daemon's lock go (closing the connection does it too)."""
-        with self._lock:
-            if self._holding and not self._conn.closed:
-                with contextlib.suppress(psycopg.Error):
-                    self._conn.execute(f"SELECT pg_advisory_unlock({DAEMON_LOCK})")
-            self._holding = False
-
-    def _try_daemon_lock(self) -> bool:
-        row = self._run(f"SELECT pg_try_advisory_lock({DAEMON_LOCK})").fetchone()
-        return bool(row and row[0])
-
-    def _holder(self) -> str:
-        """Who holds the daemon's lock, from the row it wrote (it may not have yet)."""
-        try:
-            row = self.one("SELECT value FROM meta WHERE key = ?", (HOLDER_KEY,))
-            details = json.loads(row[0]) if row else {}
-            return f"pid {details['pid']} on host {details['host']}, since {details['since']}"
-        except (StoreError, ValueError, KeyError, TypeError):
-            return "its pid is not written yet"
+    def hold_exclusive(self) -> Held | None:
+        """Nothing to hold: several daemons share a PostgreSQL database (fleet mode)."""
+        return None
 
     def _scrub(self, exc: BaseException) -> str:
         """The error's text without the password, should libpq ever quote it."""
         text = " ".join(str(exc).split())  # libpq's messages span lines: logs want one
         return text.replace(self._password, "***") if self._password else text
-
-
-class _DaemonLock:
-    """The daemon's hold on a PostgreSQL store."""
-
-    def __init__(self, db: PostgresDatabase) -> None:
-        self._db = db
-
-    def release(self) -> None:
-        """Let go (idempotent)."""
-        self._db.release_exclusive()
 
 
 def _password(url: str) -> str:

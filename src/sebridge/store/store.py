@@ -62,11 +62,11 @@ class Store:
 
     Args:
         url: store.url: sqlite:////var/lib/sebridge/state.db, or
-            postgresql://user@host/db (one daemon per database for now).
+            postgresql://user@host/db (any number of agents: fleet mode).
         agent: who this process is (the VM name); claims carry it.
         exclusive: this process delivers (the daemon): hold the store against
-            a second daemon (a SQLite file's flock, store/lock.py; PostgreSQL's
-            advisory lock, store/postgres.py); StoreError names the holder.
+            a second daemon on a SQLite file (its flock, store/lock.py;
+            StoreError names the holder). PostgreSQL is shared by a fleet.
     """
 
     def __init__(self, url: str, agent: str = "local", *, exclusive: bool = False) -> None:
