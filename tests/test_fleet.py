@@ -3,7 +3,9 @@ IMDS simulator serving the same events under the same EventIds) on one PostgreSQ
 
 One JSON line per transition across the fleet, `sebridge once` beside them included; an
 approval recorded where the event is not listed is carried out by an agent whose IMDS lists
-it, with one StartRequests POST in all; kill -9 of a duty's holder: another takes it over.
+it, with one StartRequests POST in all; kill -9 of a duty's holder: another takes it over;
+the database unreachable: polling goes on, /healthz says so, what IMDS still lists is recorded
+when it answers again.
 
 Real processes, simulators, JSON lines in tmp_path, a database of this module's own
 (tests/pg.py).
@@ -11,15 +13,28 @@ Real processes, simulators, JSON lines in tmp_path, a database of this module's 
 
 from __future__ import annotations
 
+import json
 import signal
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import pg
-from helpers import DaemonProcess, event_gets, lines_of, run_cli, wait_until, write_config
+from helpers import (
+    DaemonProcess,
+    event_gets,
+    free_port,
+    lines_of,
+    run_cli,
+    wait_line,
+    wait_until,
+    write_config,
+)
 from sebridge.simulator import Simulator
 
 AGENTS = 3
@@ -176,3 +191,52 @@ def test_kill_9_of_the_prune_duty_holder_hands_the_duty_to_another_agent(fleet: 
     for sim in fleet.sims[1:]:
         sim.schedule("Reboot", event_id=event_id, resources=["vm0"])
     fleet.wait_line(event_id, "scheduled")
+
+
+def healthz(port: int) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as failing:
+        return failing.code, json.loads(failing.read())
+
+
+def test_while_the_database_is_unreachable_polling_goes_on_and_what_it_saw_is_recorded_after(
+    tmp_path: Path, sims: list[Simulator], url: str
+) -> None:
+    relay = pg.Relay()
+    sim, port = sims[0], free_port()
+    config = write_config(
+        tmp_path / "vm0.toml",
+        endpoint=sim.url,
+        store_url=relay.url(url),
+        vm_name="vm0",
+        jsonl=tmp_path / "vm0.jsonl",
+        extra=f'[http]\nlisten = "127.0.0.1:{port}"\n',
+    )
+    agent = DaemonProcess(config, tmp_path / "vm0.log")
+    try:
+        before = sim.schedule("Reboot")
+        wait_line(tmp_path / "vm0.jsonl", before, "scheduled")
+        assert wait_until(lambda: healthz(port)[0] == 200, message="healthy")
+        relay.cut()
+        during = sim.schedule("Redeploy")
+        _, body = wait_until(
+            lambda: (h := healthz(port))[0] == 503 and h, message="/healthz to say the store fails"
+        )
+        assert body["store"]["writable"] is False and "error" in body["store"]
+        assert body["imds"]["reachable"] is True  # IMDS polling goes on
+        polls = event_gets(sim)
+        wait_until(lambda: event_gets(sim) > polls + 5, message="polls during the outage")
+        assert lines_of(tmp_path / "vm0.jsonl", during) == []
+        relay.restore()
+        # Still listed when the store answers again: announced late, not lost.
+        wait_line(tmp_path / "vm0.jsonl", during, "scheduled")
+        wait_until(lambda: healthz(port)[0] == 200, message="healthy again")
+        log = agent.log_text()
+        assert log.count("the store does not answer") == 1, log
+        assert "the store answers again" in log
+    finally:
+        agent.kill()
+        relay.close()
+        print(agent.log_text())

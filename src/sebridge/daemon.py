@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from sebridge.approve import Approver
 from sebridge.diff import diff
 from sebridge.dispatch import Dispatcher
-from sebridge.errors import ImdsError
+from sebridge.errors import ImdsError, StoreError
 from sebridge.imds import ImdsClient
 from sebridge.integrations.base import Job, Service, SingleHolder
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
@@ -123,6 +123,7 @@ class Daemon:
         self.services: list[Service] = []
         self.jobs: list[Job] = []
         self.duties: Duties | None = None  # the board, while run() runs
+        self.store_error: str | None = None  # why the last tick could not use the store
 
     def vm_name(self) -> str:
         """This VM's name, as IMDS's Resources spell it."""
@@ -332,8 +333,19 @@ class Daemon:
         # One bad tick (a store hiccup, a bug) must not stop the polling.
         try:
             self.tick()
+        except StoreError as exc:
+            # Said once per outage (and in /healthz), not every poll. The document is
+            # recorded when the store answers: events still listed then are announced late.
+            if self.store_error is None:
+                log.warning("the store does not answer (%s); polling IMDS goes on", exc)
+            self.store_error = str(exc)
+            return
         except Exception:
             log.exception("tick failed; polling goes on")
+            return
+        if self.store_error is not None:
+            log.info("the store answers again")
+            self.store_error = None
 
     @staticmethod
     def _safe(job: Job) -> Callable[[], None]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError
+from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError, StoreError
 from sebridge.model import ScheduledEvent
 from sebridge.sink import Message, Sink
 from sebridge.store import Delivery, Store
@@ -148,7 +148,10 @@ class Dispatcher:
                 if self.deliver_due(sink):
                     continue
                 due = self._store.outbox.next_due(sink.name)
-            except Exception:  # a store hiccup must not kill the worker
+            except StoreError as exc:  # the store away: the daemon's tick says so too
+                log.warning("dispatcher for %s cannot use the store (%s); retrying", sink.name, exc)
+                due = None
+            except Exception:  # a bug must not kill the worker
                 log.exception("dispatcher for %s failed; retrying", sink.name)
                 due = None
             wait = IDLE_WAIT
