@@ -24,7 +24,8 @@ __all__ = ["Dispatcher", "SinkOutcome"]
 
 log = logging.getLogger(__name__)
 
-# Idle workers look at the outbox this often even unwoken. The daemon's tick
+# Idle workers look at the outbox this often even unwoken (at most; the store's
+# dialect may say less often: Database.IDLE_CHECK_SECONDS). The daemon's tick
 # wakes them whenever anyone (another process too) writes to the store, so
 # this is only a safety net.
 IDLE_WAIT = 60.0
@@ -154,9 +155,10 @@ class Dispatcher:
             except Exception:  # a bug must not kill the worker
                 log.exception("dispatcher for %s failed; retrying", sink.name)
                 due = None
-            wait = IDLE_WAIT
+            idle = max(IDLE_WAIT, self._store.db.IDLE_CHECK_SECONDS)
+            wait = idle
             if due is not None:
-                wait = min(IDLE_WAIT, max(0.01, (due - self._clock()).total_seconds()))
+                wait = min(idle, max(0.01, (due - self._clock()).total_seconds()))
             wake.wait(wait)
 
     def _deliver(self, sink: Sink, delivery: Delivery) -> None:

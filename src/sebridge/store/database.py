@@ -51,6 +51,9 @@ class Database:
     """
 
     ID_COLUMN = ""
+    # How often an idle dispatcher looks at the outbox unwoken (a safety net: the
+    # daemon's tick wakes it whenever anyone writes). A local file's look is free.
+    IDLE_CHECK_SECONDS = 60.0
     # What messages call the store: a file path, or the URL without its password.
     location = ""
 
