@@ -160,3 +160,56 @@ class RoundTripTap:
                         self.sql.append(body.split(b"\0")[1].decode())
         with contextlib.suppress(OSError):
             upstream.shutdown(socket.SHUT_WR)
+
+
+class Relay:
+    """A TCP relay in front of the server that can be cut (the database unreachable: every
+    connection through it closed, new ones refused) and restored."""
+
+    def __init__(self) -> None:
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = self._server.getsockname()[1]
+        self._cut = False
+        self._open: list[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self, database_url: str) -> str:
+        """database_url, reached through the relay."""
+        return database_url.replace(f"@{HOST}:{PORT}/", f"@127.0.0.1:{self.port}/")
+
+    def cut(self) -> None:
+        """Close every relayed connection and refuse new ones until restore()."""
+        with self._lock:
+            self._cut = True
+            for sock in self._open:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            self._open.clear()
+
+    def restore(self) -> None:
+        """Relay again."""
+        with self._lock:
+            self._cut = False
+
+    def close(self) -> None:
+        self.cut()
+        self._server.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            with self._lock:
+                if self._cut:
+                    client.close()
+                    continue
+                upstream = socket.create_connection((HOST, PORT))
+                self._open += [client, upstream]
+            for source, target in ((client, upstream), (upstream, client)):
+                threading.Thread(
+                    target=RoundTripTap._relay, args=(source, target), daemon=True
+                ).start()

@@ -227,8 +227,11 @@ def test_imds_down_the_page_says_it_keeps_trying(bridge: Bridge, sim: Simulator)
     assert sim.start_requests == []
     sim.clear_faults()
     wait_until(lambda: sim.start_requests == [event_id], 10, message="the retried StartRequest")
-    approval = bridge.daemon.store.approval(event_id)
-    assert approval is not None and approval.state == "posted"
+    # Recorded just after IMDS answered the POST: wait for that commit, not only the POST.
+    wait_until(
+        lambda: getattr(bridge.daemon.store.approval(event_id), "state", None) == "posted",
+        message="the approval recorded as posted",
+    )
     assert "Azure was told it may start now" in text_of(bridge.get(link).text)
 
 

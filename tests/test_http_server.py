@@ -222,7 +222,8 @@ def test_healthz_of_a_running_daemon(tmp_path: Path, sim: Simulator) -> None:
         assert body["status"] == "ok"
         assert body["imds"]["reachable"] is True
         assert body["imds"]["last_good_poll_age_seconds"] < 30
-        assert body["store"] == {"writable": True}
+        # One daemon on a SQLite file holds every single-holder duty.
+        assert body["store"] == {"writable": True, "agent": "vm0", "duties": ["prune"]}
         assert body["sinks"]["jsonl"]["state"] == "delivered"
 
         sim.inject("500", count=1_000_000)  # IMDS down from now on

@@ -111,6 +111,7 @@ def test_claims_pass_from_a_dead_agent_to_a_live_one(agents: tuple[Store, Store]
         T0,
         approvals=[Approval("E1", "policy", "policy", T0)],
     )
+    b.apply(Document(1, (e,)), [(scheduled(e), ["slack"])], T0)
     (delivery,) = a.outbox.claim("slack", T0, T0 + LEASE)
     assert b.outbox.claim("slack", T0, T0 + LEASE) == []  # a holds it
     assert len(a.claim_approvals(T0, LEASE)) == 1
@@ -120,6 +121,25 @@ def test_claims_pass_from_a_dead_agent_to_a_live_one(agents: tuple[Store, Store]
     (again,) = b.outbox.claim("slack", later, later + LEASE)
     assert again.id == delivery.id
     assert [r.event_id for r in b.claim_approvals(later, LEASE)] == ["E1"]
+
+
+def test_only_an_agent_that_sees_the_event_claims_its_approval(
+    agents: tuple[Store, Store],
+) -> None:
+    a, b = agents
+    e = event()
+    a.apply(Document(1, (e,)), [(scheduled(e), ["slack"])], T0)
+    b.apply(Document(1, ()), [], T0)
+    # Recorded by b (a click b received), carried out by a, whose IMDS lists the event.
+    assert b.record_approval(Approval("E1", "alice", "slack", T0))
+    assert not b.has_pending_approvals()
+    assert b.claim_approvals(T0, LEASE) == []
+    assert a.has_pending_approvals()
+    assert [r.event_id for r in a.claim_approvals(T0, LEASE)] == ["E1"]
+    # Once no agent sees the event, any agent may claim the approval to close it.
+    a.finish_approval("E1", "pending", T0)
+    a.apply(Document(2, ()), [], T0 + timedelta(seconds=1))
+    assert [r.event_id for r in b.claim_approvals(T0, LEASE)] == ["E1"]
 
 
 def test_a_row_another_agent_holds_is_skipped_not_waited_for(pg_database: str) -> None:
@@ -135,6 +155,7 @@ def test_a_row_another_agent_holds_is_skipped_not_waited_for(pg_database: str) -
             [(scheduled(first), ["slack"]), (scheduled(second), ["slack"])],
             T0,
         )
+        waiting.apply(Document(1, (first, second)), [], T0)  # its IMDS lists both
         for e in (first, second):
             holding.record_approval(Approval(e.event_id, "alice", "cli", T0))
         with psycopg.connect(url, autocommit=False) as other:

@@ -174,6 +174,13 @@ def approve(
             "nothing sent to IMDS",
             file=out,
         )
+    elif final.last_error is None:
+        # This VM's IMDS does not list the event: a daemon whose IMDS does POSTs it.
+        print(
+            f"approval of {final.event_id} recorded ({final.state}): a daemon whose IMDS "
+            "lists the event sends StartRequests",
+            file=out,
+        )
     else:
         print(
             f"approval of {final.event_id} recorded ({final.state}): {final.last_error}; "

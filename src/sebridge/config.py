@@ -64,7 +64,7 @@ class ImdsConfig:
 
 @dataclass(frozen=True, repr=False)
 class StoreConfig:
-    """[store]: where state lives: a SQLite file, in memory, or PostgreSQL (one daemon per db)."""
+    """[store]: where state lives: a SQLite file, in memory, or PostgreSQL (a fleet of daemons)."""
 
     url: str = "sqlite:////var/lib/sebridge/state.db"
     retention_days: int = option(90, ge=1, le=3650, why="ten years")

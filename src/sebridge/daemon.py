@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING
 from sebridge.approve import Approver
 from sebridge.diff import diff
 from sebridge.dispatch import Dispatcher
-from sebridge.errors import ImdsError
+from sebridge.errors import ImdsError, StoreError
 from sebridge.imds import ImdsClient
-from sebridge.integrations.base import Job, Service
+from sebridge.integrations.base import Job, Service, SingleHolder
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.policy import APPROVE, IGNORE, PolicySettings, decide
 from sebridge.sink import Sink
 from sebridge.store import Store
+from sebridge.store.duties import Duties, Duty
 from sebridge.store.store import HEARTBEAT
 
 if TYPE_CHECKING:
@@ -121,6 +122,8 @@ class Daemon:
         # integrations' scheduler jobs.
         self.services: list[Service] = []
         self.jobs: list[Job] = []
+        self.duties: Duties | None = None  # the board, while run() runs
+        self.store_error: str | None = None  # why the last tick could not use the store
 
     def vm_name(self) -> str:
         """This VM's name, as IMDS's Resources spell it."""
@@ -263,9 +266,12 @@ class Daemon:
             misfire_grace_time=None,
             id="poll",
         )
-        scheduler.add_job(
-            self._prune, "interval", hours=6, args=[retention], next_run_time=datetime.now(UTC)
-        )
+        # Single-holder duties: one agent of a fleet prunes, runs each such job and
+        # service; on SQLite this daemon holds them all (store/duties.py).
+        duties = self.duties = self.store.db.duties()
+        prune = duties.duty("prune")
+        prune.on_change(lambda _: self._prune_if_held(prune, retention))  # at once when taken
+        scheduler.add_job(self._prune_if_held, "interval", hours=6, args=[prune, retention])
         # Other agents take this one for dead without it (see Store.heartbeat).
         scheduler.add_job(
             self._safe(Job("heartbeat", heartbeat.total_seconds(), self._heartbeat)),
@@ -274,7 +280,8 @@ class Daemon:
             max_instances=1,
             coalesce=True,
         )
-        for job in self.jobs:
+        for given in self.jobs:
+            job = _held_only(given, duties.duty(given.name)) if given.single_holder else given
             scheduler.add_job(
                 self._safe(job),
                 "interval",
@@ -285,8 +292,11 @@ class Daemon:
             )
         self.dispatcher.start()
         for service in self.services:
+            if isinstance(service, SingleHolder):
+                service.bind(duties)
             service.start()
         scheduler.start()
+        duties.start()
         log.info("sebridge polling %s every %gs", self.imds.endpoint, poll_interval)
         stop.wait()
         log.info("stopping: finishing the current tick")
@@ -311,6 +321,8 @@ class Daemon:
             log.warning("a job is still running at the end of the shutdown grace; left behind")
         for service in reversed(self.services):
             service.stop()
+        if self.duties is not None:
+            self.duties.stop()
         self.dispatcher.flush(max(0.0, deadline - time.monotonic()))
         self.dispatcher.stop(timeout=max(0.1, deadline + 0.5 - time.monotonic()))
         if not stopper.is_alive():
@@ -321,8 +333,19 @@ class Daemon:
         # One bad tick (a store hiccup, a bug) must not stop the polling.
         try:
             self.tick()
+        except StoreError as exc:
+            # Said once per outage (and in /healthz), not every poll. The document is
+            # recorded when the store answers: events still listed then are announced late.
+            if self.store_error is None:
+                log.warning("the store does not answer (%s); polling IMDS goes on", exc)
+            self.store_error = str(exc)
+            return
         except Exception:
             log.exception("tick failed; polling goes on")
+            return
+        if self.store_error is not None:
+            log.info("the store answers again")
+            self.store_error = None
 
     @staticmethod
     def _safe(job: Job) -> Callable[[], None]:
@@ -337,6 +360,10 @@ class Daemon:
     def _heartbeat(self) -> None:
         self.store.heartbeat(self._clock())
 
+    def _prune_if_held(self, duty: Duty, retention: timedelta) -> None:
+        if duty.held():
+            self._prune(retention)
+
     def _prune(self, retention: timedelta) -> None:
         try:
             removed = self.store.prune(self._clock() - retention)
@@ -345,3 +372,13 @@ class Daemon:
             return
         if removed:
             log.info("pruned %d events older than %s", removed, retention)
+
+
+def _held_only(job: Job, duty: Duty) -> Job:
+    """The job, run only while this agent holds its duty."""
+
+    def run() -> None:
+        if duty.held():
+            job.run()
+
+    return Job(job.name, job.interval, run)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError
+from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError, StoreError
 from sebridge.model import ScheduledEvent
 from sebridge.sink import Message, Sink
 from sebridge.store import Delivery, Store
@@ -24,7 +24,8 @@ __all__ = ["Dispatcher", "SinkOutcome"]
 
 log = logging.getLogger(__name__)
 
-# Idle workers look at the outbox this often even unwoken. The daemon's tick
+# Idle workers look at the outbox this often even unwoken (at most; the store's
+# dialect may say less often: Database.IDLE_CHECK_SECONDS). The daemon's tick
 # wakes them whenever anyone (another process too) writes to the store, so
 # this is only a safety net.
 IDLE_WAIT = 60.0
@@ -148,12 +149,16 @@ class Dispatcher:
                 if self.deliver_due(sink):
                     continue
                 due = self._store.outbox.next_due(sink.name)
-            except Exception:  # a store hiccup must not kill the worker
+            except StoreError as exc:  # the store away: the daemon's tick says so too
+                log.warning("dispatcher for %s cannot use the store (%s); retrying", sink.name, exc)
+                due = None
+            except Exception:  # a bug must not kill the worker
                 log.exception("dispatcher for %s failed; retrying", sink.name)
                 due = None
-            wait = IDLE_WAIT
+            idle = max(IDLE_WAIT, self._store.db.IDLE_CHECK_SECONDS)
+            wait = idle
             if due is not None:
-                wait = min(IDLE_WAIT, max(0.01, (due - self._clock()).total_seconds()))
+                wait = min(idle, max(0.01, (due - self._clock()).total_seconds()))
             wake.wait(wait)
 
     def _deliver(self, sink: Sink, delivery: Delivery) -> None:

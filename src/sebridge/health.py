@@ -1,7 +1,9 @@
 """GET /healthz: is this daemon doing its job? 200 when it is, 503 when it is not.
 
 Failing (503): IMDS has not answered for longer than `STALE_POLLS` poll
-intervals (or never has), or the store cannot be written. A sink that is
+intervals (or never has), or the store cannot be written (the last tick
+failed on it, or the probe every 30 s did). The store part also names this
+agent and the single-holder duties it holds (fleet mode). A sink that is
 down is reported but does not fail the check: restarting the daemon would
 not bring Slack back, and the outbox keeps what it owes.
 """
@@ -48,7 +50,9 @@ class Health:
         poll = self._daemon.poll_state
         age = (now - poll.last_ok).total_seconds() if poll.last_ok else None
         imds_ok = age is not None and age <= self._stale_after
-        store_error = self._probe_store()
+        # A tick that could not use the store says so at once; the probe every 30 s.
+        store_error = self._daemon.store_error or self._probe_store()
+        duties = self._daemon.duties
         sinks = {
             name: {
                 "state": o.state,
@@ -68,6 +72,9 @@ class Health:
             "store": {
                 "writable": store_error is None,
                 **({"error": store_error} if store_error else {}),
+                # Fleet mode: who this agent is and which single-holder duties it holds.
+                "agent": self._daemon.store.agent,
+                "duties": sorted(d.name for d in duties.all() if d.held()) if duties else [],
             },
             "sinks": sinks,
         }

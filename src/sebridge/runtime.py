@@ -125,8 +125,8 @@ def build_daemon(config: Config, stdout: TextIO | None = None, *, serve: bool = 
     """
     ctx = _context(config, stdout)
     built = _sinks(ctx)
-    # One delivering process per store (SQLite file or PostgreSQL database):
-    # a second `run`, or `once` beside the daemon, would deliver everything again.
+    # One delivering process per SQLite file: a second `run`, or `once` beside the
+    # daemon, would deliver everything again. PostgreSQL's claims let a fleet share one.
     store = open_store(config, exclusive=True)
     signer = link_signer(config, store)
     daemon = Daemon(

@@ -6,8 +6,9 @@ standard `INSERT ... ON CONFLICT` / `RETURNING`, and claims as
 store/postgres.py) adapts what differs: placeholders, row locks (SQLite has
 none: its write transaction locks the whole file), the auto-increment key
 (`{id}` in the migrations), how a write transaction starts and what it locks,
-how other processes' writes are noticed, and how the daemon holds the
-store alone. `open_database()` picks the dialect from store.url.
+how other processes' writes are noticed, whether the daemon holds the
+store alone (SQLite) or shares it (PostgreSQL), and how single-holder
+duties are held. `open_database()` picks the dialect from store.url.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from sebridge.errors import StoreError
+from sebridge.store.duties import Duties
 from sebridge.store.schema import MIGRATIONS
 
 __all__ = ["Database", "Held", "Row", "open_database"]
@@ -49,6 +51,9 @@ class Database:
     """
 
     ID_COLUMN = ""
+    # How often an idle dispatcher looks at the outbox unwoken (a safety net: the
+    # daemon's tick wakes it whenever anyone writes). A local file's look is free.
+    IDLE_CHECK_SECONDS = 60.0
     # What messages call the store: a file path, or the URL without its password.
     location = ""
 
@@ -146,12 +151,17 @@ class Database:
         raise NotImplementedError
 
     def hold_exclusive(self) -> Held | None:
-        """For the daemon: hold the store against a second daemon; StoreError names the holder."""
+        """For the daemon: hold the store against a second daemon (None: it is shared);
+        StoreError names the holder."""
         raise NotImplementedError
 
     def close(self) -> None:
         """Close the connection."""
         raise NotImplementedError
+
+    def duties(self) -> Duties:
+        """The single-holder duties' board: one daemon per store holds every duty."""
+        return Duties()
 
     def _migrated(self) -> None:
         """After new migrations ran, in their transaction: dialect extras (triggers)."""

@@ -7,8 +7,8 @@ holder from what the lock file says (pid, host, since when). The kernel
 drops the lock when the holder's process ends, however it ends (kill -9
 included), so a crash never blocks a restart: no stale row, no pid to
 check. The CLI's readers and `approve` take no lock and work beside the
-daemon. An in-memory store needs none; a PostgreSQL store is held by an
-advisory lock instead (store/postgres.py).
+daemon. An in-memory store needs none; a PostgreSQL store is shared by a
+fleet of daemons instead (store/postgres.py).
 """
 
 from __future__ import annotations

@@ -38,6 +38,14 @@ STALE = 3 * HEARTBEAT
 _NOTES = (TransitionKind.TAKEN, TransitionKind.PROBLEM)
 _EVENT_COLUMNS = "event_id, data, state, policy, present, first_seen, last_seen, gone_at"
 _APPROVAL_COLUMNS = "event_id, actor, via, at, state, attempts, last_error, done_at"
+# Approvals this agent may carry out (one `?`: the agent): of events its own latest
+# document lists, or of events no agent sees any more (the claimer closes them as
+# abandoned). An agent whose IMDS does not list the event never POSTs it.
+_OURS = (
+    "(EXISTS (SELECT 1 FROM sightings s WHERE s.event_id = approvals.event_id "
+    "AND s.agent = ? AND s.present = 1) OR NOT EXISTS (SELECT 1 FROM events e "
+    "WHERE e.event_id = approvals.event_id AND e.present = 1))"
+)
 # The states an approval passes through (see ApprovalRecord).
 PENDING, POSTING, POSTED, DRY_RUN, FAILED, ABANDONED = (
     "pending",
@@ -54,11 +62,11 @@ class Store:
 
     Args:
         url: store.url: sqlite:////var/lib/sebridge/state.db, or
-            postgresql://user@host/db (one daemon per database for now).
+            postgresql://user@host/db (any number of agents: fleet mode).
         agent: who this process is (the VM name); claims carry it.
         exclusive: this process delivers (the daemon): hold the store against
-            a second daemon (a SQLite file's flock, store/lock.py; PostgreSQL's
-            advisory lock, store/postgres.py); StoreError names the holder.
+            a second daemon on a SQLite file (its flock, store/lock.py;
+            StoreError names the holder). PostgreSQL is shared by a fleet.
     """
 
     def __init__(self, url: str, agent: str = "local", *, exclusive: bool = False) -> None:
@@ -318,12 +326,15 @@ class Store:
         return _approval_record(row) if row else None
 
     def claim_approvals(self, now: datetime, lease: timedelta) -> list[ApprovalRecord]:
-        """Take pending approvals (and ones whose claimer died) to carry them out."""
+        """Take pending approvals (and ones whose claimer died) to carry them out: only
+        those of events in this agent's latest document (its IMDS is the one that
+        can start them), or of events no agent sees any more (to close them)."""
         with self.db.transaction():
             rows = self.db.all(
-                f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE state = ? "
-                "OR (state = ? AND claimed_until < ?) ORDER BY at FOR UPDATE SKIP LOCKED",
-                (PENDING, POSTING, iso(now)),
+                f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE "
+                f"(state = ? OR (state = ? AND claimed_until < ?)) AND {_OURS} "
+                "ORDER BY at FOR UPDATE SKIP LOCKED",
+                (PENDING, POSTING, iso(now), self.agent),
             )
             for row in rows:
                 self.db.execute(
@@ -335,7 +346,8 @@ class Store:
     def has_pending_approvals(self) -> bool:
         """Whether claim_approvals could return anything (cheap, for every tick)."""
         row = self.db.one(
-            "SELECT 1 FROM approvals WHERE state IN (?, ?) LIMIT 1", (PENDING, POSTING)
+            f"SELECT 1 FROM approvals WHERE state IN (?, ?) AND {_OURS} LIMIT 1",
+            (PENDING, POSTING, self.agent),
         )
         return row is not None
 

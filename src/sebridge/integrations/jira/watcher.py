@@ -58,7 +58,8 @@ class StatusWatcher:
 
     def job(self) -> Job:
         """The scheduler job: one search every poll_interval seconds."""
-        return Job("jira-status", self._s.poll_interval, self.run)
+        # One agent of a fleet searches: N agents would each see and act on every match.
+        return Job("jira-status", self._s.poll_interval, self.run, single_holder=True)
 
     def start(self) -> None:
         """Nothing to start: the job connects on its first search."""

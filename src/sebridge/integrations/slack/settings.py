@@ -40,6 +40,10 @@ class SlackSettings:
     api_url: str = "https://slack.com/api/"  # normalised to end with "/"
     mention: str = ""
     mention_types: tuple[str, ...] = option(("Preempt", "Terminate"), choices=EVENT_TYPES)
+    # Socket Mode: how many agents of a fleet hold a connection (Slack allows 10 per app).
+    socket_connections: int = option(
+        2, ge=1, le=10, why="Slack allows at most 10 Socket Mode connections per app"
+    )
 
     @property
     def enabled(self) -> bool:

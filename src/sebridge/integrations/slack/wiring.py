@@ -9,7 +9,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
-from sebridge.integrations.base import Host, Inbound, Service
+from sebridge.integrations.base import Host, Inbound, Service, SingleHolder
 from sebridge.integrations.slack.actions import SlackActions
 from sebridge.integrations.slack.approvers import SlackApprovers
 from sebridge.integrations.slack.bolt import SocketModeService, build_bolt_app, slack_wsgi_app
@@ -56,8 +56,15 @@ def click_inbound(slack: SlackSettings, dry_run: bool, daemon: Host, sink: Slack
     executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="slack-click")
     if slack.socket_mode:
         app = build_bolt_app(client, actions, executor)
-        socket = SocketModeService(app, slack.app_token.reveal(), slack.api_url)
-        return Inbound(services=[SlackClickService(socket, executor)])
+        token = slack.app_token.reveal()
+        # At most socket_connections agents of a fleet connect (Slack allows 10 per app);
+        # when one dies, a standby agent connects in its place.
+        socket = SingleHolder(
+            "slack.socket",
+            slack.socket_connections,
+            lambda: SocketModeService(app, token, slack.api_url),
+        )
+        return Inbound(services=[SlackClickService(None, executor), socket])
     secret = slack.signing_secret.reveal()
     app = build_bolt_app(client, actions, executor, signing_secret=secret)
     return Inbound(
@@ -67,7 +74,8 @@ def click_inbound(slack: SlackSettings, dry_run: bool, daemon: Host, sink: Slack
 
 
 class SlackClickService:
-    """Holds the Socket Mode connection (if any) and the click handlers' threads."""
+    """Holds the click handlers' threads (and a Socket Mode connection, when given one;
+    click_inbound gives none: the connection is a SingleHolder service of its own)."""
 
     def __init__(self, socket: Service | None, executor: ThreadPoolExecutor) -> None:
         self._socket = socket

@@ -1,0 +1,138 @@
+"""Duties on PostgreSQL: session advisory locks on a connection of their own.
+
+A duty of N slots is N lock keys; an agent holds at most one of them.
+One thread per agent owns the duty connection:
+
+- While it wants a duty, it sends one statement that tries every wanted
+  key server-side twice a second and returns as soon as it holds one (or
+  after WAIT_SECONDS): a dead holder's key is taken within about half a
+  second, and a waiting agent costs one round trip per WAIT_SECONDS. The
+  statement holds a snapshot while it runs, so it is bounded: vacuum is
+  never held back longer than WAIT_SECONDS.
+- Once it holds every duty it wants, it sends nothing: TCP keepalives (ours
+  and, through `options`, the server's) notice a dead peer; the server
+  frees a dead agent's locks when its session ends.
+- When the connection is lost every duty is let go at once (its locks went
+  with the session), and taken again after reconnecting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import select
+import threading
+from typing import Any
+
+import psycopg
+
+from sebridge.store.duties import Duties, Duty
+
+__all__ = ["AdvisoryDuties"]
+
+log = logging.getLogger(__name__)
+
+WAIT_SECONDS = 120
+RECONNECT_SECONDS = 2.0
+# Ours and the server's: a peer that vanished without closing is noticed in ~15 s.
+_KEEPALIVE: dict[str, Any] = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 5,
+    "options": "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=5",
+}
+_HELD_KEYS = (
+    "SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks "
+    "WHERE locktype = 'advisory' AND objsubid = 1 AND pid = pg_backend_pid() AND granted"
+)
+
+
+class AdvisoryDuties(Duties):
+    """Duties held through advisory locks on the store's PostgreSQL database."""
+
+    def __init__(self, url: str, location: str) -> None:
+        super().__init__()
+        self._url = url
+        self._location = location
+        self._stopping = threading.Event()
+        self._conn: psycopg.Connection[Any] | None = None
+        self._thread: threading.Thread | None = None
+        self._failing = False
+
+    def start(self) -> None:
+        """Start taking duties in the background."""
+        if not self.all():
+            return
+        self._thread = threading.Thread(target=self._run, name="duties", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop waiting and close the connection: the server frees our locks."""
+        self._stopping.set()
+        conn = self._conn
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.cancel_safe(timeout=2)
+        if self._thread is not None:
+            self._thread.join(5)
+        super().stop()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                with psycopg.connect(
+                    self._url, autocommit=True, connect_timeout=10, **_KEEPALIVE
+                ) as conn:
+                    self._conn = conn
+                    if self._failing:
+                        log.info("duties: the store %s answers again", self._location)
+                        self._failing = False
+                    self._hold(conn)
+            except psycopg.Error as exc:
+                if not self._stopping.is_set() and not self._failing:
+                    log.warning(
+                        "duties: lost the store %s (%s); duties let go until it answers",
+                        self._location,
+                        " ".join(str(exc).split()),
+                    )
+                    self._failing = True
+            finally:
+                self._conn = None
+                for duty in self.all():
+                    duty.set_held(False)
+            self._stopping.wait(RECONNECT_SECONDS)
+
+    def _hold(self, conn: psycopg.Connection[Any]) -> None:
+        """Take wanted duties one at a time; once all are held, watch the connection."""
+        while not self._stopping.is_set():
+            wanted = [d for d in self.all() if not d.held()]
+            if not wanted:
+                # Nothing to send: wait for the server to speak (it only does when it
+                # ends the session) or for the socket to die.
+                ready, _, _ = select.select([conn.fileno()], [], [], 1.0)
+                if ready:
+                    conn.execute("SELECT 1")  # raises if the session is gone
+                continue
+            keys = [k for d in wanted for k in d.lock_keys()]
+            conn.execute(_wait_statement(keys))
+            held = {int(r[0]) for r in conn.execute(_HELD_KEYS).fetchall()}
+            for duty in wanted:
+                if held & set(duty.lock_keys()):
+                    log.info("took the %s duty", duty.name)
+                    duty.set_held(True)
+
+
+def _wait_statement(keys: list[int]) -> str:
+    """A DO block: try each key twice a second; return holding the first one free."""
+    array = ",".join(str(k) for k in keys)
+    return (
+        "DO $$ DECLARE k bigint; BEGIN "
+        f"FOR i IN 1..{WAIT_SECONDS * 2} LOOP "
+        f"FOREACH k IN ARRAY ARRAY[{array}]::bigint[] LOOP "
+        "IF pg_try_advisory_lock(k) THEN RETURN; END IF; END LOOP; "
+        "PERFORM pg_sleep(0.5); END LOOP; END $$"
+    )
+
+
+__all__ += ["Duty"]
