@@ -90,12 +90,14 @@ def counts(agents: list[Agent]) -> Counter[tuple[str, str]]:
     return Counter((str(r["event_id"]), str(r["transition"])) for a in agents for r in a.records())
 
 
-def one_event(agents: list[Agent], sims: list[Simulator], approve: bool) -> str:
+def one_event(agents: list[Agent], sims: list[Simulator], approve: bool, expect: int = 1) -> str:
+    """Schedule one event on every simulator, approve it, end it; `expect`: how many
+    "scheduled" messages to wait for before going on (the baseline's N agents each post)."""
     event_id = str(uuid.uuid4()).upper()
     names = [a.name for a in agents]
     for sim in sims:
         sim.schedule("Reboot", event_id=event_id, resources=names)
-    wait(lambda: counts(agents)[(event_id, "scheduled")] >= 1)
+    wait(lambda: counts(agents)[(event_id, "scheduled")] >= expect)
     if approve:
         done = subprocess.run(
             [
@@ -163,8 +165,7 @@ def main() -> None:
                 for i, s in enumerate(sims)
             ]
             try:
-                wait(lambda: all(len(s.requests) > 10 for s in sims))
-                base_event = one_event(baseline_agents, sims, approve=False)
+                base_event = one_event(baseline_agents, sims, approve=False, expect=len(sims))
                 time.sleep(3.0)
                 base = counts(baseline_agents)[(base_event, "scheduled")]
             finally:
