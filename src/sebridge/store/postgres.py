@@ -53,6 +53,17 @@ _NOTIFY_FUNCTION = (
 )
 
 
+# libpq settings (store.url may override each): unacknowledged data fails after
+# 10 s, and an idle connection to a vanished host is noticed within about 15 s.
+_DEAD_PEER = {
+    "tcp_user_timeout": 10000,
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 5,
+}
+
+
 class PostgresDatabase(Database):
     """One psycopg connection (autocommit, explicit transactions) shared by the threads."""
 
@@ -79,6 +90,10 @@ class PostgresDatabase(Database):
             options: dict[str, Any] = {"autocommit": True}
             options.setdefault("connect_timeout", given.get("connect_timeout", 10))
             options.setdefault("application_name", given.get("application_name", "sebridge"))
+            # A database host that stops answering (packets dropped, not refused) must
+            # fail a statement within seconds, not after TCP's retransmissions (minutes).
+            for key, value in _DEAD_PEER.items():
+                options[key] = given.get(key, value)
             conn = psycopg.connect(self._url, **options)
         except psycopg.Error as exc:
             raise StoreError(
