@@ -19,7 +19,7 @@ from sebridge.errors import ApprovalError, ImdsError, ImdsRequestError
 from sebridge.imds import ImdsClient
 from sebridge.model import Approval, Transition, TransitionKind
 from sebridge.store import ApprovalRecord, EventRecord, Store
-from sebridge.store.store import ABANDONED, DRY_RUN, FAILED, PENDING, POSTED
+from sebridge.store.approvals import ABANDONED, DRY_RUN, FAILED, PENDING, POSTED
 
 __all__ = ["Approver"]
 

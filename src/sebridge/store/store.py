@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
+from sebridge.store.approvals import ApprovalTable
 from sebridge.store.codec import (
     event_from_dict,
     event_to_dict,
@@ -14,18 +15,15 @@ from sebridge.store.codec import (
     incarnation_from_db,
     incarnation_to_db,
     iso,
-    transition_from_json,
     transition_key,
     transition_to_json,
 )
 from sebridge.store.database import Held, Row, open_database
+from sebridge.store.history import HistoryLog
 from sebridge.store.outbox import Outbox
 from sebridge.store.records import (
-    ApprovalRecord,
-    AuditEntry,
     DeliveryStatus,
     EventRecord,
-    HistoryEntry,
 )
 
 __all__ = ["Store"]
@@ -37,27 +35,9 @@ STALE = 3 * HEARTBEAT
 # Transitions that annotate an event without moving it along its lifecycle.
 _NOTES = (TransitionKind.TAKEN, TransitionKind.PROBLEM)
 _EVENT_COLUMNS = "event_id, data, state, policy, present, first_seen, last_seen, gone_at"
-_APPROVAL_COLUMNS = "event_id, actor, via, at, state, attempts, last_error, done_at"
-# Approvals this agent may carry out (one `?`: the agent): of events its own latest
-# document lists, or of events no agent sees any more (the claimer closes them as
-# abandoned). An agent whose IMDS does not list the event never POSTs it.
-_OURS = (
-    "(EXISTS (SELECT 1 FROM sightings s WHERE s.event_id = approvals.event_id "
-    "AND s.agent = ? AND s.present = 1) OR NOT EXISTS (SELECT 1 FROM events e "
-    "WHERE e.event_id = approvals.event_id AND e.present = 1))"
-)
-# The states an approval passes through (see ApprovalRecord).
-PENDING, POSTING, POSTED, DRY_RUN, FAILED, ABANDONED = (
-    "pending",
-    "posting",
-    "posted",
-    "dry_run",
-    "failed",
-    "abandoned",
-)
 
 
-class Store:
+class Store(ApprovalTable, HistoryLog):
     """Everything sebridge remembers. Only this package runs SQL.
 
     Args:
@@ -272,13 +252,6 @@ class Store:
         )
         return [self._event_record(row) for row in rows]
 
-    def approved_ids(self) -> frozenset[str]:
-        """Events with an approval that went (or would have gone, dry run) to IMDS."""
-        rows = self.db.all(
-            "SELECT event_id FROM approvals WHERE state IN (?, ?)", (POSTED, DRY_RUN)
-        )
-        return frozenset(r[0] for r in rows)
-
     def _event_record(self, row: Row) -> EventRecord:
         event_id = row[0]
         return EventRecord(
@@ -306,153 +279,3 @@ class Store:
             if current is None or rank.get(state, 1) >= rank.get(current.state, 1):
                 worst[sink] = DeliveryStatus(sink, state, attempts, error)
         return tuple(worst.values())
-
-    # -- approvals ----------------------------------------------------------------------------
-
-    def record_approval(self, approval: Approval) -> bool:
-        """Store an approval once; False when the event already had one (idempotent)."""
-        changed = self.db.execute(
-            "INSERT INTO approvals (event_id, actor, via, at, state) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT (event_id) DO NOTHING",
-            (approval.event_id, approval.actor, approval.via, iso(approval.at), PENDING),
-        )
-        return changed == 1
-
-    def approval(self, event_id: str) -> ApprovalRecord | None:
-        """The approval of an event, if any."""
-        row = self.db.one(
-            f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE event_id = ?", (event_id,)
-        )
-        return _approval_record(row) if row else None
-
-    def claim_approvals(self, now: datetime, lease: timedelta) -> list[ApprovalRecord]:
-        """Take pending approvals (and ones whose claimer died) to carry them out: only
-        those of events in this agent's latest document (its IMDS is the one that
-        can start them), or of events no agent sees any more (to close them)."""
-        with self.db.transaction():
-            rows = self.db.all(
-                f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE "
-                f"(state = ? OR (state = ? AND claimed_until < ?)) AND {_OURS} "
-                "ORDER BY at FOR UPDATE SKIP LOCKED",
-                (PENDING, POSTING, iso(now), self.agent),
-            )
-            for row in rows:
-                self.db.execute(
-                    "UPDATE approvals SET state = ?, claimed_until = ? WHERE event_id = ?",
-                    (POSTING, iso(now + lease), row[0]),
-                )
-        return [_approval_record(row) for row in rows]
-
-    def has_pending_approvals(self) -> bool:
-        """Whether claim_approvals could return anything (cheap, for every tick)."""
-        row = self.db.one(
-            f"SELECT 1 FROM approvals WHERE state IN (?, ?) AND {_OURS} LIMIT 1",
-            (PENDING, POSTING, self.agent),
-        )
-        return row is not None
-
-    def finish_approval(
-        self,
-        event_id: str,
-        state: str,
-        now: datetime,
-        *,
-        error: str | None = None,
-        transition: Transition | None = None,
-        sinks: Sequence[str] = (),
-    ) -> None:
-        """Record what became of an approval; with a transition, queue it in the same transaction.
-
-        state PENDING puts it back for the next tick (a failed POST is retried).
-        """
-        with self.db.transaction():
-            self.db.execute(
-                "UPDATE approvals SET state = ?, attempts = attempts + 1, last_error = ?, "
-                "claimed_until = NULL, done_at = ? WHERE event_id = ?",
-                (state, error, None if state == PENDING else iso(now), event_id),
-            )
-            if transition is not None:
-                self._add_transition(transition, sinks, now)
-
-    def audit(self, entry: AuditEntry) -> None:
-        """Record a refused or otherwise noteworthy action."""
-        self.db.execute(
-            "INSERT INTO audit (at, event_id, actor, via, action, detail) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (iso(entry.at), entry.event_id, entry.actor, entry.via, entry.action, entry.detail),
-        )
-
-    # -- history ------------------------------------------------------------------------------
-
-    def history(self, *, event_id: str | None = None, limit: int = 100) -> list[HistoryEntry]:
-        """The newest transitions (oldest first), with their deliveries."""
-        where, params = ("WHERE lower(event_id) = lower(?)", (event_id,)) if event_id else ("", ())
-        rows = self.db.all(
-            f"SELECT id, at, data FROM transitions {where} ORDER BY id DESC LIMIT ?",
-            (*params, limit),
-        )
-        entries = []
-        for transition_id, at, data in reversed(rows):
-            deliveries = self.db.all(
-                "SELECT sink, state, attempts, last_error FROM outbox WHERE transition_id = ? "
-                "ORDER BY sink",
-                (transition_id,),
-            )
-            entries.append(
-                HistoryEntry(
-                    id=transition_id,
-                    at=from_iso(at),
-                    transition=transition_from_json(data),
-                    deliveries=tuple(DeliveryStatus(*d) for d in deliveries),
-                )
-            )
-        return entries
-
-    def audit_entries(self, *, event_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
-        """The newest audit entries (of one event, if given), oldest first."""
-        where, params = ("WHERE lower(event_id) = lower(?)", (event_id,)) if event_id else ("", ())
-        rows = self.db.all(
-            f"SELECT at, event_id, actor, via, action, detail FROM audit {where} "
-            "ORDER BY id DESC LIMIT ?",
-            (*params, limit),
-        )
-        return [AuditEntry(from_iso(r[0]), *r[1:]) for r in reversed(rows)]
-
-    def prune(self, before: datetime) -> int:
-        """Forget events gone before `before` (with their transitions, deliveries,
-        receipts and approvals) and older audit entries; returns the events removed."""
-        with self.db.transaction():
-            gone = [
-                r[0]
-                for r in self.db.all(
-                    "SELECT event_id FROM events WHERE present = 0 AND gone_at < ?", (iso(before),)
-                )
-            ]
-            for event_id in gone:
-                for table in (
-                    "outbox",
-                    "receipts",
-                    "approvals",
-                    "transitions",
-                    "sightings",
-                    "events",
-                ):
-                    self.db.execute(f"DELETE FROM {table} WHERE event_id = ?", (event_id,))
-            self.db.execute("DELETE FROM audit WHERE at < ?", (iso(before),))
-        return len(gone)
-
-
-def _approval_record(row: Row) -> ApprovalRecord:
-    return ApprovalRecord(
-        event_id=row[0],
-        actor=row[1],
-        via=row[2],
-        at=from_iso(row[3]),
-        state=row[4],
-        attempts=row[5],
-        last_error=row[6],
-        done_at=from_iso(row[7]) if row[7] else None,
-    )
-
-
-__all__ += ["ABANDONED", "DRY_RUN", "FAILED", "PENDING", "POSTED", "POSTING"]
