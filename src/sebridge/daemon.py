@@ -1,4 +1,4 @@
-"""The daemon: tick() is the unit of work; run() calls it on an APScheduler interval.
+"""The daemon: tick() is the unit of work; run() calls it on an APScheduler interval (runner.py).
 
 tick(): IMDS GET -> unchanged document? stop there (nothing parsed, nothing
 written) -> diff against the previous document -> one store transaction
@@ -10,10 +10,8 @@ document: no transition is ever invented from an IMDS outage.
 from __future__ import annotations
 
 import logging
-import signal
 import socket
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -22,18 +20,18 @@ from typing import TYPE_CHECKING
 from sebridge.approve import Approver
 from sebridge.diff import diff
 from sebridge.dispatch import Dispatcher
-from sebridge.errors import ImdsError, StoreError
+from sebridge.errors import ImdsError
 from sebridge.imds import ImdsClient
-from sebridge.integrations.base import Job, Service, SingleHolder
+from sebridge.integrations.base import Job, Service
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.policy import APPROVE, IGNORE, PolicySettings, decide
 from sebridge.sink import Sink
 from sebridge.store import Store
-from sebridge.store.duties import Duties, Duty
+from sebridge.store.duties import Duties
 from sebridge.store.store import HEARTBEAT
 
 if TYPE_CHECKING:
-    from apscheduler.schedulers.background import BackgroundScheduler
+    pass
 
 __all__ = ["Daemon", "PollState", "TickResult"]
 
@@ -97,7 +95,7 @@ class Daemon:
         self._vm_name = vm_name or store.setting("vm_name") or ""
         self._vm_name_checked = bool(vm_name)
         self._vm_name_warned = False
-        self._clock = clock
+        self.clock = clock
         self.approver = Approver(store, imds, self.sinks_for, dry_run=dry_run, clock=clock)
         self.dispatcher = Dispatcher(
             store,
@@ -171,7 +169,7 @@ class Daemon:
             log.info("IMDS answers again")
             self._imds_failing = None
         result.polled = True
-        self.poll_state = PollState(self._clock())
+        self.poll_state = PollState(self.clock())
         if not self._vm_name_checked:
             self._learn_vm_name()
         return document
@@ -193,7 +191,7 @@ class Daemon:
             self._vm_name = name
 
     def _record(self, document: Document, result: TickResult) -> None:
-        now = self._clock()
+        now = self.clock()
         approved = self.store.approved_ids() if self._previous else frozenset()
         transitions = diff(self._previous, document, now, approved)
         policies: dict[str, str] = {}
@@ -238,147 +236,13 @@ class Daemon:
         heartbeat: timedelta = HEARTBEAT,
     ) -> int:
         """Poll until SIGTERM/SIGINT (or `stop` is set); returns the exit code, 0.
+        See runner.py: the scheduler, the duties and the bounded stop."""
+        from sebridge.runner import DaemonRunner
 
-        The first poll runs at once. On a signal, within `shutdown_grace`
-        seconds: a call waiting for IMDS is cut short, the running tick
-        finishes, the outbox delivers what is due; then we return (see _stop).
-        """
-        from apscheduler.executors.debug import DebugExecutor
-        from apscheduler.schedulers.background import BackgroundScheduler
-
-        # Claims this host held before a crash are ours to take back; only the
-        # daemon does this (a CLI beside a running daemon must not).
-        self.store.outbox.release_own_claims()
-        stop = stop or threading.Event()
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(signum, lambda *_: stop.set())
-        # Jobs run on the scheduler's own thread: no hand-off to a pool thread
-        # every second (half the idle CPU); ticks never overlap anyway.
-        scheduler = BackgroundScheduler(timezone=UTC, executors={"default": DebugExecutor()})
-        scheduler.add_job(
-            self._safe_tick,
-            "interval",
-            seconds=poll_interval,
-            next_run_time=datetime.now(UTC),
-            max_instances=1,
-            coalesce=True,
-            misfire_grace_time=None,
-            id="poll",
+        return DaemonRunner(self).run(
+            poll_interval,
+            stop=stop,
+            shutdown_grace=shutdown_grace,
+            retention=retention,
+            heartbeat=heartbeat,
         )
-        # Single-holder duties: one agent of a fleet prunes, runs each such job and
-        # service; on SQLite this daemon holds them all (store/duties.py).
-        duties = self.duties = self.store.db.duties()
-        prune = duties.duty("prune")
-        prune.on_change(lambda _: self._prune_if_held(prune, retention))  # at once when taken
-        scheduler.add_job(self._prune_if_held, "interval", hours=6, args=[prune, retention])
-        # Other agents take this one for dead without it (see Store.heartbeat).
-        scheduler.add_job(
-            self._safe(Job("heartbeat", heartbeat.total_seconds(), self._heartbeat)),
-            "interval",
-            seconds=heartbeat.total_seconds(),
-            max_instances=1,
-            coalesce=True,
-        )
-        for given in self.jobs:
-            job = _held_only(given, duties.duty(given.name)) if given.single_holder else given
-            scheduler.add_job(
-                self._safe(job),
-                "interval",
-                seconds=job.interval,
-                max_instances=1,
-                coalesce=True,
-                id=job.name,
-            )
-        self.dispatcher.start()
-        for service in self.services:
-            if isinstance(service, SingleHolder):
-                service.bind(duties)
-            service.start()
-        scheduler.start()
-        duties.start()
-        log.info("sebridge polling %s every %gs", self.imds.endpoint, poll_interval)
-        stop.wait()
-        log.info("stopping: finishing the current tick")
-        self._stop(scheduler, time.monotonic() + shutdown_grace)
-        return 0
-
-    def _stop(self, scheduler: BackgroundScheduler, deadline: float) -> None:
-        """Stop within the grace (plus a second), whatever IMDS or a sink does.
-
-        A poll waiting for IMDS (up to 120 s on the first call) is cut short; a
-        job that still runs at the deadline is left behind on its daemon thread,
-        and so are the connections it uses: the process is about to exit.
-        """
-        self.imds.interrupt()
-        # The scheduler's shutdown joins its thread, which runs the jobs: waited
-        # for on a thread of its own, so the wait has a bound.
-        stopper = threading.Thread(target=scheduler.shutdown, name="scheduler-stop", daemon=True)
-        stopper.start()
-        # At least half a second, even with no grace: an idle scheduler needs a moment.
-        stopper.join(max(0.5, deadline - time.monotonic()))
-        if stopper.is_alive():
-            log.warning("a job is still running at the end of the shutdown grace; left behind")
-        for service in reversed(self.services):
-            service.stop()
-        if self.duties is not None:
-            self.duties.stop()
-        self.dispatcher.flush(max(0.0, deadline - time.monotonic()))
-        self.dispatcher.stop(timeout=max(0.1, deadline + 0.5 - time.monotonic()))
-        if not stopper.is_alive():
-            self.imds.close()
-            self.store.close()
-
-    def _safe_tick(self) -> None:
-        # One bad tick (a store hiccup, a bug) must not stop the polling.
-        try:
-            self.tick()
-        except StoreError as exc:
-            # Said once per outage (and in /healthz), not every poll. The document is
-            # recorded when the store answers: events still listed then are announced late.
-            if self.store_error is None:
-                log.warning("the store does not answer (%s); polling IMDS goes on", exc)
-            self.store_error = str(exc)
-            return
-        except Exception:
-            log.exception("tick failed; polling goes on")
-            return
-        if self.store_error is not None:
-            log.info("the store answers again")
-            self.store_error = None
-
-    @staticmethod
-    def _safe(job: Job) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                job.run()
-            except Exception:
-                log.exception("%s failed; it runs again in %gs", job.name, job.interval)
-
-        return run
-
-    def _heartbeat(self) -> None:
-        self.store.heartbeat(self._clock())
-
-    def _prune_if_held(self, duty: Duty, retention: timedelta) -> None:
-        if duty.held():
-            self._prune(retention)
-
-    def _prune(self, retention: timedelta) -> None:
-        try:
-            removed = self.store.prune(self._clock() - retention)
-        except Exception:
-            log.exception("pruning history failed")
-            return
-        if removed:
-            log.info("pruned %d events older than %s", removed, retention)
-
-
-def _held_only(job: Job, duty: Duty) -> Job:
-    """The job, run only while this agent holds its duty."""
-
-    def run() -> None:
-        if duty.held():
-            job.run()
-
-    return Job(job.name, job.interval, run)
