@@ -164,15 +164,30 @@ class RoundTripTap:
 
 class Relay:
     """A TCP relay in front of the server that can be cut (the database unreachable: every
-    connection through it closed, new ones refused) and restored."""
+    connection through it closed, new ones refused), made to hang (new connections are
+    accepted and never answered, as through a host that drops packets) and restored."""
 
     def __init__(self) -> None:
         self._server = socket.create_server(("127.0.0.1", 0))
         self.port = self._server.getsockname()[1]
         self._cut = False
+        self._hanging = False
         self._open: list[socket.socket] = []
+        self._held: list[socket.socket] = []
+        self.given_up = 0  # held connections their client closed (its connect timed out)
         self._lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def hang(self) -> None:
+        """Close every relayed connection; accept new ones but never answer them."""
+        self.cut()
+        with self._lock:
+            self._cut, self._hanging = False, True
+
+    def held(self) -> int:
+        """Connections accepted while hanging whose client still waits for an answer."""
+        with self._lock:
+            return len(self._held) - self.given_up
 
     def url(self, database_url: str) -> str:
         """database_url, reached through the relay."""
@@ -189,13 +204,29 @@ class Relay:
             self._open.clear()
 
     def restore(self) -> None:
-        """Relay again."""
+        """Relay again (held connections are closed: their clients try again)."""
         with self._lock:
-            self._cut = False
+            self._cut = self._hanging = False
+            for sock in self._held:
+                with contextlib.suppress(OSError):  # wakes the thread reading it
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            self._held.clear()
+            self.given_up = 0
 
     def close(self) -> None:
+        self.restore()
         self.cut()
         self._server.close()
+
+    def _hold(self, client: socket.socket) -> None:
+        """Read and drop what the client sends until it gives up."""
+        with contextlib.suppress(OSError):
+            while client.recv(65536):
+                pass
+            with self._lock:
+                if client in self._held:
+                    self.given_up += 1
 
     def _accept(self) -> None:
         while True:
@@ -206,6 +237,10 @@ class Relay:
             with self._lock:
                 if self._cut:
                     client.close()
+                    continue
+                if self._hanging:
+                    self._held.append(client)
+                    threading.Thread(target=self._hold, args=(client,), daemon=True).start()
                     continue
                 upstream = socket.create_connection((HOST, PORT))
                 self._open += [client, upstream]

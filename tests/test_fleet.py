@@ -148,6 +148,9 @@ def test_each_transition_is_one_line_across_the_fleet_and_once_beside_it_adds_no
     # One line each (written by whichever agent claimed the row, so maybe in two files).
     assert sorted(str(r["transition"]) for r in fleet.lines(event_id)) == ["cancelled", "scheduled"]
     assert all(a.alive() for a in fleet.agents)
+    # The logs say it once too: where it was recorded, not by every agent that saw it.
+    said = "".join(a.log_text() for a in fleet.agents)
+    assert said.count(f"scheduled Reboot {event_id}") == 1, said
 
 
 def fleet_url(fleet: Fleet) -> str:

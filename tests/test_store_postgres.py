@@ -1,5 +1,5 @@
 """What only PostgreSQL does: agents migrating at once, several daemons on one database (fleet),
-noticing other processes' writes through LISTEN/NOTIFY without a query per tick, round trips
+hearing other processes' writes through LISTEN/NOTIFY as they are committed, round trips
 per tick counted on the wire, a dropped connection, and no password in any error.
 
 The machine's server on 127.0.0.1:5432, a database of this module's own (see tests/pg.py).
@@ -19,7 +19,7 @@ from helpers import free_port, wait_until
 from sebridge.daemon import Daemon
 from sebridge.errors import StoreError
 from sebridge.imds import ImdsClient
-from sebridge.model import Approval, Document, Receipt, ScheduledEvent
+from sebridge.model import Approval, Document, Receipt, ScheduledEvent, Transition
 from sebridge.simulator import Simulator
 from sebridge.sink import Message
 from sebridge.store import Store
@@ -50,6 +50,25 @@ def tap() -> Iterator[pg.RoundTripTap]:
 def sim() -> Iterator[Simulator]:
     with Simulator(vm_name="vm0", approval_delay=3600) as s:
         yield s
+
+
+def answers(store: Store) -> bool:
+    try:
+        return store.events() == []
+    except StoreError:
+        return False
+
+
+def ticks(d: Daemon) -> bool:
+    try:
+        d.tick()
+    except StoreError:
+        return False
+    return True
+
+
+def scheduled(e: ScheduledEvent) -> Transition:
+    return Transition("scheduled", e, datetime.now(UTC))
 
 
 class ListSink:
@@ -108,32 +127,57 @@ def test_several_daemons_share_the_database(url: str) -> None:
         second.close()
 
 
-def test_committed_writes_change_the_marker_reads_do_not(url: str) -> None:
+def test_commits_to_the_outbox_and_approvals_are_heard_by_name_nothing_else_is(url: str) -> None:
     mine, other = Store(url, agent="vm0"), Store(url, agent="cli")
+    heard: list[frozenset[str]] = []
     try:
+        assert mine.db.watch(heard.append)
         marker = mine.db.write_marker()
+        e = ScheduledEvent("E1", "Reboot", "Scheduled", ("vm0",))
+        seen = Document(2, (e,))
         other.remember("vm_name", "x")  # meta: nothing anyone waits for
         other.audit_entries()  # a read
-        seen = Document(2, (ScheduledEvent("E1", "Reboot", "Scheduled", ("vm0",)),))
         with pytest.raises(StoreError), other.db.transaction():
-            other.apply(seen, [], datetime.now(UTC))
+            other.apply(seen, [(scheduled(e), ["list"])], datetime.now(UTC))
             raise StoreError("rolled back")  # never committed: never heard
         other.heartbeat(datetime.now(UTC))  # every 30 s per agent: wakes no one
+        other.apply(seen, [], datetime.now(UTC))  # events and sightings: nobody waits on them
         mine.events()
-        other.apply(seen, [], datetime.now(UTC))
+        other.apply(Document(3, seen.events), [(scheduled(e), ["list"])], datetime.now(UTC))
         # Notifications arrive in commit order: once this one is here, no other is coming.
-        later = wait_until(
-            lambda: mine.db.write_marker() != marker and mine.db.write_marker(),
-            message="the NOTIFY of another process's commit",
-        )
-        # One for the commit; none for meta, the heartbeat, reads, the rollback.
-        assert later == (marker[0] + 1,)
-        marker = later
-        mine.apply(Document(3, seen.events), [], datetime.now(UTC))  # as on SQLite: ours count too
-        wait_until(lambda: mine.db.write_marker() != marker, message="the NOTIFY of our commit")
+        wait_until(lambda: heard, message="the NOTIFY of another process's commit")
+        assert heard == [frozenset({"outbox"})]
+        assert mine.db.write_marker() == (marker[0] + 1,)
+        # An approval, stored by any process (ours too), is heard as one.
+        mine.record_approval(Approval("E1", "alice", "cli", datetime.now(UTC)))
+        wait_until(lambda: len(heard) == 2, message="the NOTIFY of our own commit")
+        assert heard[1] == frozenset({"approvals"})
     finally:
         mine.close()
         other.close()
+
+
+def test_a_lost_listen_connection_comes_back_and_counts_every_table_as_written(url: str) -> None:
+    store = Store(url, agent="vm0")
+    heard: list[frozenset[str]] = []
+    try:
+        store.db.watch(heard.append)
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"
+            )
+        # Whatever was committed while nobody listened may need acting on: all of it is.
+        wait_until(lambda: heard, 10, message="the listener to reconnect")
+        assert heard == [frozenset({"outbox", "approvals"})]
+        other = Store(url, agent="cli")
+        e = ScheduledEvent("E9", "Reboot", "Scheduled", ("vm0",))
+        other.apply(Document(1, (e,)), [], datetime.now(UTC))
+        other.record_approval(Approval("E9", "alice", "cli", datetime.now(UTC)))
+        other.close()
+        wait_until(lambda: len(heard) == 2, message="a NOTIFY on the new connection")
+        assert heard[1] == frozenset({"approvals"})
+    finally:
+        store.close()
 
 
 def test_an_unchanged_document_costs_no_round_trip_and_an_approval_elsewhere_wakes_the_daemon(
@@ -165,6 +209,26 @@ def test_an_unchanged_document_costs_no_round_trip_and_an_approval_elsewhere_wak
         d.store.close()
 
 
+def test_a_watching_daemon_posts_an_approval_stored_elsewhere_without_waiting_for_a_tick(
+    url: str, sim: Simulator
+) -> None:
+    sink = ListSink()
+    d = daemon(sim, url, sink)
+    try:
+        event_id = sim.schedule("Reboot")
+        d.tick()
+        d.watch_store()  # as `sebridge run` does; no tick from here on
+        cli = Store(url, agent="cli")  # a Slack click on another agent, say
+        cli.record_approval(Approval(event_id, "alice", "slack", datetime.now(UTC)))
+        cli.close()
+        wait_until(lambda: sim.start_requests, message="the StartRequests POST")
+        assert sim.start_requests == [event_id]
+        assert d.store.approval(event_id).state == "posted"  # type: ignore[union-attr]
+    finally:
+        d.imds.close()
+        d.store.close()
+
+
 def test_a_dropped_connection_is_opened_again(url: str) -> None:
     store = Store(url, exclusive=True)
     try:
@@ -174,9 +238,45 @@ def test_a_dropped_connection_is_opened_again(url: str) -> None:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid[0],))
         with pytest.raises(StoreError):
             store.events()  # the statement that finds the connection gone
-        assert store.events() == []  # the next one reconnects
+        # Connecting again happens on a thread of its own; meanwhile statements fail at once.
+        assert wait_until(lambda: answers(store), message="the store to answer again")
     finally:
         store.close()
+
+
+def test_while_connecting_again_hangs_ticks_fail_at_once_and_nothing_waits_for_it(
+    url: str, sim: Simulator
+) -> None:
+    # A host that drops packets: each connection attempt waits connect_timeout (30 s here).
+    relay = pg.Relay()
+    sink = ListSink()
+    d = daemon(sim, relay.url(url) + "&connect_timeout=30", sink)
+    try:
+        d.tick()
+        event_id = sim.schedule("Reboot")
+        relay.hang()
+        with pytest.raises(StoreError):
+            d.tick()  # finds the connection gone; an attempt starts in the background
+        # Two attempts, each on a thread of its own: the work connection's and the listener's.
+        wait_until(lambda: relay.held() == 2, message="the background connection attempts")
+        attempts, polls = relay.held(), len(sim.requests)
+        for _ in range(5):
+            with pytest.raises(StoreError, match="connecting again in the background"):
+                d.tick()
+        # Every tick returned while the attempts still wait for an answer: none waited for
+        # one (it would have timed out first), and no tick started another.
+        assert relay.held() == attempts and relay.given_up == 0
+        assert len(sim.requests) == polls + 5  # and each one polled IMDS
+        relay.restore()  # the host answers again: what IMDS shows is recorded
+        wait_until(lambda: ticks(d), message="a tick that reaches the store")
+        d.dispatcher.deliver_due(sink)
+        assert [(m.transition.kind, m.transition.event_id) for m in sink.sent] == [
+            ("scheduled", event_id)
+        ]
+    finally:
+        d.imds.close()
+        d.store.close()
+        relay.close()
 
 
 def test_passwords_never_appear_in_errors(url: str) -> None:
@@ -205,7 +305,8 @@ def test_what_imds_showed_while_the_database_was_away_is_recorded_when_it_return
             admin.execute("SELECT pg_terminate_backend(%s)", (pid[0],))
         with pytest.raises(StoreError):
             d.tick()  # the document changed; the store cannot take it
-        d.tick()  # the same document, unchanged at IMDS: recorded now
+        # The same document, unchanged at IMDS, recorded once the store is back.
+        wait_until(lambda: ticks(d), message="a tick that reaches the store")
         d.dispatcher.deliver_due(sink)
         assert [(m.transition.kind, m.transition.event_id) for m in sink.sent] == [
             ("scheduled", event_id)

@@ -15,12 +15,11 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
 from sebridge.approve import Approver
 from sebridge.diff import diff
 from sebridge.dispatch import Dispatcher
-from sebridge.errors import ImdsError
+from sebridge.errors import ImdsError, StoreError
 from sebridge.imds import ImdsClient
 from sebridge.integrations.base import Job, Service
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
@@ -29,9 +28,6 @@ from sebridge.sink import Sink
 from sebridge.store import Store
 from sebridge.store.duties import Duties
 from sebridge.store.store import HEARTBEAT
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["Daemon", "PollState", "TickResult"]
 
@@ -116,6 +112,9 @@ class Daemon:
         # other processes (`sebridge approve`) and by failed POSTs; checking the
         # table only then keeps an idle tick cheap.
         self._approvals_due = True
+        # Whether the store tells us of writes as they are committed (watch_store);
+        # else each tick compares its write marker.
+        self._store_pushes = False
         # Run beside the polling by run(): the HTTP server, Slack's Socket Mode,
         # integrations' scheduler jobs.
         self.services: list[Service] = []
@@ -140,7 +139,7 @@ class Daemon:
                 self._record(document, result)
             # Only once recorded: after a store failure the same document is tried again.
             self._last_object = document
-        written = self._store_written()
+        written = not self._store_pushes and self._store_written()
         if written or self._approvals_due:
             self._approvals_due = False
             result.approvals_done = self.approver.execute()
@@ -155,6 +154,21 @@ class Daemon:
         if self.store.has_pending_approvals():
             self._approvals_due = True  # the POST failed: the next tick retries it
         self.dispatcher.wake()
+
+    def watch_store(self) -> None:
+        """Act on other processes' writes as they are committed (PostgreSQL: an approval
+        stored by another agent is POSTed at once), not at the next poll."""
+        self._store_pushes = self.store.db.watch(self._heard_write)
+
+    def _heard_write(self, tables: frozenset[str]) -> None:
+        if "approvals" not in tables:
+            self.dispatcher.wake()
+            return
+        try:
+            self.carry_out_approvals()  # wakes the dispatcher too
+        except StoreError as exc:  # the tick says the store is away; it retries then
+            log.debug("approvals heard of, not carried out yet: %s", exc)
+            self._approvals_due = True
 
     def _poll(self, result: TickResult) -> Document | None:
         try:
@@ -205,13 +219,24 @@ class Daemon:
         deliveries = [
             (t, self.sinks_for(self._policy_of(t.event_id, policies))) for t in transitions
         ]
-        self.store.apply(document, deliveries, now, policies=policies, approvals=approvals)
+        recorded = self.store.apply(
+            document, deliveries, now, policies=policies, approvals=approvals
+        )
         self._approvals_due = self._approvals_due or bool(approvals)
         self._previous = document
         result.changed = True
         result.transitions = transitions
         for t in transitions:
-            log.info("%s %s %s", t.kind, t.event.event_type, t.event_id)
+            # In a fleet every agent derives it; the log says it once, where it was recorded.
+            first = any(r is t for r in recorded)
+            log.log(
+                logging.INFO if first else logging.DEBUG,
+                "%s %s %s%s",
+                t.kind,
+                t.event.event_type,
+                t.event_id,
+                "" if first else " (recorded by another agent)",
+            )
 
     def _policy_of(self, event_id: str, fresh: dict[str, str]) -> str:
         if event_id in fresh:

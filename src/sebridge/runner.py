@@ -101,6 +101,7 @@ class DaemonRunner:
                 id=job.name,
             )
         self.d.dispatcher.start()
+        self.d.watch_store()
         for service in self.d.services:
             if isinstance(service, SingleHolder):
                 service.bind(duties)

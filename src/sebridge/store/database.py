@@ -6,7 +6,7 @@ standard `INSERT ... ON CONFLICT` / `RETURNING`, and claims as
 store/postgres.py) adapts what differs: placeholders, row locks (SQLite has
 none: its write transaction locks the whole file), the auto-increment key
 (`{id}` in the migrations), how a write transaction starts and what it locks,
-how other processes' writes are noticed, whether the daemon holds the
+how other processes' writes are noticed (polled, or heard), whether the daemon holds the
 store alone (SQLite) or shares it (PostgreSQL), and how single-holder
 duties are held. `open_database()` picks the dialect from store.url.
 """
@@ -14,7 +14,7 @@ duties are held. `open_database()` picks the dialect from store.url.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -149,6 +149,12 @@ class Database:
     def write_marker(self) -> tuple[int, ...]:
         """Changes whenever another process commits a write; cheap enough for every tick."""
         raise NotImplementedError
+
+    def watch(self, on_write: Callable[[frozenset[str]], None]) -> bool:
+        """Call `on_write(tables)` as commits to the outbox or approvals are heard, from a
+        thread of the dialect's. False: this dialect cannot tell (SQLite), so compare
+        write_marker() at each poll instead."""
+        return False
 
     def hold_exclusive(self) -> Held | None:
         """For the daemon: hold the store against a second daemon (None: it is shared);

@@ -12,17 +12,23 @@ session advisory locks on a connection of their own (store/pg_duties.py).
   do not queue behind each other. Migrations (and the first write of the
   daemon's name) take a transaction-level advisory lock at BEGIN, in the same
   round trip, so several agents starting at once migrate one after the other.
-- Other processes' writes are noticed without a query: a statement trigger
-  on every table someone may wait for (all but meta, documents, sightings)
-  sends NOTIFY, delivered when the writer commits, and a dedicated LISTEN
-  connection is read without blocking on each tick.
+- Other processes' writes are heard as they happen, without a query: a
+  statement trigger on the tables someone waits for (outbox, approvals) sends
+  NOTIFY naming the table, delivered when the writer commits, and a LISTEN
+  connection on a thread of its own (store/pg_listen.py) wakes the daemon.
+- A lost connection is opened again on a thread of its own: a host that
+  drops packets makes each attempt wait `connect_timeout`, and the poll, the
+  heartbeat and the dispatcher must not wait with it (they fail at once
+  while it is away, and the daemon says so once).
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,24 +39,24 @@ from sebridge.config_checks import redact_url
 from sebridge.errors import StoreError
 from sebridge.store.database import Database, Held
 from sebridge.store.duties import Duties
+from sebridge.store.pg_listen import CHANNEL, EVERY_TABLE, WriteListener
 from sebridge.store.schema import MIGRATIONS
 
 __all__ = ["PostgresDatabase"]
 
-CHANNEL = "sebridge"
 # Advisory lock keys (per database): any fixed 64-bit numbers of our own.
 MIGRATE_LOCK = 0x5EB21D6E0001
-# Every table the migrations create, and those whose writes need not wake anyone:
-# meta (settings), documents (heartbeats) and sightings (written with events).
-# Every table a migration ever created; those still there get the trigger (a
-# database may hold other applications' tables too: never touch those).
+# Every table a migration ever created; those still there lose any trigger of ours
+# (a database may hold other applications' tables too: never touch those), and
+# the tables someone waits for (EVERY_TABLE) get one that NOTIFYs their name.
 _TABLES = tuple(name for m in MIGRATIONS for name in re.findall(r"CREATE TABLE (\w+)", m))
 _EXISTING = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1"
-_QUIET = ("meta", "documents", "sightings")
 _NOTIFY_FUNCTION = (
     "CREATE OR REPLACE FUNCTION sebridge_notify() RETURNS trigger LANGUAGE plpgsql AS "
-    f"$$ BEGIN PERFORM pg_notify('{CHANNEL}', ''); RETURN NULL; END $$"
+    f"$$ BEGIN PERFORM pg_notify('{CHANNEL}', TG_TABLE_NAME); RETURN NULL; END $$"
 )
+# A lost work connection is tried again at most this often.
+RECONNECT_SECONDS = 1.0
 
 
 # libpq settings (store.url may override each): unacknowledged data fails after
@@ -78,43 +84,55 @@ class PostgresDatabase(Database):
         self.location = redact_url(url)
         self._password = _password(url)
         self._sql: dict[str, str] = {}
-        self._listener: psycopg.Connection[Any] | None = None
+        self._listener: WriteListener | None = None
+        self._on_write: Callable[[frozenset[str]], None] | None = None
         self._heard = 0
-        self._conn = self._connect()
+        self._reconnect = _Reconnect(self._open)
+        self._conn = self._open()
 
     # -- connections ---------------------------------------------------------------------------
 
     def _connect(self) -> psycopg.Connection[Any]:
+        """A new autocommit connection with our defaults (store.url may override each)."""
+        given = conninfo_to_dict(self._url)
+        options: dict[str, Any] = {"autocommit": True}
+        options.setdefault("connect_timeout", given.get("connect_timeout", 10))
+        options.setdefault("application_name", given.get("application_name", "sebridge"))
+        # A database host that stops answering (packets dropped, not refused) must
+        # fail a statement within seconds, not after TCP's retransmissions (minutes).
+        for key, value in _DEAD_PEER.items():
+            options[key] = given.get(key, value)
+        return psycopg.connect(self._url, **options)
+
+    def _open(self) -> psycopg.Connection[Any]:
+        """_connect(), its failure as a StoreError without the password."""
         try:
-            given = conninfo_to_dict(self._url)
-            options: dict[str, Any] = {"autocommit": True}
-            options.setdefault("connect_timeout", given.get("connect_timeout", 10))
-            options.setdefault("application_name", given.get("application_name", "sebridge"))
-            # A database host that stops answering (packets dropped, not refused) must
-            # fail a statement within seconds, not after TCP's retransmissions (minutes).
-            for key, value in _DEAD_PEER.items():
-                options[key] = given.get(key, value)
-            conn = psycopg.connect(self._url, **options)
+            return self._connect()
         except psycopg.Error as exc:
             raise StoreError(
                 f"cannot connect to the store at {self.location}: {self._scrub(exc)}"
             ) from None
-        self._pid = conn.info.backend_pid
-        return conn
 
     def _usable(self) -> psycopg.Connection[Any]:
-        """The connection, opened again if the server dropped it (outside a transaction)."""
+        """The connection; if the server dropped it (outside a transaction), the one a
+        background attempt opened since, else StoreError at once (an attempt runs)."""
         if not self._conn.closed or self._depth:
             return self._conn
-        self._conn = self._connect()
-        return self._conn
+        fresh = self._reconnect.take()
+        if fresh is None:
+            self._reconnect.start()
+            why = self._reconnect.error or f"store error ({self.location}): the connection was lost"
+            raise StoreError(f"{why}; connecting again in the background")
+        self._conn = fresh
+        return fresh
 
     def close(self) -> None:
-        """Close both connections."""
+        """Close the connections and stop listening."""
+        if self._listener is not None:
+            self._listener.stop()
         with self._lock:
             self._conn.close()
-            if self._listener is not None:
-                self._listener.close()
+            self._reconnect.discard()
 
     # -- statements ----------------------------------------------------------------------------
 
@@ -128,6 +146,8 @@ class PostgresDatabase(Database):
                 translated = self._sql[sql] = sql.replace("%", "%%").replace("?", "%s")
             return conn.execute(translated, params)
         except psycopg.Error as exc:
+            if self._conn.closed:  # lost, not refused: start connecting again now
+                self._reconnect.start()
             raise StoreError(f"store error ({self.location}): {self._scrub(exc)}") from None
 
     def _error(self, exc: Exception) -> StoreError:
@@ -150,32 +170,39 @@ class PostgresDatabase(Database):
         existing = {str(r[0]) for r in self.all(_EXISTING)}
         for table in (t for t in _TABLES if t in existing):
             self._run(f"DROP TRIGGER IF EXISTS sebridge_notify ON {table}")
-            if table in _QUIET:
-                continue
-            self._run(
-                f"CREATE TRIGGER sebridge_notify AFTER INSERT OR UPDATE OR DELETE ON {table} "
-                "FOR EACH STATEMENT EXECUTE FUNCTION sebridge_notify()"
-            )
+            if table in EVERY_TABLE:
+                self._run(
+                    f"CREATE TRIGGER sebridge_notify AFTER INSERT OR UPDATE OR DELETE ON {table} "
+                    "FOR EACH STATEMENT EXECUTE FUNCTION sebridge_notify()"
+                )
 
-    # -- noticing other processes' writes ------------------------------------------------------
+    # -- hearing other processes' writes -------------------------------------------------------
 
     def write_marker(self) -> tuple[int, ...]:
-        """How many commits we heard of (this process's included, as a SQLite file's
-        stat() sees them): reads what the server already sent on the LISTEN
-        connection and sends nothing. While not listening, every call counts as
-        a change: a write may have gone unheard."""
-        try:
-            if self._listener is None or self._listener.closed:
-                self._listener = psycopg.connect(self._url, autocommit=True, connect_timeout=10)
-                self._listener.execute(f"LISTEN {CHANNEL}")
-                self._heard += 1
-            for _ in self._listener.notifies(timeout=0):
-                self._heard += 1
-        except psycopg.Error:
-            if self._listener is not None:
-                self._listener.close()
-            self._heard += 1
+        """How many batches of commits to the outbox or approvals we heard of (this
+        process's included, as a SQLite file's stat() sees them). Sends nothing: the
+        listener (started by the first call) counts them as they arrive."""
+        self._listen()
         return (self._heard,)
+
+    def watch(self, on_write: Callable[[frozenset[str]], None]) -> bool:
+        """Call on_write(tables) on the listener's thread as commits are heard."""
+        self._on_write = on_write
+        self._listen()
+        return True
+
+    def _listen(self) -> None:
+        with self._lock:
+            if self._listener is None:
+                self._listener = WriteListener(
+                    self._connect, self.location, self._scrub, self._heard_write
+                )
+                self._listener.start()
+
+    def _heard_write(self, tables: frozenset[str]) -> None:
+        self._heard += 1
+        if self._on_write is not None:
+            self._on_write(tables)
 
     def duties(self) -> Duties:
         """Duties held through advisory locks on a connection of their own (pg_duties.py)."""
@@ -193,6 +220,46 @@ class PostgresDatabase(Database):
         """The error's text without the password, should libpq ever quote it."""
         text = " ".join(str(exc).split())  # libpq's messages span lines: logs want one
         return text.replace(self._password, "***") if self._password else text
+
+
+class _Reconnect:
+    """At most one connection attempt at a time, on a thread of its own, at most once a
+    RECONNECT_SECONDS; what it opened waits to be taken, what went wrong is kept."""
+
+    def __init__(self, open_: Callable[[], psycopg.Connection[Any]]) -> None:
+        self.error: str | None = None
+        self._open = open_
+        self._fresh: psycopg.Connection[Any] | None = None
+        self._thread: threading.Thread | None = None
+        self._started = -RECONNECT_SECONDS
+
+    def start(self) -> None:
+        """Start an attempt, unless one runs or the last began under RECONNECT_SECONDS ago."""
+        running = self._thread is not None and self._thread.is_alive()
+        if running or time.monotonic() - self._started < RECONNECT_SECONDS:
+            return
+        self._started = time.monotonic()
+        self._thread = threading.Thread(target=self._attempt, name="store-reconnect", daemon=True)
+        self._thread.start()
+
+    def take(self) -> psycopg.Connection[Any] | None:
+        """The connection an attempt opened, once; else None."""
+        fresh, self._fresh = self._fresh, None
+        if fresh is not None:
+            self.error = None
+        return fresh
+
+    def discard(self) -> None:
+        """Close what an attempt opened and nobody took (the store is closing)."""
+        fresh = self.take()
+        if fresh is not None:
+            fresh.close()
+
+    def _attempt(self) -> None:
+        try:
+            self._fresh = self._open()
+        except StoreError as exc:
+            self.error = str(exc)
 
 
 def _password(url: str) -> str:

@@ -125,5 +125,13 @@ UPDATE transitions SET content = CAST(id AS TEXT);
 CREATE UNIQUE INDEX transitions_said ON transitions (event_id, kind, content)
 """
 
+# Agents losing sight of an event look for other agents' sightings of it, and an
+# agent claiming an approval for its own: by event. (On PostgreSQL, migrating
+# also renews the NOTIFY triggers: from this version each names its table, and
+# only the outbox and approvals have one.)
+_V4 = """
+CREATE INDEX sightings_event ON sightings (event_id, present)
+"""
+
 # Index i holds the statements of schema version i + 1.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)

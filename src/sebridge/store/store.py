@@ -96,11 +96,12 @@ class Store(ApprovalTable, HistoryLog):
         *,
         policies: dict[str, str] | None = None,
         approvals: Sequence[Approval] = (),
-    ) -> None:
+    ) -> list[Transition]:
         """Write one tick: the document, its events and this agent's sightings of them,
         the transitions with one outbox row per (transition, sink), and the
         policy's approvals. All or nothing. An event leaves the latest document
-        when no agent sees it any more.
+        when no agent sees it any more. Returns the transitions recorded here (not
+        those another agent of a fleet had recorded already).
 
         Args:
             policies: the policy's decision for events first seen in this tick.
@@ -130,10 +131,10 @@ class Store(ApprovalTable, HistoryLog):
             for (event_id,) in seen:
                 if event_id not in present:
                     self._lose_sight(event_id, now)
-            for transition, sinks in deliveries:
-                self._add_transition(transition, sinks, now)
+            recorded = [t for t, sinks in deliveries if self._add_transition(t, sinks, now)]
             for approval in approvals:
                 self.record_approval(approval)
+        return recorded
 
     def _lose_sight(self, event_id: str, now: datetime) -> None:
         # The event's row first: agents losing sight of it at once take turns, so the

@@ -1,0 +1,124 @@
+"""Other processes' commits on PostgreSQL, heard as they happen: LISTEN on a connection
+and a thread of their own.
+
+The NOTIFY triggers (store/postgres.py) name the table a commit wrote: `outbox`
+(rows to deliver) or `approvals` (an approval to carry out). The thread waits
+on the socket, which costs the server nothing, and hands each batch of table
+names to its callback at once: an approval stored by another agent (a Slack
+click on the agent holding the socket) is carried out within milliseconds,
+not at the next poll. A lost connection is opened again in the background,
+and then every table counts as written (a commit may have gone unheard).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+__all__ = ["CHANNEL", "EVERY_TABLE", "WriteListener"]
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "sebridge"
+# The tables whose commits send NOTIFY (each names itself); after a gap, all of them.
+EVERY_TABLE = frozenset(("outbox", "approvals"))
+RECONNECT_SECONDS = 2.0
+# How often a waiting thread looks up to see whether it should stop (no round trip).
+_STOP_CHECK_SECONDS = 0.5
+
+
+class WriteListener:
+    """Calls `on_write(tables)` soon after any process commits to those tables.
+
+    Args:
+        connect: opens a new autocommit connection (raises psycopg.Error).
+        location: the store, for log lines (no password).
+        scrub: an error's text without the password.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], psycopg.Connection[Any]],
+        location: str,
+        scrub: Callable[[BaseException], str],
+        on_write: Callable[[frozenset[str]], None],
+    ) -> None:
+        self._connect = connect
+        self._location = location
+        self._scrub = scrub
+        self._on_write = on_write
+        self._stopping = threading.Event()
+        self._failing = False
+        self._first: psycopg.Connection[Any] | None = None
+        self._thread = threading.Thread(target=self._run, name="store-listen", daemon=True)
+
+    def start(self) -> None:
+        """Listen from now on: the first LISTEN is sent before this returns (a commit
+        made after it is heard); if it cannot be, the thread keeps trying."""
+        try:
+            self._first = self._listening()
+        except psycopg.Error as exc:
+            self._lost(exc)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop listening and close the connection (within about half a second)."""
+        self._stopping.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(2 * _STOP_CHECK_SECONDS + 1)
+
+    def _listening(self) -> psycopg.Connection[Any]:
+        conn = self._connect()
+        try:
+            conn.execute(f"LISTEN {CHANNEL}")
+        except psycopg.Error:
+            conn.close()
+            raise
+        return conn
+
+    def _run(self) -> None:
+        conn, self._first = self._first, None
+        while not self._stopping.is_set():
+            try:
+                if conn is None:
+                    conn = self._listening()
+                    if self._failing:
+                        log.info("listening to the store %s again", self._location)
+                        self._failing = False
+                    self._heard(EVERY_TABLE)  # what was committed while nobody listened
+                with conn:
+                    self._listen(conn)
+            except psycopg.Error as exc:
+                self._lost(exc)
+                self._stopping.wait(RECONNECT_SECONDS)
+            conn = None
+
+    def _listen(self, conn: psycopg.Connection[Any]) -> None:
+        while not self._stopping.is_set():
+            # The first notification ends the wait; what came with it, or is already
+            # on the socket, joins the same batch: one wake for a burst of commits.
+            tables = {n.payload for n in conn.notifies(timeout=_STOP_CHECK_SECONDS, stop_after=1)}
+            if tables:
+                tables.update(n.payload for n in conn.notifies(timeout=0))
+                self._heard(frozenset(tables))
+
+    def _lost(self, exc: psycopg.Error) -> None:
+        if self._stopping.is_set() or self._failing:
+            return
+        log.warning(
+            "lost the LISTEN connection to the store %s (%s); reconnecting, and what was "
+            "written meanwhile is looked at when it is back",
+            self._location,
+            self._scrub(exc),
+        )
+        self._failing = True
+
+    def _heard(self, tables: frozenset[str]) -> None:
+        try:
+            self._on_write(tables)
+        except Exception:  # the callback's bug must not end the listening
+            log.exception("acting on a store write (%s) failed", ", ".join(sorted(tables)))
