@@ -1,7 +1,8 @@
 """Fleet mode: several `sebridge run` agents (one per "VM": its own imds.vm_name and its own
 IMDS simulator serving the same events under the same EventIds) on one PostgreSQL database.
 
-One JSON line per transition across the fleet, `sebridge once` beside them included; an
+One JSON line per transition across the fleet, and a second daemon of one agent's name (`run`
+or `once`) refused; an
 approval recorded where the event is not listed is carried out by an agent whose IMDS lists
 it, with one StartRequests POST in all; kill -9 of a duty's holder: another takes it over;
 the database unreachable: polling goes on, /healthz says so, what IMDS still lists is recorded
@@ -135,8 +136,13 @@ def test_each_transition_is_one_line_across_the_fleet_and_once_beside_it_adds_no
         ),
         message="every agent's sighting",
     )
-    once = run_cli("once", "--config", str(fleet.configs[0]))
-    assert once.returncode == 0, once.stderr
+    # A second daemon of vm0's name (`run` or `once` with its config) would share its
+    # sightings: refused, naming the first, as a second daemon on a SQLite file is.
+    for command in ("once", "run"):
+        second = run_cli(command, "--config", str(fleet.configs[0]), timeout=30)
+        assert second.returncode == 1, second.stderr
+        assert "another sebridge daemon named 'vm0' is running on the store" in second.stderr
+        assert "give each VM's agent its own imds.vm_name" in second.stderr
     for sim in sims:
         sim.complete(event_id)
     fleet.wait_line(event_id, "cancelled")

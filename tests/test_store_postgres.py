@@ -115,6 +115,38 @@ def test_agents_starting_at_once_migrate_once(url: str) -> None:
     ]
 
 
+def test_a_second_daemon_of_the_same_name_is_refused_naming_the_first(url: str) -> None:
+    first = Store(url, agent="vm0", exclusive=True)
+    try:
+        with pytest.raises(StoreError) as refused:
+            Store(url, agent="vm0", exclusive=True)
+        assert str(refused.value).startswith(
+            f"another sebridge daemon named 'vm0' is running on the store at {first.db.location} "
+            "(connected from 127.0.0.1 since "
+        )
+        assert str(refused.value).endswith(" UTC): give each VM's agent its own imds.vm_name")
+        Store(url, agent="vm0").close()  # the CLI (events, approve) is no daemon: welcome
+    finally:
+        first.close()
+    Store(url, agent="vm0", exclusive=True).close()  # the name is free again
+
+
+def test_a_reopened_connection_holds_the_name_again(url: str) -> None:
+    first = Store(url, agent="vm0", exclusive=True)
+    try:
+        pid = first.db.one("SELECT pg_backend_pid()")
+        assert pid is not None
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid[0],))
+        with pytest.raises(StoreError):
+            first.events()
+        assert wait_until(lambda: answers(first), message="the store to answer again")
+        with pytest.raises(StoreError, match="another sebridge daemon named 'vm0'"):
+            Store(url, agent="vm0", exclusive=True)
+    finally:
+        first.close()
+
+
 def test_several_daemons_share_the_database(url: str) -> None:
     # Fleet mode: nothing holds the database alone (claims make deliveries exclusive).
     first = Store(url, agent="vm0", exclusive=True)

@@ -156,9 +156,10 @@ class Database:
         write_marker() at each poll instead."""
         return False
 
-    def hold_exclusive(self) -> Held | None:
-        """For the daemon: hold the store against a second daemon (None: it is shared);
-        StoreError names the holder."""
+    def hold_exclusive(self, agent: str) -> Held | None:
+        """For the daemon called `agent`: hold the store against a second daemon (on a
+        shared store, one of the same name); None: nothing to release but the
+        connection. StoreError names the holder."""
         raise NotImplementedError
 
     def close(self) -> None:

@@ -16,7 +16,12 @@ import hashlib
 import threading
 from collections.abc import Callable
 
-__all__ = ["Duties", "Duty"]
+__all__ = ["Duties", "Duty", "advisory_key"]
+
+
+def advisory_key(name: str) -> int:
+    """A PostgreSQL advisory lock key for a name of ours: a positive 63-bit number."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8]) >> 1
 
 
 class Duty:
@@ -40,13 +45,7 @@ class Duty:
 
     def lock_keys(self) -> list[int]:
         """The advisory lock keys of its slots: positive 63-bit numbers from the name."""
-        return [
-            int.from_bytes(
-                hashlib.sha256(f"sebridge.duty.{self.name}#{slot}".encode()).digest()[:8]
-            )
-            >> 1
-            for slot in range(self.slots)
-        ]
+        return [advisory_key(f"sebridge.duty.{self.name}#{slot}") for slot in range(self.slots)]
 
     def set_held(self, held: bool) -> None:
         """For the board: record a change and tell the callbacks (on the board's thread)."""

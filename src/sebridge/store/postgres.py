@@ -25,10 +25,12 @@ session advisory locks on a connection of their own (store/pg_duties.py).
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -38,11 +40,13 @@ from psycopg.conninfo import conninfo_to_dict
 from sebridge.config_checks import redact_url
 from sebridge.errors import StoreError
 from sebridge.store.database import Database, Held
-from sebridge.store.duties import Duties
+from sebridge.store.duties import Duties, advisory_key
 from sebridge.store.pg_listen import CHANNEL, EVERY_TABLE, WriteListener
 from sebridge.store.schema import MIGRATIONS
 
 __all__ = ["PostgresDatabase"]
+
+log = logging.getLogger(__name__)
 
 # Advisory lock keys (per database): any fixed 64-bit numbers of our own.
 MIGRATE_LOCK = 0x5EB21D6E0001
@@ -54,6 +58,12 @@ _EXISTING = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()
 _NOTIFY_FUNCTION = (
     "CREATE OR REPLACE FUNCTION sebridge_notify() RETURNS trigger LANGUAGE plpgsql AS "
     f"$$ BEGIN PERFORM pg_notify('{CHANNEL}', TG_TABLE_NAME); RETURN NULL; END $$"
+)
+# Who holds an advisory lock (by key): for a message naming the other daemon.
+_HOLDER = (
+    "SELECT a.client_addr, a.backend_start FROM pg_locks l JOIN pg_stat_activity a "
+    "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted "
+    "AND ((l.classid::bigint << 32) | l.objid::bigint) = %s"
 )
 # A lost work connection is tried again at most this often.
 RECONNECT_SECONDS = 1.0
@@ -87,7 +97,8 @@ class PostgresDatabase(Database):
         self._listener: WriteListener | None = None
         self._on_write: Callable[[frozenset[str]], None] | None = None
         self._heard = 0
-        self._reconnect = _Reconnect(self._open)
+        self._agent: str | None = None  # the daemon's name, once held (hold_exclusive)
+        self._reconnect = _Reconnect(self._reopen)
         self._conn = self._open()
 
     # -- connections ---------------------------------------------------------------------------
@@ -212,9 +223,41 @@ class PostgresDatabase(Database):
 
     # -- fleet mode -----------------------------------------------------------------------------
 
-    def hold_exclusive(self) -> Held | None:
-        """Nothing to hold: several daemons share a PostgreSQL database (fleet mode)."""
-        return None
+    def hold_exclusive(self, agent: str) -> Held | None:
+        """Hold this agent's name (a session advisory lock on the work connection, taken
+        again when it is reopened): a second daemon of the same imds.vm_name would
+        share its sightings, and one's empty document would mark the other's events
+        gone. Nothing else is held alone: agents of other names share the database."""
+        self._agent = agent
+        if not _try_lock(self._conn, advisory_key(f"sebridge.agent.{agent}")):
+            raise StoreError(self._agent_taken(self._conn))
+        return None  # let go with the connection
+
+    def _reopen(self) -> psycopg.Connection[Any]:
+        """A new work connection, holding the agent's name again if this daemon holds it."""
+        conn = self._open()
+        if self._agent is not None:
+            try:
+                held = _try_lock(conn, advisory_key(f"sebridge.agent.{self._agent}"))
+            except psycopg.Error as exc:
+                conn.close()
+                raise StoreError(f"store error ({self.location}): {self._scrub(exc)}") from None
+            if not held:  # another daemon of our name started while the store was away
+                log.error("%s", self._agent_taken(conn))
+        return conn
+
+    def _agent_taken(self, conn: psycopg.Connection[Any]) -> str:
+        who = ""
+        with contextlib.suppress(psycopg.Error):
+            row = conn.execute(_HOLDER, (advisory_key(f"sebridge.agent.{self._agent}"),))
+            found = row.fetchone()
+            if found is not None:
+                where = f"from {found[0]}" if found[0] else "over the local socket"
+                who = f" (connected {where} since {found[1].astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC)"
+        return (
+            f"another sebridge daemon named {self._agent!r} is running on the store at "
+            f"{self.location}{who}: give each VM's agent its own imds.vm_name"
+        )
 
     def _scrub(self, exc: BaseException) -> str:
         """The error's text without the password, should libpq ever quote it."""
@@ -260,6 +303,11 @@ class _Reconnect:
             self._fresh = self._open()
         except StoreError as exc:
             self.error = str(exc)
+
+
+def _try_lock(conn: psycopg.Connection[Any], key: int) -> bool:
+    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+    return bool(row and row[0])
 
 
 def _password(url: str) -> str:

@@ -93,8 +93,9 @@ class SqliteDatabase(Database):
             "restore it from a backup, or move it away to start with an empty store"
         )
 
-    def hold_exclusive(self) -> Held | None:
-        """The flock on <db>.lock (none in memory); see store/lock.py."""
+    def hold_exclusive(self, agent: str) -> Held | None:
+        """The flock on <db>.lock (none in memory), whatever the agent's name: one daemon
+        per file; see store/lock.py."""
         return StoreLock.acquire(self.path)
 
     def close(self) -> None:

@@ -45,8 +45,9 @@ class Store(ApprovalTable, HistoryLog):
             postgresql://user@host/db (any number of agents: fleet mode).
         agent: who this process is (the VM name); claims carry it.
         exclusive: this process delivers (the daemon): hold the store against
-            a second daemon on a SQLite file (its flock, store/lock.py;
-            StoreError names the holder). PostgreSQL is shared by a fleet.
+            a second daemon on a SQLite file (its flock, store/lock.py), or
+            against a second daemon of the same name on PostgreSQL (shared by
+            a fleet: each agent its own name). StoreError names the holder.
     """
 
     def __init__(self, url: str, agent: str = "local", *, exclusive: bool = False) -> None:
@@ -54,7 +55,7 @@ class Store(ApprovalTable, HistoryLog):
         self._lock: Held | None = None
         try:
             if exclusive:
-                self._lock = self.db.hold_exclusive()
+                self._lock = self.db.hold_exclusive(agent)
             self.db.migrate()
         except BaseException:
             self.close()
