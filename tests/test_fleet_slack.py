@@ -4,7 +4,8 @@ own IMDS simulator, one fake Slack app (Socket Mode) with `socket_connections = 
 One Slack message per event across the fleet; a click reaches the one agent holding the
 Socket Mode connection, which may not see the event: an agent whose IMDS lists it POSTs the
 StartRequests, once in all; kill -9 of the connection's holder: another agent connects and
-clicks work again.
+clicks work again; kill -9 of an agent in the middle of posting a message: another agent
+finishes the delivery, and the channel still shows one message.
 
 Real processes, the fake Slack of tests/fakes on sockets, a database of this module's own.
 """
@@ -148,3 +149,32 @@ def test_one_message_a_click_anywhere_one_post_and_the_connection_survives_kill_
             )[0]
             assert slack.wait_connected(timeout=20)
     assert slack.socket_connections == 1
+
+
+def test_an_agent_killed_mid_post_leaves_one_message_and_another_agent_finishes_the_delivery(
+    agents: list[DaemonProcess], sims: list[Simulator], slack: FakeSlack, pg_database: str
+) -> None:
+    answer = slack.hold_next("chat.postMessage")
+    event_id = str(uuid.uuid4()).upper()
+    for sim in sims:
+        sim.schedule("Reboot", event_id=event_id, resources=[f"vm{i}" for i in range(AGENTS)])
+    (message,) = wait_until(lambda: parents(slack, event_id), message="the message")
+    # Slack has it; its sender, the agent whose claim on the row is begun, waits for the answer.
+    row = f"FROM outbox WHERE sink = 'slack' AND event_id = '{event_id}'"
+    (claimant,) = wait_until(lambda: pg.query(pg_database, f"SELECT claimed_by {row}"))[0]
+    sender = agents[int(str(claimant).removeprefix("vm"))]
+    sender.signal(signal.SIGKILL)
+    sender.wait(10)
+    answer.set()
+    # A live agent learns of the death at its next heartbeat (30 s at most), takes the row
+    # over, finds the message by its metadata, and keeps it as the event's message.
+    wait_until(
+        lambda: pg.query(pg_database, f"SELECT state, begun {row}") == [("delivered", 2)],
+        45,
+        message="another agent to finish the delivery",
+    )
+    assert len(parents(slack, event_id)) == 1
+    for sim in sims:
+        sim.complete(event_id)
+    wait_until(lambda: slack.replies(OPS, message.ts), 20, message="the reply under the message")
+    assert len(parents(slack, event_id)) == 1

@@ -54,7 +54,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def store(url: str) -> Iterator[Store]:
-    s = Store(url, agent="vm0")
+    s = Store(url, agent="vm0", exclusive=True)  # as the daemon, which claims outbox rows
     yield s
     s.close()
 

@@ -58,7 +58,9 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def agents(url: str) -> Iterator[tuple[Store, Store]]:
-    a, b = Store(url, agent="vm0"), Store(url, agent="vm1")
+    # Daemons (each holding its name) on PostgreSQL; on SQLite one holds the file alone.
+    daemons = url.startswith("postgresql")
+    a, b = Store(url, agent="vm0", exclusive=daemons), Store(url, agent="vm1", exclusive=daemons)
     yield a, b
     a.close()
     b.close()
@@ -121,6 +123,33 @@ def test_claims_pass_from_a_dead_agent_to_a_live_one(agents: tuple[Store, Store]
     (again,) = b.outbox.claim("slack", later, later + LEASE)
     assert again.id == delivery.id
     assert [r.event_id for r in b.claim_approvals(later, LEASE)] == ["E1"]
+
+
+def test_a_dead_agents_claimed_rows_pass_at_once_and_the_heartbeat_says_so(
+    pg_database: str,
+) -> None:
+    url = pg.reset(pg_database)
+    a, b = Store(url, agent="vm0", exclusive=True), Store(url, agent="vm1", exclusive=True)
+    try:
+        e = event()
+        for store in (a, b):
+            store.apply(Document(1, (e,)), [(scheduled(e), ["slack"])], T0)
+        (delivery,) = a.outbox.claim("slack", T0, T0 + LEASE)
+        assert b.outbox.claim("slack", T0, T0 + LEASE) == []  # a lives: its lease holds
+        assert not b.heartbeat(T0)
+        # b waits for the lease, not looking again and again while a sends; a's own
+        # row in flight is due now for a (its flush at shutdown waits for it).
+        assert (b.outbox.next_due("slack"), a.outbox.next_due("slack")) == (T0 + LEASE, T0)
+    finally:
+        a.close()  # kill -9 ends the session the same way: the server lets go of a's name
+    try:
+        assert b.heartbeat(T0)  # nothing else tells b that a is gone
+        assert b.outbox.next_due("slack") == T0
+        (again,) = b.outbox.claim("slack", T0, T0 + LEASE)  # the lease still runs
+        assert (again.id, again.begun) == (delivery.id, 0)
+        assert not b.heartbeat(T0)  # b holds it now, and b lives
+    finally:
+        b.close()
 
 
 def test_only_an_agent_that_sees_the_event_claims_its_approval(

@@ -169,7 +169,8 @@ class DaemonRunner:
         return run
 
     def _heartbeat(self) -> None:
-        self.d.store.heartbeat(self.d.clock())
+        if self.d.store.heartbeat(self.d.clock()):
+            self.d.dispatcher.wake()  # take over what a dead agent had claimed
 
     def _prune_if_held(self, duty: Duty, retention: timedelta) -> None:
         if duty.held():

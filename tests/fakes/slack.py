@@ -227,6 +227,12 @@ class FakeSlack:
             extra=extra,
         )
 
+    def hold_next(self, method: str) -> threading.Event:
+        """Perform the next call of `method`, then hold its answer until the returned event
+        is set (30 s at most): its caller can be killed after Slack did what it asked and
+        before it heard so."""
+        return self.web.hold_next(method)
+
     def set_down(self, down: bool = True, *, mode: str = "503") -> None:
         """Every Web API request answers 503 with an HTML body (mode="503") or has its
         connection closed without an answer (mode="close"), until set_down(False)."""

@@ -260,6 +260,7 @@ class FakeWebApi:
         self.responses: list[dict[str, Any]] = []
         self.down: str | None = None  # None, "503" or "close"
         self._failures: dict[str, list[_Failure]] = {}
+        self._holds: dict[str, threading.Event] = {}
         self._response_urls: dict[str, _ResponseUrl] = {}
         self._last_us = 0
         self.base_url = ""  # set once the HTTP server is bound
@@ -285,6 +286,12 @@ class FakeWebApi:
         failure = _Failure(error, status, retry_after, body, applied, dict(extra or {}), count)
         with self.lock:
             self._failures.setdefault(method, []).append(failure)
+
+    def hold_next(self, method: str) -> threading.Event:
+        release = threading.Event()
+        with self.lock:
+            self._holds[method] = release
+        return release
 
     def _take_failure(self, method: str) -> _Failure | None:
         with self.lock:
@@ -355,6 +362,10 @@ class FakeWebApi:
             else:
                 body = {"ok": False, "error": failure.error, **failure.extra}
         call.status, call.response = status, body
+        with self.lock:
+            release = self._holds.pop(method, None)
+        if release is not None:  # done; the answer waits (its caller may die meanwhile)
+            release.wait(30)
         return status, headers, body
 
     def _dispatch(self, method: str, params: dict[str, Any], token: str | None) -> dict[str, Any]:
@@ -732,13 +743,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, headers: dict[str, str], body: str, content_type: str) -> None:
         data = body.encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the caller died waiting (hold_next)
+            self.close_connection = True
 
 
 def start_http(api: FakeWebApi) -> tuple[_HttpServer, threading.Thread]:

@@ -56,6 +56,10 @@ class Database:
     IDLE_CHECK_SECONDS = 60.0
     # What messages call the store: a file path, or the URL without its password.
     location = ""
+    # SQL, true when the claimant of outbox row `o` (o.claimed_by) is gone, so its claim is
+    # void before its lease ends. One daemon per SQLite file: it releases its own claims
+    # when it starts again, and never sees anyone else's.
+    CLAIMANT_GONE = "0"
 
     def __init__(self) -> None:
         self._lock = threading.RLock()

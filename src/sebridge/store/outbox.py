@@ -50,7 +50,8 @@ class Outbox:
     def claim(
         self, sink: str, now: datetime, lease_until: datetime, limit: int = 20
     ) -> list[Delivery]:
-        """Claim due rows for `sink`, oldest first, at most one per event."""
+        """Claim due rows for `sink`, oldest first, at most one per event: unclaimed ones,
+        and those whose claim ended (its lease, or its claimant: Database.CLAIMANT_GONE)."""
         with self._db.transaction():
             rows = self._db.all(
                 "SELECT o.id, o.attempts, t.data, e.policy, e.gone_at, r.external_id, r.data, "
@@ -61,7 +62,7 @@ class Outbox:
                 "LEFT JOIN approvals a ON a.event_id = o.event_id "
                 "AND a.state IN ('posted', 'dry_run') "
                 "WHERE o.sink = ? AND o.state = ? AND o.next_attempt_at <= ? "
-                "AND (o.claimed_until IS NULL OR o.claimed_until < ?) "
+                f"AND (o.claimed_until IS NULL OR o.claimed_until < ? OR {self._db.CLAIMANT_GONE}) "
                 "AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink "
                 "AND p.event_id = o.event_id AND p.state = ? AND p.id < o.id) "
                 "ORDER BY o.id LIMIT ? FOR UPDATE OF o SKIP LOCKED",
@@ -130,10 +131,22 @@ class Outbox:
             (FAILED, error[:500], delivery.id),
         )
 
+    def orphaned(self) -> str:
+        """SQL, true when some pending row is claimed by a claimant that is gone."""
+        return (
+            f"EXISTS (SELECT 1 FROM outbox o WHERE o.state = '{PENDING}' "
+            f"AND o.claimed_by IS NOT NULL AND {self._db.CLAIMANT_GONE})"
+        )
+
     def next_due(self, sink: str) -> datetime | None:
-        """When the earliest pending row of `sink` is due, if any."""
+        """When the earliest pending row of `sink` is due, if any. A row another live agent
+        holds is due when its lease ends (its death wakes us sooner: Store.heartbeat);
+        our own count as due now (flush() waits for what our workers are sending)."""
         row = self._db.one(
-            "SELECT MIN(next_attempt_at) FROM outbox WHERE sink = ? AND state = ?", (sink, PENDING)
+            "SELECT MIN(CASE WHEN o.claimed_by <> ? AND o.claimed_until > o.next_attempt_at "
+            f"AND NOT {self._db.CLAIMANT_GONE} THEN o.claimed_until ELSE o.next_attempt_at END) "
+            "FROM outbox o WHERE o.sink = ? AND o.state = ?",
+            (self._agent, sink, PENDING),
         )
         return from_iso(row[0]) if row and row[0] else None
 

@@ -152,9 +152,15 @@ class Store(ApprovalTable, HistoryLog):
             (iso(now), event_id, event_id, self.agent, iso(now - STALE)),
         )
 
-    def heartbeat(self, now: datetime) -> None:
-        """Say this agent is alive (its sightings count); the daemon calls it every HEARTBEAT."""
-        self.db.execute("UPDATE documents SET seen_at = ? WHERE agent = ?", (iso(now), self.agent))
+    def heartbeat(self, now: datetime) -> bool:
+        """Say this agent is alive (its sightings count); the daemon calls it every HEARTBEAT.
+        Returns, in the same round trip, whether a dead agent's claimed outbox rows
+        wait for someone to take them (nothing else tells the living of a death)."""
+        row = self.db.one(
+            f"UPDATE documents SET seen_at = ? WHERE agent = ? RETURNING {self.outbox.orphaned()}",
+            (iso(now), self.agent),
+        )
+        return bool(row and row[0])
 
     def _upsert_event(self, event: ScheduledEvent, policy: str, now: datetime) -> None:
         data = json.dumps(event_to_dict(event), separators=(",", ":"))
