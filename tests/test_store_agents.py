@@ -152,6 +152,23 @@ def test_a_dead_agents_claimed_rows_pass_at_once_and_the_heartbeat_says_so(
         b.close()
 
 
+def test_the_heartbeat_says_when_an_approval_waits_for_someone(
+    agents: tuple[Store, Store],
+) -> None:
+    a, b = agents
+    e = event()
+    a.apply(Document(1, (e,)), [], T0)
+    b.apply(Document(1, ()), [], T0)  # b's first poll (its row the heartbeat updates)
+    assert not b.heartbeat(T0)
+    a.record_approval(Approval("E1", "alice", "slack", T0))
+    assert b.heartbeat(T0)  # pending
+    (claimed,) = a.claim_approvals(T0, timedelta(seconds=60))
+    assert not b.heartbeat(T0)  # a is posting it, under its lease
+    assert b.heartbeat(T0 + timedelta(seconds=61))  # a's lease ended: a died posting it
+    a.finish_approval(claimed.event_id, "posted", T0)
+    assert not b.heartbeat(T0 + timedelta(seconds=61))
+
+
 def test_only_an_agent_that_sees_the_event_claims_its_approval(
     agents: tuple[Store, Store],
 ) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
@@ -180,10 +180,23 @@ def test_commits_to_the_outbox_and_approvals_are_heard_by_name_nothing_else_is(u
         wait_until(lambda: heard, message="the NOTIFY of another process's commit")
         assert heard == [frozenset({"outbox"})]
         assert mine.db.write_marker() == (marker[0] + 1,)
-        # An approval, stored by any process (ours too), is heard as one.
-        mine.record_approval(Approval("E1", "alice", "cli", datetime.now(UTC)))
-        wait_until(lambda: len(heard) == 2, message="the NOTIFY of our own commit")
-        assert heard[1] == frozenset({"approvals"})
+        # Claiming, marking an attempt begun and acking give no one else anything to do:
+        # silent. A row released for anyone (a retry) is heard.
+        now = datetime.now(UTC)
+        (delivery,) = mine.outbox.claim("list", now, now + timedelta(minutes=2))
+        mine.outbox.begin(delivery)
+        mine.outbox.retry(delivery, "503", now)
+        (delivery,) = mine.outbox.claim("list", now, now + timedelta(minutes=2))
+        mine.outbox.ack(delivery, None, now)
+        # A new approval is heard (ours too); one put back after a failed POST is not (its
+        # agent retries at the next poll: woken by it, it would retry at once, again and again).
+        mine.record_approval(Approval("E1", "alice", "cli", now))
+        (approval,) = other.claim_approvals(now, timedelta(seconds=60))  # other sees E1
+        other.finish_approval(approval.event_id, "pending", now, error="IMDS down")
+        e2 = ScheduledEvent("E2", "Reboot", "Scheduled", ("vm0",))
+        other.apply(Document(4, (e, e2)), [(scheduled(e2), ["list"])], now)  # the last one
+        wait_until(lambda: len(heard) == 4, message="the NOTIFY of the last commit")
+        assert heard == [frozenset({t}) for t in ("outbox", "outbox", "approvals", "outbox")]
     finally:
         mine.close()
         other.close()

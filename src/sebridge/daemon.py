@@ -160,6 +160,12 @@ class Daemon:
         stored by another agent is POSTed at once), not at the next poll."""
         self._store_pushes = self.store.db.watch(self._heard_write)
 
+    def look_again(self) -> None:
+        """Work may wait that no NOTIFY announced (the heartbeat says so): the next tick
+        looks for approvals, the dispatcher looks at the outbox now."""
+        self._approvals_due = True
+        self.dispatcher.wake()
+
     def _heard_write(self, tables: frozenset[str]) -> None:
         if "approvals" not in tables:
             self.dispatcher.wake()

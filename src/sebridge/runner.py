@@ -170,7 +170,7 @@ class DaemonRunner:
 
     def _heartbeat(self) -> None:
         if self.d.store.heartbeat(self.d.clock()):
-            self.d.dispatcher.wake()  # take over what a dead agent had claimed
+            self.d.look_again()  # e.g. take over what a dead agent had claimed
 
     def _prune_if_held(self, duty: Duty, retention: timedelta) -> None:
         if duty.held():

@@ -24,7 +24,8 @@ __all__ = ["CHANNEL", "EVERY_TABLE", "WriteListener"]
 log = logging.getLogger(__name__)
 
 CHANNEL = "sebridge"
-# The tables whose commits send NOTIFY (each names itself); after a gap, all of them.
+# The tables whose commits may send NOTIFY (each names itself; store/postgres.py
+# says which writes do); after a gap in listening, all of them.
 EVERY_TABLE = frozenset(("outbox", "approvals"))
 RECONNECT_SECONDS = 2.0
 # How often a waiting thread looks up to see whether it should stop (no round trip).

@@ -12,9 +12,9 @@ session advisory locks on a connection of their own (store/pg_duties.py).
   do not queue behind each other. Migrations (and the first write of the
   daemon's name) take a transaction-level advisory lock at BEGIN, in the same
   round trip, so several agents starting at once migrate one after the other.
-- Other processes' writes are heard as they happen, without a query: a
-  statement trigger on the tables someone waits for (outbox, approvals) sends
-  NOTIFY naming the table, delivered when the writer commits, and a LISTEN
+- Other processes' writes are heard as they happen, without a query:
+  triggers on the tables someone waits for (outbox, approvals) send NOTIFY
+  naming the table, delivered when the writer commits, and a LISTEN
   connection on a thread of its own (store/pg_listen.py) wakes the daemon.
 - A lost connection is opened again on a thread of its own: a host that
   drops packets makes each attempt wait `connect_timeout`, and the poll, the
@@ -41,7 +41,7 @@ from sebridge.config_checks import redact_url
 from sebridge.errors import StoreError
 from sebridge.store.database import Database, Held
 from sebridge.store.duties import Duties, advisory_key
-from sebridge.store.pg_listen import CHANNEL, EVERY_TABLE, WriteListener
+from sebridge.store.pg_listen import CHANNEL, WriteListener
 from sebridge.store.schema import MIGRATIONS
 
 __all__ = ["PostgresDatabase"]
@@ -52,7 +52,20 @@ log = logging.getLogger(__name__)
 MIGRATE_LOCK = 0x5EB21D6E0001
 # Every table a migration ever created; those still there lose any trigger of ours
 # (a database may hold other applications' tables too: never touch those), and
-# the tables someone waits for (EVERY_TABLE) get one that NOTIFYs their name.
+# the tables someone waits for (pg_listen.EVERY_TABLE) get the triggers below, which NOTIFY
+# their name for the writes that give another agent something to do, and for no
+# other: claims, "begun" marks and acks would wake the whole fleet for nothing, and
+# an approval put back after a failed POST would wake its own agent into retrying
+# at once (it retries at its next poll; the heartbeat tells the others).
+_TRIGGERS = {
+    "outbox": (
+        "AFTER INSERT ON outbox FOR EACH STATEMENT",  # new rows to deliver
+        # a row released for anyone to take: a retry, a restarted agent's claims
+        "AFTER UPDATE ON outbox FOR EACH ROW "
+        "WHEN (NEW.state = 'pending' AND NEW.claimed_by IS NULL)",
+    ),
+    "approvals": ("AFTER INSERT ON approvals FOR EACH STATEMENT",),  # new approvals
+}
 _TABLES = tuple(name for m in MIGRATIONS for name in re.findall(r"CREATE TABLE (\w+)", m))
 _EXISTING = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1"
 _NOTIFY_FUNCTION = (
@@ -189,11 +202,12 @@ class PostgresDatabase(Database):
         # Migrations may have renamed or dropped some of ours.
         existing = {str(r[0]) for r in self.all(_EXISTING)}
         for table in (t for t in _TABLES if t in existing):
-            self._run(f"DROP TRIGGER IF EXISTS sebridge_notify ON {table}")
-            if table in EVERY_TABLE:
+            for n in range(2):  # every trigger name we ever used
+                self._run(f"DROP TRIGGER IF EXISTS sebridge_notify{n or ''} ON {table}")
+            for n, when in enumerate(_TRIGGERS.get(table, ())):
                 self._run(
-                    f"CREATE TRIGGER sebridge_notify AFTER INSERT OR UPDATE OR DELETE ON {table} "
-                    "FOR EACH STATEMENT EXECUTE FUNCTION sebridge_notify()"
+                    f"CREATE TRIGGER sebridge_notify{n or ''} {when} "
+                    "EXECUTE FUNCTION sebridge_notify()"
                 )
 
     # -- hearing other processes' writes -------------------------------------------------------

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
-from sebridge.store.approvals import ApprovalTable
+from sebridge.store.approvals import PENDING, POSTING, ApprovalTable
 from sebridge.store.codec import (
     event_from_dict,
     event_to_dict,
@@ -154,11 +154,14 @@ class Store(ApprovalTable, HistoryLog):
 
     def heartbeat(self, now: datetime) -> bool:
         """Say this agent is alive (its sightings count); the daemon calls it every HEARTBEAT.
-        Returns, in the same round trip, whether a dead agent's claimed outbox rows
-        wait for someone to take them (nothing else tells the living of a death)."""
+        Returns, in the same round trip, whether work no NOTIFY announces may wait: a
+        dead agent's claimed outbox rows, an approval put back after a failed POST
+        or whose claimer's lease ended (nothing else tells the living of a death)."""
         row = self.db.one(
-            f"UPDATE documents SET seen_at = ? WHERE agent = ? RETURNING {self.outbox.orphaned()}",
-            (iso(now), self.agent),
+            "UPDATE documents SET seen_at = ? WHERE agent = ? RETURNING "
+            f"{self.outbox.orphaned()} OR EXISTS (SELECT 1 FROM approvals WHERE state = ? "
+            "OR (state = ? AND claimed_until < ?))",
+            (iso(now), self.agent, PENDING, POSTING, iso(now)),
         )
         return bool(row and row[0])
 
