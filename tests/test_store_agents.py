@@ -125,6 +125,36 @@ def test_claims_pass_from_a_dead_agent_to_a_live_one(agents: tuple[Store, Store]
     assert [r.event_id for r in b.claim_approvals(later, LEASE)] == ["E1"]
 
 
+def test_a_change_back_is_said_again_and_a_change_already_said_is_not(
+    agents: tuple[Store, Store],
+) -> None:
+    a, b = agents
+    t1, t2 = event(minutes=15), event(minutes=30)
+    for store in (a, b):
+        store.apply(Document(1, (t1,)), [(scheduled(t1), ["slack"])], T0)
+
+    def change(e: ScheduledEvent, *what: str) -> Transition:
+        return Transition(TransitionKind.CHANGED, e, T0, changes=what)
+
+    # a sees every step: NotBefore T1 -> T2 -> T1 -> T2; each one is news.
+    for n, e in enumerate((t2, t1, t2), start=2):
+        a.apply(Document(n, (e,)), [(change(e, "not_before"), ["slack"])], T0)
+    # b polled less often: T1, then T2, which is what was said last: nothing new (its
+    # own list of what changed differs from a's, the content does not).
+    b.apply(Document(4, (t2,)), [(change(t2, "not_before", "description"), ["slack"])], T0)
+    said = [
+        (h.transition.kind, h.transition.event.not_before, h.transition.changes)
+        for h in a.history()
+    ]
+    assert said == [
+        ("scheduled", t1.not_before, ()),
+        ("changed", t2.not_before, ("not_before",)),
+        ("changed", t1.not_before, ("not_before",)),
+        ("changed", t2.not_before, ("not_before",)),  # a's, said once: b's adds nothing
+    ]
+    assert a.outbox.pending_count() == 4
+
+
 def test_a_dead_agents_claimed_rows_pass_at_once_and_the_heartbeat_says_so(
     pg_database: str,
 ) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from sebridge.model import Incarnation, ScheduledEvent, Transition
 
 __all__ = [
+    "event_digest",
     "event_from_dict",
     "event_to_dict",
     "from_iso",
@@ -100,23 +101,25 @@ def transition_to_json(transition: Transition) -> str:
 _ONCE = frozenset(("scheduled", "unplanned", "approved", "started", "completed", "cancelled"))
 
 
+def event_digest(event: ScheduledEvent) -> str:
+    """What an event says (type, status, times, resources, text), as one short text."""
+    text = json.dumps(event_to_dict(event), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def transition_key(transition: Transition) -> str:
     """What a transition says, as the third part of its unique key (event, kind, content).
 
     Lifecycle steps happen once per event: "". A change is keyed by the event's
-    new content (a change back to content announced before is not announced
-    again); a note (taken, problem) by who and what. Hashed: an event's
-    Resources can be long, an index entry cannot.
+    new content (the store adds which announcement it follows, so a change
+    back to earlier content is said again); a note (taken, problem) by who and
+    what. Hashed: an event's Resources can be long, an index entry cannot.
     """
     if transition.kind in _ONCE:
         return ""
     if transition.kind == "changed":
-        said: dict[str, object] = {
-            "changes": sorted(transition.changes),
-            "event": event_to_dict(transition.event),
-        }
-    else:
-        said = {"actor": transition.actor, "via": transition.via, "note": transition.note}
+        return event_digest(transition.event)
+    said = {"actor": transition.actor, "via": transition.via, "note": transition.note}
     text = json.dumps(said, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 

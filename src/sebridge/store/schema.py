@@ -92,7 +92,8 @@ UPDATE outbox SET begun = attempts
 # Many agents on one database. An event stays one row; what each agent saw is its
 # own sighting, so one agent's document never marks another's events gone: the
 # event leaves when no agent sees it. A transition is keyed by what it says
-# (event, kind, a hash of its content: see codec.transition_key), so when several
+# (event, kind, a hash of its content: see codec.transition_key and
+# Store._add_transition), so when several
 # agents derive it the first insert wins and only it writes outbox rows.
 # Existing transitions keep a key of their own (their id); existing events become
 # sightings of the agent that wrote the latest document (an older name of this

@@ -9,12 +9,14 @@ from datetime import datetime, timedelta
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.store.approvals import PENDING, POSTING, ApprovalTable
 from sebridge.store.codec import (
+    event_digest,
     event_from_dict,
     event_to_dict,
     from_iso,
     incarnation_from_db,
     incarnation_to_db,
     iso,
+    transition_from_json,
     transition_key,
     transition_to_json,
 )
@@ -198,6 +200,15 @@ class Store(ApprovalTable, HistoryLog):
     ) -> int | None:
         """Insert it unless an agent already said the same; only the first insert
         moves the event along and queues deliveries."""
+        key = transition_key(transition)
+        if transition.kind == TransitionKind.CHANGED:
+            # Agents deriving a change take turns (apply() holds the event's row): the
+            # later one finds it said. Keyed by the announcement it follows, a change
+            # back to earlier content (NotBefore T1 -> T2 -> T1) is said again.
+            last = self._last_announcement(transition.event_id)
+            if last is not None and last[1] == key:
+                return None
+            key = f"{key}:{last[0] if last else 0}"
         row = self.db.one(
             "INSERT INTO transitions (event_id, kind, at, data, content) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (event_id, kind, content) DO NOTHING RETURNING id",
@@ -206,7 +217,7 @@ class Store(ApprovalTable, HistoryLog):
                 transition.kind,
                 iso(transition.at),
                 transition_to_json(transition),
-                transition_key(transition),
+                key,
             ),
         )
         if row is None:
@@ -219,6 +230,23 @@ class Store(ApprovalTable, HistoryLog):
             )
         self.outbox.enqueue(transition_id, transition.event_id, sinks, now)
         return transition_id
+
+    def _last_announcement(self, event_id: str) -> tuple[int, str] | None:
+        """The id of the latest transition that said the event's content (scheduled,
+        unplanned, changed) and what it said (codec.event_digest)."""
+        row = self.db.one(
+            "SELECT id, data FROM transitions WHERE event_id = ? AND kind IN (?, ?, ?) "
+            "ORDER BY id DESC LIMIT 1",
+            (
+                event_id,
+                TransitionKind.SCHEDULED,
+                TransitionKind.UNPLANNED,
+                TransitionKind.CHANGED,
+            ),
+        )
+        if row is None:
+            return None
+        return int(row[0]), event_digest(transition_from_json(row[1]).event)
 
     def setting(self, key: str) -> str | None:
         """A value sebridge remembers across restarts (e.g. this VM's name)."""
