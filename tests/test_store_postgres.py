@@ -67,6 +67,12 @@ def ticks(d: Daemon) -> bool:
     return True
 
 
+def delivered(d: Daemon, sink: ListSink) -> list[tuple[str, str]]:
+    """Deliver what is due; (kind, event id) of everything the sink got."""
+    d.dispatcher.deliver_due(sink)
+    return [(m.transition.kind, m.transition.event_id) for m in sink.sent]
+
+
 def scheduled(e: ScheduledEvent) -> Transition:
     return Transition("scheduled", e, datetime.now(UTC))
 
@@ -314,10 +320,7 @@ def test_while_connecting_again_hangs_ticks_fail_at_once_and_nothing_waits_for_i
         assert len(sim.requests) == polls + 5  # and each one polled IMDS
         relay.restore()  # the host answers again: what IMDS shows is recorded
         wait_until(lambda: ticks(d), message="a tick that reaches the store")
-        d.dispatcher.deliver_due(sink)
-        assert [(m.transition.kind, m.transition.event_id) for m in sink.sent] == [
-            ("scheduled", event_id)
-        ]
+        assert delivered(d, sink) == [("scheduled", event_id)]
     finally:
         d.imds.close()
         d.store.close()
@@ -352,10 +355,7 @@ def test_what_imds_showed_while_the_database_was_away_is_recorded_when_it_return
             d.tick()  # the document changed; the store cannot take it
         # The same document, unchanged at IMDS, recorded once the store is back.
         wait_until(lambda: ticks(d), message="a tick that reaches the store")
-        d.dispatcher.deliver_due(sink)
-        assert [(m.transition.kind, m.transition.event_id) for m in sink.sent] == [
-            ("scheduled", event_id)
-        ]
+        assert delivered(d, sink) == [("scheduled", event_id)]
     finally:
         d.imds.close()
         d.store.close()
