@@ -121,3 +121,27 @@ def test_at_most_slots_agents_run_a_service_and_a_standby_takes_a_dead_ones_plac
     wait_until(services[standby].running, message="the standby to take over")
     assert f"stop {running[0]}" in log and f"start {standby}" in log
     assert sorted(i for i, s in enumerate(services) if s.running()) == sorted([standby, running[1]])
+
+
+def test_a_waiting_agent_sends_one_statement_per_wait_and_nothing_once_it_holds(
+    pg_database: str,
+) -> None:
+    url = pg.reset(pg_database)
+    tap = pg.RoundTripTap()
+    holder = AdvisoryDuties(url, "db")
+    waiter = AdvisoryDuties(tap.url(url), "db")
+    try:
+        holder.duty("prune")
+        holder.start()
+        wait_until(lambda: holder.duty("prune").held(), message="the first holder")
+        waiter.duty("prune")
+        waiter.start()
+        wait_until(lambda: tap.round_trips == 1, message="the waiter's wait statement")
+        holder.stop()  # its session ends: the waiter takes the duty within half a second
+        wait_until(lambda: waiter.duty("prune").held(), message="the waiter to take over")
+        # The wait that ended holding the lock, and the look at what it holds: one round trip.
+        assert tap.round_trips == 1, tap.sql
+    finally:
+        holder.stop()
+        waiter.stop()
+        tap.close()

@@ -6,7 +6,8 @@ One thread per agent owns the duty connection:
 - While it wants a duty, it sends one statement that tries every wanted
   key server-side twice a second and returns as soon as it holds one (or
   after WAIT_SECONDS): a dead holder's key is taken within about half a
-  second, and a waiting agent costs one round trip per WAIT_SECONDS. The
+  second, and a waiting agent costs one round trip per WAIT_SECONDS (the
+  statement and the look at which locks it then holds go together). The
   statement holds a snapshot while it runs, so it is bounded: vacuum is
   never held back longer than WAIT_SECONDS.
 - Once it holds every duty it wants, it sends nothing: TCP keepalives (ours
@@ -115,8 +116,11 @@ class AdvisoryDuties(Duties):
                     conn.execute("SELECT 1")  # raises if the session is gone
                 continue
             keys = [k for d in wanted for k in d.lock_keys()]
-            conn.execute(_wait_statement(keys))
-            held = {int(r[0]) for r in conn.execute(_HELD_KEYS).fetchall()}
+            # The wait and the look at what we hold, as one simple query: one round trip
+            # per WAIT_SECONDS (a fleet's waiting agents are most of its idle traffic).
+            cursor = conn.execute(f"{_wait_statement(keys)}; {_HELD_KEYS}")
+            cursor.nextset()
+            held = {int(r[0]) for r in cursor.fetchall()}
             for duty in wanted:
                 if held & set(duty.lock_keys()):
                     log.info("took the %s duty", duty.name)
