@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import glob
+import itertools
 import os
 import random
 import resource
@@ -65,6 +66,7 @@ from tests.fakes.slack import FakeCall, FakeSlack  # noqa: E402
 
 import pg  # noqa: E402  tests/pg.py: temporary databases, the round-trip tap
 from helpers import (  # noqa: E402
+    EVENTS_PATH,
     DaemonProcess,
     event_gets,
     free_port,
@@ -169,15 +171,18 @@ class Results:
     idle: float = 0.0  # round trips per agent per second
     idle_seconds: float = 0.0
     to_message: list[float] = field(default_factory=list)
+    poll_wait: list[float] = field(default_factory=list)  # appeared -> first GET listing it
+    processing: list[float] = field(default_factory=list)  # that GET -> the message at Slack
     click_all: list[float] = field(default_factory=list)  # case (a)
     click_others: list[float] = field(default_factory=list)  # case (b)
-    posted_by_holder: int = 0  # case (a): POSTs that came from a socket holder's VM
+    posted_by_clicked: int = 0  # case (a): POSTs sent by the agent that got the click
     messages: list[int] = field(default_factory=list)  # parents per event
     replies: Counter[str] = field(default_factory=Counter)  # replies per transition, tallied
     reply_kinds: Counter[str] = field(default_factory=Counter)
     posts: list[int] = field(default_factory=list)  # StartRequests POSTs per approval
     bench_cpu: float = 0.0  # CPU seconds of this process per second, during the events
     load: float = 0.0  # 1-minute load average at the end of the events
+    phase_gap: float = 0.0  # the largest gap between the agents' poll phases (seconds)
 
 
 class Fleet:
@@ -191,17 +196,18 @@ class Fleet:
         self.agents: list[DaemonProcess] = []
         self.store_url = tap.url(database)
 
-    def start_agents(self) -> None:
-        """The first agent alone (it creates the schema), then all the others at once."""
-        self._start(0)
-        wait_until(lambda: event_gets(self.sims[0]) > 0, 60, message="vm0's first poll")
-        for i in range(1, self.size):
+    def start_agents(self, rng: random.Random) -> None:
+        """One agent after the other, each after the previous one's first poll and a random
+        part of the interval: their polls fall at independent phases, as on VMs that booted
+        at different times (started at once, they poll in a bunch)."""
+        for i in range(self.size):
             self._start(i)
-        wait_until(
-            lambda: self.check_alive() or all(event_gets(s) > 0 for s in self.sims),
-            30 + 3 * self.size,
-            message="every agent's first poll",
-        )
+            wait_until(
+                lambda i=i: self.check_alive() or event_gets(self.sims[i]) > 0,
+                60,
+                message=f"vm{i}'s first poll",
+            )
+            time.sleep(rng.random() * INTERVAL)
         wait_until(
             lambda: (
                 len(self.holders()) == SOCKET_CONNECTIONS
@@ -228,6 +234,11 @@ class Fleet:
             extra=section,
         )
         self.agents.append(DaemonProcess(config, self.work / f"vm{i}.log"))
+
+    def clicked(self, event_id: str) -> list[int]:
+        """The agents whose log says they took a click approving the event."""
+        line = f"approved {event_id} from Slack"
+        return [i for i, a in enumerate(self.agents) if line in a.log_text()]
 
     def holders(self) -> list[int]:
         """The agents whose log says they took the Socket Mode duty."""
@@ -285,6 +296,21 @@ class Fleet:
             if wanted in (x.upper() for x in post.ids)
         ]
 
+    def polled_since(self, listed: list[int], since: float) -> bool:
+        """Whether every simulator of `listed` got a GET of the events after `since`."""
+        return all(
+            any(r.at > since for r in self.sims[i].requests if r.path == EVENTS_PATH)
+            for i in listed
+        )
+
+    def phase_gap(self) -> float:
+        """The largest gap between the agents' poll phases (seconds, modulo the interval)."""
+        phases = sorted(
+            max(r.at for r in sim.requests if r.path == EVENTS_PATH) % INTERVAL for sim in self.sims
+        )
+        gaps = [b - a for a, b in itertools.pairwise(phases)]
+        return max([*gaps, phases[0] + INTERVAL - phases[-1]])
+
     def quiet(self, for_seconds: float = 0.2, timeout: float = 5.0) -> None:
         """Wait until no round trip reached the database for `for_seconds` (or `timeout`)."""
         deadline = time.monotonic() + timeout
@@ -305,8 +331,10 @@ def has_kind(replies: Counter[str], kind: str) -> bool:
 class Timed:
     event_id: str
     to_message: float  # the event appeared -> its chat.postMessage reached Slack
+    poll_wait: float  # the event appeared -> the first GET at a simulator listing it
     click: float  # the envelope sent -> the StartRequests POST reached a simulator
     poster: int  # the agent whose simulator got that POST
+    clicked: int  # the agent that got the click (its log says "approved ... from Slack")
 
 
 def one_event(fleet: Fleet, listed: list[int], rng: random.Random) -> Timed:
@@ -325,6 +353,8 @@ def one_event(fleet: Fleet, listed: list[int], rng: random.Random) -> Timed:
     call = wait_until(lambda: alive_and(lambda: fleet.parent_call(event_id)), 30, 0.02)
     assert isinstance(call, FakeCall)
     message = wait_until(lambda: parents(fleet.slack, event_id), 10, 0.02)[0]
+    # Clicked once every agent listing it has seen it (a person takes longer than a poll).
+    wait_until(lambda: alive_and(lambda: fleet.polled_since(listed, appears)), 10, 0.02)
     fleet.quiet()
     time.sleep(rng.random() * INTERVAL)
     payload = fleet.slack.block_actions_payload(
@@ -335,11 +365,18 @@ def one_event(fleet: Fleet, listed: list[int], rng: random.Random) -> Timed:
     posts = wait_until(lambda: alive_and(lambda: fleet.posts(event_id)), 30, 0.02)
     assert isinstance(posts, list)
     poster, post = min(posts, key=lambda p: p[1].at)
+    clicked = wait_until(lambda: fleet.clicked(event_id), 10, message="the clicked agent's log")[0]
     wait_until(lambda: alive_and(lambda: has_kind(fleet.replies(event_id), "approved")), 30)
     for i in listed:
         fleet.sims[i].complete(event_id)
     wait_until(lambda: alive_and(lambda: has_kind(fleet.replies(event_id), "completed")), 30)
-    return Timed(event_id, call.at - appears, post.at - sent, poster)
+    first_get = min(
+        r.at
+        for i in listed
+        for r in fleet.sims[i].requests
+        if r.method == "GET" and r.path == EVENTS_PATH and r.at >= appears
+    )
+    return Timed(event_id, call.at - appears, first_get - appears, post.at - sent, poster, clicked)
 
 
 def count_duplicates(fleet: Fleet, events: list[str], results: Results) -> None:
@@ -363,7 +400,7 @@ def measure(size: int, args: argparse.Namespace, admin: str, rng: random.Random)
         fleet = Fleet(size, Path(tmp), database, tap)
         try:
             began = time.monotonic()
-            fleet.start_agents()
+            fleet.start_agents(rng)
             results.startup = time.monotonic() - began
             holders = fleet.holders()
             sessions = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
@@ -382,15 +419,18 @@ def measure(size: int, args: argparse.Namespace, admin: str, rng: random.Random)
                 timed = one_event(fleet, list(range(size)) if case_a else others, rng)
                 events.append(timed.event_id)
                 results.to_message.append(timed.to_message)
+                results.poll_wait.append(timed.poll_wait)
+                results.processing.append(timed.to_message - timed.poll_wait)
                 if case_a:
                     results.click_all.append(timed.click)
-                    results.posted_by_holder += timed.poster in holders
+                    results.posted_by_clicked += timed.poster == timed.clicked
                 else:
                     results.click_others.append(timed.click)
             used = resource.getrusage(resource.RUSAGE_SELF)
             busy = used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime
             results.bench_cpu = busy / (time.monotonic() - wall)
             results.load = os.getloadavg()[0]
+            results.phase_gap = fleet.phase_gap()
             time.sleep(3.0)  # late duplicates would show up by now
             count_duplicates(fleet, events, results)
             print(f"{size} agents: idle for {args.idle_seconds:g} s ...", flush=True)
@@ -410,97 +450,111 @@ def measure(size: int, args: argparse.Namespace, admin: str, rng: random.Random)
 # -- the report -----------------------------------------------------------------------------
 
 
-def ms(values: Sequence[float], p: float | None) -> float:
-    """A percentile (max when p is None) in milliseconds."""
-    return 1000 * (max(values) if p is None else percentile(values, p))
+@dataclass
+class Figure:
+    name: str
+    value: float
+    spec: str  # format spec of the value
+    target: str = ""
+    met: bool | None = None  # None: no target
 
 
-def figures(r: Results) -> list[tuple[str, float, str, bool | None]]:
-    """(name, value, target, met) of every figure of one fleet."""
-    rows: list[tuple[str, float, str, bool | None]] = [
-        ("idle round trips / agent / s", r.idle, f"<= {TARGET_IDLE}", r.idle <= TARGET_IDLE)
-    ]
-    for label, values, target in (
-        ("event -> message", r.to_message, TARGET_MESSAGE_MS),
-        ("click -> POST (a) all list it", r.click_all, TARGET_CLICK_MS),
-        ("click -> POST (b) non-holders", r.click_others, TARGET_CLICK_MS),
-    ):
-        for name, p in (("p50", 50.0), ("p99", 99.0), ("max", None)):
-            value = ms(values, p)
-            met = value <= target if name == "p99" else None
+def latency_figures(label: str, values: Sequence[float], target: float | None) -> list[Figure]:
+    """p50, p99 (compared with `target`, in ms) and max of `values` (seconds), in ms."""
+    rows = []
+    for name, p in (("p50", 50.0), ("p99", 99.0), ("max", 100.0)):
+        value = 1000 * percentile(values, p)
+        if name == "p99" and target is not None:
             rows.append(
-                (f"{label} {name} (ms)", value, f"<= {target:g}" if met is not None else "", met)
+                Figure(f"{label} {name} (ms)", value, ".1f", f"<= {target:g}", value <= target)
             )
+        else:
+            rows.append(Figure(f"{label} {name} (ms)", value, ".1f"))
+    return rows
+
+
+def figures(r: Results) -> list[Figure]:
+    """Every figure of one fleet, in the order printed."""
     duplicates = (
         sum(max(0, n - 1) for n in r.messages)
         + sum((n - 1) * k for n, k in r.replies.items() if n > 1)
         + sum(max(0, n - 1) for n in r.posts)
     )
     missing = r.messages.count(0) + r.posts.count(0)
-    rows += [
-        ("duplicates (messages, replies, POSTs)", duplicates, "0", duplicates == 0),
-        ("missing (messages, POSTs)", missing, "0", missing == 0),
-        ("start-up: all polling, 2 sockets (s)", r.startup, "", None),
-        ("database sessions", r.connections, "", None),
-        ("bench process CPU s/s during events", r.bench_cpu, "", None),
-        ("load average (1 min) after events", r.load, "", None),
+    return [
+        Figure(
+            "idle round trips / agent / s",
+            r.idle,
+            ".4f",
+            f"<= {TARGET_IDLE}",
+            r.idle <= TARGET_IDLE,
+        ),
+        *latency_figures("event -> message", r.to_message, TARGET_MESSAGE_MS),
+        *latency_figures("  of it: wait for a poll", r.poll_wait, None),
+        *latency_figures("  of it: poll -> message", r.processing, None),
+        *latency_figures("click -> POST (a) all list it", r.click_all, TARGET_CLICK_MS),
+        *latency_figures("click -> POST (b) non-holders", r.click_others, TARGET_CLICK_MS),
+        Figure("duplicates (messages, replies, POSTs)", duplicates, "d", "0", duplicates == 0),
+        Figure("missing (messages, POSTs)", missing, "d", "0", missing == 0),
+        Figure("largest gap between poll phases (ms)", 1000 * r.phase_gap, ".0f"),
+        Figure("start-up, one by one (s)", r.startup, ".1f"),
+        Figure("database sessions", r.connections, "d"),
+        Figure("bench process CPU (s per s) in events", r.bench_cpu, ".3f"),
+        Figure("load average (1 min) after the events", r.load, ".2f"),
     ]
-    return rows
 
 
-def number(value: float) -> str:
-    if value == int(value) and abs(value) >= 1:
-        return str(int(value))
-    return f"{value:.4f}" if abs(value) < 1 else f"{value:.1f}"
+def verdict(rows: list[Figure], sizes: list[int]) -> str:
+    missed = [str(n) for n, f in zip(sizes, rows, strict=True) if f.met is False]
+    if all(f.met is None for f in rows):
+        return ""
+    return f"MISS at {','.join(missed)}" if missed else "PASS"
 
 
-def report(runs: list[Results], args: argparse.Namespace) -> None:
-    base, last = runs[0], runs[-1]
+def report(runs: list[Results]) -> None:
+    """One table: a column per fleet size, the ratio last/first, the target."""
+    sizes = [r.agents for r in runs]
     tables = [figures(r) for r in runs]
-    head = ["figure", *(f"{r.agents} agents" for r in runs)]
+    head = ["figure", *(f"{n} agents" for n in sizes)]
     if len(runs) > 1:
-        head.append(f"{last.agents}/{base.agents}")
+        head.append(f"{sizes[-1]}/{sizes[0]}")
     head += ["target", ""]
     body = []
-    for i, (name, _, target, _) in enumerate(tables[0]):
-        values = [t[i][1] for t in tables]
-        row = [name, *(number(v) for v in values)]
+    for i, first in enumerate(tables[0]):
+        row = [t[i] for t in tables]
+        cells = [first.name, *(format(f.value, f.spec) for f in row)]
         if len(runs) > 1:
-            row.append(f"{values[-1] / values[0]:.2f}x" if values[0] else "-")
-        verdicts = {t[i][3] for t in tables} - {None}
-        row += [target, "" if not verdicts else ("PASS" if verdicts == {True} else "MISS")]
-        body.append(row)
+            cells.append(f"{row[-1].value / row[0].value:.2f}x" if row[0].value else "-")
+        body.append([*cells, first.target, verdict(row, sizes)])
     widths = [max(len(r[c]) for r in [head, *body]) for c in range(len(head))]
     print()
-    for row in [head, None, *body]:
-        if row is None:
+    for n, cells in enumerate([head, *body]):
+        line = [cells[0].ljust(widths[0])]
+        line += [c.rjust(w) for c, w in zip(cells[1:-1], widths[1:-1], strict=True)]
+        print("  ".join([*line, cells[-1]]).rstrip())
+        if n == 0:
             print("-" * (sum(widths) + 2 * len(widths)))
-            continue
-        cells = [
-            row[0].ljust(widths[0]),
-            *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)),
-        ]
-        print("  ".join(cells).rstrip())
     print()
     for r in runs:
-        holders = r.posted_by_holder
         print(
             f"{r.agents} agents: {len(r.to_message)} events ({len(r.click_all)} of case a, "
             f"{len(r.click_others)} of case b); messages per event {dict(Counter(r.messages))}; "
             f"replies per transition {dict(r.replies)} by kind {dict(r.reply_kinds)}; "
             f"StartRequests POSTs per approval {dict(Counter(r.posts))}; case (a) POSTs sent "
-            f"by a Socket Mode holder {holders}/{len(r.click_all)}; idle window "
+            f"by the clicked agent itself {r.posted_by_clicked}/{len(r.click_all)}; idle window "
             f"{r.idle_seconds:.0f} s"
         )
     if len(runs) > 1:
         print(
-            f"baseline: the {base.agents}-agent fleet of the same run; {last.agents}/{base.agents} "
-            "is the ratio of the last fleet's figure to the baseline's (growth)."
+            f"Baseline: the {sizes[0]}-agent fleet of the same run; the column {sizes[-1]}/"
+            f"{sizes[0]} is the {sizes[-1]}-agent figure over the baseline's (growth)."
         )
     print(
-        "PASS/MISS: every fleet size meets the target / one misses it. Event -> message is "
-        "timed on every event (cases a and b).\nClick -> POST (a): every agent lists the "
-        "event; (b): only agents without a Socket Mode connection list it."
+        "Dict counts read {value: how many}, e.g. messages per event {1: 60}: 60 events had "
+        "1 message each. Event -> message is timed\non every event (cases a and b); wait for "
+        "a poll: the event appears -> the first GET of a simulator listing it. Click -> POST "
+        "(a):\nevery agent lists the event; (b): only agents without a Socket Mode "
+        "connection list it."
     )
 
 
@@ -545,7 +599,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (BenchError, AssertionError) as exc:
             print(f"ERROR: {exc}", file=sys.stderr)
             return 1
-    report(runs, args)
+    report(runs)
     print(f"\ntotal run time {time.monotonic() - began:.0f} s")
     return 0
 
