@@ -54,6 +54,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from textwrap import shorten
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from latency import BenchError, log_tail, percentile, terminated_on_sigterm
@@ -170,6 +171,7 @@ class Results:
     connections: int = 0  # sessions on the database, counted before the events
     idle: float = 0.0  # round trips per agent per second
     idle_seconds: float = 0.0
+    idle_sql: Counter[str] = field(default_factory=Counter)  # idle round trips by SQL
     to_message: list[float] = field(default_factory=list)
     poll_wait: list[float] = field(default_factory=list)  # appeared -> first GET listing it
     processing: list[float] = field(default_factory=list)  # that GET -> the message at Slack
@@ -437,9 +439,11 @@ def measure(size: int, args: argparse.Namespace, admin: str, rng: random.Random)
             fleet.quiet(1.0, 10.0)
             fleet.check_alive()
             before, start = tap.round_trips, time.monotonic()
+            statements = tap.statements_so_far()
             time.sleep(args.idle_seconds)
             results.idle_seconds = time.monotonic() - start
             results.idle = (tap.round_trips - before) / size / results.idle_seconds
+            results.idle_sql = tap.statements_so_far() - statements
             fleet.check_alive()
         finally:
             fleet.stop()
@@ -544,6 +548,13 @@ def report(runs: list[Results]) -> None:
             f"by the clicked agent itself {r.posted_by_clicked}/{len(r.click_all)}; idle window "
             f"{r.idle_seconds:.0f} s"
         )
+    for r in runs:
+        print(f"{r.agents} agents, idle round trips by statement, per agent per second:")
+        kinds: Counter[str] = Counter()  # the duty waits differ only in their lock keys
+        for sql, n in r.idle_sql.items():
+            kinds[shorten(" ".join(sql.split()), 80)] += n
+        for sql, n in kinds.most_common():
+            print(f"  {n / r.agents / r.idle_seconds:.4f}  ({n:4d} in all)  {sql}")
     if len(runs) > 1:
         print(
             f"Baseline: the {sizes[0]}-agent fleet of the same run; the column {sizes[-1]}/"

@@ -8,11 +8,13 @@ Plain functions and classes only (no fixtures): each test module owns its fixtur
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import getpass
 import secrets
 import socket
 import struct
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
@@ -89,7 +91,8 @@ class RoundTripTap:
 
     Every round trip a client makes ends with a Query ('Q', simple protocol) or a
     Sync ('S', extended protocol: Parse/Bind/Execute/Sync) message; the tap counts
-    those and keeps the SQL text of Query and Parse messages, per connection. Only
+    those, keeps the SQL text of Query and Parse messages (`sql`) and counts the round
+    trips by the SQL they ran (`statements`, prepared statements included). Only
     what goes from clients to the server is parsed; the answers are relayed as is.
 
     upstream: the server's (host, port); default 127.0.0.1:5432.
@@ -101,6 +104,7 @@ class RoundTripTap:
         self.port = self._server.getsockname()[1]
         self.round_trips = 0
         self.sql: list[str] = []
+        self.statements: Counter[str] = Counter()  # round trips by the SQL they ran
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = [self._server]
         threading.Thread(target=self._accept, daemon=True).start()
@@ -109,6 +113,11 @@ class RoundTripTap:
         """database_url, reached through the tap."""
         host, port = self._upstream
         return database_url.replace(f"@{host}:{port}/", f"@127.0.0.1:{self.port}/")
+
+    def statements_so_far(self) -> Counter[str]:
+        """A copy of `statements`, safe while clients run."""
+        with self._lock:
+            return Counter(self.statements)
 
     def close(self) -> None:
         for sock in self._sockets:
@@ -139,38 +148,53 @@ class RoundTripTap:
     def _parse(self, client: socket.socket, upstream: socket.socket) -> None:
         """Relay what the client sends as it comes (one write per read, so the tap adds
         no delay); its complete messages are counted before they go on."""
-        buffer, started = b"", False
+        wire = _Client()
         with contextlib.suppress(OSError):
             while data := client.recv(65536):
-                buffer, started = self._count(buffer + data, started)
+                self._count(wire, data)
                 upstream.sendall(data)
         with contextlib.suppress(OSError):
             upstream.shutdown(socket.SHUT_WR)
 
-    def _count(self, buffer: bytes, started: bool) -> tuple[bytes, bool]:
-        """Count the complete messages at the start of buffer; return the rest, and whether
-        the untyped start-up packets are behind us."""
-        while not started:  # SSL/GSS requests are followed by another start-up packet
-            if len(buffer) < 8:
-                return buffer, False
-            (length,) = struct.unpack("!I", buffer[:4])
-            if len(buffer) < length:
-                return buffer, False
-            code = struct.unpack("!I", buffer[4:8])[0]
-            buffer, started = buffer[length:], code not in (80877103, 80877104)
-        while len(buffer) >= 5:
-            kind, (length,) = buffer[:1], struct.unpack("!I", buffer[1:5])
-            if len(buffer) < 1 + length:
-                break
-            body, buffer = buffer[5 : 1 + length], buffer[1 + length :]
+    def _count(self, wire: _Client, data: bytes) -> None:
+        """Count the complete messages of one client's stream so far."""
+        wire.buffer += data
+        while not wire.started:  # SSL/GSS requests are followed by another start-up packet
+            if len(wire.buffer) < 8:
+                return
+            (length,) = struct.unpack("!I", wire.buffer[:4])
+            if len(wire.buffer) < length:
+                return
+            code = struct.unpack("!I", wire.buffer[4:8])[0]
+            wire.buffer, wire.started = wire.buffer[length:], code not in (80877103, 80877104)
+        while len(wire.buffer) >= 5:
+            kind, (length,) = wire.buffer[:1], struct.unpack("!I", wire.buffer[1:5])
+            if len(wire.buffer) < 1 + length:
+                return
+            body, wire.buffer = wire.buffer[5 : 1 + length], wire.buffer[1 + length :]
             with self._lock:
+                if kind == b"Q":
+                    wire.current = body.rstrip(b"\0").decode()
+                    self.sql.append(wire.current)
+                elif kind == b"P":
+                    name, text = body.split(b"\0")[:2]
+                    wire.prepared[name] = wire.current = text.decode()
+                    self.sql.append(wire.current)
+                elif kind == b"B":  # a prepared statement runs again: no Parse, no text
+                    wire.current = wire.prepared.get(body.split(b"\0")[1], wire.current)
                 if kind in (b"Q", b"S"):
                     self.round_trips += 1
-                if kind == b"Q":
-                    self.sql.append(body.rstrip(b"\0").decode())
-                elif kind == b"P":
-                    self.sql.append(body.split(b"\0")[1].decode())
-        return buffer, True
+                    self.statements[wire.current] += 1
+
+
+@dataclasses.dataclass
+class _Client:
+    """What the tap knows of one client connection."""
+
+    buffer: bytes = b""
+    started: bool = False  # the untyped start-up packets are behind us
+    prepared: dict[bytes, str] = dataclasses.field(default_factory=dict)  # name -> SQL
+    current: str = ""  # the SQL of the round trip under way
 
 
 class Relay:
