@@ -31,7 +31,7 @@ cluster of this machine's server binaries (initdb into a temporary directory, as
     python bench/fleet_scale.py [--agents 10,50] [--events 30] [--idle-seconds 130]
         [--seed N] [--dsn postgresql://user@host:port/db]
 
-About 6 min for 10 agents and 8 min for 50 on a 2-core machine. Exit status 0 whatever the
+About 5 min for 10 agents and 7 min for 50 on a 2-core machine. Exit status 0 whatever the
 figures; 1 if a measurement could not be taken (an agent died, a message never came).
 """
 
@@ -108,12 +108,11 @@ def private_cluster(max_connections: int) -> Iterator[str]:
         raise BenchError("no /usr/lib/postgresql/*/bin/initdb: give --dsn instead")
     bindir = Path(found[-1]).parent
     as_root = os.geteuid() == 0
-    user = "postgres" if as_root else None
-    prefix = ["runuser", "-u", "postgres", "--"] if as_root else []
+    prefix = ["runuser", "-u", "postgres", "--"] if as_root else []  # initdb refuses root
     tmp = Path(tempfile.mkdtemp(prefix="sebridge-pg-"))
     try:
-        if user:
-            shutil.chown(tmp, user)
+        if as_root:
+            shutil.chown(tmp, "postgres")
         data, port = tmp / "data", free_port()
 
         def run(*argv: str) -> None:
@@ -167,7 +166,7 @@ def upstream(url: str) -> tuple[str, int]:
 @dataclass
 class Results:
     agents: int
-    startup: float = 0.0  # seconds from the first Popen to every agent polling, 2 sockets open
+    startup: float = 0.0  # the first Popen -> the last agent polling and 2 sockets open
     connections: int = 0  # sessions on the database, counted before the events
     idle: float = 0.0  # round trips per agent per second
     idle_seconds: float = 0.0
@@ -179,7 +178,7 @@ class Results:
     click_others: list[float] = field(default_factory=list)  # case (b)
     posted_by_clicked: int = 0  # case (a): POSTs sent by the agent that got the click
     messages: list[int] = field(default_factory=list)  # parents per event
-    replies: Counter[str] = field(default_factory=Counter)  # replies per transition, tallied
+    replies: Counter[int] = field(default_factory=Counter)  # {replies: transitions with as many}
     reply_kinds: Counter[str] = field(default_factory=Counter)
     posts: list[int] = field(default_factory=list)  # StartRequests POSTs per approval
     bench_cpu: float = 0.0  # CPU seconds of this process per second, during the events
@@ -193,8 +192,8 @@ class Fleet:
     def __init__(self, size: int, work: Path, database: str, tap: pg.RoundTripTap) -> None:
         self.size, self.work, self.tap = size, work, tap
         self.names = [f"vm{i}" for i in range(size)]
-        self.slack = FakeSlack(channels={OPS: "ops"}).start()
         self.sims = [Simulator(vm_name=n, approval_delay=3600).start() for n in self.names]
+        self.slack = FakeSlack(channels={OPS: "ops"}).start()
         self.agents: list[DaemonProcess] = []
         self.store_url = tap.url(database)
 
@@ -390,6 +389,47 @@ def count_duplicates(fleet: Fleet, events: list[str], results: Results) -> None:
         results.posts.append(len(fleet.posts(event_id)))
 
 
+def take_events(fleet: Fleet, count: int, rng: random.Random, results: Results) -> None:
+    """`count` events of each case, alternating so both meet the same conditions; then
+    the duplicates."""
+    holders = fleet.holders()
+    others = [i for i in range(fleet.size) if i not in holders]
+    events: list[str] = []
+    cpu, wall = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    for n in range(2 * count):
+        case_a = n % 2 == 0
+        timed = one_event(fleet, list(range(fleet.size)) if case_a else others, rng)
+        events.append(timed.event_id)
+        results.to_message.append(timed.to_message)
+        results.poll_wait.append(timed.poll_wait)
+        results.processing.append(timed.to_message - timed.poll_wait)
+        if case_a:
+            results.click_all.append(timed.click)
+            results.posted_by_clicked += timed.poster == timed.clicked
+        else:
+            results.click_others.append(timed.click)
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    busy = used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime
+    results.bench_cpu = busy / (time.monotonic() - wall)
+    results.load = os.getloadavg()[0]
+    results.phase_gap = fleet.phase_gap()
+    time.sleep(3.0)  # late duplicates would show up by now
+    count_duplicates(fleet, events, results)
+
+
+def take_idle(fleet: Fleet, seconds: float, results: Results) -> None:
+    """Round trips per agent per second, and by statement, over `seconds` of nothing."""
+    tap = fleet.tap
+    fleet.quiet(1.0, 10.0)
+    fleet.check_alive()
+    before, statements, start = tap.round_trips, tap.statements_so_far(), time.monotonic()
+    time.sleep(seconds)
+    results.idle_seconds = time.monotonic() - start
+    results.idle = (tap.round_trips - before) / fleet.size / results.idle_seconds
+    results.idle_sql = tap.statements_so_far() - statements
+    fleet.check_alive()
+
+
 def measure(size: int, args: argparse.Namespace, admin: str, rng: random.Random) -> Results:
     """Start a fleet of `size` agents on a new database, take every measure, stop it."""
     results = Results(size)
@@ -397,57 +437,26 @@ def measure(size: int, args: argparse.Namespace, admin: str, rng: random.Random)
     with (
         pg.temporary_database(admin) as database,
         tempfile.TemporaryDirectory(prefix="sebridge-fleet-") as tmp,
+        contextlib.ExitStack() as stack,
     ):
         tap = pg.RoundTripTap(upstream(admin))
+        stack.callback(tap.close)
         fleet = Fleet(size, Path(tmp), database, tap)
-        try:
-            began = time.monotonic()
-            fleet.start_agents(rng)
-            results.startup = time.monotonic() - began
-            holders = fleet.holders()
-            sessions = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            results.connections = int(str(pg.query(database, sessions)[0][0]))
-            others = [i for i in range(size) if i not in holders]
-            print(
-                f"{size} agents: up in {results.startup:.0f} s, {results.connections} sessions, "
-                f"Socket Mode held by {[fleet.names[i] for i in holders]}; "
-                f"{2 * args.events} events ...",
-                flush=True,
-            )
-            events: list[str] = []
-            cpu, wall = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
-            for n in range(2 * args.events):
-                case_a = n % 2 == 0  # the cases alternate, so both meet the same conditions
-                timed = one_event(fleet, list(range(size)) if case_a else others, rng)
-                events.append(timed.event_id)
-                results.to_message.append(timed.to_message)
-                results.poll_wait.append(timed.poll_wait)
-                results.processing.append(timed.to_message - timed.poll_wait)
-                if case_a:
-                    results.click_all.append(timed.click)
-                    results.posted_by_clicked += timed.poster == timed.clicked
-                else:
-                    results.click_others.append(timed.click)
-            used = resource.getrusage(resource.RUSAGE_SELF)
-            busy = used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime
-            results.bench_cpu = busy / (time.monotonic() - wall)
-            results.load = os.getloadavg()[0]
-            results.phase_gap = fleet.phase_gap()
-            time.sleep(3.0)  # late duplicates would show up by now
-            count_duplicates(fleet, events, results)
-            print(f"{size} agents: idle for {args.idle_seconds:g} s ...", flush=True)
-            fleet.quiet(1.0, 10.0)
-            fleet.check_alive()
-            before, start = tap.round_trips, time.monotonic()
-            statements = tap.statements_so_far()
-            time.sleep(args.idle_seconds)
-            results.idle_seconds = time.monotonic() - start
-            results.idle = (tap.round_trips - before) / size / results.idle_seconds
-            results.idle_sql = tap.statements_so_far() - statements
-            fleet.check_alive()
-        finally:
-            fleet.stop()
-            tap.close()
+        stack.callback(fleet.stop)
+        began = time.monotonic()
+        fleet.start_agents(rng)
+        results.startup = time.monotonic() - began
+        sessions = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        results.connections = int(str(pg.query(database, sessions)[0][0]))
+        print(
+            f"{size} agents: up in {results.startup:.0f} s, {results.connections} sessions, "
+            f"Socket Mode held by {[fleet.names[i] for i in fleet.holders()]}; "
+            f"{2 * args.events} events ...",
+            flush=True,
+        )
+        take_events(fleet, args.events, rng, results)
+        print(f"{size} agents: idle for {args.idle_seconds:g} s ...", flush=True)
+        take_idle(fleet, args.idle_seconds, results)
     return results
 
 
