@@ -181,6 +181,7 @@ class Results:
     replies: Counter[int] = field(default_factory=Counter)  # {replies: transitions with as many}
     reply_kinds: Counter[str] = field(default_factory=Counter)
     posts: list[int] = field(default_factory=list)  # StartRequests POSTs per approval
+    event_trips: float = 0.0  # round trips of the whole fleet per event (its life, start to end)
     bench_cpu: float = 0.0  # CPU seconds of this process per second, during the events
     load: float = 0.0  # 1-minute load average at the end of the events
     phase_gap: float = 0.0  # the largest gap between the agents' poll phases (seconds)
@@ -396,6 +397,7 @@ def take_events(fleet: Fleet, count: int, rng: random.Random, results: Results) 
     others = [i for i in range(fleet.size) if i not in holders]
     events: list[str] = []
     cpu, wall = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    trips = fleet.tap.round_trips
     for n in range(2 * count):
         case_a = n % 2 == 0
         timed = one_event(fleet, list(range(fleet.size)) if case_a else others, rng)
@@ -408,6 +410,7 @@ def take_events(fleet: Fleet, count: int, rng: random.Random, results: Results) 
             results.posted_by_clicked += timed.poster == timed.clicked
         else:
             results.click_others.append(timed.click)
+    results.event_trips = (fleet.tap.round_trips - trips) / (2 * count)
     used = resource.getrusage(resource.RUSAGE_SELF)
     busy = used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime
     results.bench_cpu = busy / (time.monotonic() - wall)
@@ -507,6 +510,7 @@ def figures(r: Results) -> list[Figure]:
         *latency_figures("  of it: poll -> message", r.processing, None),
         *latency_figures("click -> POST (a) all list it", r.click_all, TARGET_CLICK_MS),
         *latency_figures("click -> POST (b) non-holders", r.click_others, TARGET_CLICK_MS),
+        Figure("fleet's round trips per event (its life)", r.event_trips, ".0f"),
         Figure("duplicates (messages, replies, POSTs)", duplicates, "d", "0", duplicates == 0),
         Figure("missing (messages, POSTs)", missing, "d", "0", missing == 0),
         Figure("largest gap between poll phases (ms)", 1000 * r.phase_gap, ".0f"),
