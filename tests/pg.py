@@ -8,12 +8,15 @@ Plain functions and classes only (no fixtures): each test module owns its fixtur
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import getpass
 import secrets
 import socket
 import struct
 import threading
+from collections import Counter
 from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
@@ -50,14 +53,16 @@ def admin_url() -> str:
 
 
 @contextlib.contextmanager
-def temporary_database() -> Iterator[str]:
-    """Create sebridge_test_<random>, yield its URL, drop it (with any session left on it)."""
-    admin = admin_url()
+def temporary_database(admin: str | None = None) -> Iterator[str]:
+    """Create sebridge_test_<random>, yield its URL, drop it (with any session left on it).
+
+    admin: a superuser URL of the server to use; default admin_url() (127.0.0.1:5432)."""
+    admin = admin or admin_url()
     name = f"sebridge_test_{secrets.token_hex(4)}"
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
     try:
-        yield admin.replace("/test?", f"/{name}?")
+        yield urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
@@ -86,22 +91,33 @@ class RoundTripTap:
 
     Every round trip a client makes ends with a Query ('Q', simple protocol) or a
     Sync ('S', extended protocol: Parse/Bind/Execute/Sync) message; the tap counts
-    those and keeps the SQL text of Query and Parse messages, per connection. Only
+    those, keeps the SQL text of Query and Parse messages (`sql`) and counts the round
+    trips by the SQL they ran (`statements`, prepared statements included). Only
     what goes from clients to the server is parsed; the answers are relayed as is.
+
+    upstream: the server's (host, port); default 127.0.0.1:5432.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, upstream: tuple[str, int] = (HOST, PORT)) -> None:
+        self._upstream = upstream
         self._server = socket.create_server(("127.0.0.1", 0))
         self.port = self._server.getsockname()[1]
         self.round_trips = 0
         self.sql: list[str] = []
+        self.statements: Counter[str] = Counter()  # round trips by the SQL they ran
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = [self._server]
         threading.Thread(target=self._accept, daemon=True).start()
 
     def url(self, database_url: str) -> str:
         """database_url, reached through the tap."""
-        return database_url.replace(f"@{HOST}:{PORT}/", f"@127.0.0.1:{self.port}/")
+        host, port = self._upstream
+        return database_url.replace(f"@{host}:{port}/", f"@127.0.0.1:{self.port}/")
+
+    def statements_so_far(self) -> Counter[str]:
+        """A copy of `statements`, safe while clients run."""
+        with self._lock:
+            return Counter(self.statements)
 
     def close(self) -> None:
         for sock in self._sockets:
@@ -114,7 +130,9 @@ class RoundTripTap:
                 client, _ = self._server.accept()
             except OSError:
                 return
-            upstream = socket.create_connection((HOST, PORT))
+            upstream = socket.create_connection(self._upstream)
+            for sock in (client, upstream):  # relayed writes go out at once, as the client's did
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._sockets += [client, upstream]
             threading.Thread(target=self._relay, args=(upstream, client), daemon=True).start()
             threading.Thread(target=self._parse, args=(client, upstream), daemon=True).start()
@@ -128,38 +146,55 @@ class RoundTripTap:
             target.shutdown(socket.SHUT_WR)
 
     def _parse(self, client: socket.socket, upstream: socket.socket) -> None:
-        buffer = b""
-
-        def read(n: int) -> bytes:
-            nonlocal buffer
-            while len(buffer) < n:
-                data = client.recv(65536)
-                if not data:
-                    raise EOFError
-                buffer += data
-            chunk, buffer = buffer[:n], buffer[n:]
-            upstream.sendall(chunk)
-            return chunk
-
-        with contextlib.suppress(OSError, EOFError):
-            while True:  # untyped start-up packets; SSL/GSS requests are followed by another
-                (length,) = struct.unpack("!I", read(4))
-                body = read(length - 4)
-                if struct.unpack("!I", body[:4])[0] not in (80877103, 80877104):
-                    break
-            while True:
-                kind = read(1)
-                (length,) = struct.unpack("!I", read(4))
-                body = read(length - 4)
-                with self._lock:
-                    if kind in (b"Q", b"S"):
-                        self.round_trips += 1
-                    if kind == b"Q":
-                        self.sql.append(body.rstrip(b"\0").decode())
-                    elif kind == b"P":
-                        self.sql.append(body.split(b"\0")[1].decode())
+        """Relay what the client sends as it comes (one write per read, so the tap adds
+        no delay); its complete messages are counted before they go on."""
+        wire = _Client()
+        with contextlib.suppress(OSError):
+            while data := client.recv(65536):
+                self._count(wire, data)
+                upstream.sendall(data)
         with contextlib.suppress(OSError):
             upstream.shutdown(socket.SHUT_WR)
+
+    def _count(self, wire: _Client, data: bytes) -> None:
+        """Count the complete messages of one client's stream so far."""
+        wire.buffer += data
+        while not wire.started:  # SSL/GSS requests are followed by another start-up packet
+            if len(wire.buffer) < 8:
+                return
+            (length,) = struct.unpack("!I", wire.buffer[:4])
+            if len(wire.buffer) < length:
+                return
+            code = struct.unpack("!I", wire.buffer[4:8])[0]
+            wire.buffer, wire.started = wire.buffer[length:], code not in (80877103, 80877104)
+        while len(wire.buffer) >= 5:
+            kind, (length,) = wire.buffer[:1], struct.unpack("!I", wire.buffer[1:5])
+            if len(wire.buffer) < 1 + length:
+                return
+            body, wire.buffer = wire.buffer[5 : 1 + length], wire.buffer[1 + length :]
+            with self._lock:
+                if kind == b"Q":
+                    wire.current = body.rstrip(b"\0").decode()
+                    self.sql.append(wire.current)
+                elif kind == b"P":
+                    name, text = body.split(b"\0")[:2]
+                    wire.prepared[name] = wire.current = text.decode()
+                    self.sql.append(wire.current)
+                elif kind == b"B":  # a prepared statement runs again: no Parse, no text
+                    wire.current = wire.prepared.get(body.split(b"\0")[1], wire.current)
+                if kind in (b"Q", b"S"):
+                    self.round_trips += 1
+                    self.statements[wire.current] += 1
+
+
+@dataclasses.dataclass
+class _Client:
+    """What the tap knows of one client connection."""
+
+    buffer: bytes = b""
+    started: bool = False  # the untyped start-up packets are behind us
+    prepared: dict[bytes, str] = dataclasses.field(default_factory=dict)  # name -> SQL
+    current: str = ""  # the SQL of the round trip under way
 
 
 class Relay:
