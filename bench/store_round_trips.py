@@ -16,7 +16,7 @@ included.
 - idle `sebridge run` processes, a fleet of --idle-agents on the database
   (1 s polls, JSON lines sink, 21 events in the document) for --idle-seconds:
   round trips per agent per second, all they send (the 30 s heartbeat, the
-  dispatcher's look at the outbox every 600 s, and from an agent waiting for
+  dispatcher's look at the outbox every hour, and from an agent waiting for
   a single-holder duty one statement every 120 s). Measure over 130 s or more
   to include those waits.
 

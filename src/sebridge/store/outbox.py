@@ -131,11 +131,14 @@ class Outbox:
             (FAILED, error[:500], delivery.id),
         )
 
-    def orphaned(self) -> str:
-        """SQL, true when some pending row is claimed by a claimant that is gone."""
+    def stranded(self) -> str:
+        """SQL (one `?`: now), true when some row is due and free to claim, yet nobody
+        claims it: unclaimed, its lease ended, or its claimant gone (Store.heartbeat
+        asks, so an idle dispatcher need not look)."""
         return (
-            f"EXISTS (SELECT 1 FROM outbox o WHERE o.state = '{PENDING}' "
-            f"AND o.claimed_by IS NOT NULL AND {self._db.CLAIMANT_GONE})"
+            f"EXISTS (SELECT 1 FROM outbox o WHERE o.state = '{PENDING}' AND "
+            "o.next_attempt_at <= ? AND (o.claimed_until IS NULL OR o.claimed_until < ? "
+            f"OR {self._db.CLAIMANT_GONE}))"
         )
 
     def next_due(self, sink: str) -> datetime | None:

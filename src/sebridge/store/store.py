@@ -156,14 +156,16 @@ class Store(ApprovalTable, HistoryLog):
 
     def heartbeat(self, now: datetime) -> bool:
         """Say this agent is alive (its sightings count); the daemon calls it every HEARTBEAT.
-        Returns, in the same round trip, whether work no NOTIFY announces may wait: a
-        dead agent's claimed outbox rows, an approval put back after a failed POST
-        or whose claimer's lease ended (nothing else tells the living of a death)."""
+        Returns, in the same round trip, whether work no NOTIFY announced may wait:
+        outbox rows due that nobody claims (a dead agent's among them: nothing else
+        tells the living of a death), an approval put back after a failed POST or
+        whose claimer's lease ended."""
+        at = iso(now)
         row = self.db.one(
             "UPDATE documents SET seen_at = ? WHERE agent = ? RETURNING "
-            f"{self.outbox.orphaned()} OR EXISTS (SELECT 1 FROM approvals WHERE state = ? "
+            f"{self.outbox.stranded()} OR EXISTS (SELECT 1 FROM approvals WHERE state = ? "
             "OR (state = ? AND claimed_until < ?))",
-            (iso(now), self.agent, PENDING, POSTING, iso(now)),
+            (at, self.agent, at, at, PENDING, POSTING, at),
         )
         return bool(row and row[0])
 
