@@ -4,8 +4,10 @@ Each agent is a real process with its own imds.vm_name and its own IMDS simulato
 simulator serves the same event under the same EventId, as Azure does for the VMs of one
 placement group), `poll_interval = 1.0`, the console off, and the Slack sink in Socket Mode
 against one fake Slack app (tests/fakes/slack.py) with `[slack] socket_connections = 2`, so
-two agents hold a Socket Mode connection. Every database connection goes through a tap that
-counts round trips (tests/pg.py). For each fleet size (`--agents 10,50`):
+two agents hold a Socket Mode connection. The agents start one by one at random moments, so
+their polls fall at independent phases. Every database connection goes through a tap that
+counts round trips (tests/pg.py; it adds a few ms to the latencies at 50 agents, see
+bench/README.md). For each fleet size (`--agents 10,50`):
 
 1. idle: database round trips per agent per second over --idle-seconds (target <= 0.05);
 2. event -> the one Slack message: the event appears on every simulator at one instant (a
@@ -20,9 +22,10 @@ counts round trips (tests/pg.py). For each fleet size (`--agents 10,50`):
 4. duplicates: Slack messages per event, thread replies per transition, StartRequests POSTs
    per approval over all simulators (target 1 each, 0 duplicates).
 
---events events of each case per size, one at a time (click after the fleet's database
-traffic went quiet, at a random phase too; the event is then completed and its "completed"
-reply awaited). The first size is the baseline: the last column is the ratio last/first.
+--events events of each case per size, one at a time (click once every listing agent polled
+and the database went quiet, at a random phase too; the event is then completed and its
+"completed" reply awaited). Also printed: the idle round trips by statement, the fleet's round
+trips per event. The first size is the baseline: the ratio column is last/first.
 
 50 agents need 150+ connections (work, LISTEN, duties): the bench runs a private PostgreSQL
 cluster of this machine's server binaries (initdb into a temporary directory, as the
@@ -204,11 +207,6 @@ class Fleet:
         at different times (started at once, they poll in a bunch)."""
         for i in range(self.size):
             self._start(i)
-            wait_until(
-                lambda i=i: self.check_alive() or event_gets(self.sims[i]) > 0,
-                60,
-                message=f"vm{i}'s first poll",
-            )
             time.sleep(rng.random() * INTERVAL)
         wait_until(
             lambda: (
@@ -220,6 +218,7 @@ class Fleet:
         )
 
     def _start(self, i: int) -> None:
+        """Start agent i and wait for its first poll."""
         slack = self.slack
         section = (
             f"[slack]\nbot_token = {toml_str(slack.bot_token)}\n"
@@ -236,6 +235,10 @@ class Fleet:
             extra=section,
         )
         self.agents.append(DaemonProcess(config, self.work / f"vm{i}.log"))
+        sim = self.sims[i]
+        wait_until(
+            lambda: self.check_alive() or event_gets(sim) > 0, 60, message=f"vm{i}'s first poll"
+        )
 
     def clicked(self, event_id: str) -> list[int]:
         """The agents whose log says they took a click approving the event."""
