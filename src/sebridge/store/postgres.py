@@ -27,8 +27,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-import threading
-import time
 from collections.abc import Callable, Sequence
 from datetime import UTC
 from typing import Any
@@ -42,6 +40,7 @@ from sebridge.errors import StoreError
 from sebridge.store.database import Database, Held
 from sebridge.store.duties import Duties, advisory_key
 from sebridge.store.pg_listen import CHANNEL, WriteListener
+from sebridge.store.pg_reconnect import Reconnect
 from sebridge.store.schema import MIGRATIONS
 
 __all__ = ["PostgresDatabase"]
@@ -78,8 +77,6 @@ _HOLDER = (
     "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted "
     "AND ((l.classid::bigint << 32) | l.objid::bigint) = %s"
 )
-# A lost work connection is tried again at most this often.
-RECONNECT_SECONDS = 1.0
 
 
 # libpq settings (store.url may override each): unacknowledged data fails after
@@ -121,7 +118,7 @@ class PostgresDatabase(Database):
         self._on_write: Callable[[frozenset[str]], None] | None = None
         self._heard = 0
         self._agent: str | None = None  # the daemon's name, once held (hold_exclusive)
-        self._reconnect = _Reconnect(self._reopen)
+        self._reconnect = Reconnect(self._reopen)
         self._conn = self._open()
 
     # -- connections ---------------------------------------------------------------------------
@@ -287,46 +284,6 @@ class PostgresDatabase(Database):
         """The error's text without the password, should libpq ever quote it."""
         text = " ".join(str(exc).split())  # libpq's messages span lines: logs want one
         return text.replace(self._password, "***") if self._password else text
-
-
-class _Reconnect:
-    """At most one connection attempt at a time, on a thread of its own, at most once a
-    RECONNECT_SECONDS; what it opened waits to be taken, what went wrong is kept."""
-
-    def __init__(self, open_: Callable[[], psycopg.Connection[Any]]) -> None:
-        self.error: str | None = None
-        self._open = open_
-        self._fresh: psycopg.Connection[Any] | None = None
-        self._thread: threading.Thread | None = None
-        self._started = -RECONNECT_SECONDS
-
-    def start(self) -> None:
-        """Start an attempt, unless one runs or the last began under RECONNECT_SECONDS ago."""
-        running = self._thread is not None and self._thread.is_alive()
-        if running or time.monotonic() - self._started < RECONNECT_SECONDS:
-            return
-        self._started = time.monotonic()
-        self._thread = threading.Thread(target=self._attempt, name="store-reconnect", daemon=True)
-        self._thread.start()
-
-    def take(self) -> psycopg.Connection[Any] | None:
-        """The connection an attempt opened, once; else None."""
-        fresh, self._fresh = self._fresh, None
-        if fresh is not None:
-            self.error = None
-        return fresh
-
-    def discard(self) -> None:
-        """Close what an attempt opened and nobody took (the store is closing)."""
-        fresh = self.take()
-        if fresh is not None:
-            fresh.close()
-
-    def _attempt(self) -> None:
-        try:
-            self._fresh = self._open()
-        except StoreError as exc:
-            self.error = str(exc)
 
 
 def _agent_key(agent: str) -> int:
