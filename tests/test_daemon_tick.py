@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import pg
+from helpers import wait_until
 from sebridge.daemon import Daemon
 from sebridge.errors import ApprovalError
 from sebridge.imds import ImdsClient
@@ -283,7 +284,8 @@ def test_an_approval_too_late_is_reported_not_posted(h: Harness) -> None:
     h.tick()  # the daemon sees it started ...
     # ... when an approval made just before (a click in flight) is carried out:
     h.daemon.store.record_approval(Approval(eid, "bob", "slack", h.clock.now()))
-    h.tick()
+    # A tick acts on it once the write is heard (PostgreSQL: its NOTIFY, on a thread).
+    wait_until(lambda: h.tick() or h.sink.sent[-1].transition.kind == "problem")
     assert h.sim.start_requests == []
     problem = h.sink.sent[-1].transition
     assert (problem.kind, problem.actor) == ("problem", "bob")
