@@ -52,6 +52,14 @@ def sim() -> Iterator[Simulator]:
         yield s
 
 
+def cut_off(store: Store, url: str) -> None:
+    """End the store's work connection on the server's side."""
+    pid = store.db.one("SELECT pg_backend_pid()")
+    assert pid is not None
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid[0],))
+
+
 def answers(store: Store) -> bool:
     try:
         return store.events() == []
@@ -140,10 +148,7 @@ def test_a_second_daemon_of_the_same_name_is_refused_naming_the_first(url: str) 
 def test_a_reopened_connection_holds_the_name_again(url: str) -> None:
     first = Store(url, agent="vm0", exclusive=True)
     try:
-        pid = first.db.one("SELECT pg_backend_pid()")
-        assert pid is not None
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (pid[0],))
+        cut_off(first, url)  # as a server restart or a network cut does
         with pytest.raises(StoreError):
             first.events()
         assert wait_until(lambda: answers(first), message="the store to answer again")
@@ -283,10 +288,7 @@ def test_a_watching_daemon_posts_an_approval_stored_elsewhere_without_waiting_fo
 def test_a_dropped_connection_is_opened_again(url: str) -> None:
     store = Store(url, exclusive=True)
     try:
-        pid = store.db.one("SELECT pg_backend_pid()")
-        assert pid is not None
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (pid[0],))
+        cut_off(store, url)  # as a server restart or a network cut does
         with pytest.raises(StoreError):
             store.events()  # the statement that finds the connection gone
         # Connecting again happens on a thread of its own; meanwhile statements fail at once.
@@ -347,10 +349,7 @@ def test_what_imds_showed_while_the_database_was_away_is_recorded_when_it_return
     try:
         d.tick()
         event_id = sim.schedule("Reboot")
-        pid = d.store.db.one("SELECT pg_backend_pid()")
-        assert pid is not None
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (pid[0],))
+        cut_off(d.store, url)  # as a server restart or a network cut does
         with pytest.raises(StoreError):
             d.tick()  # the document changed; the store cannot take it
         # The same document, unchanged at IMDS, recorded once the store is back.

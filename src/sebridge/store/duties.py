@@ -16,7 +16,10 @@ import hashlib
 import threading
 from collections.abc import Callable
 
-__all__ = ["Duties", "Duty", "advisory_key"]
+__all__ = ["LOCK_KEY", "Duties", "Duty", "advisory_key"]
+
+# SQL: the bigint key of an advisory lock, from its row `l` of pg_locks (objsubid = 1).
+LOCK_KEY = "((l.classid::bigint << 32) | l.objid::bigint)"
 
 
 def advisory_key(name: str) -> int:

@@ -27,7 +27,7 @@ from typing import Any
 
 import psycopg
 
-from sebridge.store.duties import Duties, Duty
+from sebridge.store.duties import LOCK_KEY, Duties, Duty
 
 __all__ = ["AdvisoryDuties"]
 
@@ -44,8 +44,8 @@ _KEEPALIVE: dict[str, Any] = {
     "options": "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=5",
 }
 _HELD_KEYS = (
-    "SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks "
-    "WHERE locktype = 'advisory' AND objsubid = 1 AND pid = pg_backend_pid() AND granted"
+    f"SELECT {LOCK_KEY} FROM pg_locks l "
+    "WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.pid = pg_backend_pid() AND l.granted"
 )
 
 

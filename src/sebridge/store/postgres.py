@@ -38,7 +38,7 @@ from psycopg.conninfo import conninfo_to_dict
 from sebridge.config_checks import redact_url
 from sebridge.errors import StoreError
 from sebridge.store.database import Database, Held
-from sebridge.store.duties import Duties, advisory_key
+from sebridge.store.duties import LOCK_KEY, Duties, advisory_key
 from sebridge.store.pg_listen import CHANNEL, WriteListener
 from sebridge.store.pg_reconnect import Reconnect
 from sebridge.store.schema import MIGRATIONS
@@ -75,7 +75,7 @@ _NOTIFY_FUNCTION = (
 _HOLDER = (
     "SELECT a.client_addr, a.backend_start FROM pg_locks l JOIN pg_stat_activity a "
     "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted "
-    "AND ((l.classid::bigint << 32) | l.objid::bigint) = %s"
+    f"AND {LOCK_KEY} = %s"
 )
 
 
@@ -103,7 +103,7 @@ class PostgresDatabase(Database):
     # and its claims pass to another agent at once instead of after the lease.
     CLAIMANT_GONE = (
         "NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' "
-        "AND l.objsubid = 1 AND l.granted AND ((l.classid::bigint << 32) | l.objid::bigint) = "
+        f"AND l.objsubid = 1 AND l.granted AND {LOCK_KEY} = "
         "(('x' || left(encode(sha256(convert_to('sebridge.agent.' || o.claimed_by, 'UTF8')), "
         "'hex'), 16))::bit(64) >> 1)::bigint)"
     )
