@@ -15,9 +15,10 @@ import os
 import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
-from urllib.parse import SplitResult, urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit
 
 from sebridge.config_reader import Reader
+from sebridge.kernel.redact import redact_url
 
 if TYPE_CHECKING:
     from sebridge.config import Config
@@ -133,20 +134,6 @@ def on_temp_disk(path: str) -> bool:
     """Whether a file path is on Azure's temporary disk (/mnt, D:), wiped by Redeploy/Preempt."""
     path = path.replace("\\", "/")
     return path == "/mnt" or path.startswith("/mnt/") or path[:2].lower() == "d:"
-
-
-def redact_url(value: str) -> str:
-    """The URL with any password and query string replaced by "***"."""
-    try:
-        parts = urlsplit(value)
-        netloc = parts.netloc
-        if parts.password is not None:
-            netloc = f"{parts.username}:***@{netloc.rpartition('@')[2]}"
-    except ValueError:
-        return "***"
-    if netloc == parts.netloc and not parts.query:
-        return value
-    return urlunsplit(parts._replace(netloc=netloc, query="***" if parts.query else ""))
 
 
 def check(c: Config, rd: Reader) -> Config:

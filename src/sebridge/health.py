@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sebridge.errors import StoreError
+from sebridge.kernel.clock import Clock, utcnow
 
 if TYPE_CHECKING:
     from sebridge.daemon import Daemon
@@ -35,7 +34,7 @@ class Health:
         self,
         daemon: Daemon,
         poll_interval: float,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = utcnow,
     ) -> None:
         self._daemon = daemon
         self._stale_after = max(MIN_STALE_SECONDS, STALE_POLLS * poll_interval)

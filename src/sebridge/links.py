@@ -20,6 +20,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from sebridge.errors import ApprovalError
+from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import ScheduledEvent
 
 __all__ = [
@@ -66,7 +67,7 @@ class LinkSigner:
         clock: now, in UTC (tests pass their own).
     """
 
-    def __init__(self, key: str, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+    def __init__(self, key: str, clock: Clock = utcnow) -> None:
         if not key:
             raise ValueError("an approval link key must not be empty")
         self._key = key.encode("utf-8")

@@ -7,9 +7,10 @@ name instead of failing the first real delivery.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
+from sebridge.kernel.clock import utcnow
 from sebridge.model import ScheduledEvent, Transition, TransitionKind
 from sebridge.sink import Message
 
@@ -28,7 +29,7 @@ def sample_messages(
         description: the IMDS text to try the sink's escaping on.
         actor: who approves (a Slack user id shows as a mention there).
     """
-    now = datetime.now(UTC)
+    now = utcnow()
     full = ScheduledEvent(
         "C7061BAC-AFDC-4513-B24B-AA5F13A16123", "Redeploy", "Scheduled", (vm, "vm2", "vm3"),
         not_before=now + timedelta(minutes=14, seconds=5),

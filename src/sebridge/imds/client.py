@@ -23,15 +23,11 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import NewConnectionError
 from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
-from sebridge.errors import (
-    ImdsError,
-    ImdsRequestError,
-    ImdsThrottledError,
-    ImdsUnavailableError,
-    MalformedDocumentError,
-)
+from sebridge.errors import ImdsError, ImdsUnavailableError, MalformedDocumentError
+from sebridge.imds.answers import check_status, failure_reason
 from sebridge.imds.parse import parse_document
 from sebridge.imds.wire import FastGet, RawResponse
+from sebridge.kernel.backoff import backoff_delay
 from sebridge.model import Document, Incarnation
 
 __all__ = ["API_VERSIONS", "DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "ImdsClient"]
@@ -203,7 +199,7 @@ class ImdsClient:
         if not exc.retryable or attempt >= self._retries or isinstance(exc, _NOT_RETRIED_IN_CALL):
             return None
         # Jittered: the VMs of one host see the same outage and must not retry in step.
-        wait = self._backoff * (2.0**attempt) * (0.5 + self._jitter())
+        wait = backoff_delay(attempt, base=self._backoff, jitter=self._jitter())
         if exc.retry_after is not None:
             if exc.retry_after > MAX_IN_CALL_WAIT:
                 return None
@@ -218,7 +214,7 @@ class ImdsClient:
             raw = self._fast_get(timeout)
             if raw is not None:
                 self._answered = True
-                return _check_status(method, path, *raw)
+                return check_status(method, path, *raw)
         self._check_interrupted(method, path)
         try:
             response = self._pool.urlopen(
@@ -238,7 +234,7 @@ class ImdsClient:
             raise self._unreachable(exc) from None
         self._answered = True
         headers = {k.lower(): v for k, v in response.headers.items()}
-        return _check_status(method, path, response.status, headers, response.data)
+        return check_status(method, path, response.status, headers, response.data)
 
     def _check_interrupted(self, method: str, path: str) -> None:
         if self._interrupted:
@@ -261,7 +257,7 @@ class ImdsClient:
 
     def _unreachable(self, exc: BaseException) -> ImdsUnavailableError:
         return ImdsUnavailableError(
-            f"cannot reach IMDS at {self.endpoint} ({_reason(exc)}); "
+            f"cannot reach IMDS at {self.endpoint} ({failure_reason(exc)}); "
             "is this an Azure VM, or is the simulator running?"
         )
 
@@ -273,70 +269,6 @@ class _Timeout(ImdsUnavailableError):
 # Waiting again for a hanging IMDS, or asking a proxy for its page again, only
 # delays the tick; the next poll is the retry.
 _NOT_RETRIED_IN_CALL = (_Timeout, MalformedDocumentError)
-
-
-def _check_status(
-    method: str, path: str, status: int, headers: dict[str, str], data: bytes
-) -> bytes:
-    """The body of a 200; the typed error for anything else. Header names in lower case."""
-    what = f"IMDS {method} {path}"
-    if status == 200:
-        content_type = headers.get("content-type", "")
-        if method == "GET" and "html" in content_type.lower():
-            raise MalformedDocumentError(
-                f"{what} answered with an HTML page, not JSON: is a proxy intercepting "
-                "169.254.169.254? IMDS must be reached directly"
-            )
-        return data
-    detail = _error_detail(data)
-    if status == 400:
-        raise ImdsRequestError(f"{what} was refused (400): {detail}", status=status)
-    if status == 429:
-        raise ImdsThrottledError(
-            f"{what} was throttled (429): IMDS allows 5 requests per second per VM",
-            status=status,
-            retry_after=_retry_after(headers.get("retry-after")),
-        )
-    if status in (404, 410) or status >= 500:
-        raise ImdsUnavailableError(
-            f"{what} failed ({status}): {detail}; IMDS may be updating, will retry",
-            status=status,
-        )
-    raise ImdsUnavailableError(f"{what} answered an unexpected {status}: {detail}", status=status)
-
-
-def _error_detail(data: bytes) -> str:
-    """IMDS's own error text when it sent JSON; otherwise the first bytes of the body."""
-    try:
-        parsed = json.loads(data)
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
-        newest = parsed.get("newest-versions")
-        suffix = f" (newest versions: {', '.join(map(str, newest))})" if newest else ""
-        return f"{parsed['error']}{suffix}"
-    text = data[:120].decode("utf-8", "replace").strip()
-    return text or "no body"
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return max(0.0, float(value)) if value else None
-    except ValueError:
-        return None
-
-
-def _reason(exc: BaseException) -> str:
-    """A short cause: 'connection refused' rather than urllib3's object reprs."""
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(cause, ConnectionResetError):
-            return "connection reset"
-        cause = cause.__cause__ or cause.__context__
-    text = str(exc)
-    return text.split(": ", 1)[-1][:160] if text else type(exc).__name__
 
 
 def _split_endpoint(endpoint: str) -> tuple[str, str, int]:

@@ -37,6 +37,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from sebridge.config_checks import redact_url
 from sebridge.errors import StoreError
+from sebridge.kernel.redact import scrub
 from sebridge.store.database import Database, Held
 from sebridge.store.duties import LOCK_KEY, Duties, advisory_key
 from sebridge.store.pg_listen import CHANNEL, WriteListener
@@ -283,7 +284,7 @@ class PostgresDatabase(Database):
     def _scrub(self, exc: BaseException) -> str:
         """The error's text without the password, should libpq ever quote it."""
         text = " ".join(str(exc).split())  # libpq's messages span lines: logs want one
-        return text.replace(self._password, "***") if self._password else text
+        return scrub(text, [self._password])
 
 
 def _agent_key(agent: str) -> int:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import TextIO
 
 from sebridge.errors import RetryableDeliveryError
+from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Receipt
 from sebridge.render import Renderer
 from sebridge.samples import sample_messages
@@ -28,7 +27,7 @@ class ConsoleSink:
         self,
         renderer: Renderer,
         stream: TextIO | None = None,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = utcnow,
     ) -> None:
         self._renderer = renderer
         self._stream = stream

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sebridge.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
+from sebridge.kernel import retry_after as _retry_after
+from sebridge.kernel.redact import scrub
 
 __all__ = ["DEFAULT_RETRY_AFTER", "delivery_error", "jira_messages", "retry_after", "scrub"]
 
@@ -38,23 +40,9 @@ _FIXES = {
 }
 
 
-def scrub(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every non-empty secret replaced by ***."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
-
-
 def retry_after(headers: Mapping[str, Any] | None) -> float:
-    """Seconds from a Retry-After header (any case); 1 s when absent or unreadable."""
-    for key, value in (headers or {}).items():
-        if key.lower() == "retry-after":
-            try:
-                return max(0.0, float(value))
-            except (TypeError, ValueError):
-                break
-    return DEFAULT_RETRY_AFTER
+    """Seconds from Retry-After (any key case, seconds or a date); 1 s if absent or unreadable."""
+    return _retry_after.retry_after(headers, default=DEFAULT_RETRY_AFTER)
 
 
 def jira_messages(response: Any) -> str:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from sebridge.errors import DeliveryError, PermanentDeliveryError
 from sebridge.integrations.jira.client import JiraApi, jql_string
+from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Receipt, TransitionKind
 from sebridge.render import Renderer
 from sebridge.samples import sample_messages
@@ -73,7 +74,7 @@ class JiraSink:
         *,
         lag_waits: Sequence[float] = LAG_WAITS,
         sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = utcnow,
     ) -> None:
         self._api = api
         self._s = api.settings

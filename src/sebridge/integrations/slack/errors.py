@@ -15,6 +15,8 @@ from typing import Any
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from sebridge.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
+from sebridge.kernel import retry_after as _retry_after
+from sebridge.kernel.redact import scrub
 
 __all__ = ["RETRYABLE_CODES", "delivery_error", "retry_after"]
 
@@ -43,22 +45,13 @@ def delivery_error(exc: BaseException, *, method: str, channel: str, token: str)
     """
     error = _classify(exc, method=method, channel=channel)
     text = str(error)
-    if token and token in text:
-        clean = type(error)(text.replace(token, "xox?-***"), retry_after=error.retry_after)
-        return clean
-    return error
+    clean = scrub(text, [token], mask="xox?-***")
+    return error if clean == text else type(error)(clean, retry_after=error.retry_after)
 
 
 def retry_after(headers: Mapping[str, Any] | None) -> float:
-    """Seconds from a Retry-After header (any case); 1 s when absent or unreadable."""
-    for key, value in (headers or {}).items():
-        if key.lower() == "retry-after":
-            raw = value[0] if isinstance(value, list | tuple) and value else value
-            try:
-                return max(0.0, float(raw))
-            except (TypeError, ValueError):
-                break
-    return DEFAULT_RETRY_AFTER
+    """Seconds from Retry-After (any key case, seconds or a date); 1 s if absent or unreadable."""
+    return _retry_after.retry_after(headers, default=DEFAULT_RETRY_AFTER)
 
 
 def _classify(exc: BaseException, *, method: str, channel: str) -> DeliveryError:

@@ -23,6 +23,7 @@ from slack_sdk.web import SlackResponse
 from sebridge.errors import PermanentDeliveryError
 from sebridge.integrations.slack.errors import delivery_error
 from sebridge.integrations.slack.lookup import PARENT_TYPE, REPLY_TYPE, find_parent, reply_posted
+from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Receipt, TransitionKind
 from sebridge.render import Renderer
 from sebridge.samples import sample_messages
@@ -99,7 +100,7 @@ class SlackSink:
         *,
         mention: str = "",
         mention_types: Collection[str] = ("Preempt", "Terminate"),
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = utcnow,
     ) -> None:
         self._client = client
         self._channel = channel

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from sebridge.errors import PermanentDeliveryError
+from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import TransitionKind
 from sebridge.render import Renderer
 from sebridge.samples import sample_messages
@@ -61,9 +61,7 @@ def _escape_marker(match: re.Match[str]) -> str:
 class CardBuilder:
     """Renders a message into a card (a dict) with the templates, within Teams' size limit."""
 
-    def __init__(
-        self, renderer: Renderer, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
-    ) -> None:
+    def __init__(self, renderer: Renderer, clock: Clock = utcnow) -> None:
         self._renderer = renderer
         self._clock = clock
         renderer.add_filters(md=escape_markdown)

@@ -10,11 +10,10 @@ kind only (requests' own messages quote the URL).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
-from urllib.parse import parse_qsl, quote, urlsplit
 
 from sebridge.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
+from sebridge.kernel import redact
+from sebridge.kernel import retry_after as _retry_after
 
 __all__ = ["DEFAULT_RETRY_AFTER", "answer_error", "retry_after", "scrub", "transport_error"]
 
@@ -38,30 +37,12 @@ _FIXES = {
 def scrub(text: str, url: str) -> str:
     """`text` without the URL, its path, its query or any long query value (a webhook may
     echo any of them)."""
-    parts = urlsplit(url)
-    query = "?" + parts.query if parts.query else ""
-    values = [v for _, v in parse_qsl(parts.query)] + [
-        quote(v, safe="") for _, v in parse_qsl(parts.query)
-    ]
-    for secret in (url, parts.path + query, parts.path, parts.query, *values):
-        if len(secret) > 8:
-            text = text.replace(secret, "***")
-    return text
+    return redact.scrub(text, redact.url_secrets(url))
 
 
 def retry_after(headers: Mapping[str, str]) -> float:
     """Seconds to wait from Retry-After (seconds or an HTTP date); a default when absent."""
-    raw = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
-    if raw is None:
-        return DEFAULT_RETRY_AFTER
-    try:
-        seconds = float(raw)
-    except ValueError:
-        try:
-            seconds = (parsedate_to_datetime(raw) - datetime.now(UTC)).total_seconds()
-        except (TypeError, ValueError):
-            return DEFAULT_RETRY_AFTER
-    return min(MAX_RETRY_AFTER, max(0.0, seconds))
+    return _retry_after.retry_after(headers, default=DEFAULT_RETRY_AFTER, cap=MAX_RETRY_AFTER)
 
 
 def answer_error(
