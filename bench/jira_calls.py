@@ -28,24 +28,26 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from latency import (
-    BenchError,
+import harness
+from harness import (
+    EVENTS_PATH,
     Children,
+    Daemon,
     Report,
-    check_alive,
+    Step,
+    daemon_sections,
     ms,
     percentile,
+    run_parts,
     sample,
-    terminated_on_sigterm,
+    simulator,
+    write_sections,
 )
 from sebridge.simulator import Simulator
 
@@ -55,7 +57,6 @@ from tests.fakes.jira import Call, FakeJira  # noqa: E402
 
 T = TypeVar("T")
 PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
-EVENTS_PATH = "/metadata/scheduledevents"
 CREATE_CALLS = 3  # targets: the first transition's calls, each later one's
 LATER_CALLS = 2
 LATENCY_SLACK = 0.100  # status -> POST p99 <= jira poll_interval + this
@@ -67,70 +68,27 @@ def wait_for(
     timeout: float,
     what: str,
     alive: Callable[[], None] = lambda: None,
-    step: float = 0.002,
 ) -> T:
-    """Poll until `predicate` returns something truthy; BenchError after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise BenchError(f"timed out after {timeout:g} s waiting for {what}")
-        alive()
-        time.sleep(step)
-
-
-def toml(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """harness.wait_for as this bench waits: a look every 2 ms, `alive` at each."""
+    return harness.wait_for(predicate, timeout, what, alive, step=0.002, alive_every=0.0)
 
 
 def write_config(
     directory: Path, sim: Simulator, jira: FakeJira | None, args: argparse.Namespace
 ) -> Path:
-    sections: dict[str, dict[str, object]] = {
-        "imds": {"endpoint": sim.url, "poll_interval": args.interval, "vm_name": sim.vm_name},
-        "store": {"url": f"sqlite:///{directory / 'state.db'}"},
-        "console": {"enabled": True},
-        "dispatch": {"shutdown_grace_seconds": 1.0},
-    }
+    sections = daemon_sections(directory, sim, args.interval, console=True)
     if jira is not None:
         sections["jira"] = {
             "url": jira.url, "email": jira.email, "api_token": jira.token, "project": "OPS",
             "approve_status": "Approved", "poll_interval": args.jira_poll,
         }  # fmt: skip
-    lines: list[str] = []
-    for name, keys in sections.items():
-        lines.append(f"[{name}]")
-        lines += [f"{key} = {toml(value)}" for key, value in keys.items()]
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "sebridge.toml"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-@dataclass
-class Daemon:
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-    def alive(self) -> None:
-        check_alive(self.proc, self.log)
+    return write_sections(directory, sections)
 
 
 def start_daemon(children: Children, config: Path, sim: Simulator) -> Daemon:
-    log = config.parent / "daemon.log"
-    with open(log, "wb") as err:
-        proc = children.start(
-            [sys.executable, "-m", "sebridge", "run", "--config", str(config)],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    daemon = Daemon(proc, log)
+    """The daemon of `config`, its log beside it, once it has polled twice."""
+    daemon = harness.start_daemon(children, config, config.parent / "daemon.log")
     gets = lambda: sum(1 for r in sim.requests if r.path == EVENTS_PATH)  # noqa: E731
     wait_for(lambda: gets() >= 2, 30, "the daemon's first polls", daemon.alive)
     return daemon
@@ -185,7 +143,7 @@ def lifecycle(jira: FakeJira, sim: Simulator, alive: Callable[[], None]) -> list
 
 
 def measure_calls(report: Report, args: argparse.Namespace, children: Children, work: Path) -> None:
-    with FakeJira("cloud") as jira, Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim:
+    with FakeJira("cloud") as jira, simulator() as sim:
         daemon = start_daemon(children, write_config(work / "calls", sim, jira, args), sim)
         runs = [lifecycle(jira, sim, daemon.alive) for _ in range(2)]
         calls = list(jira.calls)
@@ -217,7 +175,7 @@ def measure_approve(
     report: Report, args: argparse.Namespace, children: Children, work: Path
 ) -> None:
     latencies: list[float] = []
-    with FakeJira("cloud") as jira, Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim:
+    with FakeJira("cloud") as jira, simulator() as sim:
         daemon = start_daemon(children, write_config(work / "approve", sim, jira, args), sim)
         alive = daemon.alive
         for i in range(args.events + 1):
@@ -271,11 +229,7 @@ def measure_idle(report: Report, args: argparse.Namespace, children: Children, w
 
 
 def measure_rss(report: Report, args: argparse.Namespace, children: Children, work: Path) -> None:
-    with (
-        FakeJira("cloud") as jira,
-        Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim,
-        Simulator(port=0, vm_name="vm0", approval_delay=3600) as base_sim,
-    ):
+    with FakeJira("cloud") as jira, simulator() as sim, simulator() as base_sim:
         daemon = start_daemon(children, write_config(work / "rss", sim, jira, args), sim)
         base = start_daemon(
             children, write_config(work / "rss-base", base_sim, None, args), base_sim
@@ -328,31 +282,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.pop("SEBRIDGE_CONFIG", None)
     parts = args.only or ["calls", "approve", "idle", "rss"]
     report = Report()
-    began = time.monotonic()
-    print(
-        f"sebridge Jira bench: python {sys.version.split()[0]}, {os.cpu_count()} CPUs", flush=True
-    )
-    children = Children()
-    steps = {
+    measures = {
         "calls": measure_calls,
         "approve": measure_approve,
         "idle": measure_idle,
         "rss": measure_rss,
     }
-    with terminated_on_sigterm(), tempfile.TemporaryDirectory(prefix="sebridge-jira-") as tmp:
-        try:
-            for part in parts:
-                print(f"measuring {part} ...", flush=True)
-                try:
-                    steps[part](report, args, children, Path(tmp))
-                except BenchError as exc:
-                    report.errors.append(f"{part}: {exc}")
-        finally:
-            children.stop_all()
-    print()
-    report.print()
-    print(f"\ntotal run time {time.monotonic() - began:.0f} s")
-    return 1 if report.errors else 0
+    steps: list[Step] = [  # in the order of --only
+        (part, part, lambda c, w, m=measures[part]: m(report, args, c, w)) for part in parts
+    ]
+    header = f"sebridge Jira bench: python {sys.version.split()[0]}, {os.cpu_count()} CPUs"
+    return run_parts(header, report, steps, parts, "sebridge-jira-")
 
 
 if __name__ == "__main__":

@@ -28,27 +28,36 @@ be taken at all (the daemon died, a line never came).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import os
 import random
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from harness import (
+    BenchError,
+    Children,
+    JsonlTail,
+    ProcSample,
+    Report,
+    Step,
+    check_alive,
+    event_gets,
+    last_poll,
+    ms,
+    run_parts,
+    sample,
+)
 from sebridge.simulator import Simulator
 
-EVENTS_PATH = "/metadata/scheduledevents"
-TAIL_STEP = 0.001  # seconds between looks at the JSONL file
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # Targets.
@@ -58,11 +67,7 @@ IDLE_RSS_MIB = 35.0
 STARTUP_S = 0.6
 
 
-class BenchError(Exception):
-    """A measurement could not be taken (not a missed target)."""
-
-
-# -- processes and files -------------------------------------------------------
+# -- the daemon of this benchmark ---------------------------------------------------------
 
 
 def write_config(
@@ -95,54 +100,6 @@ def daemon_command(config: Path) -> list[str]:
     return [sys.executable, "-m", "sebridge", "run", "--config", str(config)]
 
 
-class Children:
-    """Every child process started, stopped on exit whatever happens."""
-
-    def __init__(self) -> None:
-        self._procs: list[subprocess.Popen[bytes]] = []
-
-    def start(
-        self, argv: Sequence[str], *, stdout: IO[Any] | int, stderr: IO[Any] | int
-    ) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
-        self._procs.append(proc)
-        return proc
-
-    def stop(self, proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
-        """SIGTERM, then SIGKILL if it is still there after `timeout`."""
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        with contextlib.suppress(ValueError):
-            self._procs.remove(proc)
-
-    def stop_all(self) -> None:
-        for proc in list(self._procs):
-            self.stop(proc)
-
-
-def log_tail(path: Path, lines: int = 15) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
-
-
-def check_alive(proc: subprocess.Popen[bytes], log: Path) -> None:
-    if proc.poll() is not None:
-        raise BenchError(f"daemon exited with {proc.returncode}; its log ends:\n{log_tail(log)}")
-
-
-def event_gets(sim: Simulator, since: int = 0) -> list[float]:
-    """Arrival times of scheduled-events GETs, from request number `since` on."""
-    return [r.at for r in sim.requests[since:] if r.method == "GET" and r.path == EVENTS_PATH]
-
-
 def wait_for_polls(
     sim: Simulator, count: int, proc: subprocess.Popen[bytes], log: Path, timeout: float
 ) -> None:
@@ -154,104 +111,7 @@ def wait_for_polls(
         time.sleep(0.01)
 
 
-class JsonlTail:
-    """Reads lines appended to a file, noting the wall time each became visible."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._offset = 0
-        self._partial = b""
-        self.seen: list[tuple[float, dict[str, Any]]] = []
-
-    def _read(self) -> list[dict[str, Any]]:
-        try:
-            with open(self._path, "rb") as f:
-                f.seek(self._offset)
-                data = f.read()
-        except FileNotFoundError:
-            return []
-        self._offset += len(data)
-        data = self._partial + data
-        *complete, self._partial = data.split(b"\n")
-        return [json.loads(line) for line in complete if line.strip()]
-
-    def wait_for(
-        self,
-        want: Callable[[dict[str, Any]], bool],
-        timeout: float,
-        alive: Callable[[], None],
-    ) -> tuple[float, dict[str, Any]]:
-        """(visible-at wall time, record) of the first new line `want` accepts."""
-        deadline = time.monotonic() + timeout
-        checked = time.monotonic()
-        size = -1
-        while True:
-            try:
-                new_size = os.stat(self._path).st_size
-            except FileNotFoundError:
-                new_size = 0
-            if new_size != size:
-                now = time.time()
-                size = new_size
-                found = None
-                for record in self._read():
-                    self.seen.append((now, record))
-                    if found is None and want(record):
-                        found = (now, record)
-                if found is not None:
-                    return found
-            mono = time.monotonic()
-            if mono > deadline:
-                raise BenchError(f"no matching JSONL line within {timeout:g} s")
-            if mono - checked > 0.1:
-                alive()
-                checked = mono
-            time.sleep(TAIL_STEP)
-
-
-# -- /proc sampling ----------------------------------------------------------------
-
-
-@dataclass
-class ProcSample:
-    wall: float
-    ticks: int  # utime + stime, all threads, in clock ticks
-    run_ns: int  # sum of the live threads' schedstat run time, ns
-    thread_ns: dict[int, int]  # the same per thread id
-    rss_kib: int
-    hwm_kib: int
-    anon_kib: int
-    file_kib: int
-    threads: int
-
-
-def sample(pid: int) -> ProcSample:
-    wall = time.monotonic()
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
-    thread_ns: dict[int, int] = {}
-    tasks = os.listdir(f"/proc/{pid}/task")
-    for tid in tasks:
-        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-            thread_ns[int(tid)] = int(f.read().split()[0])
-    status: dict[str, int] = {}
-    with open(f"/proc/{pid}/status", encoding="ascii") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
-                status[key] = int(value.split()[0])
-    return ProcSample(
-        wall,
-        ticks,
-        sum(thread_ns.values()),
-        thread_ns,
-        status.get("VmRSS", 0),
-        status.get("VmHWM", 0),
-        status.get("RssAnon", 0),
-        status.get("RssFile", 0),
-        len(tasks),
-    )
+# -- CPU from two /proc samples ------------------------------------------------------------
 
 
 @dataclass
@@ -275,55 +135,6 @@ def cpu_cost(first: ProcSample, last: ProcSample) -> CpuCost:
         seconds=seconds,
         end=last,
     )
-
-
-# -- statistics and printing ------------------------------------------------------
-
-
-def percentile(values: Sequence[float], p: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        return ordered[0]
-    rank = (len(ordered) - 1) * p / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-@dataclass
-class Report:
-    rows: list[tuple[str, str, str, str]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    def section(self, title: str) -> None:
-        self.rows.append((title, "", "", ""))
-
-    def row(self, name: str, value: str, target: str = "", ok: bool | None = None) -> None:
-        verdict = "" if ok is None else ("PASS" if ok else "MISS")
-        self.rows.append(("  " + name, value, target, verdict))
-
-    def print(self) -> None:
-        head = ("measure", "value", "target", "")
-        body = [r for r in self.rows if r[1] or r[2]]  # section titles run over
-        widths = [max(len(r[i]) for r in [*body, head]) for i in range(4)]
-        line = "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip()
-        print(line)
-        print("-" * len(line))
-        for r in self.rows:
-            if not r[1] and not r[2]:
-                print(r[0])
-            else:
-                print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-        for note in self.notes:
-            print(note)
-        for error in self.errors:
-            print(f"ERROR: {error}")
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms"
 
 
 # -- 1. latency --------------------------------------------------------------------
@@ -374,7 +185,7 @@ def measure_latency(
             children.stop(proc)
     timings: list[EventTiming] = []
     for changed, _event_id, visible, record in raw:
-        poll = max((at for at in gets if at <= visible), default=changed)
+        poll = last_poll(gets, visible, changed)
         recorded = datetime.fromisoformat(record["ts"]).timestamp()
         timings.append(EventTiming(changed, poll, recorded, visible))
     return timings, gets
@@ -391,25 +202,8 @@ def report_latency(
     fetch = [t.recorded - t.poll for t in timings]
     deliver = [t.visible - t.recorded for t in timings]
     report.section(f"1. document change -> JSONL line ({len(timings)} events, poll {interval:g} s)")
-    target = interval + LATENCY_SLACK
-    for name, p in (("p50", 50), ("p90", 90), ("p99", 99)):
-        value = percentile(latency, p)
-        if p == 99:
-            report.row(f"latency {name}", ms(value), f"<= {ms(target)}", value <= target)
-        else:
-            report.row(f"latency {name}", ms(value))
-    report.row("latency max", ms(max(latency)))
-    report.row(
-        "  polling wait p50 / max",
-        f"{ms(statistics.median(wait))} / {ms(max(wait))}",
-        f"(uniform in 0..{ms(interval)})",
-    )
-    report.row(
-        "  processing p50 / p99 / max",
-        f"{ms(statistics.median(processing))} / {ms(percentile(processing, 99))}"
-        f" / {ms(max(processing))}",
-        f"(the {ms(LATENCY_SLACK)} budget)",
-    )
+    report.percentiles(latency, (50, 90, 99), interval + LATENCY_SLACK, label="latency ")
+    report.poll_split(interval, wait, processing, "processing", LATENCY_SLACK)
     report.row(
         "    poll -> recording starts p50 / max",
         f"{ms(statistics.median(fetch))} / {ms(max(fetch))}",
@@ -639,62 +433,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-@contextlib.contextmanager
-def terminated_on_sigterm() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C, so the finally blocks stop the children."""
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    parts = args.only or ["latency", "idle", "startup"]
     rng = random.Random(args.seed)
     report = Report()
-    began = time.monotonic()
-    print(
+    steps: list[Step] = [
+        (
+            "latency",
+            "latency",
+            lambda c, w: report_latency(report, args, measure_latency(args, c, w, rng)),
+        ),
+        ("idle", "idle", lambda c, w: report_idle(report, args, measure_idle(args, c, w))),
+        ("startup", "startup", lambda c, w: report_startup(report, measure_startup(args, c, w))),
+    ]
+    header = (
         f"sebridge latency bench: python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
-        f"poll_interval {args.interval:g} s, seed {args.seed}",
-        flush=True,
+        f"poll_interval {args.interval:g} s, seed {args.seed}"
     )
-    children = Children()
-    with (
-        terminated_on_sigterm(),
-        tempfile.TemporaryDirectory(prefix="sebridge-bench-") as tmp,
-    ):
-        work = Path(tmp)
-        try:
-            steps: list[tuple[str, Callable[[], None]]] = [
-                (
-                    "latency",
-                    lambda: report_latency(
-                        report, args, measure_latency(args, children, work, rng)
-                    ),
-                ),
-                ("idle", lambda: report_idle(report, args, measure_idle(args, children, work))),
-                ("startup", lambda: report_startup(report, measure_startup(args, children, work))),
-            ]
-            for name, step in steps:
-                if name not in parts:
-                    continue
-                print(f"measuring {name} ...", flush=True)
-                try:
-                    step()
-                except BenchError as exc:
-                    report.errors.append(f"{name}: {exc}")
-        finally:
-            children.stop_all()
-    print()
-    report.print()
-    print(f"\ntotal run time {time.monotonic() - began:.0f} s")
-    return 1 if report.errors else 0
+    parts = args.only or ["latency", "idle", "startup"]
+    return run_parts(header, report, steps, parts, "sebridge-bench-")
 
 
 if __name__ == "__main__":

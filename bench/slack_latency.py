@@ -28,29 +28,37 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import socket
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.error import URLError
 from urllib.request import urlopen
 
-from latency import (
+from harness import (
+    PROXY_VARS,
     BenchError,
     Children,
+    Daemon,
     ProcSample,
     Report,
-    check_alive,
-    ms,
-    percentile,
+    Step,
+    daemon_sections,
+    event_gets,
+    free_port,
+    last_poll,
+    mib,
+    p50_p99,
+    run_parts,
     sample,
-    terminated_on_sigterm,
+    simulator,
+    start_daemon,
+    start_requests_post,
+    wait_first_polls,
+    wait_for,
+    write_sections,
 )
 from sebridge.simulator import Simulator
 
@@ -58,13 +66,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the fake Slack lives in tests/fakes
 from tests.fakes.slack import FakeSlack  # noqa: E402
 
-T = TypeVar("T")
-
-EVENTS_PATH = "/metadata/scheduledevents"
 OPS = "C0123456789"
 APPROVER = "U0AAA"
 SECRET = "bench-signing-secret"
-PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 
 # Targets.
 CLICK_P99_S = 0.050  # click -> IMDS POST, p99, loopback
@@ -73,46 +77,6 @@ RSS_MB = 60.0  # VmRSS of the Slack (Socket Mode) daemon after warm-up, in MB (1
 
 
 # -- plumbing -----------------------------------------------------------------------------
-
-
-def wait_for(
-    predicate: Callable[[], T | None],
-    timeout: float,
-    what: str,
-    alive: Callable[[], None] = lambda: None,
-    step: float = 0.001,
-) -> T:
-    """Poll until `predicate` returns something truthy; BenchError after `timeout`."""
-    deadline = time.monotonic() + timeout
-    checked = time.monotonic()
-    while True:
-        value = predicate()
-        if value:
-            return value
-        now = time.monotonic()
-        if now > deadline:
-            raise BenchError(f"timed out after {timeout:g} s waiting for {what}")
-        if now - checked > 0.2:
-            alive()
-            checked = now
-        time.sleep(step)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def toml(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(toml(v) for v in value) + "]"
-    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{text}"'
 
 
 def write_config(
@@ -126,13 +90,8 @@ def write_config(
     port: int = 0,
 ) -> Path:
     """A daemon config: the simulator, a store in `directory`, console and/or Slack."""
-    sections: dict[str, dict[str, object]] = {
-        "imds": {"endpoint": sim.url, "poll_interval": interval, "vm_name": sim.vm_name},
-        "store": {"url": f"sqlite:///{directory / 'state.db'}"},
-        "console": {"enabled": console},
-        "dispatch": {"shutdown_grace_seconds": 1.0},
-        "http": {"listen": f"127.0.0.1:{port}"},
-    }
+    sections = daemon_sections(directory, sim, interval, console=console)
+    sections["http"] = {"listen": f"127.0.0.1:{port}"}
     if slack is not None:
         keys: dict[str, object] = {
             "bot_token": slack.bot_token,
@@ -145,43 +104,14 @@ def write_config(
         else:
             keys["signing_secret"] = SECRET
         sections["slack"] = keys
-    lines: list[str] = []
-    for name, keys_ in sections.items():
-        lines.append(f"[{name}]")
-        lines += [f"{key} = {toml(value)}" for key, value in keys_.items()]
-    path = directory / "sebridge.toml"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-@dataclass
-class Daemon:
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-    def alive(self) -> None:
-        check_alive(self.proc, self.log)
-
-
-def start_daemon(children: Children, config: Path, log: Path) -> Daemon:
-    with open(log, "wb") as err:
-        proc = children.start(
-            [sys.executable, "-m", "sebridge", "run", "--config", str(config)],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    return Daemon(proc, log)
-
-
-def event_gets(sim: Simulator) -> list[float]:
-    return [r.at for r in sim.requests if r.method == "GET" and r.path == EVENTS_PATH]
+    return write_sections(directory, sections)
 
 
 def wait_ready(
     daemon: Daemon, sim: Simulator, slack: FakeSlack | None, mode: str, port: int
 ) -> None:
     """First poll done; Socket Mode connected, or /healthz answering in HTTP mode."""
-    wait_for(lambda: len(event_gets(sim)) >= 2, 30, "the daemon's first polls", daemon.alive)
+    wait_first_polls(daemon, sim)
     if slack is None:
         return
     if mode == "socket":
@@ -220,10 +150,6 @@ def quiet(slack: FakeSlack, for_seconds: float = 0.03, timeout: float = 10.0) ->
             return
 
 
-def mib(kib: int) -> str:
-    return f"{kib / 1024:.1f} MiB"
-
-
 # -- 1. click -> IMDS POST ---------------------------------------------------------------
 
 
@@ -241,10 +167,7 @@ def measure_clicks(args: argparse.Namespace, children: Children, work: Path, mod
     directory.mkdir()
     run = ClickRun(mode)
     port = free_port() if mode == "http" else 0
-    with (
-        FakeSlack(channels={OPS: "ops"}) as slack,
-        Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim,
-    ):
+    with FakeSlack(channels={OPS: "ops"}) as slack, simulator() as sim:
         config = write_config(directory, sim, args.click_poll, slack=slack, mode=mode, port=port)
         daemon = start_daemon(children, config, directory / "daemon.log")
         try:
@@ -274,14 +197,7 @@ def measure_clicks(args: argparse.Namespace, children: Children, work: Path, mod
                     acked = time.time() - clicked
                     if status != 200:
                         raise BenchError(f"POST /slack/events answered {status}")
-                post = wait_for(
-                    lambda n=posts_before: sim.posts[n] if len(sim.posts) > n else None,
-                    10,
-                    f"the StartRequests POST of {event_id}",
-                    daemon.alive,
-                )
-                if post.ids != (event_id,):
-                    raise BenchError(f"IMDS got StartRequests for {post.ids}, not {event_id}")
+                post = start_requests_post(sim, posts_before, event_id, daemon.alive)
                 if mode == "socket":
                     if slack.wait_ack(envelope_id, 3) is None:
                         raise BenchError(f"the click on {event_id} was not acknowledged in 3 s")
@@ -313,24 +229,16 @@ def report_clicks(report: Report, run: ClickRun) -> None:
         f"1. click -> IMDS StartRequests POST, {name} ({len(run.click_to_post)} clicks; "
         f"from the {what})"
     )
-    values = run.click_to_post
-    report.row("p50", ms(percentile(values, 50)))
-    report.row("p90", ms(percentile(values, 90)))
-    p99 = percentile(values, 99)
-    report.row("p99", ms(p99), f"<= {ms(CLICK_P99_S)}", p99 <= CLICK_P99_S)
-    report.row("max", ms(max(values)))
+    report.percentiles(run.click_to_post, (50, 90, 99), CLICK_P99_S)
     acked = "envelope ack received" if run.mode == "socket" else "HTTP 200 received"
     if run.click_to_ack:
         report.row(
             f"click -> {acked} p50 / p99",
-            f"{ms(percentile(run.click_to_ack, 50))} / {ms(percentile(run.click_to_ack, 99))}",
+            p50_p99(run.click_to_ack),
             "(Slack allows 3 s)",
         )
     if run.post_to_reply:
-        report.row(
-            "IMDS POST -> 'approved' reply at Slack p50 / p99",
-            f"{ms(percentile(run.post_to_reply, 50))} / {ms(percentile(run.post_to_reply, 99))}",
-        )
+        report.row("IMDS POST -> 'approved' reply at Slack p50 / p99", p50_p99(run.post_to_reply))
     if run.rss_after is not None:
         report.row(
             "daemon VmRSS after these clicks",
@@ -356,10 +264,7 @@ def measure_post(
     directory.mkdir()
     interval = args.interval
     timings: list[PostTiming] = []
-    with (
-        FakeSlack(channels={OPS: "ops"}) as slack,
-        Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim,
-    ):
+    with FakeSlack(channels={OPS: "ops"}) as slack, simulator() as sim:
         config = write_config(directory, sim, interval, slack=slack, mode="socket")
         daemon = start_daemon(children, config, directory / "daemon.log")
         try:
@@ -394,7 +299,7 @@ def measure_post(
         finally:
             children.stop(daemon.proc)
     for t in timings:
-        t.poll = max((at for at in gets if at <= t.posted), default=t.changed)
+        t.poll = last_poll(gets, t.posted, t.changed)
     return timings, gets
 
 
@@ -410,23 +315,8 @@ def report_post(
         f"2. document change -> chat.postMessage at Slack ({len(timings)} events, "
         f"poll {interval:g} s, Socket Mode daemon)"
     )
-    target = interval + POST_SLACK_S
-    report.row("p50", ms(percentile(latency, 50)))
-    report.row("p90", ms(percentile(latency, 90)))
-    p99 = percentile(latency, 99)
-    report.row("p99", ms(p99), f"<= {ms(target)}", p99 <= target)
-    report.row("max", ms(max(latency)))
-    report.row(
-        "  polling wait p50 / max",
-        f"{ms(statistics.median(wait))} / {ms(max(wait))}",
-        f"(uniform in 0..{ms(interval)})",
-    )
-    report.row(
-        "  poll -> chat.postMessage p50 / p99 / max",
-        f"{ms(statistics.median(processing))} / {ms(percentile(processing, 99))}"
-        f" / {ms(max(processing))}",
-        f"(the {ms(POST_SLACK_S)} budget)",
-    )
+    report.percentiles(latency, (50, 90, 99), interval + POST_SLACK_S)
+    report.poll_split(interval, wait, processing, "poll -> chat.postMessage", POST_SLACK_S)
 
 
 # -- 3. RSS ---------------------------------------------------------------------------------
@@ -474,8 +364,8 @@ def measure_rss(args: argparse.Namespace, children: Children, work: Path) -> Rss
     (directory / "console").mkdir()
     with (
         FakeSlack(channels={OPS: "ops"}) as slack,
-        Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim_slack,
-        Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim_console,
+        simulator() as sim_slack,
+        simulator() as sim_console,
     ):
         with_slack = write_config(
             directory / "slack", sim_slack, 1.0, slack=slack, mode="socket", console=True
@@ -570,51 +460,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     parts = args.only or ["clicks", "post", "rss"]
     rng = random.Random(args.seed)
     report = Report()
-    began = time.monotonic()
-    print(
+    steps: list[Step] = [
+        (
+            "clicks",
+            "clicks, Socket Mode",
+            lambda c, w: report_clicks(report, measure_clicks(args, c, w, "socket")),
+        ),
+        (
+            "clicks",
+            "clicks, HTTP mode",
+            lambda c, w: report_clicks(report, measure_clicks(args, c, w, "http")),
+        ),
+        (
+            "post",
+            "document change -> chat.postMessage",
+            lambda c, w: report_post(report, args, measure_post(args, c, w, rng)),
+        ),
+        ("rss", "memory", lambda c, w: report_rss(report, measure_rss(args, c, w))),
+    ]
+    header = (
         f"sebridge Slack bench: python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
-        f"daemon as a child process, seed {args.seed}",
-        flush=True,
+        f"daemon as a child process, seed {args.seed}"
     )
-    children = Children()
-    with (
-        terminated_on_sigterm(),
-        tempfile.TemporaryDirectory(prefix="sebridge-slack-bench-") as tmp,
-    ):
-        work = Path(tmp)
-        try:
-            steps: list[tuple[str, str, Callable[[], None]]] = [
-                (
-                    "clicks",
-                    "clicks, Socket Mode",
-                    lambda: report_clicks(report, measure_clicks(args, children, work, "socket")),
-                ),
-                (
-                    "clicks",
-                    "clicks, HTTP mode",
-                    lambda: report_clicks(report, measure_clicks(args, children, work, "http")),
-                ),
-                (
-                    "post",
-                    "document change -> chat.postMessage",
-                    lambda: report_post(report, args, measure_post(args, children, work, rng)),
-                ),
-                ("rss", "memory", lambda: report_rss(report, measure_rss(args, children, work))),
-            ]
-            for part, title, step in steps:
-                if part not in parts:
-                    continue
-                print(f"measuring {title} ...", flush=True)
-                try:
-                    step()
-                except BenchError as exc:
-                    report.errors.append(f"{title}: {exc}")
-        finally:
-            children.stop_all()
-    print()
-    report.print()
-    print(f"\ntotal run time {time.monotonic() - began:.0f} s")
-    return 1 if report.errors else 0
+    return run_parts(header, report, steps, parts, "sebridge-slack-bench-")
 
 
 if __name__ == "__main__":

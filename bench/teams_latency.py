@@ -28,7 +28,6 @@ import argparse
 import os
 import random
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,26 +35,36 @@ from pathlib import Path
 
 import requests
 
-from latency import (
+from harness import (
+    PROXY_VARS,
     BenchError,
     Children,
+    Daemon,
     JsonlTail,
     ProcSample,
     Report,
-    ms,
+    Step,
+    daemon_sections,
+    free_port,
+    mib,
+    p50_p99,
     percentile,
+    run_parts,
     sample,
-    terminated_on_sigterm,
+    simulator,
+    start_daemon,
+    start_requests_post,
+    wait_first_polls,
+    wait_for,
+    write_sections,
 )
 from sebridge.simulator import Simulator
-from slack_latency import Daemon, event_gets, free_port, mib, start_daemon, toml, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the fake Teams lives in tests/fakes
 from tests.fakes.teams import FakeTeams, Shown  # noqa: E402
 
 PUBLIC = "https://sebridge.example.net"
-PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 
 # Targets.
 CARD_S = 0.050  # document change -> Workflows POST, p99 <= poll interval + 50 ms
@@ -74,28 +83,17 @@ def write_config(
     console: bool = False,
     jsonl: Path | None = None,
 ) -> Path:
-    sections: dict[str, dict[str, object]] = {
-        "imds": {"endpoint": sim.url, "poll_interval": interval, "vm_name": sim.vm_name},
-        "store": {"url": f"sqlite:///{directory / 'state.db'}"},
-        "console": {"enabled": console},
-        "dispatch": {"shutdown_grace_seconds": 1.0},
-        "http": {"listen": f"127.0.0.1:{port}", "public_url": PUBLIC},
-    }
+    sections = daemon_sections(directory, sim, interval, console=console)
+    sections["http"] = {"listen": f"127.0.0.1:{port}", "public_url": PUBLIC}
     if jsonl is not None:
         sections["jsonl"] = {"path": str(jsonl)}
     if teams is not None:
         sections["teams"] = {"webhook_url": teams.workflows_url}
-    lines: list[str] = []
-    for name, keys in sections.items():
-        lines.append(f"[{name}]")
-        lines += [f"{key} = {toml(value)}" for key, value in keys.items()]
-    path = directory / "sebridge.toml"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return write_sections(directory, sections)
 
 
 def wait_ready(daemon: Daemon, sim: Simulator, http: requests.Session, port: int) -> None:
-    wait_for(lambda: len(event_gets(sim)) >= 2, 30, "the daemon's first polls", daemon.alive)
+    wait_first_polls(daemon, sim)
 
     def healthy() -> bool:
         try:
@@ -145,7 +143,7 @@ def measure_card(
     timings: list[CardTiming] = []
     port = free_port()
     jsonl = directory / "events.jsonl"
-    with FakeTeams() as teams, Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim:
+    with FakeTeams() as teams, simulator() as sim:
         config = write_config(directory, sim, args.interval, port, teams=teams, jsonl=jsonl)
         daemon = start_daemon(children, config, directory / "daemon.log")
         tail = JsonlTail(jsonl)
@@ -192,20 +190,11 @@ def report_card(report: Report, args: argparse.Namespace, timings: list[CardTimi
         f"1. document change -> card POST at the Workflows webhook ({len(timings)} events, "
         f"poll {args.interval:g} s)"
     )
-    target = args.interval + CARD_S
-    report.row("p50", ms(percentile(latency, 50)))
-    p99 = percentile(latency, 99)
-    report.row("p99", ms(p99), f"<= {ms(target)}", p99 <= target)
-    report.row("max", ms(max(latency)))
-    report.row(
-        "baseline: JSON lines sink, same daemon, p50 / p99",
-        f"{ms(percentile(baseline, 50))} / {ms(percentile(baseline, 99))}",
-    )
+    report.percentiles(latency, (50, 99), args.interval + CARD_S)
+    report.row("baseline: JSON lines sink, same daemon, p50 / p99", p50_p99(baseline))
     extra = [t.posted - t.line for t in timings]
     report.row(
-        "Teams after the JSONL line p50 / p99",
-        f"{ms(percentile(extra, 50))} / {ms(percentile(extra, 99))}",
-        "(card rendering + HTTP POST)",
+        "Teams after the JSONL line p50 / p99", p50_p99(extra), "(card rendering + HTTP POST)"
     )
 
 
@@ -228,7 +217,7 @@ def measure_links(args: argparse.Namespace, children: Children, work: Path) -> L
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     http = session()
-    with FakeTeams() as teams, Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim:
+    with FakeTeams() as teams, simulator() as sim:
         config = write_config(directory, sim, args.click_poll, port, teams=teams)
         daemon = start_daemon(children, config, directory / "daemon.log")
         try:
@@ -262,14 +251,7 @@ def measure_links(args: argparse.Namespace, children: Children, work: Path) -> L
                 answered = time.time() - sent
                 if done.status_code != 200 or "Approved" not in done.text:
                     raise BenchError(f"the link POST answered {done.status_code}")
-                post = wait_for(
-                    lambda n=before: sim.posts[n] if len(sim.posts) > n else None,
-                    10,
-                    f"the StartRequests POST of {event_id}",
-                    daemon.alive,
-                )
-                if post.ids != (event_id,):
-                    raise BenchError(f"IMDS got StartRequests for {post.ids}, not {event_id}")
+                post = start_requests_post(sim, before, event_id, daemon.alive)
                 if i >= args.warmup:
                     run.approve.append(post.at - sent)
                     run.answered.append(answered)
@@ -286,22 +268,11 @@ def report_links(report: Report, run: LinkRun) -> None:
     report.section(
         f"2. approval link form POST -> IMDS StartRequests POST ({len(run.approve)} approvals)"
     )
-    report.row("p50", ms(percentile(run.approve, 50)))
-    p99 = percentile(run.approve, 99)
-    report.row("p99", ms(p99), f"<= {ms(APPROVE_P99_S)}", p99 <= APPROVE_P99_S)
-    report.row("max", ms(max(run.approve)))
-    report.row(
-        "form POST -> outcome page received p50 / p99",
-        f"{ms(percentile(run.answered, 50))} / {ms(percentile(run.answered, 99))}",
-    )
+    report.percentiles(run.approve, (50, 99), APPROVE_P99_S)
+    report.row("form POST -> outcome page received p50 / p99", p50_p99(run.answered))
     report.section(f"3. approval page GET ({len(run.page)} requests, kept-alive connection)")
-    report.row("p50", ms(percentile(run.page, 50)))
-    p99 = percentile(run.page, 99)
-    report.row("p99", ms(p99), f"<= {ms(PAGE_P99_S)}", p99 <= PAGE_P99_S)
-    report.row(
-        "baseline: GET /healthz, same server, p50 / p99",
-        f"{ms(percentile(run.healthz, 50))} / {ms(percentile(run.healthz, 99))}",
-    )
+    report.percentiles(run.page, (50, 99), PAGE_P99_S, with_max=False)
+    report.row("baseline: GET /healthz, same server, p50 / p99", p50_p99(run.healthz))
     report.row(
         "ratio page / healthz p50",
         f"{percentile(run.page, 50) / percentile(run.healthz, 50):.2f}x",
@@ -350,8 +321,8 @@ def measure_rss(args: argparse.Namespace, children: Children, work: Path) -> Rss
     http = session()
     with (
         FakeTeams() as teams,
-        Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim_t,
-        Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim_c,
+        simulator() as sim_t,
+        simulator() as sim_c,
     ):
         with_teams = write_config(
             directory / "teams", sim_t, 1.0, port_t, teams=teams, console=True
@@ -423,38 +394,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parts = args.only or ["card", "links", "rss"]
     rng = random.Random(args.seed)
     report = Report()
-    began = time.monotonic()
-    print(
+    steps: list[Step] = [
+        ("card", "card", lambda c, w: report_card(report, args, measure_card(args, c, w, rng))),
+        ("links", "links", lambda c, w: report_links(report, measure_links(args, c, w))),
+        ("rss", "rss", lambda c, w: report_rss(report, measure_rss(args, c, w))),
+    ]
+    header = (
         f"sebridge Teams bench: python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
-        f"seed {args.seed}",
-        flush=True,
+        f"seed {args.seed}"
     )
-    children = Children()
-    with terminated_on_sigterm(), tempfile.TemporaryDirectory(prefix="sebridge-bench-") as tmp:
-        work = Path(tmp)
-        try:
-            steps: list[tuple[str, Callable[[], None]]] = [
-                (
-                    "card",
-                    lambda: report_card(report, args, measure_card(args, children, work, rng)),
-                ),
-                ("links", lambda: report_links(report, measure_links(args, children, work))),
-                ("rss", lambda: report_rss(report, measure_rss(args, children, work))),
-            ]
-            for name, step in steps:
-                if name not in parts:
-                    continue
-                print(f"measuring {name} ...", flush=True)
-                try:
-                    step()
-                except BenchError as exc:
-                    report.errors.append(f"{name}: {exc}")
-        finally:
-            children.stop_all()
-    print()
-    report.print()
-    print(f"\ntotal run time {time.monotonic() - began:.0f} s")
-    return 1 if report.errors else 0
+    return run_parts(header, report, steps, parts, "sebridge-bench-")
 
 
 if __name__ == "__main__":
