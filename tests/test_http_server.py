@@ -161,6 +161,70 @@ def test_healthz_allows_get_and_head_only(server: HttpServer) -> None:
     assert request(server, "POST", "/healthz", b"")[0] == 405
 
 
+def test_stop_while_requests_are_in_flight(caplog: pytest.LogCaptureFixture) -> None:
+    """Start, serve, stop, 15 times, with answers being written as stop() comes.
+
+    waitress's worker threads write to the connections and wake the loop through its
+    trigger pipe, a bare fd number. stop() used to close every socket and that pipe first
+    and end the workers after: a worker finishing a request then wrote to the closed pipe
+    (EBADF, logged by waitress) or, once the number was reused, into someone else's file or
+    socket; and stop()'s own wake-up could find the pipe closed by the loop already (EBADF
+    out of stop()). A slow request under way when stop() comes must get its answer.
+    """
+
+    def echo(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        if environ.get("QUERY_STRING") == "slow":
+            entered.set()
+            time.sleep(0.1)
+        start_response("200 OK", [("Content-Length", "2")])
+        return [b"ok"]
+
+    def hammer() -> None:  # one keep-alive connection, a request as soon as it is answered
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
+        try:
+            while not done.is_set():
+                conn.request("GET", "/echo")
+                conn.getresponse().read()
+                answered.append(1)
+        except OSError:
+            pass  # the server went away under it
+        finally:
+            conn.close()
+
+    def slow() -> None:
+        try:
+            slow_answers.append(request(srv, "GET", "/echo?slow"))
+        except OSError as exc:
+            slow_answers.append(exc)
+
+    caplog.set_level(logging.WARNING)
+    entered, done = threading.Event(), threading.Event()
+    answered: list[int] = []
+    slow_answers: list[object] = []
+    for _ in range(15):
+        entered.clear()
+        done.clear()
+        answered.clear()
+        srv = HttpServer("127.0.0.1", 0, {"/echo": echo}, idle_timeout=2)
+        srv.start()
+        clients = [threading.Thread(target=hammer) for _ in range(3)]
+        for client in clients:
+            client.start()
+        wait_until(lambda: len(answered) >= 20, interval=0.002)
+        clients.append(threading.Thread(target=slow))
+        clients[-1].start()
+        assert entered.wait(5)
+        try:
+            srv.stop()
+        finally:
+            done.set()
+            for client in clients:
+                client.join(10)
+    errors = [r for r in caplog.records if r.name.startswith("waitress") and r.levelno >= 40]
+    assert [(r.getMessage(), r.exc_info and r.exc_info[1]) for r in errors] == []
+    assert slow_answers == [(200, b"ok")] * 15
+
+
 # --- the daemon's server -------------------------------------------------------------------
 
 

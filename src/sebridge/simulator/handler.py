@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, cast
 from urllib.parse import parse_qs, urlsplit
 
 from sebridge.simulator.compute import (
@@ -28,13 +29,11 @@ from sebridge.simulator.document import (
     parse_start_requests,
     posted_ids,
 )
-from sebridge.simulator.faults import PROXY_LOGIN_PAGE, Fault
+from sebridge.simulator.faults import PROXY_LOGIN_PAGE, Fault, FaultQueue, RateLimiter
 from sebridge.simulator.records import PostRecord, RequestRecord
+from sebridge.simulator.state import SimulatorState
 
-if TYPE_CHECKING:
-    from sebridge.simulator.server import SimulatorHTTPServer
-
-__all__ = ["ImdsHandler"]
+__all__ = ["ImdsHandler", "ImdsServer"]
 
 EVENTS_PATH = "/metadata/scheduledevents"
 JSON_TYPE = "application/json; charset=utf-8"
@@ -46,12 +45,23 @@ BAD_VERSION = (
 )
 
 
+class ImdsServer(Protocol):
+    """What ImdsHandler needs of the server it answers for (server.SimulatorHTTPServer)."""
+
+    state: SimulatorState
+    faults: FaultQueue
+    rate_limiter: RateLimiter | None
+    stopping: threading.Event  # set on stop(): requests held by a fault give up
+
+    def track(self, connection: socket.socket, is_open: bool) -> None:
+        """Remember (is_open) or forget an open client connection."""
+
+
 class ImdsHandler(BaseHTTPRequestHandler):
     """One connection's requests: `/metadata/...` like IMDS, `/simulator/...` for control."""
 
     protocol_version = "HTTP/1.1"
     server_version = "sebridge-simulator"
-    server: SimulatorHTTPServer
     _status = 0  # answered status, 0 while none (or none at all: hang, reset)
     _error: str | None = None  # answered error message, for the record of POSTs
     _recorded = False
@@ -59,20 +69,25 @@ class ImdsHandler(BaseHTTPRequestHandler):
     _path = "/"
     _body: bytes | None = None
 
+    @property
+    def imds(self) -> ImdsServer:
+        """The server (socketserver types it as any BaseServer)."""
+        return cast(ImdsServer, self.server)
+
     def setup(self) -> None:
         """Track the connection so stop() can close it; send small answers without delay."""
         super().setup()
         # Headers and body go out in two writes; without this, Nagle's algorithm
         # and the client's delayed ACK stall every kept-alive response by ~40 ms.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.server.track(self.connection, True)
+        self.imds.track(self.connection, True)
 
     def finish(self) -> None:
         """Forget the connection."""
         try:
             super().finish()
         finally:
-            self.server.track(self.connection, False)
+            self.imds.track(self.connection, False)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silence the per-request stderr lines; the simulator keeps its own records."""
@@ -86,7 +101,7 @@ class ImdsHandler(BaseHTTPRequestHandler):
     # -- plumbing -------------------------------------------------------------
 
     def _dispatch(self) -> None:
-        self._received = self.server.state.clock()
+        self._received = self.imds.state.clock()
         self._status, self._error, self._recorded = 0, None, False
         self._path = urlsplit(self.path).path.rstrip("/") or "/"
         self._body = self._read_body()
@@ -97,7 +112,7 @@ class ImdsHandler(BaseHTTPRequestHandler):
             if path == "/metadata" or path.startswith("/metadata/"):
                 self._metadata(path, body)
             elif path == PREFIX.rstrip("/") or path.startswith(PREFIX):
-                state, faults = self.server.state, self.server.faults
+                state, faults = self.imds.state, self.imds.faults
                 self._send_json(*handle_control(self.command, path, body, state, faults))
             else:
                 self._send_json(404, {"error": f"Not found: {path}"})
@@ -110,7 +125,7 @@ class ImdsHandler(BaseHTTPRequestHandler):
         if self._recorded:
             return
         self._recorded = True
-        records = self.server.state.records
+        records = self.imds.state.records
         client = (str(self.client_address[0]), int(self.client_address[1]))
         records.add_request(
             RequestRecord(self._received, self.command, self._path, client, self._status)
@@ -166,13 +181,13 @@ class ImdsHandler(BaseHTTPRequestHandler):
     # -- IMDS -------------------------------------------------------------------
 
     def _metadata(self, path: str, body: bytes) -> None:
-        state = self.server.state
-        limiter = self.server.rate_limiter
+        state = self.imds.state
+        limiter = self.imds.rate_limiter
         if limiter is not None and not limiter.allow(state.clock()):
             state.note(f"rate limit: 429 to {self.command} {path}")
             self._send_json(429, {"error": "Too many requests"}, {"Retry-After": "1"})
             return
-        fault = self.server.faults.take(self.command, path)
+        fault = self.imds.faults.take(self.command, path)
         if fault is not None:
             state.note(f"fault {fault.describe()} served to {self.command} {path}")
             if self._serve_fault(fault):
@@ -188,7 +203,7 @@ class ImdsHandler(BaseHTTPRequestHandler):
         elif fault.kind == "status":
             self._send_json(fault.status, {"error": f"Simulated HTTP {fault.status}"})
         elif fault.kind == "malformed":
-            full = encode(self.server.state.document(NEWEST))
+            full = encode(self.imds.state.document(NEWEST))
             self._send(200, full[: len(full) // 2], JSON_TYPE)
         elif fault.kind == "html":
             self._send(200, PROXY_LOGIN_PAGE.encode(), "text/html; charset=utf-8")
@@ -198,7 +213,7 @@ class ImdsHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.close()
         else:  # "hang" and "slow_first" hold the request; stop() cuts the wait short
-            stopped = self.server.stopping.wait(fault.seconds)
+            stopped = self.imds.stopping.wait(fault.seconds)
             if fault.kind == "slow_first" and not stopped:
                 return False
             self.close_connection = True
@@ -214,14 +229,14 @@ class ImdsHandler(BaseHTTPRequestHandler):
             if version not in API_VERSIONS:
                 self._bad_version(NEWEST_VERSIONS)
             elif self.command == "GET":
-                self._send(200, encode(self.server.state.document(version)), JSON_TYPE)
+                self._send(200, encode(self.imds.state.document(version)), JSON_TYPE)
             else:
                 self._start_requests(body, version)
         elif path in ("/metadata/instance", "/metadata/instance/compute") and self.command == "GET":
             if version not in INSTANCE_API_VERSIONS:
                 self._bad_version(NEWEST_INSTANCE_VERSIONS)
                 return
-            compute = compute_document(self.server.state.vm_name)
+            compute = compute_document(self.imds.state.vm_name)
             document = compute if path.endswith("/compute") else {"compute": compute}
             self._send_json(200, document)
         else:
@@ -236,7 +251,7 @@ class ImdsHandler(BaseHTTPRequestHandler):
         except StartRequestError as exc:
             self._send_json(400, {"error": str(exc)})
             return
-        error = self.server.state.approve(ids, version)
+        error = self.imds.state.approve(ids, version)
         if error is not None:
             self._send_json(400, {"error": error})
         else:

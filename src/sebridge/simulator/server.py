@@ -12,10 +12,10 @@ import socket
 import sys
 import threading
 from http.server import ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sebridge.simulator.faults import FaultQueue, RateLimiter
-from sebridge.simulator.handler import ImdsHandler
+from sebridge.simulator.handler import ImdsHandler, ImdsServer
 from sebridge.simulator.state import SimulatorState
 
 __all__ = ["SimulatorHTTPServer"]
@@ -93,3 +93,7 @@ class SimulatorHTTPServer(ThreadingHTTPServer):
         """Stay quiet about clients that went away; report anything else."""
         if not isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
             super().handle_error(request, client_address)
+
+
+if TYPE_CHECKING:  # mypy checks here that the server is all ImdsHandler needs
+    _serves_imds: type[ImdsServer] = SimulatorHTTPServer

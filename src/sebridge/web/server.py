@@ -81,16 +81,62 @@ class HttpServer:
         log.info("HTTP server listening on %s:%d", self._server.effective_host, self.port)
 
     def stop(self) -> None:
-        """Stop accepting, close every socket, and end waitress's worker threads."""
-        if self._thread is not None and self._thread.is_alive():
-            # Closed from inside the loop's own thread: closing a socket that select() is
-            # watching from another thread makes the loop die with EBADF.
-            server = self._server
-            server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
-            self._thread.join(timeout=5)
+        """Stop accepting, let the requests under way finish (up to 5 s) and answer them,
+        then close every socket and end waitress's worker threads.
+
+        In that order: a worker thread writes its answer to the connection and wakes the
+        loop through the trigger pipe, which waitress holds as a bare fd number. Closed
+        before the workers had finished, a late worker wrote to the closed pipe (EBADF) or,
+        once the number was reused, into another file or socket of the process. Sockets
+        are closed on the loop's own thread while it runs (closed from another thread, the
+        loop's select() dies with EBADF); the pipe itself only once the loop has ended and
+        no worker is left to wake it.
+        """
+        server = self._server
+        thread = self._thread
+        loop = thread if thread is not None and thread.is_alive() else None
+
+        def stop_accepting() -> None:
+            # Not server.close(): that closes the trigger pipe too.
+            wasyncore.dispatcher.close(server)
+
+        def close_connections() -> None:
+            stop_accepting()
+            trigger = server.trigger
+            try:
+                for channel in list(server._map.values()):
+                    if channel is not trigger and channel.writable():
+                        channel.handle_write()  # sends what the socket takes of an answer
+            finally:
+                # Out of the map, so the loop ends, but open: whoever pulled the trigger to
+                # get here may not have written its byte yet.
+                trigger.del_channel()
+                wasyncore.close_all(server._map)
+
+        self._on_loop(loop, stop_accepting)
+        server.task_dispatcher.shutdown()  # waits for the requests under way, up to 5 s
+        workers_left = bool(server.task_dispatcher.threads)
+        self._on_loop(loop, close_connections)
+        if loop is not None:
+            loop.join(timeout=5)
+            if loop.is_alive():
+                log.warning("the HTTP server's loop did not stop; its sockets are left open")
+                return
+            if server._map:  # the loop died before it closed them
+                close_connections()
+        if workers_left:
+            # A worker stuck in a route may still wake the loop: its pipe stays open (3 fds)
+            # rather than a later write landing on a reused fd number.
+            log.warning("an HTTP request is still running; its wake-up pipe is left open")
         else:
-            self._server.close()
-        self._server.task_dispatcher.shutdown()
+            server.trigger.close()
+
+    def _on_loop(self, loop: threading.Thread | None, action: Callable[[], None]) -> None:
+        """Run `action` on the loop's thread while it runs (queued: returns at once), else here."""
+        if loop is not None:
+            self._server.trigger.pull_trigger(action)
+        else:
+            action()
 
     def _app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
