@@ -110,8 +110,8 @@ def _with_config(
     command: Callable[..., int],
 ) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        from sebridge.config import load
         from sebridge.errors import BridgeError, ConfigError
+        from sebridge.integrations.registry import load_config as load
         from sebridge.runtime import configure_logging
 
         try:

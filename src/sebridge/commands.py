@@ -13,18 +13,13 @@ from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
 from sebridge import command_format as fmt
+from sebridge.approval.request import ApprovalRequest, OutcomeKind
+from sebridge.approval.states import ApprovalState
 from sebridge.config import Config
-from sebridge.errors import ApprovalError, BridgeError
-from sebridge.integrations.base import Context
+from sebridge.errors import BridgeError
+from sebridge.integrations import registry
 from sebridge.render import Renderer
-from sebridge.runtime import (
-    build_approver,
-    build_daemon,
-    build_imds,
-    enabled_integrations,
-    open_store,
-)
-from sebridge.store import AuditEntry
+from sebridge.runtime import build_daemon, build_desk, build_imds, build_runner, open_store
 from sebridge.web.link_check import check_links
 
 __all__ = ["approve", "check", "events", "history", "once", "run"]
@@ -34,18 +29,15 @@ OK, FAILED, USAGE, REFUSED = 0, 1, 2, 3
 
 def run(config: Config) -> int:
     """The daemon, until SIGTERM/SIGINT."""
-    daemon = build_daemon(config, serve=True)
+    runner = build_runner(config)
+    daemon = runner.daemon
     try:
         daemon.store.check_integrity()
     except BridgeError:
         daemon.imds.close()
         daemon.store.close()
         raise
-    return daemon.run(
-        config.imds.poll_interval,
-        shutdown_grace=config.dispatch.shutdown_grace_seconds,
-        retention=timedelta(days=config.store.retention_days),
-    )
+    return runner.run()
 
 
 def once(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
@@ -135,23 +127,30 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
 def approve(
     config: Config, event_id: str, *, actor: str | None, as_json: bool, out: TextIO | None = None
 ) -> int:
-    """Record an approval and POST it to IMDS now (the daemon retries if that fails)."""
+    """Approve an event and show what became of it: the daemon carries it out (or this
+    process, when no daemon holds the store); the daemon retries a POST that failed."""
     out = out or sys.stdout
     who = actor or os.environ.get("SUDO_USER") or getpass.getuser()
-    store, imds = open_store(config), build_imds(config)
-    approver = build_approver(config, store, imds)
+    imds = build_imds(config)
     try:
-        approval, new = approver.approve(event_id, who, "cli")
-        approver.execute()
-        final = store.approval(approval.event_id) or approval
-    except ApprovalError as exc:
-        # Kept beside Slack's refused clicks: `sebridge history` shows both.
-        store.audit(AuditEntry(datetime.now(UTC), event_id, who, "cli", "refused", str(exc)))
-        print(f"sebridge: approval refused: {exc}", file=sys.stderr)
-        return REFUSED
+        desk, store = build_desk(config, imds)
+    except BaseException:
+        imds.close()
+        raise
+    request = ApprovalRequest(event_id, who, "cli")
+    try:
+        outcome = desk.request(request)
+        if outcome.approval is None:  # refused before anything was recorded
+            # Kept beside Slack's refused clicks: `sebridge history` shows both.
+            desk.refuse(request, outcome.reason)
     finally:
         imds.close()
         store.close()
+    final = outcome.approval
+    if final is None:
+        print(f"sebridge: approval refused: {outcome.reason}", file=sys.stderr)
+        return REFUSED
+    new = outcome.kind != OutcomeKind.ALREADY
     if as_json:
         fmt.dump(
             {
@@ -166,14 +165,16 @@ def approve(
         )
     elif not new:
         print(f"{final.event_id} was already approved by {final.actor} ({final.state})", file=out)
-    elif final.state == "posted":
+    elif final.state == ApprovalState.POSTED:
         print(f"approved {final.event_id} as {final.actor}: StartRequests sent to IMDS", file=out)
-    elif final.state == "dry_run":
+    elif final.state == ApprovalState.DRY_RUN:
         print(
             f"would approve {final.event_id} as {final.actor}: dry run (policy.dry_run), "
             "nothing sent to IMDS",
             file=out,
         )
+    elif outcome.kind == OutcomeKind.REFUSED:  # IMDS refused it, or the event went first
+        print(f"approval of {final.event_id} recorded ({final.state}): {outcome.reason}", file=out)
     elif final.last_error is None:
         # This VM's IMDS does not list the event: a daemon whose IMDS does POSTs it.
         print(
@@ -187,7 +188,7 @@ def approve(
             "the daemon retries it",
             file=out,
         )
-    return OK if final.state in ("posted", "dry_run", "pending", "posting") else FAILED
+    return FAILED if outcome.kind == OutcomeKind.REFUSED else OK
 
 
 def history(
@@ -258,10 +259,10 @@ def check(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
         build_imds(config).close()
     except ValueError as exc:
         problems.append(f"imds: {exc}")
-    ctx = Context(config, Renderer(config.templates.dir or None))
-    integrations = enabled_integrations(config)
+    renderer = Renderer(config.templates.dir or None)
+    integrations = registry.enabled(config)
     for integration in integrations:
-        for finding in integration.check(ctx):
+        for finding in integration.check(registry.context(integration, config, renderer)):
             (passed if finding.ok else problems).append(f"{finding.target}: {finding.message}")
     if as_json:
         fmt.dump(

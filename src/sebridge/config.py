@@ -6,8 +6,9 @@ value may use `${VAR}` (unset: ""; in a secret, an error) and `$$` (a
 literal `$`). Every secret `x` also accepts `x_file = "/path"`. One frozen
 dataclass per section holds its keys with their defaults; a dataclass field
 *is* a config key, so the known-key lists, type checks and `redacted()` all
-come from the fields. The core's sections are here; each integration brings
-its own (integrations/registry.py), reached with `Config.section(name)`.
+come from the fields. The core's sections are in config_core.py; the loader
+is handed the others (`Sections`: the integrations', from
+integrations/registry.py), reached with `Config.section(name)`.
 All problems are reported at once, each naming its key; secrets never
 appear in a message or a repr. Nothing reads the environment after this.
 """
@@ -18,17 +19,25 @@ import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Protocol
 
 from sebridge import config_checks as checks
-from sebridge.config_reader import Reader, did_you_mean, option
+from sebridge.config_core import (
+    CORE_SECTIONS,
+    DispatchConfig,
+    HttpConfig,
+    ImdsConfig,
+    LogConfig,
+    PolicyConfig,
+    StoreConfig,
+    TemplatesConfig,
+    check_core,
+)
+from sebridge.config_reader import Reader, did_you_mean
 from sebridge.config_secrets import Secret
 from sebridge.errors import ConfigError
-from sebridge.imds.client import API_VERSIONS, DEFAULT_API_VERSION
-from sebridge.integrations.registry import REGISTRY
 
 __all__ = [
-    "API_VERSIONS",
     "DEFAULT_PATH",
     "ENV_VAR",
     "Config",
@@ -38,6 +47,7 @@ __all__ = [
     "LogConfig",
     "PolicyConfig",
     "Secret",
+    "Sections",
     "StoreConfig",
     "TemplatesConfig",
     "from_mapping",
@@ -46,120 +56,27 @@ __all__ = [
 
 DEFAULT_PATH = "/etc/sebridge/sebridge.toml"
 ENV_VAR = "SEBRIDGE_CONFIG"
-_UNSET = Secret()  # immutable: one default serves every secret
 
 
-@dataclass(frozen=True)
-class ImdsConfig:
-    """[imds]: the Instance Metadata Service and how often to ask it."""
+class Sections(Protocol):
+    """The sections the loader is handed beside the core's (the integrations'), by the
+    composition root (integrations/registry.py): config knows none of them itself."""
 
-    endpoint: str = "http://169.254.169.254"
-    api_version: str = option(DEFAULT_API_VERSION, choices=API_VERSIONS)
-    poll_interval: float = option(1.0, ge=0.2, le=3600.0, why="IMDS allows 5 requests/s")
-    timeout: float = option(
-        5.0, gt=0.0, le=120.0, why="IMDS answers in milliseconds; its first call waits 120 s anyway"
-    )
-    vm_name: str = ""  # empty: ask IMDS for the compute name
+    def types(self) -> Mapping[str, type[Any]]:
+        """Each section's name and the dataclass of its keys."""
+        ...
 
-
-@dataclass(frozen=True, repr=False)
-class StoreConfig:
-    """[store]: where state lives: a SQLite file, in memory, or PostgreSQL (a fleet of daemons)."""
-
-    url: str = "sqlite:////var/lib/sebridge/state.db"
-    retention_days: int = option(90, ge=1, le=3650, why="ten years")
-
-    @property
-    def backend(self) -> str:
-        """ "sqlite" or "postgresql"."""
-        return checks.store_url(self.url)[0]
-
-    @property
-    def sqlite_path(self) -> str:
-        """The SQLite file (":memory:" for in memory); "" for PostgreSQL."""
-        return checks.store_url(self.url)[1]
-
-    def __repr__(self) -> str:
-        url = checks.redact_url(self.url)
-        return f"StoreConfig(url={url!r}, retention_days={self.retention_days!r})"
+    def validate(self, config: Config, rd: Reader) -> Config:
+        """Checks beyond types (reported to `rd`); returns the config, normalised."""
+        ...
 
 
-@dataclass(frozen=True)
-class PolicyConfig:
-    """[policy]: what is approved without a human."""
+class _NoSections:
+    def types(self) -> Mapping[str, type[Any]]:
+        return {}
 
-    dry_run: bool = False
-    approve_user_events: bool = True
-    # 0 disables
-    approve_freeze_under_seconds: int = option(
-        9, ge=0, le=3600, why="a Freeze lasts seconds; 3600 already approves every Freeze"
-    )
-    only_this_vm: bool = False
-
-
-@dataclass(frozen=True)
-class DispatchConfig:
-    """[dispatch]: delivery retries and shutdown."""
-
-    retry_for_seconds_after_gone: int = option(3600, ge=0, le=604800, why="a week")
-    max_backoff_seconds: float = option(300.0, gt=0.0, le=3600.0, why="an hour")
-    shutdown_grace_seconds: float = option(
-        5.0,
-        ge=0.0,
-        le=25.0,
-        why="a stop takes this plus a second; systemd's TimeoutStopSec is 30 s",
-    )
-
-
-@dataclass(frozen=True)
-class HttpConfig:
-    """[http]: the daemon's one HTTP server (integrations' routes, approval links, /healthz).
-
-    It starts when an integration needs a route, when `public_url` is set
-    (approval links), or when `listen` is in the file. `public_url` is where
-    people reach it (a TLS proxy in front), normalised without a trailing "/";
-    `link_secret` signs approval links (empty: one is generated and kept in the store).
-    """
-
-    listen: str = "127.0.0.1:8787"
-    public_url: str = ""
-    link_secret: Secret = _UNSET
-
-    @property
-    def listen_host(self) -> str:
-        return checks.listen(self.listen)[0]
-
-    @property
-    def listen_port(self) -> int:
-        return checks.listen(self.listen)[1]
-
-
-@dataclass(frozen=True)
-class TemplatesConfig:
-    """[templates]: a folder whose files override the built-in templates."""
-
-    dir: str = ""
-
-
-@dataclass(frozen=True)
-class LogConfig:
-    """[log]: the daemon's own logging."""
-
-    level: str = option("info", choices=("debug", "info", "warning", "error"))
-    format: str = option("text", choices=("text", "json"))
-
-
-_CORE: dict[str, type[Any]] = {
-    "imds": ImdsConfig,
-    "store": StoreConfig,
-    "policy": PolicyConfig,
-    "dispatch": DispatchConfig,
-    "http": HttpConfig,
-    "templates": TemplatesConfig,
-    "log": LogConfig,
-}
-_INTEGRATIONS: dict[str, type[Any]] = {i.name: i.settings for i in REGISTRY if i.settings}
-_SECTIONS = {**_CORE, **_INTEGRATIONS}
+    def validate(self, config: Config, rd: Reader) -> Config:
+        return config
 
 
 @dataclass(frozen=True)
@@ -179,9 +96,7 @@ class Config:
     http: HttpConfig = field(default_factory=HttpConfig)
     templates: TemplatesConfig = field(default_factory=TemplatesConfig)
     log: LogConfig = field(default_factory=LogConfig)
-    sections: Mapping[str, Any] = field(
-        default_factory=lambda: {name: cls() for name, cls in _INTEGRATIONS.items()}
-    )
+    sections: Mapping[str, Any] = field(default_factory=dict)
     given: frozenset[str] = frozenset()
     warnings: tuple[str, ...] = ()  # worth telling a person, not worth refusing to start
 
@@ -199,13 +114,20 @@ class Config:
         return out
 
     def _all_sections(self) -> list[tuple[str, Any]]:
-        return [(name, getattr(self, name)) for name in _CORE] + list(self.sections.items())
+        return [(name, getattr(self, name)) for name in CORE_SECTIONS] + list(self.sections.items())
 
 
 def load(
-    path: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None
+    path: str | os.PathLike[str] | None = None,
+    *,
+    sections: Sections | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> Config:
-    """Find, read and validate the configuration. Raises ConfigError naming file and key."""
+    """Find, read and validate the configuration. Raises ConfigError naming file and key.
+
+    Args:
+        sections: the sections beside the core's (integrations/registry.py's SECTIONS).
+    """
     env = os.environ if environ is None else environ
     if path is not None:
         chosen, origin = os.fspath(path), "--config"
@@ -214,7 +136,7 @@ def load(
     elif os.path.exists(DEFAULT_PATH):
         chosen, origin = DEFAULT_PATH, "the default location"
     else:
-        return from_mapping({}, environ=env, source="defaults")
+        return from_mapping({}, sections=sections, environ=env, source="defaults")
     try:
         with open(chosen, "rb") as fh:
             data = tomllib.load(fh)
@@ -227,27 +149,33 @@ def load(
         raise ConfigError(f"{chosen}: invalid TOML: {exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{chosen}: invalid TOML: the file is not UTF-8 text") from None
-    return from_mapping(data, environ=env, source=chosen)
+    return from_mapping(data, sections=sections, environ=env, source=chosen)
 
 
 def from_mapping(
-    data: Mapping[str, Any], *, environ: Mapping[str, str] | None = None, source: str = "<config>"
+    data: Mapping[str, Any],
+    *,
+    sections: Sections | None = None,
+    environ: Mapping[str, str] | None = None,
+    source: str = "<config>",
 ) -> Config:
     """Validate parsed TOML (`{section: {key: value}}`) into a Config."""
-    return _validate(data, os.environ if environ is None else environ, source)
+    env = os.environ if environ is None else environ
+    return _validate(data, sections or _NoSections(), env, source)
 
 
-def _validate(data: Mapping[str, Any], environ: Mapping[str, str], source: str) -> Config:
+def _validate(
+    data: Mapping[str, Any], extra: Sections, environ: Mapping[str, str], source: str
+) -> Config:
     rd = Reader(environ, source)
+    known = {**CORE_SECTIONS, **extra.types()}
     for name in data:
-        if name not in _SECTIONS:
-            rd.problems.append(_unknown_section(name, data[name]))
-    sections = {
-        name: rd.section(name, data.get(name, {}), cls, {}) for name, cls in _SECTIONS.items()
-    }
+        if name not in known:
+            rd.problems.append(_unknown_section(name, data[name], known))
+    read = {name: rd.section(name, data.get(name, {}), cls, {}) for name, cls in known.items()}
     rd.raise_problems()  # shape and type problems first: the checks below rely on the types
     given = frozenset(
-        [name for name in data if name in _SECTIONS]
+        [name for name in data if name in known]
         + [
             f"{name}.{key}"
             for name in data
@@ -255,29 +183,24 @@ def _validate(data: Mapping[str, Any], environ: Mapping[str, str], source: str) 
             for key in data[name]
         ]
     )
+    core = check_core({name: read[name] for name in CORE_SECTIONS}, rd)
     config = Config(
         source=source,
-        **{name: sections[name] for name in _CORE},
-        sections={name: sections[name] for name in _INTEGRATIONS},
+        **core,
+        sections={name: read[name] for name in known if name not in CORE_SECTIONS},
         given=given,
     )
-    config = checks.check(config, rd)
-    config = replace(
-        config,
-        sections={
-            i.name: i.validate(config.section(i.name), config, rd) for i in REGISTRY if i.settings
-        },
-    )
+    config = extra.validate(config, rd)
     rd.raise_problems()
     return replace(config, warnings=tuple(rd.warnings))
 
 
-def _unknown_section(name: str, value: Any) -> str:
-    owners = [s for s, cls in _SECTIONS.items() if name in {f.name for f in fields(cls)}]
+def _unknown_section(name: str, value: Any, known: Mapping[str, type[Any]]) -> str:
+    owners = [s for s, cls in known.items() if name in {f.name for f in fields(cls)}]
     belongs = f" (it belongs in [{owners[0]}])" if owners else ""
-    hint = belongs or did_you_mean(name, _SECTIONS, quote="[")
+    hint = belongs or did_you_mean(name, known, quote="[")
     what = f"section [{name}]" if isinstance(value, Mapping) else f'top-level key "{name}"'
-    return f"unknown {what}{hint}; known sections: {', '.join(_SECTIONS)}"
+    return f"unknown {what}{hint}; known sections: {', '.join(known)}"
 
 
 def _plain(value: Any) -> Any:

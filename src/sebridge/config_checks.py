@@ -1,33 +1,25 @@
-"""Checks for config.py beyond types: formats of single values and keys together.
+"""Value validators for the configuration: one value in, the normalised value out.
 
-`check()` runs once the types are right; it reports to the Reader, adds
-warnings, and returns the Config with some values normalised. Each value
-check returns the normalised value or raises ValueError with a message
-that completes "<key>: ...". A value is quoted back only when it cannot carry
-a credential (no user info, no query string); webhook URLs and store URLs
-are never quoted back.
+A leaf: the core's sections (config_core.py) and the integrations' settings
+use these. Each returns the normalised value or raises ValueError with a
+message that completes "<key>: ...". A value is quoted back only when it
+cannot carry a credential (no user info, no query string); webhook URLs and
+store URLs are never quoted back.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
-from dataclasses import replace
-from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, urlsplit
 
-from sebridge.config_reader import Reader
 from sebridge.kernel.redact import redact_url
 
-if TYPE_CHECKING:
-    from sebridge.config import Config
-
 __all__ = [
-    "check",
     "endpoint",
     "http_url",
     "listen",
+    "local_url",
     "on_temp_disk",
     "public_url",
     "redact_url",
@@ -86,7 +78,8 @@ def public_url(value: str) -> str:
     return value.rstrip("/")
 
 
-def _local(value: str) -> bool:
+def local_url(value: str) -> bool:
+    """Whether an http(s) URL points at this machine (localhost, 127.0.0.1, ::1)."""
     return urlsplit(value).hostname in _LOCALHOSTS
 
 
@@ -134,41 +127,3 @@ def on_temp_disk(path: str) -> bool:
     """Whether a file path is on Azure's temporary disk (/mnt, D:), wiped by Redeploy/Preempt."""
     path = path.replace("\\", "/")
     return path == "/mnt" or path.startswith("/mnt/") or path[:2].lower() == "d:"
-
-
-def check(c: Config, rd: Reader) -> Config:
-    """Checks of the core's values by format, and of keys together; normalises some values."""
-    try:
-        imds = replace(c.imds, endpoint=endpoint(c.imds.endpoint))
-    except ValueError as exc:
-        rd.error("imds.endpoint", str(exc))
-        imds = c.imds
-    try:
-        sqlite_path = store_url(c.store.url)[1]
-    except ValueError as exc:
-        rd.error("store.url", str(exc))
-        sqlite_path = ""
-    if on_temp_disk(sqlite_path):
-        rd.warnings.append(
-            "store.url: the SQLite file is on the temporary disk (/mnt, D:), which Redeploy"
-            " and Preempt wipe; put it on the OS disk, e.g. sqlite:////var/lib/sebridge/state.db"
-        )
-    try:
-        listen(c.http.listen)
-    except ValueError as exc:
-        rd.error("http.listen", str(exc))
-    http = c.http
-    if http.public_url:
-        try:
-            http = replace(http, public_url=public_url(http.public_url))
-        except ValueError as exc:
-            rd.error("http.public_url", str(exc))
-        else:
-            if urlsplit(http.public_url).scheme == "http" and not _local(http.public_url):
-                rd.warnings.append(
-                    "http.public_url is plain http://: anyone on the path can read and use an"
-                    " approval link; put a TLS reverse proxy in front and use https://"
-                )
-    if c.templates.dir and not os.path.isdir(c.templates.dir):
-        rd.error("templates.dir", f'"{c.templates.dir}" is not a directory')
-    return replace(c, imds=imds, http=http)

@@ -1,41 +1,40 @@
-"""The daemon: tick() is the unit of work; run() calls it on an APScheduler interval (runner.py).
+"""The daemon's unit of work: tick() = poll, record, approve, wake.
 
 tick(): IMDS GET -> unchanged document? stop there (nothing parsed, nothing
 written) -> diff against the previous document -> one store transaction
-(events, transitions, outbox rows, the policy's approvals) -> carry out
-pending approvals -> wake the dispatcher. A failed poll is not an empty
-document: no transition is ever invented from an IMDS outage.
+(events, transitions, outbox rows, the policy's approvals) -> wake the
+carrier when approvals may wait -> wake the dispatcher. A failed poll is not
+an empty document: no transition is ever invented from an IMDS outage.
+
+The Daemon holds the parts a tick drives (the carrier, the dispatcher, the
+approval use case the channels call); runner.py owns their life (threads,
+scheduler, signals, stop). `sebridge once` and the tests call tick() alone.
+See docs/ARCHITECTURE.md, "Poll".
 """
 
 from __future__ import annotations
 
 import logging
 import socket
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
-from sebridge.approve import Approver
+from sebridge.approval.carrier import Carrier
+from sebridge.approval.usecase import Approvals
 from sebridge.diff import diff
 from sebridge.dispatch import Dispatcher
-from sebridge.errors import ImdsError, StoreError
+from sebridge.errors import ImdsError
 from sebridge.imds import ImdsClient
-from sebridge.integrations.base import Job, Service
+from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
-from sebridge.policy import APPROVE, IGNORE, PolicySettings, decide
+from sebridge.policy import APPROVE, NOTIFY, PolicySettings, decide, sinks_for
 from sebridge.sink import Sink
 from sebridge.store import Store
-from sebridge.store.duties import Duties
-from sebridge.store.store import HEARTBEAT
 
 __all__ = ["Daemon", "PollState", "TickResult"]
 
 log = logging.getLogger(__name__)
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass
@@ -58,9 +57,10 @@ class TickResult:
 
 
 class Daemon:
-    """Polls IMDS, records transitions, carries out approvals, feeds the dispatcher.
+    """Polls IMDS, records transitions, hands approvals to the carrier, feeds the dispatcher.
 
     Args:
+        sinks: each sink by its integration's name (the outbox key).
         vm_name: this VM's name; empty: asked from IMDS (compute name) on the first tick.
         approve_url: an event's signed approval link, for messages (None: links are off).
     """
@@ -69,22 +69,20 @@ class Daemon:
         self,
         imds: ImdsClient,
         store: Store,
-        sinks: Sequence[Sink],
+        sinks: Mapping[str, Sink],
         *,
         policy: PolicySettings | None = None,
         dry_run: bool = False,
         vm_name: str = "",
         retry_for: timedelta = timedelta(hours=1),
         max_backoff: float = 300.0,
-        clock: Callable[[], datetime] = _utcnow,
+        clock: Clock = utcnow,
         approve_url: Callable[[ScheduledEvent], str] | None = None,
     ) -> None:
         self.imds = imds
         self.store = store
-        self.sinks = list(sinks)
-        self._sink_names = [s.name for s in self.sinks]
+        self._sink_names = tuple(sinks)
         self._policy = policy or PolicySettings()
-        self._dry_run = dry_run
         # Configured, else learnt from IMDS on an earlier run (so deliveries made
         # before this run's first poll already name this VM), else asked on the
         # first tick.
@@ -92,10 +90,9 @@ class Daemon:
         self._vm_name_checked = bool(vm_name)
         self._vm_name_warned = False
         self.clock = clock
-        self.approver = Approver(store, imds, self.sinks_for, dry_run=dry_run, clock=clock)
         self.dispatcher = Dispatcher(
             store,
-            self.sinks,
+            sinks,
             vm_name=self.vm_name,
             dry_run=dry_run,
             retry_for=retry_for,
@@ -103,78 +100,73 @@ class Daemon:
             clock=clock,
             approve_url=approve_url,
         )
+        self.carrier = Carrier(
+            store,
+            imds,
+            self.sinks_for,
+            dry_run=dry_run,
+            clock=clock,
+            on_recorded=self.dispatcher.wake,
+        )
+        self.approvals = Approvals(
+            store, self.carrier, self.sinks_for, clock=clock, on_recorded=self.dispatcher.wake
+        )
         self._previous: Document | None = store.last_document()
         self._last_object: Document | None = None
         self._imds_failing: str | None = None
         self.poll_state = PollState()
         self._write_marker = store.db.write_marker()
-        # Whether approvals may be waiting: set by the policy, by writes from
-        # other processes (`sebridge approve`) and by failed POSTs; checking the
-        # table only then keeps an idle tick cheap.
-        self._approvals_due = True
         # Whether the store tells us of writes as they are committed (watch_store);
         # else each tick compares its write marker.
         self._store_pushes = False
-        # Run beside the polling by run(): the HTTP server, Slack's Socket Mode,
-        # integrations' scheduler jobs.
-        self.services: list[Service] = []
-        self.jobs: list[Job] = []
-        self.duties: Duties | None = None  # the board, while run() runs
-        self.store_error: str | None = None  # why the last tick could not use the store
 
     def vm_name(self) -> str:
         """This VM's name, as IMDS's Resources spell it."""
         return self._vm_name or socket.gethostname()
 
-    def sinks_for(self, policy: str) -> Sequence[str]:
-        """Ignored events go nowhere; every other one to every sink."""
-        return [] if policy == IGNORE else self._sink_names
+    def sinks_for(self, decision: str) -> tuple[str, ...]:
+        """The sinks an event with this policy decision is delivered to (policy.sinks_for)."""
+        return sinks_for(decision, self._sink_names)
 
     def tick(self) -> TickResult:
         """One poll, end to end."""
         result = TickResult()
+        # Writes since the last tick (another process's `sebridge approve` on a SQLite
+        # file shows as one); looked at before this tick's own write, which the next sees.
+        written = not self._store_pushes and self._store_written()
         document = self._poll(result)
+        approvals_recorded = False
         if document is not None and document is not self._last_object:
             if document != self._previous:
-                self._record(document, result)
+                approvals_recorded = self._record(document, result)
             # Only once recorded: after a store failure the same document is tried again.
             self._last_object = document
-        written = not self._store_pushes and self._store_written()
-        if written or self._approvals_due:
-            self._approvals_due = False
-            result.approvals_done = self.approver.execute()
-            self._approvals_due = self.store.has_pending_approvals()
-        if result.changed or result.approvals_done or written:
+        if approvals_recorded or written or self.carrier.due:
+            result.approvals_done = self.carrier.wake()
+        # After the policy approved, the carrier wakes the dispatcher once it is done: the
+        # event's first message then says "approved by policy" and offers no button.
+        if (result.changed and not approvals_recorded) or written:
             self.dispatcher.wake()
         return result
 
-    def carry_out_approvals(self) -> None:
-        """POST what was just approved now, not at the next tick, and deliver its news."""
-        self.approver.execute()
-        if self.store.has_pending_approvals():
-            self._approvals_due = True  # the POST failed: the next tick retries it
-        self.dispatcher.wake()
-
     def watch_store(self) -> None:
         """Act on other processes' writes as they are committed (PostgreSQL: an approval
-        stored by another agent is POSTed at once), not at the next poll."""
-        self._store_pushes = self.store.db.watch(self._heard_write)
+        stored by another agent is carried out at once), not at the next poll."""
+        self._store_pushes = self.store.db.watch(self.heard)
+
+    def heard(self, tables: frozenset[str]) -> None:
+        """Commits were heard (store listener's thread): wake whoever acts on them. New
+        approvals go to the carrier first, which wakes the dispatcher when it is done."""
+        if "approvals" in tables:
+            self.carrier.wake()
+        else:
+            self.dispatcher.wake()
 
     def look_again(self) -> None:
-        """Work may wait that no NOTIFY announced (the heartbeat says so): the next tick
-        looks for approvals, the dispatcher looks at the outbox now."""
-        self._approvals_due = True
+        """Work may wait that no NOTIFY announced (the heartbeat says so): the carrier and
+        the dispatcher look now."""
+        self.carrier.wake()
         self.dispatcher.wake()
-
-    def _heard_write(self, tables: frozenset[str]) -> None:
-        if "approvals" not in tables:
-            self.dispatcher.wake()
-            return
-        try:
-            self.carry_out_approvals()  # wakes the dispatcher too
-        except StoreError as exc:  # the tick says the store is away; it retries then
-            log.debug("approvals heard of, not carried out yet: %s", exc)
-            self._approvals_due = True
 
     def _poll(self, result: TickResult) -> Document | None:
         try:
@@ -210,25 +202,27 @@ class Daemon:
             self.store.remember("vm_name", name)
             self._vm_name = name
 
-    def _record(self, document: Document, result: TickResult) -> None:
+    def _record(self, document: Document, result: TickResult) -> bool:
+        """Write the document's transitions; True when the policy approved something."""
         now = self.clock()
         approved = self.store.approved_ids() if self._previous else frozenset()
         transitions = diff(self._previous, document, now, approved)
-        policies: dict[str, str] = {}
+        # Decided once, when an event is first seen (by this agent: in a fleet the first
+        # agent's decision is the one the store keeps).
+        decisions: dict[str, str] = {}
         approvals: list[Approval] = []
         for t in transitions:
             if t.kind in (TransitionKind.SCHEDULED, TransitionKind.UNPLANNED):
                 decision = decide(t.event, self._policy, self.vm_name())
-                policies[t.event_id] = decision
+                decisions[t.event_id] = decision
                 if decision == APPROVE:
                     approvals.append(Approval(t.event_id, "policy", "policy", now))
         deliveries = [
-            (t, self.sinks_for(self._policy_of(t.event_id, policies))) for t in transitions
+            (t, self.sinks_for(self._decision(t.event_id, decisions))) for t in transitions
         ]
         recorded = self.store.apply(
-            document, deliveries, now, policies=policies, approvals=approvals
+            document, deliveries, now, policies=decisions, approvals=approvals
         )
-        self._approvals_due = self._approvals_due or bool(approvals)
         self._previous = document
         result.changed = True
         result.transitions = transitions
@@ -243,12 +237,13 @@ class Daemon:
                 t.event_id,
                 "" if first else " (recorded by another agent)",
             )
+        return bool(approvals)
 
-    def _policy_of(self, event_id: str, fresh: dict[str, str]) -> str:
+    def _decision(self, event_id: str, fresh: dict[str, str]) -> str:
         if event_id in fresh:
             return fresh[event_id]
         record = self.store.event(event_id)
-        return record.policy if record else "notify"
+        return record.policy if record else NOTIFY
 
     def _store_written(self) -> bool:
         """Whether anyone (this process included) wrote to the store since the last tick."""
@@ -256,24 +251,3 @@ class Daemon:
         changed = marker != self._write_marker
         self._write_marker = marker
         return changed
-
-    def run(
-        self,
-        poll_interval: float = 1.0,
-        *,
-        stop: threading.Event | None = None,
-        shutdown_grace: float = 5.0,
-        retention: timedelta = timedelta(days=90),
-        heartbeat: timedelta = HEARTBEAT,
-    ) -> int:
-        """Poll until SIGTERM/SIGINT (or `stop` is set); returns the exit code, 0.
-        See runner.py: the scheduler, the duties and the bounded stop."""
-        from sebridge.runner import DaemonRunner
-
-        return DaemonRunner(self).run(
-            poll_interval,
-            stop=stop,
-            shutdown_grace=shutdown_grace,
-            retention=retention,
-            heartbeat=heartbeat,
-        )

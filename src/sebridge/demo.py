@@ -21,11 +21,11 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sebridge.config import load
+from sebridge.approval.request import ApprovalRequest, OutcomeKind
 from sebridge.daemon import Daemon
-from sebridge.errors import ApprovalError
+from sebridge.integrations.registry import load_config
 from sebridge.model import EventType
-from sebridge.runtime import build_daemon
+from sebridge.runtime import build_runner
 from sebridge.simulator import Simulator, demo_scenario
 from sebridge.store import EventRecord, Store
 
@@ -50,12 +50,11 @@ def run_demo(time_scale: float = 60.0, assume_yes: bool = False) -> int:
             f'[imds]\nendpoint = "{sim.url}"\npoll_interval = 0.25\n'
             f'[store]\nurl = "sqlite:///{folder}/state.db"\n'
         )
-        config = load(config_path)
-        daemon = build_daemon(config)
+        config = load_config(config_path)
+        runner = build_runner(config)
+        daemon = runner.daemon
         stop = threading.Event()
-        worker = threading.Thread(
-            target=daemon.run, args=(config.imds.poll_interval,), kwargs={"stop": stop}, daemon=True
-        )
+        worker = threading.Thread(target=runner.run, args=(stop,), daemon=True)
         print(f"sebridge demo: IMDS simulator at {sim.url}, {time_scale:g}x real time")
         print(f"store: {folder}/state.db; console sink below\n")
         worker.start()
@@ -93,7 +92,7 @@ def _waiting_redeploy(records: Iterable[EventRecord]) -> EventRecord | None:
     for record in records:
         event = record.event
         if event.event_type == EventType.REDEPLOY and record.present and not event.started:
-            return record if record.approval is None else None
+            return record if record.blocker() is None else None
     return None
 
 
@@ -135,10 +134,9 @@ def _offer_approval(
 
 
 def _approve(daemon: Daemon, event_id: str) -> None:
-    try:
-        daemon.approver.approve(event_id, "you", "demo")
-    except ApprovalError as exc:
-        print(f">>> too late: {exc}", flush=True)
+    outcome = daemon.approvals.request(ApprovalRequest(event_id, "you", "demo"))
+    if outcome.kind == OutcomeKind.REFUSED:
+        print(f">>> too late: {outcome.reason}", flush=True)
 
 
 def _sebridge() -> str:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError, StoreError
+from sebridge.kernel.backoff import backoff_delay
+from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import ScheduledEvent
 from sebridge.sink import Message, Sink
 from sebridge.store import Delivery, Store
@@ -32,10 +34,6 @@ IDLE_WAIT = 60.0
 LEASE = timedelta(minutes=2)
 
 
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 @dataclass(frozen=True)
 class SinkOutcome:
     """How a sink's last delivery went: "delivered", "retrying" or "failed"."""
@@ -49,6 +47,7 @@ class Dispatcher:
     """Delivers outbox rows to every sink independently.
 
     Args:
+        sinks: each sink by its integration's name, which is its outbox key.
         vm_name: returns this VM's name (known after the first poll).
         retry_for: how long after an event left the document its deliveries
             are still retried.
@@ -59,18 +58,18 @@ class Dispatcher:
     def __init__(
         self,
         store: Store,
-        sinks: Sequence[Sink],
+        sinks: Mapping[str, Sink],
         *,
         vm_name: Callable[[], str],
         dry_run: bool = False,
         retry_for: timedelta = timedelta(hours=1),
         max_backoff: float = 300.0,
-        clock: Callable[[], datetime] = _utcnow,
+        clock: Clock = utcnow,
         jitter: Callable[[], float] = random.random,
         approve_url: Callable[[ScheduledEvent], str] | None = None,
     ) -> None:
         self._store = store
-        self._sinks = list(sinks)
+        self._sinks = dict(sinks)
         self._vm_name = vm_name
         self._dry_run = dry_run
         self._retry_for = retry_for
@@ -78,10 +77,15 @@ class Dispatcher:
         self._clock = clock
         self._jitter = jitter
         self._approve_url = approve_url
-        self._wake = {sink.name: threading.Event() for sink in self._sinks}
+        self._wake = {name: threading.Event() for name in self._sinks}
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._outcomes: dict[str, SinkOutcome] = {}
+
+    @property
+    def sinks(self) -> Mapping[str, Sink]:
+        """The sinks, by name."""
+        return dict(self._sinks)
 
     def outcomes(self) -> dict[str, SinkOutcome]:
         """Each sink's last delivery outcome (sinks that delivered nothing yet are absent)."""
@@ -89,9 +93,9 @@ class Dispatcher:
 
     def start(self) -> None:
         """Start one worker thread per sink."""
-        for sink in self._sinks:
+        for name in self._sinks:
             thread = threading.Thread(
-                target=self._work, args=(sink,), name=f"sink-{sink.name}", daemon=True
+                target=self._work, args=(name,), name=f"sink-{name}", daemon=True
             )
             thread.start()
             self._threads.append(thread)
@@ -105,7 +109,7 @@ class Dispatcher:
         """Wait until no row is due now, at most `timeout` seconds; True if drained."""
         deadline = self._clock() + timedelta(seconds=timeout)
         while True:
-            due = [s.name for s in self._sinks if self._due_now(s.name)]
+            due = [name for name in self._sinks if self._due_now(name)]
             if not due:
                 return True
             if self._clock() >= deadline:
@@ -121,19 +125,20 @@ class Dispatcher:
         deadline = self._clock() + timedelta(seconds=timeout)
         for thread in self._threads:
             thread.join(max(0.0, (deadline - self._clock()).total_seconds()))
-        for sink in self._sinks:
+        for sink in self._sinks.values():
             sink.close()
 
-    def deliver_due(self, sink: Sink) -> int:
-        """Deliver every row of `sink` that is due now; returns how many were tried."""
+    def deliver_due(self, name: str) -> int:
+        """Deliver every row of the sink called `name` that is due now; returns how many
+        were tried."""
         tried = 0
         while not self._stopping.is_set():
             now = self._clock()
-            batch = self._store.outbox.claim(sink.name, now, now + LEASE)
+            batch = self._store.outbox.claim(name, now, now + LEASE)
             if not batch:
                 return tried
             for delivery in batch:
-                self._deliver(sink, delivery)
+                self._deliver(name, delivery)
                 tried += 1
         return tried
 
@@ -141,19 +146,19 @@ class Dispatcher:
         due = self._store.outbox.next_due(sink_name)
         return due is not None and due <= self._clock()
 
-    def _work(self, sink: Sink) -> None:
-        wake = self._wake[sink.name]
+    def _work(self, name: str) -> None:
+        wake = self._wake[name]
         while not self._stopping.is_set():
             wake.clear()
             try:
-                if self.deliver_due(sink):
+                if self.deliver_due(name):
                     continue
-                due = self._store.outbox.next_due(sink.name)
+                due = self._store.outbox.next_due(name)
             except StoreError as exc:  # the store away: the daemon's tick says so too
-                log.warning("dispatcher for %s cannot use the store (%s); retrying", sink.name, exc)
+                log.warning("dispatcher for %s cannot use the store (%s); retrying", name, exc)
                 due = None
             except Exception:  # a bug must not kill the worker
-                log.exception("dispatcher for %s failed; retrying", sink.name)
+                log.exception("dispatcher for %s failed; retrying", name)
                 due = None
             idle = max(IDLE_WAIT, self._store.db.IDLE_CHECK_SECONDS)
             wait = idle
@@ -161,7 +166,8 @@ class Dispatcher:
                 wait = min(idle, max(0.01, (due - self._clock()).total_seconds()))
             wake.wait(wait)
 
-    def _deliver(self, sink: Sink, delivery: Delivery) -> None:
+    def _deliver(self, name: str, delivery: Delivery) -> None:
+        sink = self._sinks[name]
         message = Message(
             transition=delivery.transition,
             vm_name=self._vm_name(),
@@ -175,7 +181,7 @@ class Dispatcher:
         )
         if self._approve_url is not None and message.approvable:
             message = replace(message, approve_url=self._approve_url(delivery.transition.event))
-        what = f"{delivery.transition.kind} of {delivery.transition.event_id} to {sink.name}"
+        what = f"{delivery.transition.kind} of {delivery.transition.event_id} to {name}"
         # Committed before the send: a crash between send and ack is seen on restart.
         self._store.outbox.begin(delivery)
         try:
@@ -183,30 +189,32 @@ class Dispatcher:
         except PermanentDeliveryError as exc:
             log.error("delivery of %s failed for good: %s", what, exc)
             self._store.outbox.fail(delivery, str(exc))
-            self._outcomes[sink.name] = SinkOutcome("failed", self._clock(), str(exc))
+            self._outcomes[name] = SinkOutcome("failed", self._clock(), str(exc))
             return
         except RetryableDeliveryError as exc:
-            self._retry(sink, delivery, what, str(exc), exc.retry_after)
+            self._retry(name, delivery, what, str(exc), exc.retry_after)
             return
         except Exception as exc:  # a sink's bug: keep it visible, keep trying
             log.exception("delivery of %s raised unexpectedly", what)
-            self._retry(sink, delivery, what, f"{type(exc).__name__}: {exc}", None)
+            self._retry(name, delivery, what, f"{type(exc).__name__}: {exc}", None)
             return
         self._store.outbox.ack(delivery, receipt, self._clock())
-        self._outcomes[sink.name] = SinkOutcome("delivered", self._clock())
+        self._outcomes[name] = SinkOutcome("delivered", self._clock())
 
     def _retry(
-        self, sink: Sink, delivery: Delivery, what: str, error: str, retry_after: float | None
+        self, name: str, delivery: Delivery, what: str, error: str, retry_after: float | None
     ) -> None:
         now = self._clock()
-        self._outcomes[sink.name] = SinkOutcome("retrying", now, error)
+        self._outcomes[name] = SinkOutcome("retrying", now, error)
         attempts = delivery.attempts + 1
         if delivery.gone_at is not None and now > delivery.gone_at + self._retry_for:
             log.error("giving up on %s after %d attempts: %s", what, attempts, error)
-            self._outcomes[sink.name] = SinkOutcome("failed", now, error)
+            self._outcomes[name] = SinkOutcome("failed", now, error)
             self._store.outbox.fail(delivery, f"gave up after {attempts} attempts: {error}")
             return
-        backoff = min(self._max_backoff, 2.0 ** min(attempts - 1, 20)) * (0.5 + self._jitter())
+        backoff = backoff_delay(
+            attempts - 1, base=1.0, cap=self._max_backoff, jitter=self._jitter()
+        )
         if retry_after is not None:
             backoff = max(backoff, retry_after)
         log.warning(

@@ -9,6 +9,7 @@
      │    └── MalformedDocumentError  a body that is not JSON (a proxy's page) or
      │                                JSON that is not a Scheduled Events document
      ├── StoreError
+     │    └── StoreInUseError         another daemon holds the store (or this agent's name)
      ├── DeliveryError
      │    ├── RetryableDeliveryError  network, 5xx, 429 (with retry_after)
      │    └── PermanentDeliveryError  other 4xx, template errors
@@ -33,6 +34,7 @@ __all__ = [
     "PermanentDeliveryError",
     "RetryableDeliveryError",
     "StoreError",
+    "StoreInUseError",
 ]
 
 
@@ -83,6 +85,10 @@ class MalformedDocumentError(ImdsError):
 
 class StoreError(BridgeError):
     """The state store failed or holds something unexpected."""
+
+
+class StoreInUseError(StoreError):
+    """Another daemon holds the store (SQLite) or this agent's name (PostgreSQL)."""
 
 
 class DeliveryError(BridgeError):

@@ -18,7 +18,7 @@ from sebridge.errors import StoreError
 from sebridge.kernel.clock import Clock, utcnow
 
 if TYPE_CHECKING:
-    from sebridge.daemon import Daemon
+    from sebridge.runner import Runner
 
 __all__ = ["Health"]
 
@@ -28,15 +28,11 @@ STORE_PROBE_EVERY = 30.0  # seconds between real writes to the store (each is an
 
 
 class Health:
-    """Builds the /healthz answer from the daemon's state."""
+    """Builds the /healthz answer from the running daemon's state."""
 
-    def __init__(
-        self,
-        daemon: Daemon,
-        poll_interval: float,
-        clock: Clock = utcnow,
-    ) -> None:
-        self._daemon = daemon
+    def __init__(self, runner: Runner, poll_interval: float, clock: Clock = utcnow) -> None:
+        self._runner = runner
+        self._daemon = runner.daemon
         self._stale_after = max(MIN_STALE_SECONDS, STALE_POLLS * poll_interval)
         self._clock = clock
         self._lock = threading.Lock()
@@ -50,8 +46,8 @@ class Health:
         age = (now - poll.last_ok).total_seconds() if poll.last_ok else None
         imds_ok = age is not None and age <= self._stale_after
         # A tick that could not use the store says so at once; the probe every 30 s.
-        store_error = self._daemon.store_error or self._probe_store()
-        duties = self._daemon.duties
+        store_error = self._runner.store_error or self._probe_store()
+        duties = self._runner.duties
         sinks = {
             name: {
                 "state": o.state,

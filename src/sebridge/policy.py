@@ -7,11 +7,12 @@ drain hooks replace these settings later; the decisions stay the same words.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sebridge.model import EventType, ScheduledEvent
 
-__all__ = ["APPROVE", "IGNORE", "NOTIFY", "PolicySettings", "decide"]
+__all__ = ["APPROVE", "IGNORE", "NOTIFY", "PolicySettings", "decide", "sinks_for"]
 
 APPROVE, NOTIFY, IGNORE = "approve", "notify", "ignore"
 
@@ -41,3 +42,8 @@ def decide(event: ScheduledEvent, settings: PolicySettings, vm_name: str) -> str
     ):
         return APPROVE
     return NOTIFY
+
+
+def sinks_for(decision: str, sinks: Sequence[str]) -> tuple[str, ...]:
+    """Which sinks hear an event's transitions: none for an ignored event, else all of them."""
+    return () if decision == IGNORE else tuple(sinks)

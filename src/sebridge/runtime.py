@@ -1,4 +1,10 @@
-"""Builds the daemon's parts from a Config: IMDS client, store, integrations, HTTP server."""
+"""Builds the daemon's parts from a Config: IMDS client, store, integrations, HTTP server.
+
+The composition root beside the registry: it turns the configuration into
+a Daemon (the tick), a Runner (its life, with what the integrations bring
+inbound) or an approval desk for a process that is not the daemon (the CLI).
+See docs/ARCHITECTURE.md.
+"""
 
 from __future__ import annotations
 
@@ -8,29 +14,32 @@ import sys
 from datetime import timedelta
 from typing import Any, TextIO
 
-from sebridge.approve import Approver
+from sebridge.approval.carrier import Carrier
+from sebridge.approval.usecase import Approvals
 from sebridge.config import Config
 from sebridge.daemon import Daemon
-from sebridge.errors import ConfigError, PermanentDeliveryError
+from sebridge.errors import ConfigError, PermanentDeliveryError, StoreInUseError
 from sebridge.health import Health
 from sebridge.imds import ImdsClient
-from sebridge.integrations.base import Context, Integration, WsgiApp
-from sebridge.integrations.registry import REGISTRY
+from sebridge.integrations import registry
+from sebridge.integrations.base import Integration
 from sebridge.links import LINK_KEY_SETTING, LinkSigner, approval_link, new_link_key
-from sebridge.policy import IGNORE, PolicySettings
+from sebridge.policy import PolicySettings, sinks_for
 from sebridge.render import Renderer
+from sebridge.runner import Runner
 from sebridge.sink import Sink
 from sebridge.store import Store
 from sebridge.web.approval_page import PREFIX, ApprovalPage
 from sebridge.web.server import HttpServer
+from sebridge.web.wsgi import WsgiApp
 
 __all__ = [
-    "build_approver",
     "build_daemon",
+    "build_desk",
     "build_imds",
+    "build_runner",
     "build_sinks",
     "configure_logging",
-    "enabled_integrations",
     "link_signer",
     "open_store",
 ]
@@ -82,20 +91,13 @@ def open_store(config: Config, *, exclusive: bool = False) -> Store:
     return Store(config.store.url, agent=agent, exclusive=exclusive)
 
 
-def enabled_integrations(config: Config) -> list[Integration[Any]]:
-    """The integrations the configuration turns on, in registry order."""
-    return [i for i in REGISTRY if i.enabled(config)]
-
-
-def _context(config: Config, stdout: TextIO | None) -> Context:
-    return Context(config, Renderer(config.templates.dir or None), stdout)
-
-
-def _sinks(ctx: Context) -> list[tuple[Integration[Any], Sink]]:
+def _sinks(
+    config: Config, renderer: Renderer, stdout: TextIO | None
+) -> list[tuple[Integration[Any], Sink]]:
     built = []
-    for integration in enabled_integrations(ctx.config):
+    for integration in registry.enabled(config):
         try:
-            sink = integration.sink(ctx)
+            sink = integration.sink(registry.context(integration, config, renderer, stdout))
         except PermanentDeliveryError as exc:  # a broken template
             raise ConfigError(str(exc)) from None
         if sink is not None:
@@ -103,36 +105,27 @@ def _sinks(ctx: Context) -> list[tuple[Integration[Any], Sink]]:
     return built
 
 
-def build_sinks(config: Config, stdout: TextIO | None = None) -> list[Sink]:
-    """Every enabled integration's sink. Templates are tried now: a broken one fails here."""
-    return [sink for _, sink in _sinks(_context(config, stdout))]
+def build_sinks(config: Config, stdout: TextIO | None = None) -> dict[str, Sink]:
+    """Every enabled integration's sink, by its name. Templates are tried now: a broken
+    one fails here."""
+    renderer = Renderer(config.templates.dir or None)
+    return {i.name: sink for i, sink in _sinks(config, renderer, stdout)}
 
 
-def build_approver(config: Config, store: Store, imds: ImdsClient) -> Approver:
-    """An Approver for processes that are not the daemon (`sebridge approve`)."""
-    names = [i.name for i in enabled_integrations(config) if i.outbound]
-    return Approver(
-        store, imds, lambda policy: [] if policy == IGNORE else names, dry_run=config.policy.dry_run
-    )
-
-
-def build_daemon(config: Config, stdout: TextIO | None = None, *, serve: bool = False) -> Daemon:
-    """The daemon with everything it needs.
-
-    Args:
-        serve: also what receives approvals and runs beside the polling
-            (routes, services, jobs): for `sebridge run`, not `once`.
-    """
-    ctx = _context(config, stdout)
-    built = _sinks(ctx)
+def build_daemon(
+    config: Config, stdout: TextIO | None = None, *, renderer: Renderer | None = None
+) -> Daemon:
+    """The daemon (the tick) with everything it needs; for `sebridge once` as it is."""
+    renderer = renderer or Renderer(config.templates.dir or None)
+    sinks = {i.name: sink for i, sink in _sinks(config, renderer, stdout)}
     # One delivering process per SQLite file: a second `run`, or `once` beside the
     # daemon, would deliver everything again. PostgreSQL's claims let a fleet share one.
     store = open_store(config, exclusive=True)
     signer = link_signer(config, store)
-    daemon = Daemon(
+    return Daemon(
         build_imds(config),
         store,
-        [sink for _, sink in built],
+        sinks,
         policy=PolicySettings(
             approve_user_events=config.policy.approve_user_events,
             approve_freeze_under_seconds=config.policy.approve_freeze_under_seconds,
@@ -144,9 +137,46 @@ def build_daemon(config: Config, stdout: TextIO | None = None, *, serve: bool = 
         max_backoff=config.dispatch.max_backoff_seconds,
         approve_url=approval_link(config.http.public_url, signer) if signer else None,
     )
-    if serve:
-        _attach_inbound(ctx, daemon, dict((i.name, s) for i, s in built), signer)
-    return daemon
+
+
+def build_runner(config: Config, stdout: TextIO | None = None) -> Runner:
+    """`sebridge run`: the daemon, what receives approvals and runs beside the polling
+    (routes, services, jobs), and the HTTP server that serves the routes."""
+    renderer = Renderer(config.templates.dir or None)
+    daemon = build_daemon(config, stdout, renderer=renderer)
+    runner = Runner(
+        daemon,
+        poll_interval=config.imds.poll_interval,
+        shutdown_grace=config.dispatch.shutdown_grace_seconds,
+        retention=timedelta(days=config.store.retention_days),
+    )
+    try:
+        _attach_inbound(config, renderer, runner)
+    except BaseException:
+        daemon.imds.close()
+        daemon.store.close()
+        raise
+    return runner
+
+
+def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store]:
+    """The approval use case for a process that is not the daemon (`sebridge approve`).
+
+    When no daemon holds the store (SQLite: its lock; PostgreSQL: this agent's
+    name), this process carries the approval out itself, holding it meanwhile;
+    otherwise the daemon does, and the request waits for what it recorded.
+    """
+    try:
+        store, holds = open_store(config, exclusive=True), True
+    except StoreInUseError:
+        store, holds = open_store(config), False
+    names = [i.name for i in registry.enabled(config) if i.outbound]
+
+    def audience(decision: str) -> tuple[str, ...]:
+        return sinks_for(decision, names)
+
+    carrier = Carrier(store, imds, audience, dry_run=config.policy.dry_run) if holds else None
+    return Approvals(store, carrier, audience), store
 
 
 def link_signer(config: Config, store: Store) -> LinkSigner | None:
@@ -158,25 +188,29 @@ def link_signer(config: Config, store: Store) -> LinkSigner | None:
     return LinkSigner(key or store.remember_first(LINK_KEY_SETTING, new_link_key()))
 
 
-def _attach_inbound(
-    ctx: Context, daemon: Daemon, sinks: dict[str, Sink], signer: LinkSigner | None
-) -> None:
+def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
+    daemon = runner.daemon
+    sinks = daemon.dispatcher.sinks
     routes: dict[str, WsgiApp] = {}
+    signer = link_signer(config, daemon.store)
     if signer is not None:  # approval links are the core's, whichever sink carries them
-        page = ApprovalPage(signer, daemon, ctx.renderer, dry_run=ctx.config.policy.dry_run)
+        page = ApprovalPage(signer, daemon, renderer, dry_run=config.policy.dry_run)
         page.check_templates()
         routes[PREFIX] = page
-    for integration in enabled_integrations(ctx.config):
+    jobs = []
+    for integration in registry.enabled(config):
+        ctx = registry.context(integration, config, renderer)
         inbound = integration.inbound(ctx, daemon, sinks.get(integration.name))
         for path, app in inbound.routes.items():
             if path in routes or path == "/healthz":
                 raise ConfigError(f"{integration.name}: HTTP path {path} is already served")
             routes[path] = app
-        daemon.services.extend(inbound.services)
-        daemon.jobs.extend(inbound.jobs)
-    if routes or "http.listen" in ctx.config.given:
-        http = ctx.config.http
-        health = Health(daemon, ctx.config.imds.poll_interval)
+        for service in inbound.services:
+            runner.add_service(service)
+        jobs.extend(inbound.jobs)
+    runner.add_jobs(jobs)
+    if routes or "http.listen" in config.given:
+        http = config.http
+        health = Health(runner, config.imds.poll_interval)
         # Last to start, first to stop: no request reaches a part that has stopped.
-        server = HttpServer(http.listen_host, http.listen_port, routes, health.report)
-        daemon.services.append(server)
+        runner.add_service(HttpServer(http.listen_host, http.listen_port, routes, health.report))

@@ -1,4 +1,4 @@
-"""What an integration is: a name, whether the config turns it on, and what it brings.
+"""What an integration is, and the narrow things the core hands it.
 
 An integration is one place sebridge talks to people (console, JSON lines,
 Slack, ...). It lives in `integrations/<name>/` and may bring, each optional:
@@ -6,118 +6,104 @@ Slack, ...). It lives in `integrations/<name>/` and may bring, each optional:
 - settings: the frozen dataclass of its `[<name>]` config section (every
   field is a key; `config_reader` reads it), plus `validate()` for checks
   beyond types;
-- a sink (outbound: one attempt per `send()`);
+- a sink (outbound: one attempt per `send()`), delivered under the
+  integration's name: the name is the config section, the outbox key and the
+  sink's name at once, by construction;
 - inbound parts, once the daemon exists: HTTP routes on the daemon's one
   server, background services (Slack Socket Mode) and scheduler jobs;
 - a doctor check for `sebridge check`.
 
-The registry (`integrations/registry.py`) lists them in one tuple. The
-module defining an Integration must stay cheap to import (config loading
-reads every one): heavy client libraries are imported inside the methods.
+It gets only what it uses: its own settings, two facts about the core
+(`Core`), the templates, and, inbound, a `Host` whose approvals desk is the
+one approval use case every channel calls. The registry
+(`integrations/registry.py`) lists the integrations and is the only module
+that knows them all. See docs/ARCHITECTURE.md, "Integrations".
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TextIO, TypeVar, cast
 
+from sebridge.services import Job, Service
+
 if TYPE_CHECKING:
-    from sebridge.approve import Approver
-    from sebridge.config import Config
+    from sebridge.approval.request import ApprovalRequest, Outcome
     from sebridge.config_reader import Reader
     from sebridge.render import Renderer
     from sebridge.sink import Sink
-    from sebridge.store import Store
-    from sebridge.store.duties import Duties, Duty
+    from sebridge.store.records import EventRecord
+    from sebridge.web.wsgi import WsgiApp
 
-__all__ = [
-    "Context",
-    "Finding",
-    "Host",
-    "Inbound",
-    "Integration",
-    "Job",
-    "Service",
-    "SingleHolder",
-    "StartResponse",
-    "WsgiApp",
-]
+__all__ = ["Context", "Core", "Desk", "Finding", "Host", "Inbound", "Integration"]
 
 S = TypeVar("S")
-StartResponse = Callable[..., Any]
-WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
-
-
-class Service(Protocol):
-    """Something that runs beside the polling (Slack's Socket Mode connection)."""
-
-    def start(self) -> None:
-        """Start in the background; raise if that is impossible."""
-        ...
-
-    def stop(self) -> None:
-        """Stop, ending every thread it started."""
-        ...
 
 
 @dataclass(frozen=True)
-class Job:
-    """A function the daemon's scheduler runs every `interval` seconds (never two at once).
+class Core:
+    """What an integration may know of the core's configuration.
 
-    single_holder: one agent of a fleet runs it (the holder of the duty named
-    after the job); the others skip their turns until they take the duty over.
+    Args:
+        dry_run: policy.dry_run: approvals are announced, never sent to IMDS.
+        links: approval links are on (`[http] public_url` is set).
     """
 
-    name: str
-    interval: float
-    run: Callable[[], None]
-    single_holder: bool = False
+    dry_run: bool = False
+    links: bool = False
 
 
-class SingleHolder:
-    """A service at most `slots` agents of a fleet run at once; the others stand by
-    and build a fresh one with `make` when they take the duty over (its holder died).
-    On a store one daemon uses (SQLite), it simply runs."""
+@dataclass(frozen=True)
+class Context(Generic[S]):
+    """What building an integration's parts may use.
 
-    def __init__(self, name: str, slots: int, make: Callable[[], Service]) -> None:
-        self.name = name
-        self.slots = slots
-        self._make = make
-        self._running: Service | None = None
-        self._started = False
-        self._duty: Duty | None = None
-        self._lock = threading.Lock()
+    Args:
+        settings: the integration's own config section.
+        stdout: where console-like sinks write (None: sys.stdout at write time).
+    """
 
-    def bind(self, duties: Duties) -> None:
-        """Follow the duty on the daemon's board (before start())."""
-        self._duty = duties.duty(self.name, self.slots)
-        self._duty.on_change(self._changed)
+    settings: S
+    core: Core
+    renderer: Renderer
+    stdout: TextIO | None = None
 
-    def running(self) -> bool:
-        """Whether this agent runs the service now."""
-        return self._running is not None
 
-    def start(self) -> None:
-        """Run it as soon as (and for as long as) the duty is held."""
-        self._started = True
-        self._changed(self._duty is not None and self._duty.held())
+class Desk(Protocol):
+    """The approval use case as a channel sees it (approval/usecase.py: Approvals)."""
 
-    def stop(self) -> None:
-        """Stop it (idempotent); the duty is let go by the daemon."""
-        self._started = False
-        self._changed(False)
+    def request(self, req: ApprovalRequest, *, wait: float = ...) -> Outcome:
+        """Approve an event; the outcome once known (approved, already, refused, held)."""
+        ...
 
-    def _changed(self, held: bool) -> None:
-        with self._lock:
-            if held and self._started and self._running is None:
-                service = self._make()
-                service.start()
-                self._running = service
-            elif not (held and self._started) and self._running is not None:
-                service, self._running = self._running, None
-                service.stop()
+    def take(self, event_id: str, actor: str, via: str) -> bool:
+        """Announce that someone handles the event; False when it is unknown or gone."""
+        ...
+
+    def event(self, event_id: str) -> EventRecord | None:
+        """One event as the store holds it."""
+        ...
+
+    def open_events(self) -> list[EventRecord]:
+        """Events in IMDS's document that nobody approved yet."""
+        ...
+
+    def refuse(self, req: ApprovalRequest, why: str) -> None:
+        """Keep a refusal the channel decided on its own, for `sebridge history`."""
+        ...
+
+
+class Host(Protocol):
+    """What a running daemon offers an integration's inbound side."""
+
+    @property
+    def approvals(self) -> Desk:
+        """Where every approval goes."""
+        ...
+
+    def vm_name(self) -> str:
+        """This VM's name, as IMDS's Resources spell it."""
+        ...
 
 
 @dataclass
@@ -132,38 +118,6 @@ class Inbound:
     routes: dict[str, WsgiApp] = field(default_factory=dict)
     services: list[Service] = field(default_factory=list)
     jobs: list[Job] = field(default_factory=list)
-
-
-class Host(Protocol):
-    """What the daemon offers an integration's inbound side."""
-
-    store: Store
-    approver: Approver
-
-    def vm_name(self) -> str:
-        """This VM's name, as IMDS's Resources spell it."""
-        ...
-
-    def sinks_for(self, policy: str) -> Sequence[str]:
-        """The sinks an event with this policy decision is delivered to."""
-        ...
-
-    def carry_out_approvals(self) -> None:
-        """POST what was just approved now, not at the next tick."""
-        ...
-
-
-@dataclass(frozen=True)
-class Context:
-    """What building an integration's parts may use.
-
-    Args:
-        stdout: where console-like sinks write (None: sys.stdout at write time).
-    """
-
-    config: Config
-    renderer: Renderer
-    stdout: TextIO | None = None
 
 
 @dataclass(frozen=True)
@@ -188,28 +142,28 @@ class Integration(Generic[S]):
     name: ClassVar[str]
     title: ClassVar[str]
     settings: ClassVar[type[Any] | None] = None
-    outbound: ClassVar[bool] = False  # sink() returns a sink
+    outbound: ClassVar[bool] = False
 
-    def settings_of(self, config: Config) -> S:
-        """This integration's section of the configuration."""
-        return cast(S, config.section(self.name))
+    def defaults(self) -> S:
+        """The settings when the file has no section (every key at its default)."""
+        return cast(S, self.settings() if self.settings is not None else None)
 
-    def enabled(self, config: Config) -> bool:
-        """Whether the configuration turns this integration on."""
+    def enabled(self, settings: S, in_file: bool) -> bool:
+        """Whether these settings turn the integration on (`in_file`: its section is there)."""
         return False
 
-    def validate(self, settings: S, config: Config, rd: Reader) -> S:
+    def validate(self, settings: S, rd: Reader, core: Core) -> S:
         """Checks beyond types (report to `rd`); returns the settings, normalised."""
         return settings
 
-    def sink(self, ctx: Context) -> Sink | None:
+    def sink(self, ctx: Context[S]) -> Sink | None:
         """The outbound sink, its templates tried now (a broken one raises ConfigError)."""
         return None
 
-    def inbound(self, ctx: Context, host: Host, sink: Sink | None) -> Inbound:
+    def inbound(self, ctx: Context[S], host: Host, sink: Sink | None) -> Inbound:
         """Routes, services and jobs for a running daemon (`sebridge run`, not `once`)."""
         return Inbound()
 
-    def check(self, ctx: Context) -> Sequence[Finding]:
+    def check(self, ctx: Context[S]) -> Sequence[Finding]:
         """Connectivity checks for `sebridge check`; never raises for a remote's answer."""
         return ()

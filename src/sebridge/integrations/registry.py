@@ -1,19 +1,96 @@
-"""The one list of integrations. The runtime, `sebridge check`, the CLI's
-approval notices and the HTTP server all read it: adding an integration is
-its folder plus one line here."""
+"""The one list of integrations, and the only module that knows them all.
+
+The composition root: the config loader is handed their sections from here
+(`load_config`), and the runtime, `sebridge check` and the CLI build their
+parts from here. Adding an integration is its folder plus one line in
+REGISTRY.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, TextIO
 
-from sebridge.integrations.base import Integration
+from sebridge import config as config_loader
+from sebridge.config import Config
+from sebridge.config_reader import Reader
+from sebridge.integrations.base import Context, Core, Integration
 from sebridge.integrations.console import Console
 from sebridge.integrations.jira import Jira
 from sebridge.integrations.jsonl import Jsonl
 from sebridge.integrations.slack import Slack
 from sebridge.integrations.teams import Teams
+from sebridge.render import Renderer
 
-__all__ = ["REGISTRY"]
+__all__ = [
+    "REGISTRY",
+    "SECTIONS",
+    "config_from_mapping",
+    "context",
+    "core_of",
+    "enabled",
+    "load_config",
+    "settings_of",
+]
 
 # Order is delivery order on the console and in `sebridge check`.
 REGISTRY: tuple[Integration[Any], ...] = (Console(), Jsonl(), Slack(), Teams(), Jira())
+
+
+class _Sections:
+    """The integrations' config sections, as the config loader takes them (config.Sections)."""
+
+    def types(self) -> Mapping[str, type[Any]]:
+        return {i.name: i.settings for i in REGISTRY if i.settings is not None}
+
+    def validate(self, config: Config, rd: Reader) -> Config:
+        core = core_of(config)
+        return replace(
+            config,
+            sections={
+                i.name: i.validate(config.section(i.name), rd, core)
+                for i in REGISTRY
+                if i.settings is not None
+            },
+        )
+
+
+SECTIONS = _Sections()
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None
+) -> Config:
+    """Find, read and validate the configuration, the integrations' sections included."""
+    return config_loader.load(path, sections=SECTIONS, environ=environ)
+
+
+def config_from_mapping(
+    data: Mapping[str, Any], *, environ: Mapping[str, str] | None = None, source: str = "<config>"
+) -> Config:
+    """Validate parsed TOML into a Config, the integrations' sections included."""
+    return config_loader.from_mapping(data, sections=SECTIONS, environ=environ, source=source)
+
+
+def core_of(config: Config) -> Core:
+    """What integrations may know of the core's configuration."""
+    return Core(dry_run=config.policy.dry_run, links=bool(config.http.public_url))
+
+
+def settings_of(integration: Integration[Any], config: Config) -> Any:
+    """An integration's section of the configuration (its defaults when absent)."""
+    return config.sections.get(integration.name) or integration.defaults()
+
+
+def enabled(config: Config) -> list[Integration[Any]]:
+    """The integrations the configuration turns on, in registry order."""
+    return [i for i in REGISTRY if i.enabled(settings_of(i, config), i.name in config.given)]
+
+
+def context(
+    integration: Integration[Any], config: Config, renderer: Renderer, stdout: TextIO | None = None
+) -> Context[Any]:
+    """What building `integration`'s parts may use: its own settings and the core's facts."""
+    return Context(settings_of(integration, config), core_of(config), renderer, stdout)

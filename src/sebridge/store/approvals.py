@@ -1,21 +1,28 @@
-"""The approvals table: recorded once, claimed by an agent that can carry them out.
+"""The approvals table: recorded once, claimed by the agent that carries them out.
 
-Part of Store (a mixin: Store provides `db`, `agent` and `_add_transition`).
+Part of Store (a mixin: Store provides `db`, `agent`, `lock_events` and `_add_transition`).
+A claim names its claimant; a claim whose claimant died (PostgreSQL: its
+session ended; SQLite: the daemon restarted and let its own claims go) is
+void at once, not after its lease, so an approval whose POST a crash cut
+short is sent again as soon as a live process can (IMDS takes a repeated
+StartRequests for one event as one).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
+from sebridge.approval.states import CARRIED_OUT, ApprovalState
 from sebridge.model import Approval, Transition
 from sebridge.store.codec import from_iso, iso
 from sebridge.store.database import Database, Row
 from sebridge.store.records import ApprovalRecord
 
-__all__ = ["ABANDONED", "DRY_RUN", "FAILED", "PENDING", "POSTED", "POSTING", "ApprovalTable"]
+__all__ = ["ApprovalTable"]
 
 _APPROVAL_COLUMNS = "event_id, actor, via, at, state, attempts, last_error, done_at"
+PENDING, POSTING = ApprovalState.PENDING, ApprovalState.POSTING
 # Approvals this agent may carry out (one `?`: the agent): of events its own latest
 # document lists, or of events no agent sees any more (the claimer closes them as
 # abandoned). An agent whose IMDS does not list the event never POSTs it.
@@ -23,15 +30,6 @@ _OURS = (
     "(EXISTS (SELECT 1 FROM sightings s WHERE s.event_id = approvals.event_id "
     "AND s.agent = ? AND s.present = 1) OR NOT EXISTS (SELECT 1 FROM events e "
     "WHERE e.event_id = approvals.event_id AND e.present = 1))"
-)
-# The states an approval passes through (see ApprovalRecord).
-PENDING, POSTING, POSTED, DRY_RUN, FAILED, ABANDONED = (
-    "pending",
-    "posting",
-    "posted",
-    "dry_run",
-    "failed",
-    "abandoned",
 )
 
 
@@ -41,15 +39,26 @@ class ApprovalTable:
     db: Database
     agent: str
 
+    def lock_events(self, event_ids: Iterable[str]) -> None:
+        raise NotImplementedError  # Store's
+
     def _add_transition(
         self, transition: Transition, sinks: Sequence[str], now: datetime
     ) -> int | None:
         raise NotImplementedError  # Store's
 
+    def _claimable(self) -> str:
+        """SQL (one `?`: now): pending, or claimed by one whose lease ended or who is gone."""
+        gone = self.db.claimant_gone("approvals.claimed_by")
+        return (
+            f"(approvals.state = '{PENDING}' OR (approvals.state = '{POSTING}' AND "
+            f"(approvals.claimed_until < ? OR {gone})))"
+        )
+
     def approved_ids(self) -> frozenset[str]:
         """Events with an approval that went (or would have gone, dry run) to IMDS."""
         rows = self.db.all(
-            "SELECT event_id FROM approvals WHERE state IN (?, ?)", (POSTED, DRY_RUN)
+            "SELECT event_id FROM approvals WHERE state IN (?, ?)", tuple(CARRIED_OUT)
         )
         return frozenset(r[0] for r in rows)
 
@@ -70,30 +79,45 @@ class ApprovalTable:
         return _approval_record(row) if row else None
 
     def claim_approvals(self, now: datetime, lease: timedelta) -> list[ApprovalRecord]:
-        """Take pending approvals (and ones whose claimer died) to carry them out: only
-        those of events in this agent's latest document (its IMDS is the one that
-        can start them), or of events no agent sees any more (to close them)."""
+        """Take approvals to carry out: pending ones, and those whose claimant died or whose
+        lease ended (their `state` says "posting": an attempt was cut short and may have
+        reached IMDS). Only those of events in this agent's latest document (its IMDS is
+        the one that can start them), or of events no agent sees any more (to close them)."""
         with self.db.transaction():
             rows = self.db.all(
-                f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE "
-                f"(state = ? OR (state = ? AND claimed_until < ?)) AND {_OURS} "
-                "ORDER BY at FOR UPDATE SKIP LOCKED",
-                (PENDING, POSTING, iso(now), self.agent),
+                f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE {self._claimable()} "
+                f"AND {_OURS} ORDER BY at FOR UPDATE SKIP LOCKED",
+                (iso(now), self.agent),
             )
             for row in rows:
                 self.db.execute(
-                    "UPDATE approvals SET state = ?, claimed_until = ? WHERE event_id = ?",
-                    (POSTING, iso(now + lease), row[0]),
+                    "UPDATE approvals SET state = ?, claimed_by = ?, claimed_until = ? "
+                    "WHERE event_id = ?",
+                    (POSTING, self.agent, iso(now + lease), row[0]),
                 )
         return [_approval_record(row) for row in rows]
 
-    def has_pending_approvals(self) -> bool:
+    def has_pending_approvals(self, now: datetime) -> bool:
         """Whether claim_approvals could return anything (cheap, for every tick)."""
         row = self.db.one(
-            f"SELECT 1 FROM approvals WHERE state IN (?, ?) AND {_OURS} LIMIT 1",
-            (PENDING, POSTING, self.agent),
+            f"SELECT 1 FROM approvals WHERE {self._claimable()} AND {_OURS} LIMIT 1",
+            (iso(now), self.agent),
         )
         return row is not None
+
+    def approvals_stranded(self) -> str:
+        """SQL (one `?`: now), true when some approval waits that nobody carries out
+        (Store.heartbeat asks: no NOTIFY tells the living of a death)."""
+        return f"EXISTS (SELECT 1 FROM approvals WHERE {self._claimable()})"
+
+    def release_own_approvals(self) -> int:
+        """Put back the approvals this agent was POSTing when its process ended (the daemon,
+        at start): they are sent again at once, not after their lease."""
+        return self.db.execute(
+            "UPDATE approvals SET state = ?, claimed_by = NULL, claimed_until = NULL "
+            "WHERE state = ? AND claimed_by = ?",
+            (PENDING, POSTING, self.agent),
+        )
 
     def finish_approval(
         self,
@@ -104,19 +128,32 @@ class ApprovalTable:
         error: str | None = None,
         transition: Transition | None = None,
         sinks: Sequence[str] = (),
-    ) -> None:
-        """Record what became of an approval; with a transition, queue it in the same transaction.
+    ) -> bool:
+        """Record what became of an approval this agent claimed; with a transition, queue it
+        in the same transaction. False (nothing written) when the claim passed to another
+        agent meanwhile. State PENDING puts it back for the next tick (a failed POST).
 
-        state PENDING puts it back for the next tick (a failed POST is retried).
+        The event's row is locked first, as every write about an event does (Store.lock_events):
+        one lock order, so this never deadlocks with another agent's tick.
         """
         with self.db.transaction():
-            self.db.execute(
+            self.lock_events([event_id])
+            changed = self.db.execute(
                 "UPDATE approvals SET state = ?, attempts = attempts + 1, last_error = ?, "
-                "claimed_until = NULL, done_at = ? WHERE event_id = ?",
-                (state, error, None if state == PENDING else iso(now), event_id),
+                "claimed_by = NULL, claimed_until = NULL, done_at = ? "
+                "WHERE event_id = ? AND state = ? AND claimed_by = ?",
+                (
+                    state,
+                    error,
+                    None if state == PENDING else iso(now),
+                    event_id,
+                    POSTING,
+                    self.agent,
+                ),
             )
-            if transition is not None:
+            if changed and transition is not None:
                 self._add_transition(transition, sinks, now)
+        return changed == 1
 
 
 def _approval_record(row: Row) -> ApprovalRecord:

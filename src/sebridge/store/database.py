@@ -8,7 +8,7 @@ none: its write transaction locks the whole file), the auto-increment key
 (`{id}` in the migrations), how a write transaction starts and what it locks,
 how other processes' writes are noticed (polled, or heard), whether the daemon holds the
 store alone (SQLite) or shares it (PostgreSQL), and how single-holder
-duties are held. `open_database()` picks the dialect from store.url.
+duties are held. `connect.open_database()` picks the dialect from store.url.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from sebridge.errors import StoreError
 from sebridge.store.duties import Duties
 from sebridge.store.schema import MIGRATIONS
 
-__all__ = ["Database", "Held", "Row", "open_database"]
+__all__ = ["Database", "Held", "Row"]
 
 Row = tuple[Any, ...]
 
@@ -56,10 +56,6 @@ class Database:
     IDLE_CHECK_SECONDS = 60.0
     # What messages call the store: a file path, or the URL without its password.
     location = ""
-    # SQL, true when the claimant of outbox row `o` (o.claimed_by) is gone, so its claim is
-    # void before its lease ends. One daemon per SQLite file: it releases its own claims
-    # when it starts again, and never sees anyone else's.
-    CLAIMANT_GONE = "0"
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -147,6 +143,12 @@ class Database:
             )
         return len(MIGRATIONS)
 
+    def claimant_gone(self, column: str) -> str:
+        """SQL, true when the agent named in `column` (a claim's claimed_by) is gone, so its
+        claim is void before its lease ends. One daemon per SQLite file: it releases its
+        own claims when it starts again, and never sees anyone else's."""
+        return "0"
+
     def check_integrity(self) -> None:
         """The dialect's own check of the stored pages; StoreError if one is bad."""
 
@@ -203,18 +205,3 @@ def _schema_version(value: Any, location: str) -> int:
             f"the store at {location} has schema_version {str(value)[:40]!r} in its meta table, "
             "not a number: it is damaged or was not written by sebridge"
         ) from None
-
-
-def open_database(url: str) -> Database:
-    """The dialect for store.url: sqlite:// (the default) or postgresql:// / postgres://."""
-    scheme = url.partition(":")[0]
-    if scheme == "sqlite":
-        from sebridge.store.sqlite import SqliteDatabase
-
-        return SqliteDatabase(url)
-    if scheme in ("postgresql", "postgres"):
-        from sebridge.store.postgres import PostgresDatabase
-
-        return PostgresDatabase(url)
-    # The URL may carry a password: name its scheme only.
-    raise StoreError(f"store.url: {scheme}:// is not supported; use sqlite:// or postgresql://")

@@ -5,6 +5,7 @@ Part of Store (a mixin: Store provides `db`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from sebridge.store.codec import from_iso, iso, transition_from_json
@@ -18,6 +19,9 @@ class HistoryLog:
     """What happened, oldest first, and forgetting it after the retention."""
 
     db: Database
+
+    def lock_events(self, event_ids: Iterable[str]) -> None:
+        raise NotImplementedError  # Store's
 
     def audit(self, entry: AuditEntry) -> None:
         """Record a refused or otherwise noteworthy action."""
@@ -71,6 +75,7 @@ class HistoryLog:
                     "SELECT event_id FROM events WHERE present = 0 AND gone_at < ?", (iso(before),)
                 )
             ]
+            self.lock_events(gone)  # the one lock order (Store.lock_events)
             for event_id in gone:
                 for table in (
                     "outbox",

@@ -19,7 +19,7 @@ import os
 import socket
 from datetime import UTC, datetime
 
-from sebridge.errors import StoreError
+from sebridge.errors import StoreError, StoreInUseError
 
 __all__ = ["StoreLock"]
 
@@ -48,7 +48,7 @@ class StoreLock:
         except BlockingIOError:
             holder = _holder(fd)
             os.close(fd)
-            raise StoreError(
+            raise StoreInUseError(
                 f"the store {db_path} is in use by another sebridge ({holder}): "
                 "one daemon per SQLite store; stop it first (events, history, approve "
                 "and check work beside it)"

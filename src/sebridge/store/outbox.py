@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 
+from sebridge.approval.states import CARRIED_OUT
 from sebridge.model import Receipt
 from sebridge.store.codec import from_iso, iso, transition_from_json
 from sebridge.store.database import Database
@@ -27,6 +28,7 @@ class Outbox:
     def __init__(self, db: Database, agent: str) -> None:
         self._db = db
         self._agent = agent
+        self._gone = db.claimant_gone("o.claimed_by")
 
     def enqueue(
         self, transition_id: int, event_id: str, sinks: Sequence[str], now: datetime
@@ -51,7 +53,7 @@ class Outbox:
         self, sink: str, now: datetime, lease_until: datetime, limit: int = 20
     ) -> list[Delivery]:
         """Claim due rows for `sink`, oldest first, at most one per event: unclaimed ones,
-        and those whose claim ended (its lease, or its claimant: Database.CLAIMANT_GONE)."""
+        and those whose claim ended (its lease, or its claimant: Database.claimant_gone)."""
         with self._db.transaction():
             rows = self._db.all(
                 "SELECT o.id, o.attempts, t.data, e.policy, e.gone_at, r.external_id, r.data, "
@@ -59,14 +61,13 @@ class Outbox:
                 "FROM outbox o JOIN transitions t ON t.id = o.transition_id "
                 "JOIN events e ON e.event_id = o.event_id "
                 "LEFT JOIN receipts r ON r.event_id = o.event_id AND r.sink = o.sink "
-                "LEFT JOIN approvals a ON a.event_id = o.event_id "
-                "AND a.state IN ('posted', 'dry_run') "
+                "LEFT JOIN approvals a ON a.event_id = o.event_id AND a.state IN (?, ?) "
                 "WHERE o.sink = ? AND o.state = ? AND o.next_attempt_at <= ? "
-                f"AND (o.claimed_until IS NULL OR o.claimed_until < ? OR {self._db.CLAIMANT_GONE}) "
+                f"AND (o.claimed_until IS NULL OR o.claimed_until < ? OR {self._gone}) "
                 "AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink "
                 "AND p.event_id = o.event_id AND p.state = ? AND p.id < o.id) "
                 "ORDER BY o.id LIMIT ? FOR UPDATE OF o SKIP LOCKED",
-                (sink, PENDING, iso(now), iso(now), PENDING, limit),
+                (*CARRIED_OUT, sink, PENDING, iso(now), iso(now), PENDING, limit),
             )
             for row in rows:
                 self._db.execute(
@@ -138,7 +139,7 @@ class Outbox:
         return (
             f"EXISTS (SELECT 1 FROM outbox o WHERE o.state = '{PENDING}' AND "
             "o.next_attempt_at <= ? AND (o.claimed_until IS NULL OR o.claimed_until < ? "
-            f"OR {self._db.CLAIMANT_GONE}))"
+            f"OR {self._gone}))"
         )
 
     def next_due(self, sink: str) -> datetime | None:
@@ -147,7 +148,7 @@ class Outbox:
         our own count as due now (flush() waits for what our workers are sending)."""
         row = self._db.one(
             "SELECT MIN(CASE WHEN o.claimed_by <> ? AND o.claimed_until > o.next_attempt_at "
-            f"AND NOT {self._db.CLAIMANT_GONE} THEN o.claimed_until ELSE o.next_attempt_at END) "
+            f"AND NOT {self._gone} THEN o.claimed_until ELSE o.next_attempt_at END) "
             "FROM outbox o WHERE o.sink = ? AND o.state = ?",
             (self._agent, sink, PENDING),
         )

@@ -36,7 +36,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from sebridge.config_checks import redact_url
-from sebridge.errors import StoreError
+from sebridge.errors import StoreError, StoreInUseError
 from sebridge.kernel.redact import scrub
 from sebridge.store.database import Database, Held
 from sebridge.store.duties import LOCK_KEY, Duties, advisory_key
@@ -99,15 +99,17 @@ class PostgresDatabase(Database):
     # counts as a write) and the heartbeat asks after what no NOTIFY announces: an idle
     # fleet stays quiet.
     IDLE_CHECK_SECONDS = 3600.0
-    # Every daemon holds its name (hold_exclusive) for as long as its session lives: a
-    # claimant that no longer holds it died (kill -9 included) or lost the database,
-    # and its claims pass to another agent at once instead of after the lease.
-    CLAIMANT_GONE = (
-        "NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' "
-        f"AND l.objsubid = 1 AND l.granted AND {LOCK_KEY} = "
-        "(('x' || left(encode(sha256(convert_to('sebridge.agent.' || o.claimed_by, 'UTF8')), "
-        "'hex'), 16))::bit(64) >> 1)::bigint)"
-    )
+
+    def claimant_gone(self, column: str) -> str:
+        """Every daemon holds its name (hold_exclusive) for as long as its session lives: a
+        claimant that no longer holds it died (kill -9 included) or lost the database, and
+        its claims pass to another agent at once instead of after the lease."""
+        return (
+            "NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' "
+            f"AND l.objsubid = 1 AND l.granted AND {LOCK_KEY} = "
+            f"(('x' || left(encode(sha256(convert_to('sebridge.agent.' || {column}, 'UTF8')), "
+            "'hex'), 16))::bit(64) >> 1)::bigint)"
+        )
 
     def __init__(self, url: str) -> None:
         super().__init__()
@@ -252,7 +254,7 @@ class PostgresDatabase(Database):
         gone. Nothing else is held alone: agents of other names share the database."""
         self._agent = agent
         if not _try_lock(self._conn, _agent_key(agent)):
-            raise StoreError(self._agent_taken(self._conn))
+            raise StoreInUseError(self._agent_taken(self._conn))
         return None  # let go with the connection
 
     def _reopen(self) -> psycopg.Connection[Any]:
@@ -288,7 +290,7 @@ class PostgresDatabase(Database):
 
 
 def _agent_key(agent: str) -> int:
-    """The advisory lock a daemon holds its name by (CLAIMANT_GONE derives it in SQL)."""
+    """The advisory lock a daemon holds its name by (claimant_gone() derives it in SQL)."""
     return advisory_key(f"sebridge.agent.{agent}")
 
 

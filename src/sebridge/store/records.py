@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from sebridge.approval.states import CARRIED_OUT, Blocker, blocker
 from sebridge.model import Receipt, ScheduledEvent, Transition
 
 __all__ = [
@@ -21,9 +22,7 @@ __all__ = [
 class ApprovalRecord:
     """An approval and what became of it.
 
-    state: pending (not yet POSTed), posting (being POSTed now), posted,
-    dry_run (recorded, never POSTed), failed (IMDS refused it), abandoned
-    (the event started or left the document first).
+    state: an ApprovalState (pending, posting, posted, dry_run, failed, abandoned).
     """
 
     event_id: str
@@ -34,6 +33,11 @@ class ApprovalRecord:
     attempts: int
     last_error: str | None
     done_at: datetime | None
+
+    @property
+    def carried_out(self) -> bool:
+        """StartRequests went to IMDS (or would have, in dry run): "approved by" holds."""
+        return self.state in CARRIED_OUT
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,12 @@ class EventRecord:
     gone_at: datetime | None
     approval: ApprovalRecord | None
     deliveries: tuple[DeliveryStatus, ...] = ()
+
+    def blocker(self) -> Blocker | None:
+        """What keeps this event from being approved now (None: it can be); see approval.states."""
+        return blocker(
+            approved=self.approval is not None, present=self.present, started=self.event.started
+        )
 
 
 @dataclass(frozen=True)

@@ -134,5 +134,13 @@ _V4 = """
 CREATE INDEX sightings_event ON sightings (event_id, present)
 """
 
+# A claimed approval names its claimant, as outbox rows do: when the claimant dies
+# (kill -9 in the middle of a POST) its claim is void at once (PostgreSQL: its
+# session's advisory lock is gone; SQLite: the restarted daemon lets its own claims
+# go), and the approval is sent again instead of waiting for the lease to end.
+_V5 = """
+ALTER TABLE approvals ADD COLUMN claimed_by TEXT
+"""
+
 # Index i holds the statements of schema version i + 1.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
-from sebridge.store.approvals import PENDING, POSTING, ApprovalTable
+from sebridge.policy import NOTIFY
+from sebridge.store.approvals import ApprovalTable
 from sebridge.store.codec import (
     event_digest,
     event_from_dict,
@@ -20,7 +21,8 @@ from sebridge.store.codec import (
     transition_key,
     transition_to_json,
 )
-from sebridge.store.database import Held, Row, open_database
+from sebridge.store.connect import open_database
+from sebridge.store.database import Held, Row
 from sebridge.store.history import HistoryLog
 from sebridge.store.outbox import Outbox
 from sebridge.store.records import (
@@ -97,7 +99,7 @@ class Store(ApprovalTable, HistoryLog):
         deliveries: Sequence[tuple[Transition, Sequence[str]]],
         now: datetime,
         *,
-        policies: dict[str, str] | None = None,
+        policies: Mapping[str, str] | None = None,
         approvals: Sequence[Approval] = (),
     ) -> list[Transition]:
         """Write one tick: the document, its events and this agent's sightings of them,
@@ -107,10 +109,11 @@ class Store(ApprovalTable, HistoryLog):
         those another agent of a fleet had recorded already).
 
         Args:
-            policies: the policy's decision for events first seen in this tick.
+            policies: the policy's decision for events first seen in this tick (others:
+                policy.NOTIFY); a known event keeps the decision it was recorded with.
         """
         policies = policies or {}
-        present = {e.event_id for e in document.events}
+        present = {e.event_id: e for e in document.events}
         with self.db.transaction():
             self.db.execute(
                 "INSERT INTO documents (agent, incarnation, seen_at) VALUES (?, ?, ?) "
@@ -118,31 +121,44 @@ class Store(ApprovalTable, HistoryLog):
                 "seen_at = excluded.seen_at",
                 (self.agent, incarnation_to_db(document.incarnation), iso(now)),
             )
-            # One order for every agent: rows are locked in it, so no deadlock between them.
-            for event in sorted(document.events, key=lambda e: e.event_id):
-                self._upsert_event(event, policies.get(event.event_id, "notify"), now)
+            seen = self.db.all(
+                "SELECT event_id FROM sightings WHERE agent = ? AND present = 1", (self.agent,)
+            )
+            # Every event this tick writes about, in one order (lock_events): present ones
+            # (upserted, their row locked) and those this agent lost sight of.
+            for event_id in sorted(set(present) | {r[0] for r in seen}):
+                event = present.get(event_id)
+                if event is None:
+                    self._lose_sight(event_id, now)
+                    continue
+                self._upsert_event(event, policies.get(event_id, NOTIFY), now)
                 self.db.execute(
                     "INSERT INTO sightings (agent, event_id, incarnation, present, last_seen) "
                     "VALUES (?, ?, ?, 1, ?) ON CONFLICT (agent, event_id) DO UPDATE SET "
                     "incarnation = excluded.incarnation, present = 1, "
                     "last_seen = excluded.last_seen",
-                    (self.agent, event.event_id, incarnation_to_db(document.incarnation), iso(now)),
+                    (self.agent, event_id, incarnation_to_db(document.incarnation), iso(now)),
                 )
-            seen = self.db.all(
-                "SELECT event_id FROM sightings WHERE agent = ? AND present = 1", (self.agent,)
-            )
-            for (event_id,) in seen:
-                if event_id not in present:
-                    self._lose_sight(event_id, now)
             recorded = [t for t, sinks in deliveries if self._add_transition(t, sinks, now)]
             for approval in approvals:
                 self.record_approval(approval)
         return recorded
 
+    def lock_events(self, event_ids: Iterable[str]) -> None:
+        """Lock these events' rows for the rest of the transaction, in event id order.
+
+        Every write transaction about an event locks its row first (a new event's
+        upsert does too): then two agents' transactions about one event take turns
+        instead of each holding a row the other waits for (an approval's outcome and
+        another agent's tick deadlocked before). SQLite locks the whole file anyway.
+        """
+        for event_id in sorted(event_ids):
+            self.db.one("SELECT 1 FROM events WHERE event_id = ? FOR UPDATE", (event_id,))
+
     def _lose_sight(self, event_id: str, now: datetime) -> None:
         # The event's row first: agents losing sight of it at once take turns, so the
         # last one sees the others' sightings gone (each alone would see the other's).
-        self.db.one("SELECT 1 FROM events WHERE event_id = ? FOR UPDATE", (event_id,))
+        self.lock_events([event_id])
         self.db.execute(
             "UPDATE sightings SET present = 0 WHERE agent = ? AND event_id = ?",
             (self.agent, event_id),
@@ -158,14 +174,13 @@ class Store(ApprovalTable, HistoryLog):
         """Say this agent is alive (its sightings count); the daemon calls it every HEARTBEAT.
         Returns, in the same round trip, whether work no NOTIFY announced may wait:
         outbox rows due that nobody claims (a dead agent's among them: nothing else
-        tells the living of a death), an approval put back after a failed POST or
-        whose claimer's lease ended."""
+        tells the living of a death), an approval put back after a failed POST, or
+        one whose claimant died or whose lease ended."""
         at = iso(now)
         row = self.db.one(
             "UPDATE documents SET seen_at = ? WHERE agent = ? RETURNING "
-            f"{self.outbox.stranded()} OR EXISTS (SELECT 1 FROM approvals WHERE state = ? "
-            "OR (state = ? AND claimed_until < ?))",
-            (at, self.agent, at, at, PENDING, POSTING, at),
+            f"{self.outbox.stranded()} OR {self.approvals_stranded()}",
+            (at, self.agent, at, at, at),
         )
         return bool(row and row[0])
 
@@ -195,6 +210,7 @@ class Store(ApprovalTable, HistoryLog):
         """Queue a transition that no document produced (someone took the event);
         None when it was recorded before (by another agent, or an earlier click)."""
         with self.db.transaction():
+            self.lock_events([transition.event_id])
             return self._add_transition(transition, sinks, now)
 
     def _add_transition(

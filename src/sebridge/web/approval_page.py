@@ -2,33 +2,37 @@
 
 GET never approves: chat unfurlers, mail scanners and link previews follow
 links. It shows the event as a person needs it and one Approve button in a
-form that POSTs back to the same URL. POST approves through the same
-`Approver.approve()` as Slack and the CLI (actor "approval link", plus the
-name typed in the form), carries the approval out at once and shows what
-IMDS said. A second POST finds the stored approval and says who approved and
-when; nothing more goes to IMDS. A token that is malformed, tampered with,
-expired or names an unknown event gets a bare 403. Every answer forbids
-caching, referrers, framing and any remote load.
+form that POSTs back to the same URL. POST is one request to the approval
+use case, as from Slack, Jira and the CLI (actor "approval link", plus the
+name typed in the form), and the page shows its outcome once the carrier
+is done with it: approved (what IMDS said), already approved (by whom and
+when), gone or started, or held and why. Nothing more goes to IMDS on a
+second POST. A token that is malformed, tampered with, expired or names an
+unknown event gets a bare 403. Every answer forbids caching, referrers,
+framing and any remote load.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 import jinja2
 
-from sebridge.errors import ApprovalError, ConfigError
-from sebridge.integrations.base import Host, StartResponse
+from sebridge.approval.request import ApprovalRequest, Outcome, OutcomeKind
+from sebridge.approval.states import Blocker
+from sebridge.approval.usecase import DEFAULT_WAIT
+from sebridge.errors import ConfigError
+from sebridge.kernel.clock import Clock, utcnow
 from sebridge.links import LinkError, LinkSigner
 from sebridge.render import Renderer
-from sebridge.store import EventRecord
+from sebridge.store.records import EventRecord
+from sebridge.web.wsgi import StartResponse
 
-__all__ = ["PREFIX", "ApprovalPage", "link_actor"]
+__all__ = ["PREFIX", "ApprovalPage", "PageHost", "link_actor"]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +64,25 @@ _STATUS = {
 _NOT_PRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
 
 
+class _Desk(Protocol):
+    def request(self, req: ApprovalRequest, *, wait: float = ...) -> Outcome: ...
+
+    def event(self, event_id: str) -> EventRecord | None: ...
+
+
+class PageHost(Protocol):
+    """What the page needs of the daemon: the approval use case and this VM's name."""
+
+    @property
+    def approvals(self) -> _Desk:
+        """The approval use case."""
+        ...
+
+    def vm_name(self) -> str:
+        """This VM's name, as IMDS's Resources spell it."""
+        ...
+
+
 def link_actor(name: str) -> str:
     """ "approval link", or "approval link (NAME)" with the name cleaned and shortened."""
     clean = " ".join(_NOT_PRINTABLE.sub(" ", name).split())[:MAX_NAME].strip()
@@ -70,24 +93,27 @@ class ApprovalPage:
     """The WSGI app for the `/approve/` prefix route.
 
     Args:
-        host: the daemon (store, approver, this VM's name, carrying approvals out).
+        host: the daemon (the approval use case, this VM's name).
         dry_run: policy.dry_run, so the page says nothing went to IMDS.
+        wait: how long a POST waits for the carrier before the page says "held".
     """
 
     def __init__(
         self,
         signer: LinkSigner,
-        host: Host,
+        host: PageHost,
         renderer: Renderer,
         *,
         dry_run: bool = False,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = utcnow,
+        wait: float = DEFAULT_WAIT,
     ) -> None:
         self._signer = signer
         self._host = host
         self._renderer = renderer
         self._dry_run = dry_run
         self._clock = clock
+        self._wait = wait
 
     def check_templates(self) -> None:
         """Load both pages now, so a broken override fails at start-up, not at 3 a.m."""
@@ -120,44 +146,36 @@ class ApprovalPage:
             event_id = self._signer.verify(token)
         except LinkError:
             return None
-        return self._host.store.event(event_id)
+        return self._host.approvals.event(event_id)
 
     def _show(self, record: EventRecord) -> tuple[int, str]:
-        ended = self._ended(record)
-        if ended is not None:
-            return ended
+        blocked = record.blocker()
+        if blocked is not None:
+            return self._blocked(record, blocked)
         return 200, self._page(CONFIRM, record, outcome="confirm")
 
     def _approve(self, record: EventRecord, name: str) -> tuple[int, str]:
-        ended = self._ended(record)
-        if ended is not None:
-            return ended
         actor = link_actor(name)
-        try:
-            _, new = self._host.approver.approve(record.event.event_id, actor, "link")
-        except ApprovalError:  # it started or left IMDS since we looked
-            fresh = self._host.store.event(record.event.event_id) or record
-            return self._ended(fresh) or (410, self._page(OUTCOME, fresh, outcome="gone"))
-        if not new:
-            return self._already(record)
-        log.info("approval of %s by %s through its link", record.event.event_id, actor)
-        self._host.carry_out_approvals()
-        fresh = self._host.store.event(record.event.event_id) or record
+        request = ApprovalRequest(record.event.event_id, actor, "link")
+        outcome = self._host.approvals.request(request, wait=self._wait)
+        fresh = outcome.record or record
+        if outcome.kind == OutcomeKind.APPROVED:
+            log.info("approval of %s by %s through its link", record.event.event_id, actor)
+            return 200, self._page(OUTCOME, fresh, outcome="approved")
+        if outcome.kind == OutcomeKind.ALREADY:
+            return 200, self._page(OUTCOME, fresh, outcome="already")
+        if outcome.blocker is not None:  # it started or left IMDS since the page was shown
+            return self._blocked(fresh, outcome.blocker)
+        # Held (IMDS has not taken it yet) or refused by IMDS: the page says which, and why.
         return 200, self._page(OUTCOME, fresh, outcome="approved")
 
-    def _ended(self, record: EventRecord) -> tuple[int, str] | None:
-        """The page for an event nobody can approve any more (or approved already), else None."""
-        if record.approval is not None:
-            return self._already(record)
-        if not record.present:
-            return 410, self._page(OUTCOME, record, outcome="gone")
-        if record.event.started:
+    def _blocked(self, record: EventRecord, blocked: Blocker) -> tuple[int, str]:
+        """The page for an event nobody can approve any more, or that has an approval."""
+        if blocked == Blocker.APPROVED:
+            return 200, self._page(OUTCOME, record, outcome="already")
+        if blocked == Blocker.STARTED:
             return 409, self._page(OUTCOME, record, outcome="started")
-        return None
-
-    def _already(self, record: EventRecord) -> tuple[int, str]:
-        fresh = self._host.store.event(record.event.event_id) or record
-        return 200, self._page(OUTCOME, fresh, outcome="already")
+        return 410, self._page(OUTCOME, record, outcome="gone")
 
     def _page(self, template: str, record: EventRecord, *, outcome: str) -> str:
         return self._renderer.render(

@@ -19,7 +19,7 @@ from typing import Any
 from waitress import wasyncore
 from waitress.server import create_server
 
-from sebridge.integrations.base import StartResponse, WsgiApp
+from sebridge.web.wsgi import StartResponse, WsgiApp
 
 __all__ = ["MAX_BODY", "HttpServer"]
 

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from sebridge.integrations.base import Context, Integration
 
 if TYPE_CHECKING:
-    from sebridge.config import Config
     from sebridge.sink import Sink
 
 __all__ = ["Console", "ConsoleSettings"]
@@ -29,10 +28,10 @@ class Console(Integration[ConsoleSettings]):
     outbound = True
     settings = ConsoleSettings
 
-    def enabled(self, config: Config) -> bool:
-        return self.settings_of(config).enabled
+    def enabled(self, settings: ConsoleSettings, in_file: bool) -> bool:
+        return settings.enabled
 
-    def sink(self, ctx: Context) -> Sink:
+    def sink(self, ctx: Context[ConsoleSettings]) -> Sink:
         from sebridge.integrations.console.sink import ConsoleSink
 
         sink = ConsoleSink(ctx.renderer, stream=ctx.stdout)

@@ -5,13 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sebridge.config_reader import Reader
-from sebridge.integrations.base import Context, Finding, Host, Inbound, Integration
+from sebridge.integrations.base import Context, Core, Finding, Host, Inbound, Integration
 from sebridge.integrations.jira.settings import JiraSettings, validate
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sebridge.config import Config
     from sebridge.sink import Sink
 
 __all__ = ["Jira", "JiraSettings"]
@@ -25,22 +24,22 @@ class Jira(Integration[JiraSettings]):
     outbound = True
     settings = JiraSettings
 
-    def enabled(self, config: Config) -> bool:
-        return self.settings_of(config).enabled
+    def enabled(self, settings: JiraSettings, in_file: bool) -> bool:
+        return settings.enabled
 
-    def validate(self, settings: JiraSettings, config: Config, rd: Reader) -> JiraSettings:
+    def validate(self, settings: JiraSettings, rd: Reader, core: Core) -> JiraSettings:
         return validate(settings, rd)
 
-    def sink(self, ctx: Context) -> Sink:
+    def sink(self, ctx: Context[JiraSettings]) -> Sink:
         from sebridge.integrations.jira.client import JiraApi
         from sebridge.integrations.jira.sink import JiraSink
 
-        sink = JiraSink(JiraApi(self.settings_of(ctx.config)), ctx.renderer)
+        sink = JiraSink(JiraApi(ctx.settings), ctx.renderer)
         sink.check_templates()
         return sink
 
-    def inbound(self, ctx: Context, host: Host, sink: Sink | None) -> Inbound:
-        settings = self.settings_of(ctx.config)
+    def inbound(self, ctx: Context[JiraSettings], host: Host, sink: Sink | None) -> Inbound:
+        settings = ctx.settings
         if not settings.approve_status:
             return Inbound()
         from sebridge.integrations.jira.client import JiraApi
@@ -50,11 +49,11 @@ class Jira(Integration[JiraSettings]):
         watcher = StatusWatcher(JiraApi(settings), host)
         return Inbound(services=[watcher], jobs=[watcher.job()])
 
-    def check(self, ctx: Context) -> Sequence[Finding]:
+    def check(self, ctx: Context[JiraSettings]) -> Sequence[Finding]:
         from sebridge.integrations.jira.client import JiraApi
         from sebridge.integrations.jira.doctor import check_jira
 
-        api = JiraApi(self.settings_of(ctx.config))
+        api = JiraApi(ctx.settings)
         try:
             return check_jira(api)
         finally:

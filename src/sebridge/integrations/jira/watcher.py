@@ -2,8 +2,9 @@
 
 A scheduler job (every `[jira] poll_interval` seconds) runs one JQL search
 for the issues of every open event, never one request per issue, and no
-request at all while no event waits for approval. The actor is the person
-the changelog says moved the issue, else the issue key. An accepted
+request at all while no event waits for approval. Each issue found is one
+request to the approval use case, as from Slack or a link; the actor is the
+person the changelog says moved the issue, else the issue key. An accepted
 approval is told on the issue by the sink's "approved" comment (once IMDS
 took it); a refused one is commented here, once (a marker in the comment
 is looked for in what the search returned).
@@ -14,10 +15,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sebridge.errors import ApprovalError, DeliveryError
-from sebridge.integrations.base import Host, Job
+from sebridge.approval.request import ApprovalRequest, OutcomeKind
+from sebridge.errors import DeliveryError
+from sebridge.integrations.base import Host
 from sebridge.integrations.jira.client import JiraApi, jql_string
 from sebridge.integrations.jira.sink import LABEL, event_label
+from sebridge.services import Job
 
 __all__ = ["VIA", "StatusWatcher", "actor_of"]
 
@@ -72,8 +75,7 @@ class StatusWatcher:
         """One round: search (only when an event is open), approve, tell refusals."""
         waiting = {
             event_label(r.event.event_id): r.event.event_id
-            for r in self._host.store.events()
-            if r.present and r.approval is None
+            for r in self._host.approvals.open_events()
         }
         if not waiting:
             return  # nothing to approve: ask Jira nothing
@@ -97,26 +99,26 @@ class StatusWatcher:
         if self._failing:
             log.info("jira: the approval search works again")
             self._failing = ""
-        approved = False
         for issue in issues:
             labels_of = (issue.get("fields") or {}).get("labels") or []
             event_id = next((waiting[x] for x in labels_of if x in waiting), None)
             if event_id is not None:
-                approved |= self._approve(issue, event_id)
-        if approved:
-            self._host.carry_out_approvals()
+                self._approve(issue, event_id)
 
-    def _approve(self, issue: dict[str, Any], event_id: str) -> bool:
+    def _approve(self, issue: dict[str, Any], event_id: str) -> None:
         key = str(issue.get("key", "?"))
         actor = actor_of(issue, self._s.approve_status)
-        try:
-            _, new = self._host.approver.approve(event_id, actor, VIA)
-        except ApprovalError as exc:
-            self._refuse(issue, key, str(exc))
-            return False
-        if new:
-            log.info("event %s approved by %s via Jira issue %s", event_id, actor, key)
-        return new
+        outcome = self._host.approvals.request(ApprovalRequest(event_id, actor, VIA))
+        if outcome.kind == OutcomeKind.REFUSED and outcome.blocker is not None:
+            self._refuse(issue, key, outcome.reason)
+        elif outcome.kind != OutcomeKind.ALREADY:
+            log.info(
+                "event %s approved by %s via Jira issue %s: %s",
+                event_id,
+                actor,
+                key,
+                outcome.reason,
+            )
 
     def _refuse(self, issue: dict[str, Any], key: str, why: str) -> None:
         comments = ((issue.get("fields") or {}).get("comment") or {}).get("comments") or []

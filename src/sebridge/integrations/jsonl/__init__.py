@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sebridge.config_reader import Reader
-from sebridge.integrations.base import Context, Integration
+from sebridge.integrations.base import Context, Core, Integration
 
 if TYPE_CHECKING:
-    from sebridge.config import Config
     from sebridge.sink import Sink
 
 __all__ = ["Jsonl", "JsonlSettings"]
@@ -32,20 +31,20 @@ class Jsonl(Integration[JsonlSettings]):
     outbound = True
     settings = JsonlSettings
 
-    def enabled(self, config: Config) -> bool:
-        return self.name in config.given and self.settings_of(config).enabled
+    def enabled(self, settings: JsonlSettings, in_file: bool) -> bool:
+        return in_file and settings.enabled
 
-    def validate(self, settings: JsonlSettings, config: Config, rd: Reader) -> JsonlSettings:
+    def validate(self, settings: JsonlSettings, rd: Reader, core: Core) -> JsonlSettings:
         if not settings.path:
             rd.required("jsonl.path", '(write "-" for stdout)')
         elif settings.path != "-":
             _check_path(settings.path, rd)
         return settings
 
-    def sink(self, ctx: Context) -> Sink:
+    def sink(self, ctx: Context[JsonlSettings]) -> Sink:
         from sebridge.integrations.jsonl.sink import JsonlSink
 
-        return JsonlSink(self.settings_of(ctx.config).path, stream=ctx.stdout)
+        return JsonlSink(ctx.settings.path, stream=ctx.stdout)
 
 
 def _check_path(path: str, rd: Reader) -> None:

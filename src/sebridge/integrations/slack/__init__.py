@@ -5,13 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sebridge.config_reader import Reader
-from sebridge.integrations.base import Context, Finding, Host, Inbound, Integration
+from sebridge.integrations.base import Context, Core, Finding, Host, Inbound, Integration
 from sebridge.integrations.slack.settings import SlackSettings, validate
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sebridge.config import Config
     from sebridge.sink import Sink
 
 __all__ = ["Slack", "SlackSettings"]
@@ -25,16 +24,16 @@ class Slack(Integration[SlackSettings]):
     outbound = True
     settings = SlackSettings
 
-    def enabled(self, config: Config) -> bool:
-        return self.settings_of(config).enabled
+    def enabled(self, settings: SlackSettings, in_file: bool) -> bool:
+        return settings.enabled
 
-    def validate(self, settings: SlackSettings, config: Config, rd: Reader) -> SlackSettings:
+    def validate(self, settings: SlackSettings, rd: Reader, core: Core) -> SlackSettings:
         return validate(settings, rd)
 
-    def sink(self, ctx: Context) -> Sink:
+    def sink(self, ctx: Context[SlackSettings]) -> Sink:
         from sebridge.integrations.slack.sink import SlackSink, build_slack_client
 
-        slack = self.settings_of(ctx.config)
+        slack = ctx.settings
         sink = SlackSink(
             build_slack_client(slack.bot_token.reveal(), slack.api_url),
             slack.channel,
@@ -45,16 +44,16 @@ class Slack(Integration[SlackSettings]):
         sink.check_templates()
         return sink
 
-    def inbound(self, ctx: Context, host: Host, sink: Sink | None) -> Inbound:
+    def inbound(self, ctx: Context[SlackSettings], host: Host, sink: Sink | None) -> Inbound:
         from sebridge.integrations.slack.sink import SlackSink
         from sebridge.integrations.slack.wiring import click_inbound
 
         assert isinstance(sink, SlackSink)  # built by sink() above
-        return click_inbound(self.settings_of(ctx.config), ctx.config.policy.dry_run, host, sink)
+        return click_inbound(ctx.settings, ctx.core.dry_run, host, sink)
 
-    def check(self, ctx: Context) -> Sequence[Finding]:
+    def check(self, ctx: Context[SlackSettings]) -> Sequence[Finding]:
         from sebridge.integrations.slack.doctor import check_slack
         from sebridge.integrations.slack.sink import build_slack_client
 
-        slack = self.settings_of(ctx.config)
+        slack = ctx.settings
         return check_slack(slack, build_slack_client(slack.bot_token.reveal(), slack.api_url))

@@ -1,34 +1,35 @@
 """What a click on a Slack button does, free of any framework.
 
 Bolt (Socket Mode or HTTP mode) acks the click first, then hands a `Click`
-here. Approve goes through the same `Approver.approve()` as the CLI, then
-carries the approval out at once (the click -> IMDS POST path must not wait
-for the next tick). Only configured approvers may click; anyone else gets an
-ephemeral refusal and an audit entry. A click on an event that is gone or
-started updates the message to say so.
+here. Approve is one request to the approval use case (the same as the CLI,
+the link page and Jira), which the carrier carries out at once; the person
+hears the outcome: nothing more when it was approved (the message itself
+changes), an ephemeral note when someone approved first or it is held, the
+message redrawn when the event is gone or started. Only configured
+approvers may click; anyone else gets an ephemeral refusal and an audit
+entry.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from sebridge.approve import Approver
-from sebridge.errors import ApprovalError
+from sebridge.approval.request import ApprovalRequest, OutcomeKind
+from sebridge.integrations.base import Desk
 from sebridge.integrations.slack.approvers import SlackApprovers
-from sebridge.model import Transition, TransitionKind
-from sebridge.store import AuditEntry, EventRecord, Store
+from sebridge.store.records import EventRecord
 
 __all__ = ["APPROVE", "TAKE", "Click", "SlackActions"]
 
 log = logging.getLogger(__name__)
 
 APPROVE, TAKE = "approve", "take"
+VIA = "slack"
 
 
 @dataclass(frozen=True)
@@ -46,40 +47,26 @@ class Click:
 ShowState = Callable[[str, str, EventRecord, str], None]
 
 
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 class SlackActions:
     """Handles Approve and "I'm on it" clicks.
 
     Args:
-        carry_out: runs right after an approval is recorded (POST it to IMDS,
-            wake the dispatcher).
+        desk: the approval use case.
         show_state: updates the clicked message for a gone or started event.
-        sinks: where a TAKEN transition goes.
     """
 
     def __init__(
         self,
-        approver: Approver,
-        store: Store,
+        desk: Desk,
         approvers: SlackApprovers,
         client: WebClient,
         *,
-        carry_out: Callable[[], None],
         show_state: ShowState,
-        sinks: Callable[[], Sequence[str]],
-        clock: Callable[[], datetime] = _utcnow,
     ) -> None:
-        self._approver = approver
-        self._store = store
+        self._desk = desk
         self._approvers = approvers
         self._client = client
-        self._carry_out = carry_out
         self._show_state = show_state
-        self._sinks = sinks
-        self._clock = clock
 
     def handle(self, click: Click) -> None:
         """Act on a click (already acked)."""
@@ -87,53 +74,38 @@ class SlackActions:
             self._refuse(click)
             return
         if click.action == TAKE:
-            self._take(click)
+            if not self._desk.take(click.event_id, click.user_id, VIA):
+                self._ephemeral(click, "This event is gone from IMDS: nothing to take.")
             return
-        try:
-            approval, new = self._approver.approve(click.event_id, click.user_id, "slack")
-        except ApprovalError as exc:
-            self._stale(click, str(exc))
-            return
-        if new:
-            log.info("%s approved %s from Slack", click.user_id, approval.event_id)
-            self._carry_out()
-        else:
-            self._ephemeral(click, f"Already approved by {_who(approval.actor)}.")
+        outcome = self._desk.request(ApprovalRequest(click.event_id, click.user_id, VIA))
+        if outcome.kind == OutcomeKind.APPROVED:
+            log.info("%s approved %s from Slack", click.user_id, outcome.event_id)
+        elif outcome.kind == OutcomeKind.ALREADY and outcome.approval is not None:
+            approval = outcome.approval
+            self._ephemeral(
+                click,
+                f"Already approved by {_who(approval.actor)} at {approval.at:%H:%M:%S} UTC "
+                f"({outcome.reason}).",
+            )
+        elif outcome.blocker is not None:  # gone, started or unknown: the message says so
+            self._stale(click, outcome.reason)
+        else:  # held, or refused by IMDS (the thread hears that too)
+            self._ephemeral(click, f"Your approval is recorded: {outcome.reason}.")
 
     def _refuse(self, click: Click) -> None:
         log.warning(
             "refused %s on %s by %s: not an approver", click.action, click.event_id, click.user_id
         )
-        self._store.audit(
-            AuditEntry(
-                self._clock(),
-                click.event_id,
-                click.user_id,
-                "slack",
-                "refused",
-                f"{click.action}: not in slack.approvers",
-            )
-        )
+        request = ApprovalRequest(click.event_id, click.user_id, VIA)
+        self._desk.refuse(request, f"{click.action}: not in slack.approvers")
         self._ephemeral(
             click,
             "You are not one of sebridge's approvers, so nothing was done. "
             "Ask an admin to add you (or your user group) to slack.approvers.",
         )
 
-    def _take(self, click: Click) -> None:
-        record = self._store.event(click.event_id)
-        if record is None or not record.present:
-            self._ephemeral(click, "This event is gone from IMDS: nothing to take.")
-            return
-        now = self._clock()
-        taken = Transition(
-            TransitionKind.TAKEN, record.event, now, actor=click.user_id, via="slack"
-        )
-        self._store.record_transition(taken, self._sinks(), now)
-        self._carry_out()
-
     def _stale(self, click: Click, reason: str) -> None:
-        record = self._store.event(click.event_id)
+        record = self._desk.event(click.event_id)
         if record is None:
             self._ephemeral(click, f"Nothing was approved: {reason}")
             return

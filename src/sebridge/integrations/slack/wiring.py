@@ -7,18 +7,19 @@ mode, Bolt behind POST /slack/events on the daemon's HTTP server.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 
-from sebridge.integrations.base import Host, Inbound, Service, SingleHolder
+from sebridge.integrations.base import Host, Inbound
 from sebridge.integrations.slack.actions import SlackActions
 from sebridge.integrations.slack.approvers import SlackApprovers
 from sebridge.integrations.slack.bolt import SocketModeService, build_bolt_app, slack_wsgi_app
 from sebridge.integrations.slack.guard import guarded
 from sebridge.integrations.slack.settings import SlackSettings
 from sebridge.integrations.slack.sink import SlackSink
+from sebridge.kernel.clock import utcnow
 from sebridge.model import Transition
+from sebridge.services import Service, SingleHolder
 from sebridge.sink import Message
-from sebridge.store import EventRecord
+from sebridge.store.records import EventRecord
 
 __all__ = ["SlackClickService", "click_inbound"]
 
@@ -31,10 +32,8 @@ def click_inbound(slack: SlackSettings, dry_run: bool, daemon: Host, sink: Slack
         # Only gone (completed, cancelled) and started events get here, and a
         # Message of either is not approvable: the redrawn message has no buttons.
         approval = record.approval
-        approved_by = (
-            approval.actor if approval and approval.state in ("posted", "dry_run") else None
-        )
-        transition = Transition(record.state, record.event, datetime.now(UTC))
+        approved_by = approval.actor if approval and approval.carried_out else None
+        transition = Transition(record.state, record.event, utcnow())
         message = Message(
             transition,
             daemon.vm_name(),
@@ -45,13 +44,7 @@ def click_inbound(slack: SlackSettings, dry_run: bool, daemon: Host, sink: Slack
         sink.show(channel, ts, message, note)
 
     actions = SlackActions(
-        daemon.approver,
-        daemon.store,
-        SlackApprovers(client, slack.approvers),
-        client,
-        carry_out=daemon.carry_out_approvals,
-        show_state=show_state,
-        sinks=lambda: daemon.sinks_for("notify"),
+        daemon.approvals, SlackApprovers(client, slack.approvers), client, show_state=show_state
     )
     executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="slack-click")
     if slack.socket_mode:

@@ -9,13 +9,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sebridge.config_reader import Reader
-from sebridge.integrations.base import Context, Finding, Integration
+from sebridge.integrations.base import Context, Core, Finding, Integration
 from sebridge.integrations.teams.settings import TeamsSettings, validate
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sebridge.config import Config
     from sebridge.sink import Sink
 
 __all__ = ["Teams", "TeamsSettings"]
@@ -29,16 +28,16 @@ class Teams(Integration[TeamsSettings]):
     outbound = True
     settings = TeamsSettings
 
-    def enabled(self, config: Config) -> bool:
-        return self.settings_of(config).enabled
+    def enabled(self, settings: TeamsSettings, in_file: bool) -> bool:
+        return settings.enabled
 
-    def validate(self, settings: TeamsSettings, config: Config, rd: Reader) -> TeamsSettings:
-        return validate(settings, rd, links=bool(config.http.public_url))
+    def validate(self, settings: TeamsSettings, rd: Reader, core: Core) -> TeamsSettings:
+        return validate(settings, rd, links=core.links)
 
-    def sink(self, ctx: Context) -> Sink:
+    def sink(self, ctx: Context[TeamsSettings]) -> Sink:
         from sebridge.integrations.teams.sink import TeamsSink
 
-        teams = self.settings_of(ctx.config)
+        teams = ctx.settings
         sink = TeamsSink(
             teams.webhook_url.reveal(), ctx.renderer, format=teams.format, timeout=teams.timeout
         )
@@ -49,7 +48,7 @@ class Teams(Integration[TeamsSettings]):
             raise
         return sink
 
-    def check(self, ctx: Context) -> Sequence[Finding]:
+    def check(self, ctx: Context[TeamsSettings]) -> Sequence[Finding]:
         from sebridge.integrations.teams.doctor import check_teams
 
-        return check_teams(self.settings_of(ctx.config), bool(ctx.config.http.public_url))
+        return check_teams(ctx.settings, ctx.core.links)

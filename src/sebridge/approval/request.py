@@ -1,0 +1,63 @@
+"""What a channel asks of the approval use case, and the one outcome it gets back.
+
+Slack, the approval link page, Jira, the CLI and the demo each turn their
+input into an `ApprovalRequest` and show the `Outcome` as they can (an
+ephemeral message, a page, a comment, a line and an exit code).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sebridge.approval.states import ApprovalState, Blocker
+from sebridge.store.records import ApprovalRecord, EventRecord
+
+__all__ = ["ApprovalRequest", "Outcome", "OutcomeKind"]
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """Someone asks that an event may start now.
+
+    Args:
+        event_id: as typed or clicked (matched case-insensitively).
+        actor: who (a Slack user id, "approval link (Ann)", a Jira user, a login name).
+        via: through what: "slack", "link", "jira", "cli", "demo".
+    """
+
+    event_id: str
+    actor: str
+    via: str
+
+
+class OutcomeKind(StrEnum):
+    """The four answers a person can get."""
+
+    APPROVED = "approved"  # this request's approval was carried out (dry run: would have been)
+    ALREADY = "already"  # someone approved it before: `approval` says who, when, what became of it
+    REFUSED = "refused"  # not approved: `reason` says why (unknown, gone, started, IMDS refused)
+    HELD = "held"  # recorded, not carried out yet: `reason` says what it waits for
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one request, as the store says it is now.
+
+    Args:
+        approval: the event's approval (this request's, or the earlier one), if any.
+        record: the event as the store holds it after the request (None: unknown).
+        blocker: for REFUSED before anything was recorded: what stood in the way.
+    """
+
+    kind: OutcomeKind
+    event_id: str
+    reason: str = ""
+    approval: ApprovalRecord | None = None
+    record: EventRecord | None = None
+    blocker: Blocker | None = None
+
+    @property
+    def dry_run(self) -> bool:
+        """Approved in dry run: announced, nothing sent to IMDS."""
+        return self.approval is not None and self.approval.state == ApprovalState.DRY_RUN

@@ -1,0 +1,54 @@
+"""The approval states, and the one rule that says whether an event can still be approved.
+
+Pure: the store, the sinks, the pages and the use case all ask here, so
+"approved by", "can be approved" and "gone" mean one thing everywhere.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["CARRIED_OUT", "OPEN", "ApprovalState", "Blocker", "blocker"]
+
+
+class ApprovalState(StrEnum):
+    """What became of an approval (the approvals table's `state`)."""
+
+    PENDING = "pending"  # recorded, not POSTed yet (or put back after IMDS failed)
+    POSTING = "posting"  # claimed by the agent POSTing it now
+    POSTED = "posted"  # IMDS took StartRequests
+    DRY_RUN = "dry_run"  # policy.dry_run: recorded and announced, never POSTed
+    FAILED = "failed"  # IMDS refused it (400)
+    ABANDONED = "abandoned"  # the event started or left IMDS first
+
+
+# "Approved by X" means one of these: StartRequests went out (or would have, dry run).
+CARRIED_OUT: tuple[str, ...] = (ApprovalState.POSTED, ApprovalState.DRY_RUN)
+# Not yet carried out: the carrier still owes it a POST.
+OPEN: tuple[str, ...] = (ApprovalState.PENDING, ApprovalState.POSTING)
+
+
+class Blocker(StrEnum):
+    """Why an event cannot take an approval (any more)."""
+
+    UNKNOWN = "unknown"  # never seen in an IMDS document
+    APPROVED = "approved"  # it has an approval already (whatever became of it)
+    GONE = "gone"  # no longer in IMDS's document
+    STARTED = "started"  # under way: nothing left to approve
+
+
+def blocker(*, known: bool = True, approved: bool, present: bool, started: bool) -> Blocker | None:
+    """Whether an event can still be approved: None if it can, else what stands in the way.
+
+    In this order: an existing approval is named before the event's end, so a
+    person who approves twice hears who approved first, even after it started.
+    """
+    if not known:
+        return Blocker.UNKNOWN
+    if approved:
+        return Blocker.APPROVED
+    if not present:
+        return Blocker.GONE
+    if started:
+        return Blocker.STARTED
+    return None

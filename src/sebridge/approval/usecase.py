@@ -1,0 +1,167 @@
+"""The approval use case: a request from any channel in, one outcome out.
+
+`Approvals.request()` asks the one rule (states.blocker) whether the event can
+take an approval, records it once (a second request finds the first), wakes
+the carrier and waits, bounded, until the approval was carried out or put
+back, so the person's page or reply says what really happened: approved
+now, already approved by whom and when, refused and why, or held and why.
+Nothing here POSTs: the carrier does, on its own thread (carrier.py).
+See docs/ARCHITECTURE.md, "Approve".
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from sebridge.approval.carrier import Carrier
+from sebridge.approval.request import ApprovalRequest, Outcome, OutcomeKind
+from sebridge.approval.states import ApprovalState, Blocker
+from sebridge.kernel.clock import Clock, utcnow
+from sebridge.model import Approval, Transition, TransitionKind
+from sebridge.store import ApprovalRecord, AuditEntry, EventRecord, Store
+
+__all__ = ["DEFAULT_WAIT", "Approvals"]
+
+# How long a request waits for the carrier (a POST takes milliseconds; IMDS's timeout
+# and the client's retries bound a slow one). A person then hears "held" and why.
+DEFAULT_WAIT = 10.0
+# While no local carrier can say a round ended (another process or agent carries it
+# out), the store is looked at this often.
+_LOOK_EVERY = 0.05
+
+
+class Approvals:
+    """Approve, take, and read events for the channels (Slack, link page, Jira, CLI, demo).
+
+    Args:
+        carrier: this process's carrier; None when another process carries approvals
+            out (the CLI beside a running daemon): the request then waits for the store.
+        sinks_for: the sinks an event's transitions go to, by its policy decision.
+        on_recorded: called after a transition was queued (wakes the dispatcher).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        carrier: Carrier | None,
+        sinks_for: Callable[[str], Sequence[str]],
+        *,
+        clock: Clock = utcnow,
+        on_recorded: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._store = store
+        self._carrier = carrier
+        self._sinks_for = sinks_for
+        self._clock = clock
+        self._on_recorded = on_recorded
+
+    def request(self, req: ApprovalRequest, *, wait: float = DEFAULT_WAIT) -> Outcome:
+        """Approve `req.event_id` for `req.actor`; the outcome once known (or after `wait`)."""
+        record = self._store.event(req.event_id.strip())
+        if record is None:
+            return _refused(req.event_id, Blocker.UNKNOWN, None)
+        event_id = record.event.event_id
+        blocked = record.blocker()
+        if blocked is not None and blocked != Blocker.APPROVED:
+            return _refused(event_id, blocked, record)
+        new = blocked is None and self._store.record_approval(
+            Approval(event_id, req.actor, req.via, self._clock())
+        )
+        if new and self._carrier is not None:
+            self._carrier.wake()
+        approval = self._settled(event_id, wait)
+        fresh = self._store.event(event_id) or record
+        if not new:
+            return Outcome(OutcomeKind.ALREADY, event_id, _state_note(approval), approval, fresh)
+        return _outcome(event_id, approval, fresh)
+
+    def take(self, event_id: str, actor: str, via: str) -> bool:
+        """ "I'm on it": announce that someone handles the event, without approving it.
+        False when the event is unknown or gone (nothing to take)."""
+        record = self._store.event(event_id.strip())
+        if record is None or not record.present:
+            return False
+        now = self._clock()
+        taken = Transition(TransitionKind.TAKEN, record.event, now, actor=actor, via=via)
+        self._store.record_transition(taken, self._sinks_for(record.policy), now)
+        self._on_recorded()
+        return True
+
+    def event(self, event_id: str) -> EventRecord | None:
+        """One event as the store holds it (ids match case-insensitively)."""
+        return self._store.event(event_id.strip())
+
+    def open_events(self) -> list[EventRecord]:
+        """Events in IMDS's document that nobody approved yet: a person may still try (one
+        that started meanwhile is refused, with the reason)."""
+        return [
+            r for r in self._store.events() if r.blocker() not in (Blocker.APPROVED, Blocker.GONE)
+        ]
+
+    def refuse(self, req: ApprovalRequest, why: str) -> None:
+        """Keep a refusal a channel decided on its own (not an approver, a refused CLI call)
+        beside the history: `sebridge history` shows it."""
+        self._store.audit(
+            AuditEntry(self._clock(), req.event_id, req.actor, req.via, "refused", why)
+        )
+
+    def _settled(self, event_id: str, wait: float) -> ApprovalRecord:
+        """The approval once the carrier is done with it (carried out, refused, abandoned, or
+        put back after a failed POST), or as it stands after `wait` seconds."""
+        deadline = time.monotonic() + wait
+        while True:
+            rounds = self._carrier.rounds if self._carrier is not None else 0
+            approval = self._store.approval(event_id)
+            assert approval is not None  # recorded before we got here; approvals are never deleted
+            left = deadline - time.monotonic()
+            if approval.state not in (ApprovalState.PENDING, ApprovalState.POSTING):
+                return approval
+            if (approval.state == ApprovalState.PENDING and approval.attempts) or left <= 0:
+                return approval
+            if self._carrier is not None:
+                self._carrier.wait_round(rounds, min(left, _LOOK_EVERY))
+            else:
+                time.sleep(min(left, _LOOK_EVERY))
+
+
+def _outcome(event_id: str, approval: ApprovalRecord, record: EventRecord) -> Outcome:
+    """What this request's own approval came to."""
+    if approval.carried_out:
+        return Outcome(OutcomeKind.APPROVED, event_id, _state_note(approval), approval, record)
+    if approval.state in (ApprovalState.FAILED, ApprovalState.ABANDONED):
+        return Outcome(OutcomeKind.REFUSED, event_id, _state_note(approval), approval, record)
+    return Outcome(OutcomeKind.HELD, event_id, _state_note(approval), approval, record)
+
+
+def _state_note(approval: ApprovalRecord) -> str:
+    """What became of an approval, for people."""
+    state = approval.state
+    if state == ApprovalState.POSTED:
+        return "StartRequests sent to IMDS"
+    if state == ApprovalState.DRY_RUN:
+        return "dry run (policy.dry_run): nothing sent to IMDS"
+    if state == ApprovalState.FAILED:
+        return f"IMDS refused it: {approval.last_error}"
+    if state == ApprovalState.ABANDONED:
+        return f"not sent to IMDS: {approval.last_error}"
+    if approval.last_error:
+        return f"IMDS did not take it yet ({approval.last_error}); sebridge retries at every poll"
+    return "not sent yet: a daemon whose IMDS lists the event sends StartRequests"
+
+
+_BLOCKED = {
+    Blocker.UNKNOWN: "unknown event {id}: sebridge has not seen it in any IMDS document "
+    "(see `sebridge events`)",
+    Blocker.GONE: "event {id} ({type}) is gone from IMDS ({state}): nothing to approve",
+    Blocker.STARTED: "event {id} ({type}) has already started: nothing to approve",
+}
+
+
+def _refused(event_id: str, blocked: Blocker, record: EventRecord | None) -> Outcome:
+    reason = _BLOCKED[blocked].format(
+        id=record.event.event_id if record else event_id,
+        type=record.event.event_type if record else "",
+        state=record.state if record else "",
+    )
+    return Outcome(OutcomeKind.REFUSED, event_id, reason, None, record, blocked)

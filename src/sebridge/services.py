@@ -1,0 +1,88 @@
+"""What runs beside the polling: services with a start and a stop, and scheduler jobs.
+
+Integrations bring them (Slack's Socket Mode connection, the Jira status
+search); the runner (runner.py) starts, schedules and stops them. A
+single-holder service or job is run by at most `slots` agents of a fleet at
+once (store/duties.py); on a store one daemon uses (SQLite), it simply runs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from sebridge.store.duties import Duties, Duty
+
+__all__ = ["Job", "Service", "SingleHolder"]
+
+
+class Service(Protocol):
+    """Something that runs beside the polling (Slack's Socket Mode connection)."""
+
+    def start(self) -> None:
+        """Start in the background; raise if that is impossible."""
+        ...
+
+    def stop(self) -> None:
+        """Stop, ending every thread it started."""
+        ...
+
+
+@dataclass(frozen=True)
+class Job:
+    """A function the daemon's scheduler runs every `interval` seconds (never two at once).
+
+    single_holder: one agent of a fleet runs it (the holder of the duty named
+    after the job); the others skip their turns until they take the duty over.
+    """
+
+    name: str
+    interval: float
+    run: Callable[[], None]
+    single_holder: bool = False
+
+
+class SingleHolder:
+    """A service at most `slots` agents of a fleet run at once; the others stand by
+    and build a fresh one with `make` when they take the duty over (its holder died).
+    On a store one daemon uses (SQLite), it simply runs."""
+
+    def __init__(self, name: str, slots: int, make: Callable[[], Service]) -> None:
+        self.name = name
+        self.slots = slots
+        self._make = make
+        self._running: Service | None = None
+        self._started = False
+        self._duty: Duty | None = None
+        self._lock = threading.Lock()
+
+    def bind(self, duties: Duties) -> None:
+        """Follow the duty on the daemon's board (before start())."""
+        self._duty = duties.duty(self.name, self.slots)
+        self._duty.on_change(self._changed)
+
+    def running(self) -> bool:
+        """Whether this agent runs the service now."""
+        return self._running is not None
+
+    def start(self) -> None:
+        """Run it as soon as (and for as long as) the duty is held."""
+        self._started = True
+        self._changed(self._duty is not None and self._duty.held())
+
+    def stop(self) -> None:
+        """Stop it (idempotent); the duty is let go by the daemon."""
+        self._started = False
+        self._changed(False)
+
+    def _changed(self, held: bool) -> None:
+        with self._lock:
+            if held and self._started and self._running is None:
+                service = self._make()
+                service.start()
+                self._running = service
+            elif not (held and self._started) and self._running is not None:
+                service, self._running = self._running, None
+                service.stop()
