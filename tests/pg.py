@@ -2,7 +2,8 @@
 starts it when it is down), a database of our own per test module, and a wire tap that
 counts the round trips a client makes.
 
-Plain functions and classes only (no fixtures): each test module owns its fixtures.
+Plain functions and classes only (bench/ uses them too); the fixtures built on them
+(pg_database, pg_url, store_url) are in tests/conftest.py.
 """
 
 from __future__ import annotations

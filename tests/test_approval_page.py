@@ -24,12 +24,6 @@ Bridge = LinkBridge
 
 
 @pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(port=0, vm_name="vm0", approval_delay=3600) as simulator:
-        yield simulator
-
-
-@pytest.fixture
 def make_bridge(sim: Simulator, tmp_path: Path) -> Iterator[Callable[..., Bridge]]:
     bridges: list[Bridge] = []
 

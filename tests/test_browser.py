@@ -25,6 +25,9 @@ from sebridge.render import Renderer
 from sebridge.simulator import Simulator
 from sebridge.sink import Message
 
+# chromium and chromium-driver (tests/browser.py)
+pytestmark = pytest.mark.browser
+
 PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 
 

@@ -48,13 +48,6 @@ def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
 
 
 @pytest.fixture
-def sim() -> Iterator[Simulator]:
-    # approval_delay: an approved event stays Scheduled for the whole test.
-    with Simulator(port=0, approval_delay=3600) as simulator:
-        yield simulator
-
-
-@pytest.fixture
 def db(tmp_path: Path) -> Path:
     return tmp_path / "state.db"
 

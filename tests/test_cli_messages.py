@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from helpers import run_cli, write_config
 from sebridge.simulator import Simulator
-
-
-@pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(port=0, approval_delay=3600) as simulator:
-        yield simulator
 
 
 @pytest.fixture

@@ -30,27 +30,13 @@ from sebridge.simulator import Simulator
 START_TIMEOUT = 20.0
 
 
-@pytest.fixture(scope="module")
-def pg_database() -> Iterator[str]:
-    with pg.temporary_database() as url:
-        yield url
-
-
 @pytest.fixture
-def url(pg_database: str) -> str:
-    return pg.reset(pg_database)
-
-
-@pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(port=0, approval_delay=3600) as simulator:
-        yield simulator
-
-
-@pytest.fixture
-def config(tmp_path: Path, sim: Simulator, url: str) -> Path:
+def config(tmp_path: Path, sim: Simulator, pg_url: str) -> Path:
     return write_config(
-        tmp_path / "sebridge.toml", endpoint=sim.url, store_url=url, jsonl=tmp_path / "events.jsonl"
+        tmp_path / "sebridge.toml",
+        endpoint=sim.url,
+        store_url=pg_url,
+        jsonl=tmp_path / "events.jsonl",
     )
 
 
@@ -81,7 +67,7 @@ def test_the_cli_works_beside_the_daemon_and_an_approval_it_could_not_post_is_ca
     config: Path,
     sim: Simulator,
     tmp_path: Path,
-    url: str,
+    pg_url: str,
     start_daemon: Callable[[Path], DaemonProcess],
 ) -> None:
     start_daemon(config)
@@ -97,7 +83,7 @@ def test_the_cli_works_beside_the_daemon_and_an_approval_it_could_not_post_is_ca
     elsewhere = write_config(
         tmp_path / "elsewhere.toml",
         endpoint=f"http://127.0.0.1:{free_port()}",
-        store_url=url,
+        store_url=pg_url,
         vm_name="vm-elsewhere",
     )
     approved = run_cli("approve", event_id, "--as", "alice", "--config", str(elsewhere))
@@ -107,14 +93,14 @@ def test_the_cli_works_beside_the_daemon_and_an_approval_it_could_not_post_is_ca
     wait_until(lambda: sim.start_requests == [event_id], message="the daemon's StartRequests")
     line = wait_line(tmp_path / "events.jsonl", event_id, "approved")
     assert line["actor"] == "alice"
-    assert pg.query(url, "SELECT actor, state FROM approvals") == [("alice", "posted")]
+    assert pg.query(pg_url, "SELECT actor, state FROM approvals") == [("alice", "posted")]
 
 
 def test_a_killed_daemon_is_restarted_and_goes_on(
     config: Path,
     sim: Simulator,
     tmp_path: Path,
-    url: str,
+    pg_url: str,
     start_daemon: Callable[[Path], DaemonProcess],
 ) -> None:
     first = start_daemon(config)
@@ -142,13 +128,13 @@ def test_a_database_that_does_not_answer_at_start_is_exit_1_without_the_password
 
 
 def test_once_on_postgresql_records_and_delivers(
-    config: Path, sim: Simulator, tmp_path: Path, url: str
+    config: Path, sim: Simulator, tmp_path: Path, pg_url: str
 ) -> None:
     event_id = sim.schedule("Reboot")
     done = run_cli("once", "--json", "--config", str(config))
     assert done.returncode == 0, done.stderr
     assert lines_of(tmp_path / "events.jsonl", event_id, "scheduled")
-    assert pg.query(url, "SELECT event_id, kind FROM transitions") == [(event_id, "scheduled")]
+    assert pg.query(pg_url, "SELECT event_id, kind FROM transitions") == [(event_id, "scheduled")]
     again = run_cli("once", "--json", "--config", str(config))  # the same document: nothing new
     assert again.returncode == 0, again.stderr
     assert len(lines_of(tmp_path / "events.jsonl", event_id)) == 1

@@ -41,6 +41,9 @@ from sebridge.config import load
 from sebridge.runtime import build_daemon
 from sebridge.simulator import Simulator
 
+# real `sebridge run` processes: about 17 s for the module, up to 3 s a test
+pytestmark = pytest.mark.slow
+
 # A subprocess's Python start-up on a loaded 2-core machine: be generous.
 START_TIMEOUT = 20.0
 

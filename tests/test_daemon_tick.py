@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
-import pg
 from helpers import wait_until
 from sebridge.daemon import Daemon
 from sebridge.errors import ApprovalError
@@ -94,17 +92,10 @@ class Harness:
         self.daemon.store.close()
 
 
-@pytest.fixture(scope="module")
-def pg_database() -> Iterator[str]:
-    with pg.temporary_database() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/state.db"
-    return pg.reset(request.getfixturevalue("pg_database"))
+@pytest.fixture
+def url(store_url: str) -> str:
+    """Every test here runs on SQLite and on PostgreSQL (conftest.py: store_url)."""
+    return store_url
 
 
 @pytest.fixture

@@ -17,6 +17,9 @@ import pytest
 from helpers import cli_env, run_cli
 from sebridge import demo
 
+# real `sebridge demo` runs: about 12 s for the module, up to 6 s a test
+pytestmark = pytest.mark.slow
+
 FAST = "600"  # the scripted events play out in about two seconds
 
 

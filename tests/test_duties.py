@@ -21,12 +21,6 @@ from sebridge.store.duties import Duties
 from sebridge.store.pg_duties import AdvisoryDuties
 
 
-@pytest.fixture(scope="module")
-def pg_database() -> Iterator[str]:
-    with pg.temporary_database() as url:
-        yield url
-
-
 @pytest.fixture
 def boards(pg_database: str) -> Iterator[list[Duties]]:
     url = pg.reset(pg_database)

@@ -38,19 +38,11 @@ from helpers import (
 )
 from sebridge.simulator import Simulator
 
+# fleets of real `sebridge run` processes (pg too, given by conftest.py)
+pytestmark = pytest.mark.slow
+
 AGENTS = 3
 START_TIMEOUT = 20.0
-
-
-@pytest.fixture(scope="module")
-def pg_database() -> Iterator[str]:
-    with pg.temporary_database() as url:
-        yield url
-
-
-@pytest.fixture
-def url(pg_database: str) -> str:
-    return pg.reset(pg_database)
 
 
 @pytest.fixture
@@ -109,8 +101,8 @@ class Fleet:
 
 
 @pytest.fixture
-def fleet(tmp_path: Path, sims: list[Simulator], url: str) -> Iterator[Fleet]:
-    f = Fleet(tmp_path, sims, url)
+def fleet(tmp_path: Path, sims: list[Simulator], pg_url: str) -> Iterator[Fleet]:
+    f = Fleet(tmp_path, sims, pg_url)
     yield f
     f.stop()
 
@@ -211,14 +203,14 @@ def healthz(port: int) -> tuple[int, dict[str, Any]]:
 
 
 def test_while_the_database_is_unreachable_polling_goes_on_and_what_it_saw_is_recorded_after(
-    tmp_path: Path, sims: list[Simulator], url: str
+    tmp_path: Path, sims: list[Simulator], pg_url: str
 ) -> None:
     relay = pg.Relay()
     sim, port = sims[0], free_port()
     config = write_config(
         tmp_path / "vm0.toml",
         endpoint=sim.url,
-        store_url=relay.url(url),
+        store_url=relay.url(pg_url),
         vm_name="vm0",
         jsonl=tmp_path / "vm0.jsonl",
         extra=f'[http]\nlisten = "127.0.0.1:{port}"\n',

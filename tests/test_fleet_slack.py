@@ -24,6 +24,9 @@ import pg
 from helpers import DaemonProcess, event_gets, toml_str, wait_until, write_config
 from sebridge.simulator import Simulator
 
+# fleets of real `sebridge run` processes (pg too, given by conftest.py)
+pytestmark = pytest.mark.slow
+
 OPS = "C0123456789"
 AGENTS = 3
 
@@ -32,12 +35,6 @@ AGENTS = 3
 def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture(scope="module")
-def pg_database() -> Iterator[str]:
-    with pg.temporary_database() as url:
-        yield url
 
 
 @pytest.fixture

@@ -102,13 +102,6 @@ def jira(request: pytest.FixtureRequest) -> Iterator[FakeJira]:
 
 
 @pytest.fixture
-def sim() -> Iterator[Simulator]:
-    # An approved event stays Scheduled until the test starts it (sim.start_event).
-    with Simulator(port=0, vm_name="vm0", approval_delay=3600) as simulator:
-        yield simulator
-
-
-@pytest.fixture
 def make_bridge(jira: FakeJira, sim: Simulator, tmp_path: Path) -> Iterator[Callable[..., Bridge]]:
     bridges: list[Bridge] = []
 

@@ -26,18 +26,15 @@ from tests.helpers import (
 
 from sebridge.simulator import Simulator
 
+# real `sebridge run` processes killed mid-delivery: up to 4 s a test
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(params=["cloud", "datacenter"])
 def jira(request: pytest.FixtureRequest) -> Iterator[FakeJira]:
     # Cloud's search sees a new issue only 1.5 s after it was created.
     with FakeJira(request.param, index_lag=1.5) as fake:
         yield fake
-
-
-@pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(port=0, vm_name="vm0", approval_delay=3600) as simulator:
-        yield simulator
 
 
 @pytest.fixture

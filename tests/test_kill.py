@@ -12,6 +12,9 @@ import pytest
 
 from killer import run_kill_test
 
+# kill -9 of a real `sebridge run`, 15 times: about 15 s
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.timeout(240)
 def test_kill_9_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-import pg
 from sebridge.errors import StoreError
 from sebridge.model import Approval, Document, Receipt, ScheduledEvent, Transition, TransitionKind
 from sebridge.store import Store
@@ -39,22 +38,9 @@ def scheduled(e: ScheduledEvent, at: datetime = T0) -> Transition:
     return Transition(TransitionKind.SCHEDULED, e, at)
 
 
-@pytest.fixture(scope="module")
-def pg_database() -> Iterator[str]:
-    with pg.temporary_database() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/state.db"
-    return pg.reset(request.getfixturevalue("pg_database"))
-
-
 @pytest.fixture
-def store(url: str) -> Iterator[Store]:
-    s = Store(url, agent="vm0", exclusive=True)  # as the daemon, which claims outbox rows
+def store(store_url: str) -> Iterator[Store]:
+    s = Store(store_url, agent="vm0", exclusive=True)  # as the daemon, which claims outbox rows
     yield s
     s.close()
 
@@ -110,25 +96,25 @@ def test_a_failing_tick_writes_nothing(store: Store) -> None:
     assert store.outbox.pending_count() == 0
 
 
-def test_state_survives_reopening(url: str) -> None:
-    first = Store(url)
+def test_state_survives_reopening(store_url: str) -> None:
+    first = Store(store_url)
     e = event()
     first.apply(Document(7, (e,)), [(scheduled(e), ["console"])], T0)
     first.close()
-    again = Store(url)
+    again = Store(store_url)
     assert again.last_document() == Document(7, (e,))
     assert again.outbox.pending_count() == 1
     again.close()
 
 
-def test_newer_schema_is_refused(url: str) -> None:
-    first = Store(url)
+def test_newer_schema_is_refused(store_url: str) -> None:
+    first = Store(store_url)
     first.db.execute(
         "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(len(MIGRATIONS) + 1),)
     )
     first.close()
     with pytest.raises(StoreError, match="upgrade sebridge"):
-        Store(url)
+        Store(store_url)
 
 
 def test_a_version_1_sqlite_store_migrates_in_place(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -43,17 +42,10 @@ def scheduled(e: ScheduledEvent) -> Transition:
     return Transition(TransitionKind.SCHEDULED, e, T0)
 
 
-@pytest.fixture(scope="module")
-def pg_database() -> Iterator[str]:
-    with pg.temporary_database() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/state.db"
-    return pg.reset(request.getfixturevalue("pg_database"))
+@pytest.fixture
+def url(store_url: str) -> str:
+    """Every test here runs on SQLite and on PostgreSQL (conftest.py: store_url)."""
+    return store_url
 
 
 @pytest.fixture

@@ -34,12 +34,6 @@ START_TIMEOUT = 20.0
 
 
 @pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(port=0, approval_delay=3600) as simulator:
-        yield simulator
-
-
-@pytest.fixture
 def config(tmp_path: Path, sim: Simulator) -> Path:
     return write_config(
         tmp_path / "sebridge.toml",

@@ -28,28 +28,11 @@ from sebridge.store.schema import MIGRATIONS
 SECRET = "S3CRET-pw-4711"
 
 
-@pytest.fixture(scope="module")
-def pg_database() -> Iterator[str]:
-    with pg.temporary_database() as url:
-        yield url
-
-
-@pytest.fixture
-def url(pg_database: str) -> str:
-    return pg.reset(pg_database)
-
-
 @pytest.fixture
 def tap() -> Iterator[pg.RoundTripTap]:
     t = pg.RoundTripTap()
     yield t
     t.close()
-
-
-@pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(vm_name="vm0", approval_delay=3600) as s:
-        yield s
 
 
 def cut_off(store: Store, url: str) -> None:
@@ -104,7 +87,7 @@ def daemon(sim: Simulator, url: str, sink: ListSink) -> Daemon:
     return Daemon(imds, Store(url, agent="vm0", exclusive=True), [sink], vm_name="vm0")
 
 
-def test_agents_starting_at_once_migrate_once(url: str) -> None:
+def test_agents_starting_at_once_migrate_once(pg_url: str) -> None:
     stores: list[Store] = []
     errors: list[BaseException] = []
     start = threading.Barrier(8)
@@ -112,7 +95,7 @@ def test_agents_starting_at_once_migrate_once(url: str) -> None:
     def open_store() -> None:
         start.wait()
         try:
-            stores.append(Store(url))
+            stores.append(Store(pg_url))
         except BaseException as exc:
             errors.append(exc)
 
@@ -124,44 +107,44 @@ def test_agents_starting_at_once_migrate_once(url: str) -> None:
     for s in stores:
         s.close()
     assert errors == [] and len(stores) == 8
-    assert pg.query(url, "SELECT value FROM meta WHERE key = 'schema_version'") == [
+    assert pg.query(pg_url, "SELECT value FROM meta WHERE key = 'schema_version'") == [
         (str(len(MIGRATIONS)),)
     ]
 
 
-def test_a_second_daemon_of_the_same_name_is_refused_naming_the_first(url: str) -> None:
-    first = Store(url, agent="vm0", exclusive=True)
+def test_a_second_daemon_of_the_same_name_is_refused_naming_the_first(pg_url: str) -> None:
+    first = Store(pg_url, agent="vm0", exclusive=True)
     try:
         with pytest.raises(StoreError) as refused:
-            Store(url, agent="vm0", exclusive=True)
+            Store(pg_url, agent="vm0", exclusive=True)
         assert str(refused.value).startswith(
             f"another sebridge daemon named 'vm0' is running on the store at {first.db.location} "
             "(connected from 127.0.0.1 since "
         )
         assert str(refused.value).endswith(" UTC): give each VM's agent its own imds.vm_name")
-        Store(url, agent="vm0").close()  # the CLI (events, approve) is no daemon: welcome
+        Store(pg_url, agent="vm0").close()  # the CLI (events, approve) is no daemon: welcome
     finally:
         first.close()
-    Store(url, agent="vm0", exclusive=True).close()  # the name is free again
+    Store(pg_url, agent="vm0", exclusive=True).close()  # the name is free again
 
 
-def test_a_reopened_connection_holds_the_name_again(url: str) -> None:
-    first = Store(url, agent="vm0", exclusive=True)
+def test_a_reopened_connection_holds_the_name_again(pg_url: str) -> None:
+    first = Store(pg_url, agent="vm0", exclusive=True)
     try:
-        cut_off(first, url)  # as a server restart or a network cut does
+        cut_off(first, pg_url)  # as a server restart or a network cut does
         with pytest.raises(StoreError):
             first.events()
         assert wait_until(lambda: answers(first), message="the store to answer again")
         with pytest.raises(StoreError, match="another sebridge daemon named 'vm0'"):
-            Store(url, agent="vm0", exclusive=True)
+            Store(pg_url, agent="vm0", exclusive=True)
     finally:
         first.close()
 
 
-def test_several_daemons_share_the_database(url: str) -> None:
+def test_several_daemons_share_the_database(pg_url: str) -> None:
     # Fleet mode: nothing holds the database alone (claims make deliveries exclusive).
-    first = Store(url, agent="vm0", exclusive=True)
-    second = Store(url, agent="vm1", exclusive=True)
+    first = Store(pg_url, agent="vm0", exclusive=True)
+    second = Store(pg_url, agent="vm1", exclusive=True)
     try:
         second.remember("k", "v")
         assert first.setting("k") == "v"
@@ -170,8 +153,8 @@ def test_several_daemons_share_the_database(url: str) -> None:
         second.close()
 
 
-def test_commits_to_the_outbox_and_approvals_are_heard_by_name_nothing_else_is(url: str) -> None:
-    mine, other = Store(url, agent="vm0"), Store(url, agent="cli")
+def test_commits_to_the_outbox_and_approvals_are_heard_by_name_nothing_else_is(pg_url: str) -> None:
+    mine, other = Store(pg_url, agent="vm0"), Store(pg_url, agent="cli")
     heard: list[frozenset[str]] = []
     try:
         assert mine.db.watch(heard.append)
@@ -213,19 +196,19 @@ def test_commits_to_the_outbox_and_approvals_are_heard_by_name_nothing_else_is(u
         other.close()
 
 
-def test_a_lost_listen_connection_comes_back_and_counts_every_table_as_written(url: str) -> None:
-    store = Store(url, agent="vm0")
+def test_a_lost_listen_connection_comes_back_and_counts_every_table_as_written(pg_url: str) -> None:
+    store = Store(pg_url, agent="vm0")
     heard: list[frozenset[str]] = []
     try:
         store.db.watch(heard.append)
-        with psycopg.connect(url, autocommit=True) as admin:
+        with psycopg.connect(pg_url, autocommit=True) as admin:
             admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"
             )
         # Whatever was committed while nobody listened may need acting on: all of it is.
         wait_until(lambda: heard, 10, message="the listener to reconnect")
         assert heard == [frozenset({"outbox", "approvals"})]
-        other = Store(url, agent="cli")
+        other = Store(pg_url, agent="cli")
         e = ScheduledEvent("E9", "Reboot", "Scheduled", ("vm0",))
         other.apply(Document(1, (e,)), [], datetime.now(UTC))
         other.record_approval(Approval("E9", "alice", "cli", datetime.now(UTC)))
@@ -237,10 +220,10 @@ def test_a_lost_listen_connection_comes_back_and_counts_every_table_as_written(u
 
 
 def test_an_unchanged_document_costs_no_round_trip_and_an_approval_elsewhere_wakes_the_daemon(
-    url: str, sim: Simulator, tap: pg.RoundTripTap
+    pg_url: str, sim: Simulator, tap: pg.RoundTripTap
 ) -> None:
     sink = ListSink()
-    d = daemon(sim, tap.url(url), sink)
+    d = daemon(sim, tap.url(pg_url), sink)
     try:
         event_id = sim.schedule("Reboot")
         d.tick()
@@ -253,7 +236,7 @@ def test_an_unchanged_document_costs_no_round_trip_and_an_approval_elsewhere_wak
             assert result.polled and not result.changed
         assert tap.round_trips == before, tap.sql[-10:]
         # `sebridge approve` elsewhere, whose POST did not reach IMDS: the approval is stored ...
-        cli = Store(url, agent="cli")
+        cli = Store(pg_url, agent="cli")
         cli.record_approval(Approval(event_id, "alice", "cli", datetime.now(UTC)))
         cli.close()
         assert sim.start_requests == []
@@ -266,15 +249,15 @@ def test_an_unchanged_document_costs_no_round_trip_and_an_approval_elsewhere_wak
 
 
 def test_a_watching_daemon_posts_an_approval_stored_elsewhere_without_waiting_for_a_tick(
-    url: str, sim: Simulator
+    pg_url: str, sim: Simulator
 ) -> None:
     sink = ListSink()
-    d = daemon(sim, url, sink)
+    d = daemon(sim, pg_url, sink)
     try:
         event_id = sim.schedule("Reboot")
         d.tick()
         d.watch_store()  # as `sebridge run` does; no tick from here on
-        cli = Store(url, agent="cli")  # a Slack click on another agent, say
+        cli = Store(pg_url, agent="cli")  # a Slack click on another agent, say
         cli.record_approval(Approval(event_id, "alice", "slack", datetime.now(UTC)))
         cli.close()
         wait_until(lambda: sim.start_requests, message="the StartRequests POST")
@@ -285,10 +268,10 @@ def test_a_watching_daemon_posts_an_approval_stored_elsewhere_without_waiting_fo
         d.store.close()
 
 
-def test_a_dropped_connection_is_opened_again(url: str) -> None:
-    store = Store(url, exclusive=True)
+def test_a_dropped_connection_is_opened_again(pg_url: str) -> None:
+    store = Store(pg_url, exclusive=True)
     try:
-        cut_off(store, url)  # as a server restart or a network cut does
+        cut_off(store, pg_url)  # as a server restart or a network cut does
         with pytest.raises(StoreError):
             store.events()  # the statement that finds the connection gone
         # Connecting again happens on a thread of its own; meanwhile statements fail at once.
@@ -298,12 +281,12 @@ def test_a_dropped_connection_is_opened_again(url: str) -> None:
 
 
 def test_while_connecting_again_hangs_ticks_fail_at_once_and_nothing_waits_for_it(
-    url: str, sim: Simulator
+    pg_url: str, sim: Simulator
 ) -> None:
     # A host that drops packets: each connection attempt waits connect_timeout (30 s here).
     relay = pg.Relay()
     sink = ListSink()
-    d = daemon(sim, relay.url(url) + "&connect_timeout=30", sink)
+    d = daemon(sim, relay.url(pg_url) + "&connect_timeout=30", sink)
     try:
         d.tick()
         event_id = sim.schedule("Reboot")
@@ -329,9 +312,9 @@ def test_while_connecting_again_hangs_ticks_fail_at_once_and_nothing_waits_for_i
         relay.close()
 
 
-def test_passwords_never_appear_in_errors(url: str) -> None:
+def test_passwords_never_appear_in_errors(pg_url: str) -> None:
     no_server = f"postgresql://sebridge:{SECRET}@127.0.0.1:{free_port()}/sebridge"
-    database = url.rpartition("/")[2]
+    database = pg_url.rpartition("/")[2]
     no_role = f"postgresql://nobody-here:{SECRET}@127.0.0.1:5432/{database}"
     in_query = f"postgresql://127.0.0.1:{free_port()}/db?user=u&password={SECRET}"
     for bad in (no_server, no_role, in_query):
@@ -342,14 +325,14 @@ def test_passwords_never_appear_in_errors(url: str) -> None:
 
 
 def test_what_imds_showed_while_the_database_was_away_is_recorded_when_it_returns(
-    url: str, sim: Simulator
+    pg_url: str, sim: Simulator
 ) -> None:
     sink = ListSink()
-    d = daemon(sim, url, sink)
+    d = daemon(sim, pg_url, sink)
     try:
         d.tick()
         event_id = sim.schedule("Reboot")
-        cut_off(d.store, url)  # as a server restart or a network cut does
+        cut_off(d.store, pg_url)  # as a server restart or a network cut does
         with pytest.raises(StoreError):
             d.tick()  # the document changed; the store cannot take it
         # The same document, unchanged at IMDS, recorded once the store is back.

@@ -35,13 +35,6 @@ def teams() -> Iterator[FakeTeams]:
 
 
 @pytest.fixture
-def sim() -> Iterator[Simulator]:
-    # An approved event stays Scheduled until the test starts it.
-    with Simulator(port=0, vm_name="vm0", approval_delay=3600) as simulator:
-        yield simulator
-
-
-@pytest.fixture
 def make_bridge(
     sim: Simulator, teams: FakeTeams, tmp_path: Path
 ) -> Iterator[Callable[..., LinkBridge]]:
