@@ -9,10 +9,10 @@ from typing import Any
 import requests
 from tests.helpers import wait_until
 
-from sebridge.config import Config, from_mapping
-from sebridge.daemon import Daemon
+from sebridge.config import Config
+from sebridge.integrations.registry import config_from_mapping as from_mapping
 from sebridge.links import LinkSigner
-from sebridge.runtime import build_daemon, link_signer
+from sebridge.runtime import build_runner, link_signer
 from sebridge.simulator import Simulator
 from sebridge.web.server import HttpServer
 
@@ -43,8 +43,9 @@ class LinkBridge:
             },
             environ={},
         )
-        self.daemon: Daemon = build_daemon(self.config, serve=True)
-        (server,) = (s for s in self.daemon.services if isinstance(s, HttpServer))
+        self.runner = build_runner(self.config)
+        self.daemon = self.runner.daemon
+        (server,) = (s for s in self.runner.services if isinstance(s, HttpServer))
         self.base = f"http://127.0.0.1:{server.port}"
         signer = link_signer(self.config, self.daemon.store)
         assert signer is not None
@@ -53,10 +54,7 @@ class LinkBridge:
         self.http.trust_env = False  # no proxy between us and 127.0.0.1
         self._stop = threading.Event()
         self._thread = threading.Thread(
-            target=self.daemon.run,
-            args=(POLL,),
-            kwargs={"stop": self._stop, "shutdown_grace": 1.0},
-            name="daemon-run",
+            target=self.runner.run, args=(self._stop,), name="daemon-run"
         )
         self._thread.start()
 
@@ -64,7 +62,7 @@ class LinkBridge:
         self.http.close()  # a kept-alive connection would hold waitress for its idle timeout
         self._stop.set()
         self._thread.join(15)
-        assert not self._thread.is_alive(), "daemon.run() did not return"
+        assert not self._thread.is_alive(), "runner.run() did not return"
 
     def schedule(self, event_type: str = "Redeploy", **options: Any) -> str:
         event_id = self.sim.schedule(event_type, **options)

@@ -16,7 +16,7 @@ from tests.helpers import wait_until
 from tests.link_bridge import PUBLIC, LinkBridge
 
 from sebridge import commands
-from sebridge.config import from_mapping
+from sebridge.integrations.registry import config_from_mapping as from_mapping
 from sebridge.links import LinkSigner
 from sebridge.simulator import Simulator
 

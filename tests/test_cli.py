@@ -1,4 +1,4 @@
-"""The `sebridge` command-line contract (DESIGN.md "Interfaces", README "Commands").
+"""The `sebridge` command-line contract (README "Commands", docs/ARCHITECTURE.md "Interfaces").
 
 Most commands run in this process through `sebridge.cli.main([...])` with
 stdout/stderr redirected (fast); the ones where the process itself is the

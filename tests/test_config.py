@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sebridge import config
-from sebridge.config import Config, Secret, from_mapping, load
+from sebridge.config import Config, Secret
 from sebridge.config_secrets import Expander
 from sebridge.errors import ConfigError
-from sebridge.runtime import enabled_integrations
+from sebridge.integrations.registry import REGISTRY
+from sebridge.integrations.registry import config_from_mapping as from_mapping
+from sebridge.integrations.registry import enabled as enabled_integrations
+from sebridge.integrations.registry import load_config as load
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "config" / "example.toml"
 SEKRIT = "SEKRIT-7f3a9c"  # recognisable: must never show up in a message or repr
@@ -108,7 +112,10 @@ def test_defaults(dotted: str, expected: object) -> None:
 
 
 def test_defaults_equal_the_class_defaults() -> None:
-    assert load(environ={}) == Config()
+    loaded = load(environ={})
+    # The core's sections from the classes; the integrations' from theirs (the registry's).
+    assert replace(loaded, sections={}) == Config()
+    assert loaded.sections == {i.name: i.settings() for i in REGISTRY if i.settings is not None}
     assert sinks(load(environ={})) == ("console",)
 
 
@@ -691,7 +698,7 @@ def test_example_loads_without_environment() -> None:
     assert cfg.source == str(EXAMPLE)
     assert sinks(cfg) == ("console",)
     assert cfg.warnings == ()
-    defaults = Config().redacted()
+    defaults = from_mapping({}, environ={}).redacted()
     for name, section in cfg.redacted().items():
         for key, value in section.items():
             if (name, key) not in {

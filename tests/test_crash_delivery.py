@@ -76,11 +76,11 @@ class Daemon:
         self.store = Store(url, agent="vm0")
         self.store.outbox.release_own_claims()  # as `sebridge run` does after a crash
         self.sink = sink
-        self.dispatcher = Dispatcher(self.store, [sink], vm_name=lambda: "vm0")
+        self.dispatcher = Dispatcher(self.store, {sink.name: sink}, vm_name=lambda: "vm0")
 
     def deliver(self) -> None:
         try:
-            self.dispatcher.deliver_due(self.sink)
+            self.dispatcher.deliver_due(self.sink.name)
         finally:
             self.store.close()
 
@@ -234,7 +234,7 @@ def test_slack_killed_before_posting_loses_nothing(url: str, slack: FakeSlack) -
 
 
 def test_the_readme_promises_what_is_built_no_more() -> None:
-    # DESIGN.md "Delivery guarantees": at least once; never twice where the sink lets us
+    # docs/ARCHITECTURE.md "Delivery": at least once; never twice where the sink lets us
     # check; an unchecked sink may repeat one message after a crash. Not "exactly once".
     readme = " ".join((Path(__file__).parent.parent / "README.md").read_text().split())
     assert "exactly once" not in readme

@@ -79,7 +79,7 @@ def test_the_cli_works_beside_the_daemon_and_an_approval_it_could_not_post_is_ca
         assert event_id in done.stdout or args == ["check"]
     # `sebridge approve` on a machine whose IMDS does not list the event (it does not even
     # answer): it records the approval, never POSTs it, and leaves it to the daemon, which
-    # nothing else tells.
+    # nothing else tells; it says what the daemon did once the daemon has done it.
     elsewhere = write_config(
         tmp_path / "elsewhere.toml",
         endpoint=f"http://127.0.0.1:{free_port()}",
@@ -88,9 +88,9 @@ def test_the_cli_works_beside_the_daemon_and_an_approval_it_could_not_post_is_ca
     )
     approved = run_cli("approve", event_id, "--as", "alice", "--config", str(elsewhere))
     assert approved.returncode == 0, approved.stderr
-    assert "a daemon whose IMDS lists the event sends StartRequests" in approved.stdout
-    # The daemon hears the commit (NOTIFY) at its next tick: no idle timeout to wait out.
-    wait_until(lambda: sim.start_requests == [event_id], message="the daemon's StartRequests")
+    assert f"approved {event_id} as alice: StartRequests sent to IMDS" in approved.stdout
+    # The daemon heard the commit (NOTIFY) at once: no idle timeout to wait out.
+    assert sim.start_requests == [event_id]
     line = wait_line(tmp_path / "events.jsonl", event_id, "approved")
     assert line["actor"] == "alice"
     assert pg.query(pg_url, "SELECT actor, state FROM approvals") == [("alice", "posted")]

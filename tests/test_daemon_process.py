@@ -37,7 +37,7 @@ from helpers import (
     wait_until,
     write_config,
 )
-from sebridge.config import load
+from sebridge.integrations.registry import load_config as load
 from sebridge.runtime import build_daemon
 from sebridge.simulator import Simulator
 
@@ -402,8 +402,8 @@ def test_imds_down_for_a_minute_invents_no_transition(tmp_path: Path) -> None:
     daemon = build_daemon(config)
 
     def deliver() -> None:
-        for sink in daemon.sinks:
-            daemon.dispatcher.deliver_due(sink)
+        for name in daemon.dispatcher.sinks:
+            daemon.dispatcher.deliver_due(name)
 
     def history() -> list[tuple[int, str, str]]:
         return [(h.id, h.transition.kind, h.transition.event_id) for h in daemon.store.history()]

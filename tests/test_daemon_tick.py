@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 import pytest
 
 from helpers import wait_until
+from sebridge.approval.request import ApprovalRequest, OutcomeKind
 from sebridge.daemon import Daemon
-from sebridge.errors import ApprovalError
 from sebridge.imds import ImdsClient
 from sebridge.model import Approval, Receipt
 from sebridge.policy import PolicySettings
@@ -76,11 +76,13 @@ class Harness:
     def _daemon(self) -> Daemon:
         imds = ImdsClient(self.sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None)
         store = Store(self.url, agent="vm0")
-        return Daemon(imds, store, [self.sink], vm_name="vm0", clock=self.clock.now, **self.options)  # type: ignore[arg-type]
+        return Daemon(
+            imds, store, {"list": self.sink}, vm_name="vm0", clock=self.clock.now, **self.options
+        )  # type: ignore[arg-type]
 
     def tick(self) -> None:
         self.daemon.tick()
-        self.daemon.dispatcher.deliver_due(self.sink)
+        self.daemon.dispatcher.deliver_due(self.sink.name)
 
     def restart(self) -> None:
         self.daemon.imds.close()
@@ -138,10 +140,12 @@ def test_freeze_under_nine_seconds_is_approved(h: Harness, duration: int, approv
 def test_a_persons_approval_reaches_imds_once(h: Harness) -> None:
     eid = h.sim.schedule("Reboot")
     h.tick()
-    approval, new = h.daemon.approver.approve(eid.lower(), "alice", "cli")
-    assert new and approval.event_id == eid
-    _, again = h.daemon.approver.approve(eid, "bob", "slack")
-    assert not again
+    first = h.daemon.approvals.request(ApprovalRequest(eid.lower(), "alice", "cli"))
+    assert first.kind == OutcomeKind.APPROVED and first.event_id == eid
+    assert first.approval is not None and first.approval.state == "posted"
+    again = h.daemon.approvals.request(ApprovalRequest(eid, "bob", "slack"))
+    assert again.kind == OutcomeKind.ALREADY
+    assert again.approval is not None and again.approval.actor == "alice"
     h.tick()
     h.tick()
     assert h.sim.start_requests == [eid]
@@ -149,18 +153,21 @@ def test_a_persons_approval_reaches_imds_once(h: Harness) -> None:
     assert (approved.kind, approved.actor, approved.via) == ("approved", "alice", "cli")
 
 
+def _refusal(h: Harness, event_id: str) -> str:
+    outcome = h.daemon.approvals.request(ApprovalRequest(event_id, "a", "cli"))
+    assert outcome.kind == OutcomeKind.REFUSED and outcome.approval is None
+    return outcome.reason
+
+
 def test_approving_unknown_gone_or_started_events_never_reaches_imds(h: Harness) -> None:
-    with pytest.raises(ApprovalError, match="unknown event"):
-        h.daemon.approver.approve("00000000-0000-0000-0000-000000000000", "a", "cli")
+    assert "unknown event" in _refusal(h, "00000000-0000-0000-0000-000000000000")
     started = h.sim.schedule("Reboot", status="Started")
     gone = h.sim.schedule("Reboot")
     h.tick()
     h.sim.complete(gone)
     h.tick()
-    with pytest.raises(ApprovalError, match="already started"):
-        h.daemon.approver.approve(started, "a", "cli")
-    with pytest.raises(ApprovalError, match="gone"):
-        h.daemon.approver.approve(gone, "a", "cli")
+    assert "already started" in _refusal(h, started)
+    assert "gone" in _refusal(h, gone)
     h.tick()
     assert h.sim.posts == []
     assert ("unplanned", started) in h.sink.kinds() and ("cancelled", gone) in h.sink.kinds()
@@ -169,9 +176,9 @@ def test_approving_unknown_gone_or_started_events_never_reaches_imds(h: Harness)
 def test_a_failed_post_is_retried_on_the_next_tick(h: Harness) -> None:
     eid = h.sim.schedule("Reboot")
     h.tick()
-    h.daemon.approver.approve(eid, "alice", "cli")
-    h.sim.inject("500", count=6)  # the GET and the POST, each with the client's 2 retries
-    h.tick()
+    h.sim.inject("500", count=3)  # the POST, with the client's 2 retries
+    held = h.daemon.approvals.request(ApprovalRequest(eid, "alice", "cli"))
+    assert held.kind == OutcomeKind.HELD and "500" in held.reason
     assert h.sim.start_requests == []
     record = h.daemon.store.approval(eid)
     assert record is not None and record.state == "pending" and "500" in (record.last_error or "")
@@ -248,7 +255,7 @@ def test_a_restart_does_not_repeat_transitions(h: Harness) -> None:
 def test_an_event_gone_while_we_were_down_completes_if_approved(h: Harness) -> None:
     eid = h.sim.schedule("Reboot")
     h.tick()
-    h.daemon.approver.approve(eid, "alice", "cli")
+    h.daemon.approvals.request(ApprovalRequest(eid, "alice", "cli"))
     h.tick()
     h.restart()  # the VM rebooted with the event; it is gone when we come back
     h.sim.complete(eid)
@@ -289,9 +296,9 @@ def test_an_approval_imds_refuses_is_reported(h: Harness) -> None:
     eid = h.sim.schedule("Reboot")
     h.tick()
     h.sim.complete(eid)  # gone from IMDS, but the daemon has not polled since
-    h.daemon.approver.approve(eid, "alice", "cli")
-    h.daemon.approver.execute()
-    h.daemon.dispatcher.deliver_due(h.sink)
+    refused = h.daemon.approvals.request(ApprovalRequest(eid, "alice", "cli"))
+    assert refused.kind == OutcomeKind.REFUSED and "IMDS refused it" in refused.reason
+    h.daemon.dispatcher.deliver_due(h.sink.name)
     approval = h.daemon.store.approval(eid)
     assert approval is not None and approval.state == "failed"
     problem = h.sink.sent[-1].transition

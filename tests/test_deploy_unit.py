@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sebridge.config import DispatchConfig, from_mapping
+from sebridge.config import DispatchConfig
+from sebridge.integrations.registry import config_from_mapping as from_mapping
 
 UNIT = Path(__file__).resolve().parent.parent / "deploy" / "sebridge.service"
 

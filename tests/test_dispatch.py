@@ -66,7 +66,9 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 def dispatcher(store: Store, sinks: list[RecordingSink], clock: Clock) -> Dispatcher:
-    return Dispatcher(store, sinks, vm_name=lambda: "vm0", clock=clock, jitter=lambda: 0.5)
+    return Dispatcher(
+        store, {s.name: s for s in sinks}, vm_name=lambda: "vm0", clock=clock, jitter=lambda: 0.5
+    )
 
 
 def schedule(store: Store, sinks: list[str], event_id: str = "E1", at: datetime = T0) -> None:
@@ -78,8 +80,8 @@ def test_each_row_is_delivered_once_with_the_message_data(store: Store, clock: C
     sink = RecordingSink("console")
     schedule(store, ["console"])
     d = dispatcher(store, [sink], clock)
-    assert d.deliver_due(sink) == 1
-    assert d.deliver_due(sink) == 0
+    assert d.deliver_due(sink.name) == 1
+    assert d.deliver_due(sink.name) == 0
     (message,) = sink.sent
     assert message.transition.kind == "scheduled" and message.vm_name == "vm0"
     assert store.outbox.pending_count() == 0
@@ -90,13 +92,13 @@ def test_retryable_failure_backs_off_then_delivers(store: Store, clock: Clock) -
     sink.failures = [RetryableDeliveryError("503"), RetryableDeliveryError("503")]
     schedule(store, ["slack"])
     d = dispatcher(store, [sink], clock)
-    d.deliver_due(sink)
+    d.deliver_due(sink.name)
     assert sink.sent == [] and store.outbox.next_due("slack") == T0 + timedelta(seconds=1)
     clock.now += timedelta(seconds=1)
-    d.deliver_due(sink)
+    d.deliver_due(sink.name)
     assert store.outbox.next_due("slack") == clock.now + timedelta(seconds=2)  # doubled
     clock.now += timedelta(seconds=2)
-    d.deliver_due(sink)
+    d.deliver_due(sink.name)
     assert len(sink.sent) == 1
 
 
@@ -104,7 +106,7 @@ def test_retry_after_is_honoured(store: Store, clock: Clock) -> None:
     sink = RecordingSink("slack")
     sink.failures = [RetryableDeliveryError("ratelimited", retry_after=30)]
     schedule(store, ["slack"])
-    dispatcher(store, [sink], clock).deliver_due(sink)
+    dispatcher(store, [sink], clock).deliver_due(sink.name)
     assert store.outbox.next_due("slack") == T0 + timedelta(seconds=30)
 
 
@@ -113,9 +115,9 @@ def test_permanent_failure_is_recorded_and_not_retried(store: Store, clock: Cloc
     sink.failures = [PermanentDeliveryError("channel_not_found: invite the bot to the channel")]
     schedule(store, ["slack"])
     d = dispatcher(store, [sink], clock)
-    d.deliver_due(sink)
+    d.deliver_due(sink.name)
     clock.now += timedelta(hours=1)
-    assert d.deliver_due(sink) == 0
+    assert d.deliver_due(sink.name) == 0
     record = store.event("E1")
     assert record is not None
     assert record.deliveries[0].state == "failed"
@@ -127,9 +129,9 @@ def test_a_sink_bug_is_retried_not_fatal(store: Store, clock: Clock) -> None:
     sink.failures = [KeyError("oops")]
     schedule(store, ["console"])
     d = dispatcher(store, [sink], clock)
-    d.deliver_due(sink)
+    d.deliver_due(sink.name)
     clock.now += timedelta(seconds=2)
-    d.deliver_due(sink)
+    d.deliver_due(sink.name)
     assert len(sink.sent) == 1
 
 
@@ -140,10 +142,10 @@ def test_retries_stop_an_hour_after_the_event_is_gone(store: Store, clock: Clock
     sink.failures = [RetryableDeliveryError("down")] * 2
     clock.now = T0 + timedelta(minutes=59)
     d = dispatcher(store, [sink], clock)
-    d.deliver_due(sink)
+    d.deliver_due(sink.name)
     assert store.outbox.pending_count() == 1
     clock.now = T0 + timedelta(hours=2)
-    d.deliver_due(sink)
+    d.deliver_due(sink.name)
     assert store.outbox.pending_count() == 0
     record = store.event("E1")
     assert record is not None and "gave up" in (record.deliveries[0].last_error or "")
@@ -154,10 +156,10 @@ def test_the_receipt_reaches_later_transitions(store: Store, clock: Clock) -> No
     sink.receipt = Receipt("C1:1.2", {"channel": "C1", "ts": "1.2"})
     schedule(store, ["slack"])
     d = dispatcher(store, [sink], clock)
-    d.deliver_due(sink)
+    d.deliver_due(sink.name)
     started = event(status="Started")
     store.apply(Document(2, (started,)), [(Transition("started", started, T0), ["slack"])], T0)
-    d.deliver_due(sink)
+    d.deliver_due(sink.name)
     assert sink.sent[0].receipt is None
     assert sink.sent[1].receipt == Receipt("C1:1.2", {"channel": "C1", "ts": "1.2"})
 
@@ -167,7 +169,7 @@ def test_a_hanging_sink_does_not_delay_another(tmp_path: Path) -> None:
     stuck, fine = RecordingSink("jira"), RecordingSink("slack")
     stuck.hang.set()
     schedule(store, ["jira", "slack"], at=datetime.now(UTC))
-    d = Dispatcher(store, [stuck, fine], vm_name=lambda: "vm0")
+    d = Dispatcher(store, {"jira": stuck, "slack": fine}, vm_name=lambda: "vm0")
     d.start()
     try:
         d.wake()
@@ -186,7 +188,7 @@ def test_flush_delivers_what_is_due_and_reports_when_it_cannot(tmp_path: Path) -
     store = Store(f"sqlite:///{tmp_path}/state.db")
     sink = RecordingSink("console")
     schedule(store, ["console"], at=datetime.now(UTC))
-    d = Dispatcher(store, [sink], vm_name=lambda: "vm0")
+    d = Dispatcher(store, {sink.name: sink}, vm_name=lambda: "vm0")
     d.start()
     try:
         assert d.flush(5.0) is True
@@ -204,7 +206,7 @@ def test_messages_carry_the_approval_link_only_while_approvable(store: Store, cl
     sink = RecordingSink("teams")
     d = Dispatcher(
         store,
-        [sink],
+        {sink.name: sink},
         vm_name=lambda: "vm0",
         clock=clock,
         jitter=lambda: 0.5,
@@ -216,7 +218,7 @@ def test_messages_carry_the_approval_link_only_while_approvable(store: Store, cl
         Transition(TransitionKind.APPROVED, event(), T0, actor="x"), ["teams"], T0
     )
     store.record_transition(Transition(TransitionKind.STARTED, started, T0), ["teams"], T0)
-    d.deliver_due(sink)
+    d.deliver_due(sink.name)
     assert [(m.transition.kind, m.approve_url) for m in sink.sent] == [
         ("scheduled", "https://vm0.example.net/approve/E1-token"),
         ("approved", None),
@@ -227,5 +229,5 @@ def test_messages_carry_the_approval_link_only_while_approvable(store: Store, cl
 def test_without_links_no_message_carries_one(store: Store, clock: Clock) -> None:
     sink = RecordingSink("teams")
     schedule(store, ["teams"])
-    dispatcher(store, [sink], clock).deliver_due(sink)
+    dispatcher(store, [sink], clock).deliver_due(sink.name)
     assert [m.approve_url for m in sink.sent] == [None]

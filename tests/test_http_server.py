@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from tests.helpers import wait_until
 
-from sebridge.config import from_mapping
-from sebridge.runtime import build_daemon
+from sebridge.integrations.registry import config_from_mapping as from_mapping
+from sebridge.runner import Runner
+from sebridge.runtime import build_daemon, build_runner
 from sebridge.simulator import Simulator
 from sebridge.web.server import MAX_BODY, HttpServer
 
@@ -238,23 +239,19 @@ def config_for(tmp_path: Path, endpoint: str, **sections: Any) -> Any:
     return from_mapping(data, environ={})
 
 
-def servers(daemon: Any) -> list[HttpServer]:
-    return [s for s in daemon.services if isinstance(s, HttpServer)]
+def servers(runner: Runner) -> list[HttpServer]:
+    return [s for s in runner.services if isinstance(s, HttpServer)]
 
 
 def test_no_server_unless_a_route_needs_it_or_listen_is_set(tmp_path: Path) -> None:
-    daemon = build_daemon(config_for(tmp_path, "http://127.0.0.1:9"), serve=True)
-    assert servers(daemon) == []
-    daemon.store.close()
+    runner = build_runner(config_for(tmp_path, "http://127.0.0.1:9"))
+    assert servers(runner) == []
+    runner.daemon.store.close()
     listening = config_for(tmp_path, "http://127.0.0.1:9", http={"listen": "127.0.0.1:0"})
-    daemon = build_daemon(listening, serve=True)
-    (server,) = servers(daemon)
+    runner = build_runner(listening)
+    (server,) = servers(runner)
     server.stop()
-    daemon.store.close()
-    # `once` never serves.
-    daemon = build_daemon(listening)
-    assert servers(daemon) == []
-    daemon.store.close()
+    runner.daemon.store.close()
 
 
 def test_healthz_of_a_running_daemon(tmp_path: Path, sim: Simulator) -> None:
@@ -265,11 +262,11 @@ def test_healthz_of_a_running_daemon(tmp_path: Path, sim: Simulator) -> None:
         imds={"endpoint": sim.url, "vm_name": "vm0", "poll_interval": 0.2},
         jsonl={"path": str(tmp_path / "events.jsonl")},
     )
-    daemon = build_daemon(config, serve=True)
-    (server,) = servers(daemon)
+    runner = build_runner(config)
+    (server,) = servers(runner)
     stop = threading.Event()
-    runner = threading.Thread(target=daemon.run, args=(0.2,), kwargs={"stop": stop})
-    runner.start()
+    thread = threading.Thread(target=runner.run, args=(stop,))
+    thread.start()
     try:
         sim.schedule("Reboot")
 
@@ -297,8 +294,8 @@ def test_healthz_of_a_running_daemon(tmp_path: Path, sim: Simulator) -> None:
         assert "error" in body["imds"]
     finally:
         stop.set()
-        runner.join(15)
-    assert not runner.is_alive()
+        thread.join(15)
+    assert not thread.is_alive()
 
 
 def test_healthz_fails_when_imds_has_not_answered_for_long(tmp_path: Path) -> None:
@@ -306,12 +303,12 @@ def test_healthz_fails_when_imds_has_not_answered_for_long(tmp_path: Path) -> No
 
     daemon = build_daemon(config_for(tmp_path, "http://127.0.0.1:9"))
     try:
-        status, body = Health(daemon, poll_interval=1.0).report()
+        status, body = Health(Runner(daemon), poll_interval=1.0).report()
         assert status == 503  # never polled
         assert body["status"] == "failing"
         assert body["imds"]["last_good_poll_age_seconds"] is None
         daemon.tick()  # refused: IMDS unreachable
-        status, body = Health(daemon, poll_interval=1.0).report()
+        status, body = Health(Runner(daemon), poll_interval=1.0).report()
         assert status == 503
         assert body["imds"]["reachable"] is False
         assert "127.0.0.1:9" in body["imds"]["error"]
@@ -326,9 +323,9 @@ def test_healthz_fails_when_the_store_cannot_be_written(tmp_path: Path, sim: Sim
     daemon = build_daemon(config_for(tmp_path, sim.url))
     try:
         assert daemon.tick().polled
-        assert Health(daemon, poll_interval=1.0).report()[0] == 200
+        assert Health(Runner(daemon), poll_interval=1.0).report()[0] == 200
         daemon.store.db.execute("PRAGMA query_only = ON")  # every write now fails
-        status, body = Health(daemon, poll_interval=1.0).report()
+        status, body = Health(Runner(daemon), poll_interval=1.0).report()
         assert status == 503
         assert body["store"]["writable"] is False
         assert "readonly" in body["store"]["error"] or "query_only" in body["store"]["error"]
@@ -344,7 +341,7 @@ def test_healthz_after_imds_is_gone_longer_than_ten_polls(tmp_path: Path, sim: S
     try:
         assert daemon.tick().polled
         later = [daemon.poll_state.last_ok]
-        health = Health(daemon, poll_interval=1.0, clock=lambda: later[0])
+        health = Health(Runner(daemon), poll_interval=1.0, clock=lambda: later[0])
         assert health.report()[0] == 200
         later[0] = later[0].__class__.fromtimestamp(time.time() + 31, later[0].tzinfo)
         status, body = health.report()

@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 
 from sebridge import config
-from sebridge.config import Config, from_mapping
+from sebridge.config import Config
 from sebridge.errors import ConfigError
 from sebridge.integrations.jira import JiraSettings
-from sebridge.runtime import enabled_integrations
+from sebridge.integrations.registry import config_from_mapping as from_mapping
+from sebridge.integrations.registry import enabled as enabled_integrations
+from sebridge.integrations.registry import load_config
 
 SEKRIT = "SEKRIT-7f3a9c"
 CLOUD = {"url": "https://x.atlassian.net", "project": "OPS", "email": "a@b.c", "api_token": "t"}
@@ -124,10 +126,10 @@ def test_example_jira_section_loads_uncommented(tmp_path: Path) -> None:
     text = re.sub(r"(?m)^# ((url|email|api_token) = )", r"\1", example.read_text("utf-8"))
     path = tmp_path / "jira.toml"
     path.write_text(text, encoding="utf-8")
-    cfg = config.load(path, environ={"JIRA_API_TOKEN": SEKRIT})
+    cfg = load_config(path, environ={"JIRA_API_TOKEN": SEKRIT})
     assert "jira" in [i.name for i in enabled_integrations(cfg)]
     jira: JiraSettings = cfg.section("jira")
     assert (jira.url, jira.project, jira.cloud) == ("https://example.atlassian.net", "OPS", True)
     with pytest.raises(ConfigError) as info:  # the variable unset: an error, not "off"
-        config.load(path, environ={})
+        load_config(path, environ={})
     assert "JIRA_API_TOKEN" in str(info.value)

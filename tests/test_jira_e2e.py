@@ -18,10 +18,11 @@ from tests.fakes.jira import FakeJira
 from tests.helpers import wait_until
 
 from sebridge import config as config_module
-from sebridge.config import from_mapping
 from sebridge.daemon import Daemon
 from sebridge.integrations.jira.watcher import actor_of
-from sebridge.runtime import build_daemon
+from sebridge.integrations.registry import config_from_mapping as from_mapping
+from sebridge.runner import Runner
+from sebridge.runtime import build_runner
 from sebridge.simulator import Simulator
 
 POLL = 0.2
@@ -50,16 +51,17 @@ def jira_section(fake: FakeJira, wrong_credentials: bool = False, **more: Any) -
 class Bridge:
     jira: FakeJira
     sim: Simulator
-    daemon: Daemon
+    runner: Runner
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
+    @property
+    def daemon(self) -> Daemon:
+        return self.runner.daemon
+
     def start(self) -> Bridge:
         self._thread = threading.Thread(
-            target=self.daemon.run,
-            args=(POLL,),
-            kwargs={"stop": self._stop, "shutdown_grace": 1.0},
-            name="daemon-run",
+            target=self.runner.run, args=(self._stop,), name="daemon-run"
         )
         self._thread.start()
         return self
@@ -68,7 +70,7 @@ class Bridge:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(15)
-            assert not self._thread.is_alive(), "daemon.run() did not return"
+            assert not self._thread.is_alive(), "runner.run() did not return"
 
     def issue(self, event_id: str, timeout: float = 10.0) -> dict[str, Any]:
         found = wait_until(
@@ -113,7 +115,7 @@ def make_bridge(jira: FakeJira, sim: Simulator, tmp_path: Path) -> Iterator[Call
             "dispatch": {"shutdown_grace_seconds": 1.0},
             "jira": jira_section(jira, **more),
         }
-        bridge = Bridge(jira, sim, build_daemon(from_mapping(data, environ={}), serve=True))
+        bridge = Bridge(jira, sim, build_runner(from_mapping(data, environ={})))
         bridges.append(bridge)
         return bridge.start()
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sebridge.config import from_mapping
 from sebridge.errors import ConfigError
+from sebridge.integrations.registry import config_from_mapping as from_mapping
 from sebridge.links import UNKNOWN_EXPIRY, LinkError, LinkSigner, approval_link
 from sebridge.model import ScheduledEvent
 from sebridge.runtime import link_signer

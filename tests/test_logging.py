@@ -11,7 +11,7 @@ import pytest
 
 from fakes.imds_fixture import FixtureImds
 from helpers import run_cli, write_config
-from sebridge.config import from_mapping
+from sebridge.integrations.registry import config_from_mapping as from_mapping
 from sebridge.runtime import configure_logging
 
 

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from helpers import run_cli, write_config
-from sebridge.config import Config, from_mapping
 from sebridge.integrations.base import Integration
 from sebridge.integrations.registry import REGISTRY
-from sebridge.runtime import build_daemon, build_sinks, enabled_integrations
+from sebridge.integrations.registry import config_from_mapping as from_mapping
+from sebridge.integrations.registry import enabled as enabled_integrations
+from sebridge.runtime import build_daemon, build_sinks
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "sebridge"
 INTEGRATIONS = SRC / "integrations"
@@ -66,16 +67,19 @@ def test_the_runtime_builds_a_sink_for_every_enabled_integration(tmp_path: Path)
     )
     names = [i.name for i in enabled_integrations(config)]
     assert names == ["console", "jsonl", "slack"]
-    assert [s.name for s in build_sinks(config)] == names
+    sinks = build_sinks(config)
+    assert list(sinks) == names
+    assert [s.name for s in sinks.values()] == names  # each sink bears its integration's name
     daemon = build_daemon(config)
     try:
-        assert daemon.sinks_for("notify") == names
+        assert daemon.sinks_for("notify") == tuple(names)
+        assert daemon.sinks_for("ignore") == ()
     finally:
         daemon.store.close()
 
 
 def test_the_defaults_turn_on_the_console_alone() -> None:
-    assert [i.name for i in enabled_integrations(Config())] == ["console"]
+    assert [i.name for i in enabled_integrations(from_mapping({}, environ={}))] == ["console"]
 
 
 @pytest.mark.parametrize("command", ["check", "run", "once"])

@@ -29,9 +29,11 @@ from tests.helpers import read_jsonl, wait_until
 
 from sebridge import cli, commands
 from sebridge import config as config_module
-from sebridge.config import Config, from_mapping
+from sebridge.config import Config
 from sebridge.daemon import Daemon
-from sebridge.runtime import build_daemon
+from sebridge.integrations.registry import config_from_mapping as from_mapping
+from sebridge.runner import Runner
+from sebridge.runtime import build_runner
 from sebridge.simulator import Simulator
 from sebridge.web.server import HttpServer
 
@@ -81,18 +83,19 @@ class Bridge:
     slack: FakeSlack
     sim: Simulator
     config: Config
-    daemon: Daemon
+    runner: Runner
     jsonl: Path
     events_url: str = ""  # HTTP mode: http://127.0.0.1:PORT/slack/events
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
+    @property
+    def daemon(self) -> Daemon:
+        return self.runner.daemon
+
     def start(self) -> Bridge:
         self._thread = threading.Thread(
-            target=self.daemon.run,
-            args=(POLL,),
-            kwargs={"stop": self._stop, "shutdown_grace": 1.0},
-            name="daemon-run",
+            target=self.runner.run, args=(self._stop,), name="daemon-run"
         )
         self._thread.start()
         if self.mode == "socket":
@@ -103,7 +106,7 @@ class Bridge:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(15)
-            assert not self._thread.is_alive(), "daemon.run() did not return"
+            assert not self._thread.is_alive(), "runner.run() did not return"
 
     # ---- what people see in the channel
 
@@ -239,8 +242,8 @@ def slack_config(
     return data
 
 
-def _http_port(daemon: Daemon) -> int:
-    (server,) = (s for s in daemon.services if isinstance(s, HttpServer))
+def _http_port(runner: Runner) -> int:
+    (server,) = (s for s in runner.services if isinstance(s, HttpServer))
     return server.port
 
 
@@ -266,9 +269,9 @@ def make_bridge(
         config = from_mapping(
             slack_config(slack, sim, tmp_path, mode, jsonl=jsonl, **options), environ={}
         )
-        daemon = build_daemon(config, serve=True)
-        url = "" if mode == "socket" else f"http://127.0.0.1:{_http_port(daemon)}/slack/events"
-        bridge = Bridge(mode, slack, sim, config, daemon, jsonl, url)
+        runner = build_runner(config)
+        url = "" if mode == "socket" else f"http://127.0.0.1:{_http_port(runner)}/slack/events"
+        bridge = Bridge(mode, slack, sim, config, runner, jsonl, url)
         bridges.append(bridge)
         return bridge.start()
 
@@ -666,10 +669,10 @@ def test_stopping_leaves_no_threads_behind(
 ) -> None:
     before = set(threading.enumerate())
     config = from_mapping(slack_config(slack, sim, tmp_path, mode), environ={})
-    daemon = build_daemon(config, serve=True)
-    bridge = Bridge(mode, slack, sim, config, daemon, tmp_path / "unused.jsonl")
+    runner = build_runner(config)
+    bridge = Bridge(mode, slack, sim, config, runner, tmp_path / "unused.jsonl")
     if mode == "http":
-        bridge.events_url = f"http://127.0.0.1:{_http_port(daemon)}/slack/events"
+        bridge.events_url = f"http://127.0.0.1:{_http_port(runner)}/slack/events"
     bridge.start()
     try:
         event_id = sim.schedule("Reboot")

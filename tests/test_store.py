@@ -226,7 +226,7 @@ def test_approval_is_recorded_once(store: Store) -> None:
 def test_approval_claims_and_outcomes(store: Store) -> None:
     e = event()
     store.apply(Document(1, (e,)), [], T0, approvals=[Approval("E1", "policy", "policy", T0)])
-    assert store.has_pending_approvals()
+    assert store.has_pending_approvals(T0)
     (claimed,) = store.claim_approvals(T0, timedelta(seconds=60))
     assert claimed.actor == "policy"
     assert store.claim_approvals(T0, timedelta(seconds=60)) == []  # held
@@ -235,7 +235,7 @@ def test_approval_claims_and_outcomes(store: Store) -> None:
     assert again.attempts == 1 and again.last_error == "IMDS down"
     approved = Transition(TransitionKind.APPROVED, e, T0, actor="policy", via="policy")
     store.finish_approval("E1", "posted", T0, transition=approved, sinks=["console"])
-    assert not store.has_pending_approvals()
+    assert not store.has_pending_approvals(T0)
     assert store.approved_ids() == {"E1"}
     assert [h.transition.kind for h in store.history()] == ["approved"]
     record = store.event("E1")

@@ -19,6 +19,7 @@ from helpers import wait_until
 from sebridge.daemon import Daemon
 from sebridge.imds import ImdsClient
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
+from sebridge.runner import Runner
 from sebridge.simulator import Simulator
 from sebridge.store import Store
 from sebridge.store.store import STALE
@@ -201,9 +202,9 @@ def test_only_an_agent_that_sees_the_event_claims_its_approval(
     b.apply(Document(1, ()), [], T0)
     # Recorded by b (a click b received), carried out by a, whose IMDS lists the event.
     assert b.record_approval(Approval("E1", "alice", "slack", T0))
-    assert not b.has_pending_approvals()
+    assert not b.has_pending_approvals(T0)
     assert b.claim_approvals(T0, LEASE) == []
-    assert a.has_pending_approvals()
+    assert a.has_pending_approvals(T0)
     assert [r.event_id for r in a.claim_approvals(T0, LEASE)] == ["E1"]
     # Once no agent sees the event, any agent may claim the approval to close it.
     a.finish_approval("E1", "pending", T0)
@@ -301,10 +302,10 @@ def test_a_dead_agents_sightings_stop_counting_a_beating_ones_do_not(url: str) -
 def test_the_daemon_beats_while_it_runs(url: str) -> None:
     with Simulator(vm_name="vm0") as sim:
         store = Store(url, agent="vm0")
-        d = Daemon(ImdsClient(sim.url, timeout=2.0), store, [], vm_name="vm0")
+        d = Daemon(ImdsClient(sim.url, timeout=2.0), store, {}, vm_name="vm0")
         stop = threading.Event()
         runner = threading.Thread(
-            target=d.run, args=(0.2,), kwargs={"stop": stop, "heartbeat": timedelta(seconds=0.2)}
+            target=Runner(d, poll_interval=0.2, heartbeat=timedelta(seconds=0.2)).run, args=(stop,)
         )
         runner.start()
         try:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import query, run_cli, write_config
-from sebridge.config import load
+from sebridge.integrations.registry import load_config as load
 from sebridge.model import Document, ScheduledEvent
 from sebridge.runtime import build_daemon
 from sebridge.simulator import Simulator
@@ -113,8 +113,7 @@ def test_a_jsonl_path_that_became_a_folder_fails_for_good(tmp_path: Path) -> Non
             sim.schedule("Reboot")
             assert daemon.tick().transitions
             os.mkdir(out)
-            (sink,) = daemon.sinks
-            daemon.dispatcher.deliver_due(sink)
+            daemon.dispatcher.deliver_due("jsonl")
         finally:
             daemon.imds.close()
             daemon.store.close()

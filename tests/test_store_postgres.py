@@ -60,7 +60,7 @@ def ticks(d: Daemon) -> bool:
 
 def delivered(d: Daemon, sink: ListSink) -> list[tuple[str, str]]:
     """Deliver what is due; (kind, event id) of everything the sink got."""
-    d.dispatcher.deliver_due(sink)
+    d.dispatcher.deliver_due(sink.name)
     return [(m.transition.kind, m.transition.event_id) for m in sink.sent]
 
 
@@ -84,7 +84,7 @@ class ListSink:
 
 def daemon(sim: Simulator, url: str, sink: ListSink) -> Daemon:
     imds = ImdsClient(sim.url, timeout=2.0, sleep=lambda s: None)
-    return Daemon(imds, Store(url, agent="vm0", exclusive=True), [sink], vm_name="vm0")
+    return Daemon(imds, Store(url, agent="vm0", exclusive=True), {sink.name: sink}, vm_name="vm0")
 
 
 def test_agents_starting_at_once_migrate_once(pg_url: str) -> None:
@@ -227,7 +227,7 @@ def test_an_unchanged_document_costs_no_round_trip_and_an_approval_elsewhere_wak
     try:
         event_id = sim.schedule("Reboot")
         d.tick()
-        d.dispatcher.deliver_due(sink)
+        d.dispatcher.deliver_due(sink.name)
         for _ in range(3):  # settles: the ticks that hear our own commits
             d.tick()
         before = tap.round_trips

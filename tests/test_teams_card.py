@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sebridge.config import from_mapping
 from sebridge.errors import ConfigError, PermanentDeliveryError
+from sebridge.integrations.registry import config_from_mapping as from_mapping
 from sebridge.integrations.teams.card import CardBuilder, escape_markdown, samples
 from sebridge.render import Renderer, relative
 from sebridge.runtime import build_sinks

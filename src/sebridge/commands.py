@@ -9,7 +9,7 @@ from __future__ import annotations
 import getpass
 import os
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import TextIO
 
 from sebridge import command_format as fmt
@@ -18,6 +18,7 @@ from sebridge.approval.states import ApprovalState
 from sebridge.config import Config
 from sebridge.errors import BridgeError
 from sebridge.integrations import registry
+from sebridge.kernel.clock import utcnow
 from sebridge.render import Renderer
 from sebridge.runtime import build_daemon, build_desk, build_imds, build_runner, open_store
 from sebridge.web.link_check import check_links
@@ -74,7 +75,7 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
     """The events in the latest document (and, with --all, those gone in the last day)."""
     out = out or sys.stdout
     store = open_store(config)
-    now = datetime.now(UTC)
+    now = utcnow()
     try:
         records = store.events(include_gone_since=now - timedelta(days=1) if show_all else None)
         polled = store.last_document() is not None

@@ -24,6 +24,7 @@ from pathlib import Path
 from sebridge.approval.request import ApprovalRequest, OutcomeKind
 from sebridge.daemon import Daemon
 from sebridge.integrations.registry import load_config
+from sebridge.kernel.clock import utcnow
 from sebridge.model import EventType
 from sebridge.runtime import build_runner
 from sebridge.simulator import Simulator, demo_scenario
@@ -58,7 +59,7 @@ def run_demo(time_scale: float = 60.0, assume_yes: bool = False) -> int:
         print(f"sebridge demo: IMDS simulator at {sim.url}, {time_scale:g}x real time")
         print(f"store: {folder}/state.db; console sink below\n")
         worker.start()
-        started = datetime.now(UTC)
+        started = utcnow()
         event_ids = sim.load_scenario(demo_scenario())
         try:
             finished = _follow(daemon, started, event_ids, config_path, assume_yes)

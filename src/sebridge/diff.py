@@ -6,7 +6,7 @@ always give the same transitions, in the same order.
 Why by content, never by DocumentIncarnation alone: the incarnation only says
 "something changed". A poll can miss steps (1 -> 3 holds two steps' worth of
 change at once) and the same incarnation may come back with other content, so
-every event is compared field by field (DESIGN.md, "Event lifecycle").
+every event is compared field by field (docs/ARCHITECTURE.md, "Event lifecycle").
 
 Rules, per EventId (compared exactly as strings):
 

@@ -17,11 +17,12 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 from typing import TYPE_CHECKING
 
 from sebridge.daemon import Daemon
 from sebridge.errors import StoreError
+from sebridge.kernel.clock import utcnow
 from sebridge.services import Job, Service, SingleHolder
 from sebridge.store.duties import Duties, Duty
 from sebridge.store.store import HEARTBEAT
@@ -109,7 +110,7 @@ class Runner:
             self._safe_tick,
             "interval",
             seconds=self._poll_interval,
-            next_run_time=datetime.now(UTC),
+            next_run_time=utcnow(),
             max_instances=1,
             coalesce=True,
             misfire_grace_time=None,

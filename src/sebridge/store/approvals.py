@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from sebridge.approval.states import CARRIED_OUT, ApprovalState
 from sebridge.model import Approval, Transition
@@ -39,13 +40,13 @@ class ApprovalTable:
     db: Database
     agent: str
 
-    def lock_events(self, event_ids: Iterable[str]) -> None:
-        raise NotImplementedError  # Store's
+    if TYPE_CHECKING:  # Store's other parts
 
-    def _add_transition(
-        self, transition: Transition, sinks: Sequence[str], now: datetime
-    ) -> int | None:
-        raise NotImplementedError  # Store's
+        def lock_events(self, event_ids: Iterable[str]) -> None: ...
+
+        def _add_transition(
+            self, transition: Transition, sinks: Sequence[str], now: datetime
+        ) -> int | None: ...
 
     def _claimable(self) -> str:
         """SQL (one `?`: now): pending, or claimed by one whose lease ended or who is gone."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from sebridge.store.codec import from_iso, iso, transition_from_json
 from sebridge.store.database import Database
@@ -20,8 +21,9 @@ class HistoryLog:
 
     db: Database
 
-    def lock_events(self, event_ids: Iterable[str]) -> None:
-        raise NotImplementedError  # Store's
+    if TYPE_CHECKING:  # Store's
+
+        def lock_events(self, event_ids: Iterable[str]) -> None: ...
 
     def audit(self, entry: AuditEntry) -> None:
         """Record a refused or otherwise noteworthy action."""

@@ -17,9 +17,9 @@ import fcntl
 import json
 import os
 import socket
-from datetime import UTC, datetime
 
 from sebridge.errors import StoreError, StoreInUseError
+from sebridge.kernel.clock import utcnow
 
 __all__ = ["StoreLock"]
 
@@ -59,7 +59,7 @@ class StoreLock:
         details = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
-            "since": datetime.now(UTC).isoformat(timespec="seconds"),
+            "since": utcnow().isoformat(timespec="seconds"),
         }
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(details) + "\n").encode(), 0)

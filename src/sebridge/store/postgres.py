@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 from collections.abc import Callable, Sequence
 from datetime import UTC
 from typing import Any
@@ -40,9 +39,9 @@ from sebridge.errors import StoreError, StoreInUseError
 from sebridge.kernel.redact import scrub
 from sebridge.store.database import Database, Held
 from sebridge.store.duties import LOCK_KEY, Duties, advisory_key
-from sebridge.store.pg_listen import CHANNEL, WriteListener
+from sebridge.store.pg_listen import WriteListener
 from sebridge.store.pg_reconnect import Reconnect
-from sebridge.store.schema import MIGRATIONS
+from sebridge.store.pg_triggers import renew_triggers
 
 __all__ = ["PostgresDatabase"]
 
@@ -50,28 +49,6 @@ log = logging.getLogger(__name__)
 
 # Advisory lock keys (per database): any fixed 64-bit numbers of our own.
 MIGRATE_LOCK = 0x5EB21D6E0001
-# Every table a migration ever created; those still there lose any trigger of ours
-# (a database may hold other applications' tables too: never touch those), and
-# the tables someone waits for (pg_listen.EVERY_TABLE) get the triggers below, which NOTIFY
-# their name for the writes that give another agent something to do, and for no
-# other: claims, "begun" marks and acks would wake the whole fleet for nothing, and
-# an approval put back after a failed POST would wake its own agent into retrying
-# at once (it retries at its next poll; the heartbeat tells the others).
-_TRIGGERS = {
-    "outbox": (
-        "AFTER INSERT ON outbox FOR EACH STATEMENT",  # new rows to deliver
-        # a row released for anyone to take: a retry, a restarted agent's claims
-        "AFTER UPDATE ON outbox FOR EACH ROW "
-        "WHEN (NEW.state = 'pending' AND NEW.claimed_by IS NULL)",
-    ),
-    "approvals": ("AFTER INSERT ON approvals FOR EACH STATEMENT",),  # new approvals
-}
-_TABLES = tuple(name for m in MIGRATIONS for name in re.findall(r"CREATE TABLE (\w+)", m))
-_EXISTING = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1"
-_NOTIFY_FUNCTION = (
-    "CREATE OR REPLACE FUNCTION sebridge_notify() RETURNS trigger LANGUAGE plpgsql AS "
-    f"$$ BEGIN PERFORM pg_notify('{CHANNEL}', TG_TABLE_NAME); RETURN NULL; END $$"
-)
 # Who holds an advisory lock (by key): for a message naming the other daemon.
 _HOLDER = (
     "SELECT a.client_addr, a.backend_start FROM pg_locks l JOIN pg_stat_activity a "
@@ -199,17 +176,7 @@ class PostgresDatabase(Database):
             self._conn.execute("ROLLBACK")
 
     def _migrated(self) -> None:
-        self._run(_NOTIFY_FUNCTION)
-        # Migrations may have renamed or dropped some of ours.
-        existing = {str(r[0]) for r in self.all(_EXISTING)}
-        for table in (t for t in _TABLES if t in existing):
-            for n in range(2):  # every trigger name we ever used
-                self._run(f"DROP TRIGGER IF EXISTS sebridge_notify{n or ''} ON {table}")
-            for n, when in enumerate(_TRIGGERS.get(table, ())):
-                self._run(
-                    f"CREATE TRIGGER sebridge_notify{n or ''} {when} "
-                    "EXECUTE FUNCTION sebridge_notify()"
-                )
+        renew_triggers(self._run, self.all)
 
     # -- hearing other processes' writes -------------------------------------------------------
 

@@ -13,7 +13,6 @@ from sebridge.store.codec import (
     event_digest,
     event_from_dict,
     event_to_dict,
-    from_iso,
     incarnation_from_db,
     incarnation_to_db,
     iso,
@@ -22,13 +21,11 @@ from sebridge.store.codec import (
     transition_to_json,
 )
 from sebridge.store.connect import open_database
-from sebridge.store.database import Held, Row
+from sebridge.store.database import Held
+from sebridge.store.events import EventReads
 from sebridge.store.history import HistoryLog
 from sebridge.store.outbox import Outbox
-from sebridge.store.records import (
-    DeliveryStatus,
-    EventRecord,
-)
+from sebridge.store.settings import SettingsTable
 
 __all__ = ["Store"]
 
@@ -38,10 +35,9 @@ HEARTBEAT = timedelta(seconds=30)
 STALE = 3 * HEARTBEAT
 # Transitions that annotate an event without moving it along its lifecycle.
 _NOTES = (TransitionKind.TAKEN, TransitionKind.PROBLEM)
-_EVENT_COLUMNS = "event_id, data, state, policy, present, first_seen, last_seen, gone_at"
 
 
-class Store(ApprovalTable, HistoryLog):
+class Store(EventReads, ApprovalTable, HistoryLog, SettingsTable):
     """Everything sebridge remembers. Only this package runs SQL.
 
     Args:
@@ -265,74 +261,3 @@ class Store(ApprovalTable, HistoryLog):
         if row is None:
             return None
         return int(row[0]), event_digest(transition_from_json(row[1]).event)
-
-    def setting(self, key: str) -> str | None:
-        """A value sebridge remembers across restarts (e.g. this VM's name)."""
-        row = self.db.one("SELECT value FROM meta WHERE key = ?", (f"setting.{key}",))
-        return str(row[0]) if row else None
-
-    def remember(self, key: str, value: str) -> None:
-        """Keep a value across restarts."""
-        self.db.execute(
-            "INSERT INTO meta (key, value) VALUES (?, ?) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (f"setting.{key}", value),
-        )
-
-    def remember_first(self, key: str, value: str) -> str:
-        """Keep `value` unless a value is already kept (another agent may race us); return
-        the kept one."""
-        self.db.execute(
-            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
-            (f"setting.{key}", value),
-        )
-        kept = self.setting(key)
-        assert kept is not None  # just written, or there before
-        return kept
-
-    # -- events -------------------------------------------------------------------------------
-
-    def event(self, event_id: str) -> EventRecord | None:
-        """One event by id; ids match case-insensitively (people type GUIDs in lower case)."""
-        row = self.db.one(
-            f"SELECT {_EVENT_COLUMNS} FROM events WHERE lower(event_id) = lower(?)", (event_id,)
-        )
-        return self._event_record(row) if row else None
-
-    def events(self, *, include_gone_since: datetime | None = None) -> list[EventRecord]:
-        """Events in the latest document, plus those gone since the given time."""
-        since = iso(include_gone_since) if include_gone_since else "9999"
-        rows = self.db.all(
-            f"SELECT {_EVENT_COLUMNS} FROM events WHERE present = 1 OR gone_at >= ? "
-            "ORDER BY first_seen, event_id",
-            (since,),
-        )
-        return [self._event_record(row) for row in rows]
-
-    def _event_record(self, row: Row) -> EventRecord:
-        event_id = row[0]
-        return EventRecord(
-            event=event_from_dict(json.loads(row[1])),
-            state=row[2],
-            policy=row[3],
-            present=bool(row[4]),
-            first_seen=from_iso(row[5]),
-            last_seen=from_iso(row[6]),
-            gone_at=from_iso(row[7]) if row[7] else None,
-            approval=self.approval(event_id),
-            deliveries=self._delivery_summary(event_id),
-        )
-
-    def _delivery_summary(self, event_id: str) -> tuple[DeliveryStatus, ...]:
-        """Per sink: failed if any row failed, else pending if any is, else delivered."""
-        rows = self.db.all(
-            "SELECT sink, state, attempts, last_error FROM outbox WHERE event_id = ? ORDER BY id",
-            (event_id,),
-        )
-        worst: dict[str, DeliveryStatus] = {}
-        rank = {"delivered": 0, "pending": 1, "failed": 2}
-        for sink, state, attempts, error in rows:
-            current = worst.get(sink)
-            if current is None or rank.get(state, 1) >= rank.get(current.state, 1):
-                worst[sink] = DeliveryStatus(sink, state, attempts, error)
-        return tuple(worst.values())

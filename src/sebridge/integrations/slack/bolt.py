@@ -1,8 +1,8 @@
 """The Bolt edge: Slack payloads in, `Click`s out. Socket Mode by default, HTTP mode as an option.
 
-Bolt's objects stop here (STYLE: convert at the edge). Every click is acked
-before any work is done, so Slack hears back well within its 3 seconds
-whatever IMDS or the store are doing.
+Bolt's objects stop here (frameworks are converted at the edge: docs/ARCHITECTURE.md).
+Every click is acked before any work is done, so Slack hears back well within
+its 3 seconds whatever IMDS or the store are doing.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ dropped connection) Slack may have posted the message anyway. Before a retry
 posts again, these look for it by the metadata every sebridge message
 carries. The same holds after a crash between the post and its record in the
 store: the attempt was recorded as begun first (Message.maybe_sent). They
-run only then, so Slack's tight history rate limits (and the DESIGN's reason
-to keep receipts in the store) still hold.
+run only then, so Slack's tight history rate limits (the reason receipts are
+kept in the store) still hold.
 """
 
 from __future__ import annotations

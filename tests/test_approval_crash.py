@@ -1,0 +1,104 @@
+"""An approval whose StartRequests POST a kill -9 cut short is sent again as soon as the daemon
+is back: not after the claim's 60 s lease, when a 45 s notice would have run out.
+
+A real `sebridge run` against the IMDS simulator in this process. The approval comes through
+its link (the daemon's HTTP server); IMDS holds the POST unanswered, the daemon is killed
+half a second into it, and started again. IMDS takes a repeated StartRequests for one event
+as one, so sending it again is always safe; not sending it would let the event start
+unapproved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from helpers import DaemonProcess, free_port, lines_of, wait_until, write_config
+from sebridge.links import LinkSigner
+from sebridge.simulator import Simulator
+from sebridge.store import Store
+
+pytestmark = pytest.mark.slow
+
+SECRET = "kill-9-test-link-key-0123456789abcdefghijklmnop"  # 47 bytes
+POLL = 60.0  # no poll between the approval and the kill: IMDS's next request is the POST
+
+
+def _approval_state(url: str, event_id: str) -> str:
+    store = Store(url)
+    try:
+        approval = store.approval(event_id)
+        return approval.state if approval else ""
+    finally:
+        store.close()
+
+
+def test_a_post_cut_short_by_kill_9_is_sent_again_at_restart(
+    tmp_path: Path, sim: Simulator, store_url: str
+) -> None:
+    port = free_port()
+    jsonl = tmp_path / "events.jsonl"
+    cfg = write_config(
+        tmp_path / "sebridge.toml",
+        endpoint=sim.url,
+        store_url=store_url,
+        jsonl=jsonl,
+        poll_interval=POLL,
+        vm_name="vm0",
+        extra=(
+            f'[http]\nlisten = "127.0.0.1:{port}"\npublic_url = "https://vm0.example.net"\n'
+            f'link_secret = "{SECRET}"\n'
+        ),
+    )
+    event_id = sim.schedule("Reboot")
+    first = DaemonProcess(cfg, tmp_path / "first.log")
+    try:
+        wait_until(lambda: lines_of(jsonl, event_id, "scheduled"), 20, message="the event")
+        store = Store(store_url)
+        record = store.event(event_id)
+        store.close()
+        assert record is not None
+        link = f"http://127.0.0.1:{port}/approve/{LinkSigner(SECRET).token_for(record.event)}"
+        sim.inject("hang", seconds=60)  # IMDS takes the POST and never answers it
+        clicked = threading.Thread(
+            target=lambda: _post_ignoring_the_crash(link), name="approval-link", daemon=True
+        )
+        clicked.start()
+        wait_until(
+            lambda: _approval_state(store_url, event_id) == "posting", 10, message="the POST"
+        )
+        time.sleep(0.5)
+        first.kill()  # SIGKILL, half a second into the POST
+    finally:
+        first.kill()
+    assert sim.start_requests == []  # the POST was held, never taken
+    sim.clear_faults()
+
+    restarted_at = time.monotonic()
+    second = DaemonProcess(cfg, tmp_path / "second.log")
+    try:
+        wait_until(
+            lambda: event_id in sim.start_requests,
+            10,
+            message=lambda: f"the StartRequests sent again; log: {second.log_text()}",
+        )
+        again_after = time.monotonic() - restarted_at
+        wait_until(lambda: _approval_state(store_url, event_id) == "posted", 10, message="posted")
+        approved = wait_until(lambda: lines_of(jsonl, event_id, "approved"), 10, message="news")
+    finally:
+        second.kill()
+    assert again_after < 10  # the claim's lease is 60 s: only a released claim gets here
+    assert sim.start_requests == [event_id]
+    assert [line["actor"] for line in approved] == ["approval link"]
+    assert lines_of(jsonl, event_id, "problem") == []  # never "not sent to IMDS"
+
+
+def _post_ignoring_the_crash(link: str) -> None:
+    """The person's browser: its request dies with the daemon."""
+    with contextlib.suppress(requests.RequestException):
+        requests.post(link, data={"name": ""}, timeout=30)
