@@ -70,7 +70,7 @@ def main() -> None:
         tap = pg.RoundTripTap()
         sink = NullSink()
         imds = ImdsClient(sim.url, timeout=2.0)
-        daemon = Daemon(imds, Store(tap.url(url), exclusive=True), [sink], vm_name="vm0")
+        daemon = Daemon(imds, Store(tap.url(url), exclusive=True), {"null": sink}, vm_name="vm0")
         try:
             for _ in range(3):  # first poll, the name from IMDS, our own first commits
                 daemon.tick()
@@ -88,11 +88,13 @@ def main() -> None:
                 recorded.append(cost(daemon.tick))
                 time.sleep(0.05)  # a tick is a poll interval later: our NOTIFY has arrived
                 follow.append(cost(daemon.tick))
-                deliver.append(cost(lambda: daemon.dispatcher.deliver_due(sink)))
+                deliver.append(cost(lambda: daemon.dispatcher.deliver_due("null")))
                 time.sleep(0.05)
                 after.append(cost(daemon.tick))
             baseline = cost(
-                lambda: [daemon.store.has_pending_approvals() for _ in range(args.ticks)]
+                lambda: [
+                    daemon.store.has_pending_approvals(daemon.clock()) for _ in range(args.ticks)
+                ]
             )
         finally:
             imds.close()
