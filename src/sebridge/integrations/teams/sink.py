@@ -12,8 +12,6 @@ urllib3's debug lines are redacted while the sink lives.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 import pymsteams
@@ -23,6 +21,7 @@ from sebridge.errors import PermanentDeliveryError
 from sebridge.integrations.teams.card import CardBuilder
 from sebridge.integrations.teams.errors import answer_error, scrub, transport_error
 from sebridge.integrations.teams.settings import ADAPTIVE
+from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Receipt
 from sebridge.render import Renderer
 from sebridge.sink import Message
@@ -66,12 +65,12 @@ class TeamsSink:
         *,
         format: str = ADAPTIVE,
         timeout: float = 15.0,
-        clock: Callable[[], datetime] | None = None,
+        clock: Clock = utcnow,
     ) -> None:
         self._url = webhook_url
         self._format = format
         self._timeout = timeout
-        self.cards = CardBuilder(renderer, clock) if clock else CardBuilder(renderer)
+        self.cards = CardBuilder(renderer, clock)
         self._session = requests.Session()  # keeps the TLS connection between posts
         self._redact = _RedactUrl(webhook_url)
         for name in _URLLIB3_LOGGERS:
