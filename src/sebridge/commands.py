@@ -46,6 +46,7 @@ def once(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     daemon = build_daemon(config, stdout=sys.stderr if as_json else None)
     try:
+        daemon.take_back_claims()
         result = daemon.tick()
         daemon.dispatcher.start()
         daemon.dispatcher.flush(config.dispatch.shutdown_grace_seconds)

@@ -149,6 +149,14 @@ class Daemon:
             self.dispatcher.wake()
         return result
 
+    def take_back_claims(self) -> None:
+        """Put back what this agent had claimed when its process ended (deliveries, and
+        approvals a crash cut short mid-POST: sent again now, not after their lease). Only
+        a process that holds the store as this agent does this (`run`, `once`), never a CLI
+        beside the daemon."""
+        self.store.outbox.release_own_claims()
+        self.store.release_own_approvals()
+
     def watch_store(self) -> None:
         """Act on other processes' writes as they are committed (PostgreSQL: an approval
         stored by another agent is carried out at once), not at the next poll."""

@@ -92,10 +92,7 @@ class Runner:
         from apscheduler.schedulers.background import BackgroundScheduler
 
         d = self.daemon
-        # Claims this agent held before a crash are ours to take back (an approval cut
-        # short mid-POST is sent again now); only the daemon does this.
-        d.store.outbox.release_own_claims()
-        d.store.release_own_approvals()
+        d.take_back_claims()
         stop = stop or threading.Event()
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGTERM, signal.SIGINT):

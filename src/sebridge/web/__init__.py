@@ -1,1 +1,1 @@
-"""Inbound: the HTTP server (Slack HTTP mode, health), Slack Socket Mode, and click handling."""
+"""The daemon's one HTTP server, the approval page behind its links, and the WSGI types."""
