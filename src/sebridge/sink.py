@@ -12,9 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from sebridge.model import Receipt, Transition
+from sebridge.approval.states import blocker
+from sebridge.model import Receipt, Transition, TransitionKind
 
 __all__ = ["Message", "Sink"]
+
+# Transitions that say the event has an approval (carried out, or not: a problem), and
+# those that say it left IMDS.
+_APPROVAL_NEWS = (TransitionKind.APPROVED, TransitionKind.WOULD_APPROVE, TransitionKind.PROBLEM)
+_ENDS = (TransitionKind.COMPLETED, TransitionKind.CANCELLED)
 
 
 @dataclass(frozen=True)
@@ -55,12 +61,15 @@ class Message:
 
     @property
     def approvable(self) -> bool:
-        """Whether a person can still approve: scheduled, not started, not approved."""
+        """Whether a person can still approve, as of this transition (approval.states)."""
         t = self.transition
         return (
-            t.kind in ("scheduled", "changed", "taken")
-            and not t.event.started
-            and self.approved_by is None
+            blocker(
+                approved=self.approved_by is not None or t.kind in _APPROVAL_NEWS,
+                present=t.kind not in _ENDS,
+                started=t.event.started,
+            )
+            is None
         )
 
 

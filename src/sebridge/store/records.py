@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sebridge.approval.states import CARRIED_OUT, Blocker, blocker
+from sebridge.approval.states import CARRIED_OUT, OPEN, Blocker, blocker
 from sebridge.model import Receipt, ScheduledEvent, Transition
 
 __all__ = [
@@ -38,6 +38,11 @@ class ApprovalRecord:
     def carried_out(self) -> bool:
         """StartRequests went to IMDS (or would have, in dry run): "approved by" holds."""
         return self.state in CARRIED_OUT
+
+    @property
+    def open(self) -> bool:
+        """Not carried out yet: the carrier still owes it a POST (or is sending it now)."""
+        return self.state in OPEN
 
 
 @dataclass(frozen=True)
