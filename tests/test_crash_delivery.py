@@ -51,7 +51,6 @@ class CrashAfter:
     """The real sink, then the process dies before the dispatcher records the outcome."""
 
     def __init__(self, sink: Sink) -> None:
-        self.name = sink.name
         self.sink = sink
 
     def send(self, message: Message) -> Receipt | None:
@@ -72,23 +71,23 @@ class CrashBefore(CrashAfter):
 class Daemon:
     """The store and dispatcher of one daemon process's life."""
 
-    def __init__(self, url: str, sink: Sink) -> None:
+    def __init__(self, url: str, name: str, sink: Sink) -> None:
         self.store = Store(url, agent="vm0")
         self.store.outbox.release_own_claims()  # as `sebridge run` does after a crash
-        self.sink = sink
-        self.dispatcher = Dispatcher(self.store, {sink.name: sink}, vm_name=lambda: "vm0")
+        self.name = name
+        self.dispatcher = Dispatcher(self.store, {name: sink}, vm_name=lambda: "vm0")
 
     def deliver(self) -> None:
         try:
-            self.dispatcher.deliver_due(self.sink.name)
+            self.dispatcher.deliver_due(self.name)
         finally:
             self.store.close()
 
 
-def crash_then_restart(url: str, crashing: Sink, sink: Sink) -> None:
+def crash_then_restart(url: str, crashing: Sink, sink: Sink, name: str = "jsonl") -> None:
     with pytest.raises(Crash):
-        Daemon(url, crashing).deliver()
-    Daemon(url, sink).deliver()
+        Daemon(url, name, crashing).deliver()
+    Daemon(url, name, sink).deliver()
 
 
 def queue(url: str, sink: str, *transitions: Transition) -> None:
@@ -192,7 +191,7 @@ def slack_sink(slack: FakeSlack) -> SlackSink:
 
 def test_slack_killed_after_posting_posts_no_second_message(url: str, slack: FakeSlack) -> None:
     queue(url, "slack", Transition(TransitionKind.SCHEDULED, EVENT, T0))
-    crash_then_restart(url, CrashAfter(slack_sink(slack)), slack_sink(slack))
+    crash_then_restart(url, CrashAfter(slack_sink(slack)), slack_sink(slack), "slack")
     assert len(slack.messages) == 1
     (parent,) = slack.messages.values()
     assert (parent.metadata or {})["event_payload"]["event_id"] == EVENT.event_id
@@ -206,7 +205,7 @@ def test_slack_killed_after_posting_posts_no_second_message(url: str, slack: Fak
         )
     finally:
         store.close()
-    Daemon(url, slack_sink(slack)).deliver()
+    Daemon(url, "slack", slack_sink(slack)).deliver()
     assert len(slack.messages) == 1
     assert len(slack.replies(parent.channel, parent.ts)) == 1
     assert delivered(url) == [("scheduled", 1), ("started", 1)]
@@ -214,9 +213,9 @@ def test_slack_killed_after_posting_posts_no_second_message(url: str, slack: Fak
 
 def test_slack_killed_after_the_thread_reply_replies_once(url: str, slack: FakeSlack) -> None:
     queue(url, "slack", Transition(TransitionKind.SCHEDULED, EVENT, T0))
-    Daemon(url, slack_sink(slack)).deliver()
+    Daemon(url, "slack", slack_sink(slack)).deliver()
     queue(url, "slack", Transition(TransitionKind.STARTED, STARTED, T0 + timedelta(minutes=1)))
-    crash_then_restart(url, CrashAfter(slack_sink(slack)), slack_sink(slack))
+    crash_then_restart(url, CrashAfter(slack_sink(slack)), slack_sink(slack), "slack")
     (parent,) = slack.messages.values()
     assert [
         (m.metadata or {})["event_payload"]["key"] for m in slack.replies(CHANNEL, parent.ts)
@@ -225,7 +224,7 @@ def test_slack_killed_after_the_thread_reply_replies_once(url: str, slack: FakeS
 
 def test_slack_killed_before_posting_loses_nothing(url: str, slack: FakeSlack) -> None:
     queue(url, "slack", Transition(TransitionKind.SCHEDULED, EVENT, T0))
-    crash_then_restart(url, CrashBefore(slack_sink(slack)), slack_sink(slack))
+    crash_then_restart(url, CrashBefore(slack_sink(slack)), slack_sink(slack), "slack")
     assert len(slack.messages) == 1
     assert delivered(url) == [("scheduled", 1)]
 

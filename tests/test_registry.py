@@ -74,9 +74,7 @@ def test_the_runtime_builds_a_sink_for_every_enabled_integration(tmp_path: Path)
     )
     names = [i.name for i in enabled_integrations(config)]
     assert names == ["console", "jsonl", "slack"]
-    sinks = build_sinks(config)
-    assert list(sinks) == names
-    assert [s.name for s in sinks.values()] == names  # each sink bears its integration's name
+    assert list(build_sinks(config)) == names  # each sink by its integration's name
     daemon = build_daemon(config)
     try:
         assert daemon.sinks_for("notify") == tuple(names)

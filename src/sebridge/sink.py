@@ -74,9 +74,8 @@ class Message:
 
 
 class Sink(Protocol):
-    """A place people hear about events."""
-
-    name: str
+    """A place people hear about events. It has no name of its own: the dispatcher knows
+    it by its integration's name (the outbox key), so the two cannot differ."""
 
     def send(self, message: Message) -> Receipt | None:
         """Deliver once. Raises RetryableDeliveryError or PermanentDeliveryError."""

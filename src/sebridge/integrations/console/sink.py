@@ -21,8 +21,6 @@ TEMPLATE = "console/line.j2"
 class ConsoleSink:
     """Readable lines, rendered from templates/console/line.j2."""
 
-    name = "console"
-
     def __init__(
         self,
         renderer: Renderer,

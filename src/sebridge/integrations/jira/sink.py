@@ -65,8 +65,6 @@ class JiraSink:
         lag_waits: pauses between searches after a lost answer (Cloud's index lag).
     """
 
-    name = "jira"
-
     def __init__(
         self,
         api: JiraApi,

@@ -61,8 +61,6 @@ def record(message: Message) -> dict[str, Any]:
 class JsonlSink:
     """Writes one JSON line per transition. path "-" is stdout."""
 
-    name = "jsonl"
-
     def __init__(self, path: str = "-", stream: TextIO | None = None) -> None:
         self._path = path
         self._stream = stream

@@ -90,8 +90,6 @@ class SlackSink:
             `mention_types`, e.g. "<!subteam^S0456EFGH>". Config, not escaped.
     """
 
-    name = "slack"
-
     def __init__(
         self,
         client: WebClient,

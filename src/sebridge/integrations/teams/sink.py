@@ -56,8 +56,6 @@ class TeamsSink:
         timeout: seconds to wait for Teams' answer.
     """
 
-    name = "teams"
-
     def __init__(
         self,
         webhook_url: str,
