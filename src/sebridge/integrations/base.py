@@ -7,8 +7,8 @@ Slack, ...). It lives in `integrations/<name>/` and may bring, each optional:
   field is a key; `config_reader` reads it), plus `validate()` for checks
   beyond types;
 - a sink (outbound: one attempt per `send()`), delivered under the
-  integration's name: the name is the config section, the outbox key and the
-  sink's name at once, by construction;
+  integration's name: the name is the config section and the outbox key at
+  once, by construction (a sink has no name of its own);
 - inbound parts, once the daemon exists: HTTP routes on the daemon's one
   server, background services (Slack Socket Mode) and scheduler jobs;
 - a doctor check for `sebridge check`.
