@@ -193,14 +193,7 @@ class Fleet:
 
     def stop(self) -> None:
         """SIGTERM to every agent at once, SIGKILL to any left after 10 s; then the fakes."""
-        for agent in self.agents:
-            if agent.alive():
-                agent.signal(15)
-        deadline = time.monotonic() + 10
-        for agent in self.agents:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                agent.wait(max(0.1, deadline - time.monotonic()))
-            agent.kill()
+        stop_agents(self.agents, 10)
         for sim in self.sims:
             sim.stop()
         self.slack.stop()
@@ -259,3 +252,15 @@ class Fleet:
                 last, since = self.tap.round_trips, time.monotonic()
             elif time.monotonic() - since >= for_seconds:
                 return
+
+
+def stop_agents(agents: list[DaemonProcess], grace: float) -> None:
+    """SIGTERM to every agent at once, SIGKILL to any left after `grace` seconds."""
+    for agent in agents:
+        if agent.alive():
+            agent.signal(15)
+    deadline = time.monotonic() + grace
+    for agent in agents:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            agent.wait(max(0.1, deadline - time.monotonic()))
+        agent.kill()

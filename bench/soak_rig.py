@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psycopg
 
-from fleet_rig import ROOT
+from fleet_rig import ROOT, stop_agents
 from harness import BenchError, log_tail
 from harness import event_gets as get_times
 from soak_result import PATHS, Result
@@ -234,14 +234,7 @@ class Soak:
         """SIGTERM to every agent at once, SIGKILL after 15 s; then the simulators."""
         self.stopping.set()
         self.pool.shutdown(wait=True, cancel_futures=True)
-        for agent in self.agents:
-            if agent.alive():
-                agent.signal(15)
-        deadline = time.monotonic() + 15
-        for agent in self.agents:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                agent.wait(max(0.1, deadline - time.monotonic()))
-            agent.kill()
+        stop_agents(self.agents, 15)
         for sim in self.sims:
             sim.stop()
         self.db.close()
