@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sebridge.approval.states import ApprovalState, Blocker
+from sebridge.approval.states import Blocker
 from sebridge.store.records import ApprovalRecord, EventRecord
 
 __all__ = ["ApprovalRequest", "Outcome", "OutcomeKind"]
@@ -56,8 +56,3 @@ class Outcome:
     approval: ApprovalRecord | None = None
     record: EventRecord | None = None
     blocker: Blocker | None = None
-
-    @property
-    def dry_run(self) -> bool:
-        """Approved in dry run: announced, nothing sent to IMDS."""
-        return self.approval is not None and self.approval.state == ApprovalState.DRY_RUN

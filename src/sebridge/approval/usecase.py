@@ -115,9 +115,9 @@ class Approvals:
             approval = self._store.approval(event_id)
             assert approval is not None  # recorded before we got here; approvals are never deleted
             left = deadline - time.monotonic()
-            if approval.state not in (ApprovalState.PENDING, ApprovalState.POSTING):
-                return approval
-            if (approval.state == ApprovalState.PENDING and approval.attempts) or left <= 0:
+            # Done with: carried out or closed, or put back after an attempt (IMDS failed).
+            put_back = approval.state == ApprovalState.PENDING and approval.attempts > 0
+            if not approval.open or put_back or left <= 0:
                 return approval
             if self._carrier is not None:
                 self._carrier.wait_round(rounds, min(left, _LOOK_EVERY))
