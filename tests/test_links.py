@@ -78,6 +78,41 @@ def test_tampered_or_malformed_tokens_are_refused(token: str, why: str) -> None:
         signer().verify(token)
 
 
+def _lenient(part: str) -> bytes:
+    return base64.urlsafe_b64decode(part.rstrip("=") + "=" * (-len(part.rstrip("=")) % 4))
+
+
+def _respelled(how: str) -> str:
+    """A valid token written another way that decodes to the same bytes."""
+    token = signer().token(EVENT_ID + "??>>", NOW + timedelta(minutes=15))
+    body, mac = token.split(".")
+    if how == "padded":
+        return f"{body}{'=' * (-len(body) % 4)}.{mac}{'=' * (-len(mac) % 4)}"
+    if how == "standard alphabet":
+        return token.translate(str.maketrans("-_", "+/"))
+    if how == "stray characters":
+        return f"{body[:4]}!{body[4:]}.{mac}"
+    # The MAC's 32 bytes leave 2 unused bits in its last character: set them.
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    last = alphabet[alphabet.index(mac[-1]) | 1]
+    return f"{body}.{mac[:-1]}{last}"
+
+
+@pytest.mark.parametrize(
+    "how", ["padded", "standard alphabet", "stray characters", "unused bits set"]
+)
+def test_only_the_spelling_we_emit_is_accepted(how: str) -> None:
+    token = signer().token(EVENT_ID + "??>>", NOW + timedelta(minutes=15))
+    assert "-" in token or "_" in token  # the alphabets differ in this one
+    other = _respelled(how)
+    assert other != token
+    if how != "stray characters":  # the decoder links used before took each as the same bytes
+        assert [_lenient(p) for p in other.split(".")] == [_lenient(p) for p in token.split(".")]
+    assert signer().verify(token) == EVENT_ID + "??>>"
+    with pytest.raises(LinkError, match="malformed"):
+        signer().verify(other)
+
+
 def test_an_event_without_notbefore_gets_a_bounded_link() -> None:
     event = ScheduledEvent(EVENT_ID, "Reboot", "Scheduled", not_before_text="soon")
     token = signer().token_for(event)
@@ -162,7 +197,7 @@ def test_a_key_is_generated_once_and_kept_in_the_store(tmp_path: Path) -> None:
 
 def test_a_configured_key_wins_and_is_not_stored(tmp_path: Path) -> None:
     key_file = tmp_path / "link.key"
-    key_file.write_text("configured-key-0123456789abcdef\n")
+    key_file.write_text("configured-key-0123456789abcdefghij\n")
     config = from_mapping(
         _config(tmp_path, public_url="https://vm1.example.net", link_secret_file=str(key_file)),
         environ={},
@@ -171,10 +206,30 @@ def test_a_configured_key_wins_and_is_not_stored(tmp_path: Path) -> None:
     configured = link_signer(config, store)
     assert configured is not None
     token = configured.token(EVENT_ID, datetime.now(UTC) + timedelta(minutes=5))
-    assert LinkSigner("configured-key-0123456789abcdef").verify(token) == EVENT_ID
+    assert LinkSigner("configured-key-0123456789abcdefghij").verify(token) == EVENT_ID
     assert store.setting("link_secret") is None
     store.close()
     assert b"configured-key" not in (tmp_path / "state.db").read_bytes()
+
+
+@pytest.mark.parametrize("variant", ["link_secret", "link_secret_file"])
+def test_a_short_configured_key_is_refused_naming_the_key(variant: str, tmp_path: Path) -> None:
+    short = "k7q-short-key-0123456789abcdef"  # 30 bytes: guessed from one link in seconds
+    value = short
+    if variant == "link_secret_file":
+        value = str(tmp_path / "link.key")
+        (tmp_path / "link.key").write_text(short + "\n")
+    with pytest.raises(ConfigError) as caught:
+        from_mapping(_config(tmp_path, public_url="https://vm1.example.net", **{variant: value}))
+    said = str(caught.value)
+    assert f"http.{variant}: is shorter than 32 bytes" in said
+    assert "openssl rand -base64 32" in said
+    assert short not in said and "30" not in said
+
+
+def test_a_32_byte_key_is_taken() -> None:
+    config = from_mapping({"http": {"link_secret": "é" * 16}}, environ={})  # 16 chars, 32 bytes
+    assert config.http.link_secret.reveal() == "é" * 16
 
 
 def test_no_public_url_no_links(tmp_path: Path) -> None:

@@ -108,7 +108,14 @@ class HttpConfig:
 
     listen: str = "127.0.0.1:8787"
     public_url: str = ""
-    link_secret: Secret = _UNSET
+    # Anyone holding one link can test keys offline: a short one is found in seconds.
+    # (A Secret is immutable: one default object may serve every instance.)
+    link_secret: Secret = option(  # noqa: RUF009
+        _UNSET,
+        min_bytes=32,
+        why="make one with `openssl rand -base64 32`, or leave it unset and sebridge"
+        " generates one and keeps it in the store",
+    )
 
     @property
     def listen_host(self) -> str:

@@ -33,11 +33,21 @@ def option(
     gt: float | None = None,
     le: float | None = None,
     choices: tuple[str, ...] = (),
+    min_bytes: int = 0,
     why: str = "",
 ) -> _T:
-    """A config field with a default and limits: numbers in range, strings (or items) in choices."""
+    """A config field with a default and limits: numbers in range, strings (or items) in
+    choices, a secret (when set) at least `min_bytes` long in UTF-8."""
     return field(
-        default=default, metadata={"ge": ge, "gt": gt, "le": le, "choices": choices, "why": why}
+        default=default,
+        metadata={
+            "ge": ge,
+            "gt": gt,
+            "le": le,
+            "choices": choices,
+            "min_bytes": min_bytes,
+            "why": why,
+        },
     )
 
 
@@ -78,7 +88,7 @@ class Reader:
             known.append(f.name)
             if kind is Secret:
                 known.append(f"{f.name}_file")
-                values[f.name] = self._secret(raw, name, f.name)
+                values[f.name] = self._secret(raw, name, f.name, f.metadata)
             elif f.name in raw:
                 try:
                     values[f.name] = self._value(kind, raw[f.name], key, f.metadata)
@@ -116,7 +126,9 @@ class Reader:
             return tuple(_check_choice(self.env.expand(item, key), meta) for item in raw)
         raise TypeError(f"{key}: no reader for {kind!r}")  # a field type this module lacks
 
-    def _secret(self, raw: Mapping[str, Any], section: str, name: str) -> Secret:
+    def _secret(
+        self, raw: Mapping[str, Any], section: str, name: str, meta: Mapping[str, Any]
+    ) -> Secret:
         key = f"{section}.{name}"
         inline = self._string(raw, name, key, secret=True)
         path = self._string(raw, f"{name}_file", f"{key}_file", secret=False)
@@ -124,10 +136,19 @@ class Reader:
             self.problems.append(f"{section}: set {name} or {name}_file, not both")
         elif path:
             try:
-                return Secret(read_secret_file(path))
+                return self._long_enough(Secret(read_secret_file(path)), f"{key}_file", meta)
             except ValueError as exc:
                 self.error(f"{key}_file", str(exc))
-        return Secret(inline)
+        return self._long_enough(Secret(inline), key, meta)
+
+    def _long_enough(self, secret: Secret, key: str, meta: Mapping[str, Any]) -> Secret:
+        """The secret, or an error naming `key` when it is set but too short (the value is
+        never shown, nor its length: a short key is guessed faster knowing it)."""
+        least: int = meta.get("min_bytes") or 0
+        if secret and len(secret.reveal().encode("utf-8")) < least:
+            why = f": {meta['why']}" if meta.get("why") else ""
+            self.error(key, f"is shorter than {least} bytes{why}")
+        return secret
 
     def _string(self, raw: Mapping[str, Any], name: str, key: str, *, secret: bool) -> str:
         """Read a string that feeds a secret. A `${VAR}` that is unset or empty is an

@@ -4,9 +4,12 @@ A token binds an event id and an expiry with HMAC-SHA256 under the link key
 (`[http] link_secret`, or one generated on first start and kept in the
 store, so a fleet sharing a store shares the key). The expiry is the
 event's NotBefore, or `UNKNOWN_EXPIRY` after the link was made when
-NotBefore is unknown. Tokens are URL-safe; the MAC is compared in constant
-time. Single use is not the token's business: an approval is stored once,
-so a second use finds it and sends nothing.
+NotBefore is unknown. Tokens are URL-safe base64 without padding, and only
+that spelling is accepted (base64 decoders also take padding, the standard
+alphabet, stray characters and other spellings of the same bytes: one link
+must be one string). The MAC is compared in constant time. Single use is
+not the token's business: an approval is stored once, so a second use finds
+it and sends nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import re
 import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -40,6 +44,8 @@ UNKNOWN_EXPIRY = timedelta(hours=1)
 _DOMAIN = b"sebridge approval link v1\n"
 _MAC_BYTES = 32
 _MAX_TOKEN = 512  # event ids are GUIDs; anything much longer is not ours
+# The one spelling we emit: two unpadded URL-safe base64 parts.
+_TOKEN = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 
 
 class LinkError(ApprovalError):
@@ -51,7 +57,12 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """The bytes of a part we emitted; ValueError for any other spelling (unused low bits
+    set in the last character would decode to the same bytes)."""
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64(data) != text:
+        raise ValueError("not the canonical encoding")
+    return data
 
 
 def new_link_key() -> str:
@@ -87,7 +98,7 @@ class LinkSigner:
 
     def verify(self, token: str) -> str:
         """The event id a valid, unexpired token names. Raises LinkError otherwise."""
-        if len(token) > _MAX_TOKEN or token.count(".") != 1:
+        if len(token) > _MAX_TOKEN or not _TOKEN.fullmatch(token):
             raise LinkError("malformed approval link")
         body, mac = token.split(".")
         try:
