@@ -36,6 +36,10 @@ class SqliteDatabase(Database):
     """
 
     ID_COLUMN = "INTEGER PRIMARY KEY AUTOINCREMENT"
+    COLUMNS_SQL = (
+        "SELECT m.name, c.name FROM sqlite_master m, pragma_table_info(m.name) c "
+        "WHERE m.type = 'table'"
+    )
 
     def __init__(self, url: str) -> None:
         super().__init__()

@@ -25,6 +25,7 @@ from sebridge.store.database import Held
 from sebridge.store.events import EventReads
 from sebridge.store.history import HistoryLog
 from sebridge.store.outbox import Outbox
+from sebridge.store.schema_check import verify_schema
 from sebridge.store.settings import SettingsTable
 
 __all__ = ["Store"]
@@ -57,6 +58,7 @@ class Store(EventReads, ApprovalTable, HistoryLog, SettingsTable):
             if exclusive:
                 self._lock = self.db.hold_exclusive(agent)
             self.db.migrate()
+            verify_schema(self.db)
         except BaseException:
             self.close()
             raise

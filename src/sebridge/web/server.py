@@ -19,6 +19,7 @@ from typing import Any
 from waitress import wasyncore
 from waitress.server import create_server
 
+from sebridge.web.headers import secure_waitress_errors, secured
 from sebridge.web.wsgi import StartResponse, WsgiApp
 
 __all__ = ["MAX_BODY", "HttpServer"]
@@ -56,7 +57,7 @@ class HttpServer:
         self._routes = dict(routes)
         self._health = health or (lambda: (200, {"status": "ok"}))
         self._server = create_server(
-            self._app,
+            secured(self._app),  # security headers on every answer (web/headers.py)
             host=host,
             port=port,
             threads=4,
@@ -67,6 +68,7 @@ class HttpServer:
             cleanup_interval=1,
             connection_limit=CONNECTION_LIMIT,
         )
+        secure_waitress_errors(self._server)  # and on the answers waitress writes itself
         self._thread: threading.Thread | None = None
 
     @property

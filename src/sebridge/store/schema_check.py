@@ -1,0 +1,57 @@
+"""Whether an opened store has the tables and columns its schema_version promises.
+
+A store whose `meta` says it is up to date migrates nothing, so a table
+dropped or altered by hand (or by a restore of half a backup) would only show
+as a failing statement later, in the middle of a tick. Every open compares
+the store's tables and columns with what the migrations build (found by
+running them on an empty in-memory SQLite database, so the list cannot drift
+from schema.py) and refuses a store that lacks any, naming what is missing.
+See docs/ARCHITECTURE.md, "Seams".
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from sebridge.errors import StoreError
+from sebridge.store.database import Database
+
+__all__ = ["expected_columns", "verify_schema"]
+
+
+@cache
+def expected_columns() -> dict[str, frozenset[str]]:
+    """Each table the migrations build, with its columns."""
+    from sebridge.store.sqlite import SqliteDatabase
+
+    db = SqliteDatabase("sqlite://")
+    try:
+        db.migrate()
+        return _columns(db)
+    finally:
+        db.close()
+
+
+def verify_schema(db: Database) -> None:
+    """Raise StoreError naming every table (or column) the store lacks."""
+    have = _columns(db)
+    missing: list[str] = []
+    for table, columns in sorted(expected_columns().items()):
+        if table not in have:
+            missing.append(f"table {table}")
+            continue
+        missing += [f"column {table}.{c}" for c in sorted(columns - have[table])]
+    if missing:
+        raise StoreError(
+            f"the store at {db.location} lacks {', '.join(missing)}, which its schema_version "
+            "says it has: it was changed outside sebridge; restore it from a backup, or move "
+            "it aside and let sebridge start a new one"
+        )
+
+
+def _columns(db: Database) -> dict[str, frozenset[str]]:
+    found: dict[str, set[str]] = {}
+    for table, column in db.all(db.COLUMNS_SQL):
+        if not str(table).startswith("sqlite_"):  # SQLite's own (AUTOINCREMENT's counters)
+            found.setdefault(str(table), set()).add(str(column))
+    return {table: frozenset(columns) for table, columns in found.items()}

@@ -1,0 +1,76 @@
+"""A store whose tables do not match its schema_version is refused at open, naming what it
+lacks: `check` reports it, `run` exits 1 saying so (no traceback)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from helpers import run_cli, write_config
+from sebridge.errors import StoreError
+from sebridge.store import Store
+from sebridge.store.schema_check import expected_columns
+
+
+def alter(url: str, sql: str) -> None:
+    """Change the store behind sebridge's back, as a person with psql or sqlite3 would."""
+    if url.startswith("sqlite"):
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"))
+        with conn:
+            conn.execute("PRAGMA foreign_keys=OFF")
+            conn.execute(sql)
+        conn.close()
+    else:
+        with psycopg.connect(url, autocommit=True) as pg:
+            pg.execute(sql.replace("DROP TABLE outbox", "DROP TABLE outbox CASCADE"))  # type: ignore[arg-type]
+
+
+def test_the_expected_tables_come_from_the_migrations() -> None:
+    tables = expected_columns()
+    assert {"events", "transitions", "outbox", "approvals", "sightings", "documents"} <= set(tables)
+    assert "claimed_by" in tables["approvals"]  # added by a later migration
+    assert "documents_v3" not in tables  # renamed away by the migration that made it
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ("DROP TABLE outbox", "table outbox"),
+        ("ALTER TABLE approvals DROP COLUMN claimed_by", "column approvals.claimed_by"),
+    ],
+)
+def test_a_store_missing_a_table_or_column_is_refused_naming_it(
+    store_url: str, change: str, named: str
+) -> None:
+    Store(store_url).close()
+    alter(store_url, change)
+    with pytest.raises(StoreError) as caught:
+        Store(store_url)
+    said = str(caught.value)
+    assert f"lacks {named}, which its schema_version says it has" in said
+    assert "restore it from a backup" in said
+
+
+def test_an_intact_store_opens(store_url: str) -> None:
+    Store(store_url).close()
+    Store(store_url).close()  # opened again: nothing to migrate, everything there
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_check_reports_a_missing_table_and_run_refuses_it(tmp_path: Path, command: str) -> None:
+    db = tmp_path / "state.db"
+    cfg = write_config(
+        tmp_path / "sebridge.toml", endpoint="http://127.0.0.1:1", db=db, vm_name="vm0"
+    )
+    Store(f"sqlite:///{db}").close()
+    alter(f"sqlite:///{db}", "DROP TABLE outbox")
+    done = run_cli(command, "--config", str(cfg), timeout=60)
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said
+    assert "lacks table outbox" in said
+    assert "Traceback" not in said
+    if command == "check":
+        assert "problem: store: the store at" in done.stdout
