@@ -67,6 +67,17 @@ _DEAD_PEER = {
     "keepalives_count": 5,
 }
 
+# Every session's server-side deadlines (docs/ARCHITECTURE.md, "Guarantees"): a statement
+# ends after STATEMENT_TIMEOUT, a wait for another agent's row lock after 5 s, and a
+# session left idle inside a transaction (its agent frozen, or cut off mid-transaction)
+# is ended after 30 s, so its row locks do not hold the fleet up. JIT is off: compiling
+# took 0.5 s of a claim whose plan looked costly to the planner and ran in 1 ms.
+STATEMENT_TIMEOUT = 10.0
+_SESSION = (
+    f"-c statement_timeout={int(STATEMENT_TIMEOUT * 1000)} -c lock_timeout=5000 "
+    "-c idle_in_transaction_session_timeout=30000 -c jit=off"
+)
+
 
 class PostgresDatabase(Database):
     """One psycopg connection (autocommit, explicit transactions) shared by the threads."""
@@ -117,6 +128,9 @@ class PostgresDatabase(Database):
         # fail a statement within seconds, not after TCP's retransmissions (minutes).
         for key, value in _DEAD_PEER.items():
             options[key] = given.get(key, value)
+        # Server-side deadlines first, then the URL's own options (which win where they
+        # set the same): see _SESSION.
+        options["options"] = f"{_SESSION} {given.get('options', '')}".strip()
         return psycopg.connect(self._url, **options)
 
     def _open(self) -> psycopg.Connection[Any]:
