@@ -138,7 +138,9 @@ def test_check_valid_file(cfg: str, db: Path) -> None:
     assert code == 0, err
     assert f"configuration: {cfg}: valid" in out
     assert "sinks: console" in out
-    assert db.exists()  # check opens (and creates) the store
+    # A store that is not there yet is said, never created: the daemon creates it.
+    assert not db.exists()
+    assert f"ok: store: {db} does not exist yet" in out
 
 
 def test_check_json(cfg: str, sim: Simulator) -> None:

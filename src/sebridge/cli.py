@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from sebridge import __version__
+from sebridge.unit_credentials import FOLDER as CREDENTIALS_FOLDER
+from sebridge.unit_credentials import UnitCredentials
 
 __all__ = ["main"]
 
@@ -67,14 +69,17 @@ def _parser() -> argparse.ArgumentParser:
     events = command("events", "current events and their state", common, as_json)
     events.add_argument("--all", action="store_true", help="also events gone in the last day")
     events.set_defaults(
-        run=_with_config(lambda cmd, c, a: cmd.events(c, as_json=a.json, show_all=a.all))
+        run=_with_config(
+            lambda cmd, c, a: cmd.events(c, as_json=a.json, show_all=a.all), secrets=False
+        )
     )
     approve = command("approve", "approve an event: IMDS may start it now", common, as_json)
     approve.add_argument("event_id", metavar="EVENT_ID")
     approve.add_argument("--as", dest="actor", help="who approves (default: your user name)")
     approve.set_defaults(
         run=_with_config(
-            lambda cmd, c, a: cmd.approve(c, a.event_id, actor=a.actor, as_json=a.json)
+            lambda cmd, c, a: cmd.approve(c, a.event_id, actor=a.actor, as_json=a.json),
+            secrets=False,
         )
     )
     history = command(
@@ -84,11 +89,24 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--limit", type=int, default=100, help="newest N transitions (100)")
     history.set_defaults(
         run=_with_config(
-            lambda cmd, c, a: cmd.history(c, event_id=a.event_id, limit=a.limit, as_json=a.json)
+            lambda cmd, c, a: cmd.history(c, event_id=a.event_id, limit=a.limit, as_json=a.json),
+            secrets=False,
         )
     )
-    command("check", "validate the configuration and open the store", common, as_json).set_defaults(
-        run=_with_config(lambda cmd, c, a: cmd.check(c, as_json=a.json))
+    check = command("check", "validate the configuration and open the store", common, as_json)
+    check.add_argument(
+        "--credentials",
+        metavar="DIR",
+        default=CREDENTIALS_FOLDER,
+        help="outside the service (CREDENTIALS_DIRECTORY unset), read the unit's "
+        "${CREDENTIALS_DIRECTORY}/sebridge_NAME secrets as DIR/NAME "
+        f"(default: {CREDENTIALS_FOLDER})",
+    )
+    check.set_defaults(
+        run=_with_config(
+            lambda cmd, c, a: cmd.check(c, as_json=a.json, credentials=a.credentials_read),
+            unit_credentials=True,
+        )
     )
 
     simulate = command("simulate", "run the IMDS Scheduled Events simulator (test drain logic)")
@@ -107,15 +125,30 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _with_config(
-    command: Callable[..., int],
+    command: Callable[..., int], *, secrets: bool = True, unit_credentials: bool = False
 ) -> Callable[[argparse.Namespace], int]:
+    """Load the config, then run `command`.
+
+    Args:
+        secrets: False for a command that sends nothing: secrets are not read, so
+            `events`, `history` and `approve` work where only the service has them.
+        unit_credentials: read the unit's credentials from their folder when
+            CREDENTIALS_DIRECTORY is unset (`check`; unit_credentials.py).
+    """
+
     def run(args: argparse.Namespace) -> int:
         from sebridge.errors import BridgeError, ConfigError
         from sebridge.integrations.registry import load_config as load
         from sebridge.runtime import configure_logging
 
+        environ: Mapping[str, str] = os.environ
+        locate = None
+        args.credentials_read = None
+        if unit_credentials and UnitCredentials(args.credentials).applies(environ):
+            unit = UnitCredentials(args.credentials)
+            environ, locate, args.credentials_read = unit.environ(environ), unit.locate, unit.folder
         try:
-            config = load(args.config)
+            config = load(args.config, environ=environ, read_secrets=secrets, locate=locate)
         except ConfigError as exc:
             print(f"sebridge: configuration error: {exc}", file=sys.stderr)
             return USAGE_ERROR

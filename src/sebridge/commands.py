@@ -13,15 +13,20 @@ from datetime import timedelta
 from typing import TextIO
 
 from sebridge import command_format as fmt
+from sebridge import doctor
 from sebridge.approval.request import ApprovalRequest, OutcomeKind
 from sebridge.approval.states import ApprovalState
 from sebridge.config import Config
 from sebridge.errors import BridgeError
-from sebridge.integrations import registry
 from sebridge.kernel.clock import utcnow
-from sebridge.render import Renderer
-from sebridge.runtime import build_daemon, build_desk, build_imds, build_runner, open_store
-from sebridge.web.link_check import check_links
+from sebridge.runtime import (
+    build_daemon,
+    build_desk,
+    build_imds,
+    build_runner,
+    missing_store,
+    open_store,
+)
 
 __all__ = ["approve", "check", "events", "history", "once", "run"]
 
@@ -75,6 +80,9 @@ def once(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
 def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None = None) -> int:
     """The events in the latest document (and, with --all, those gone in the last day)."""
     out = out or sys.stdout
+    if missing_store(config) is not None:  # looked at, never created
+        print("[]" if as_json else f"no events: {_not_yet(config)}", file=out)
+        return OK
     store = open_store(config)
     now = utcnow()
     try:
@@ -133,6 +141,12 @@ def approve(
     process, when no daemon holds the store); the daemon retries a POST that failed."""
     out = out or sys.stdout
     who = actor or os.environ.get("SUDO_USER") or getpass.getuser()
+    if missing_store(config) is not None:
+        print(
+            f"sebridge: approval refused: unknown event {event_id}: {_not_yet(config)}",
+            file=sys.stderr,
+        )
+        return REFUSED
     imds = build_imds(config)
     try:
         desk, store = build_desk(config, imds)
@@ -198,6 +212,12 @@ def history(
 ) -> int:
     """Transitions with their deliveries, oldest first; refused actions after them."""
     out = out or sys.stdout
+    if missing_store(config) is not None:
+        if event_id is not None:
+            print(f"sebridge: unknown event {event_id}: {_not_yet(config)}", file=sys.stderr)
+            return FAILED
+        print("[]" if as_json else f"no history yet: {_not_yet(config)}", file=out)
+        return OK
     store = open_store(config)
     try:
         known = event_id is None or store.event(event_id) is not None
@@ -239,52 +259,27 @@ def history(
     return OK
 
 
-def check(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
-    """Validate the configuration (done by loading it), open the store, try each sink."""
-    out = out or sys.stdout
-    problems: list[str] = []
-    passed: list[str] = []
-    store = None
-    try:
-        store = open_store(config)
-        store.check_integrity()
-    except BridgeError as exc:
-        problems.append(f"store: {exc}")
-        if store is not None:  # opened but corrupt: nothing more to read from it
-            store.close()
-            store = None
-    for finding in check_links(config, store):
-        (passed if finding.ok else problems).append(f"{finding.target}: {finding.message}")
-    if store is not None:
-        store.close()
-    try:
-        build_imds(config).close()
-    except ValueError as exc:
-        problems.append(f"imds: {exc}")
-    renderer = Renderer(config.templates.dir or None)
-    integrations = registry.enabled(config)
-    for integration in integrations:
-        for finding in integration.check(registry.context(integration, config, renderer)):
-            (passed if finding.ok else problems).append(f"{finding.target}: {finding.message}")
-    if as_json:
-        fmt.dump(
-            {
-                "config": config.redacted(),
-                "source": config.source,
-                "warnings": list(config.warnings),
-                "ok": passed,
-                "problems": problems,
-            },
-            out,
-        )
-    else:
-        print(f"configuration: {config.source}: valid", file=out)
-        names = [i.name for i in integrations if i.outbound]
-        print(f"sinks: {', '.join(names) or 'none'}", file=out)
-        for warning in config.warnings:
-            print(f"warning: {warning}", file=out)
-        for line in passed:
-            print(f"ok: {line}", file=out)
-        for problem in problems:
-            print(f"problem: {problem}", file=out)
-    return FAILED if problems else OK
+def _not_yet(config: Config) -> str:
+    return (
+        f"sebridge has not polled IMDS yet: there is no store at {missing_store(config)}"
+        " (is `sebridge run` running?)"
+    )
+
+
+def check(
+    config: Config,
+    *,
+    as_json: bool,
+    out: TextIO | None = None,
+    credentials: str | None = None,
+) -> int:
+    """Validate the configuration (done by loading it), look at the store, try each sink
+    (doctor.py).
+
+    Args:
+        credentials: the folder the unit's secrets were read from, when check read them
+            there itself (unit_credentials.py).
+    """
+    report = doctor.examine(config, credentials=credentials)
+    doctor.show(config, report, out or sys.stdout, as_json=as_json)
+    return FAILED if report.problems else OK

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol
 
@@ -122,13 +122,19 @@ def load(
     *,
     sections: Sections | None = None,
     environ: Mapping[str, str] | None = None,
+    read_secrets: bool = True,
+    locate: Callable[[str], str] | None = None,
 ) -> Config:
     """Find, read and validate the configuration. Raises ConfigError naming file and key.
 
     Args:
         sections: the sections beside the core's (integrations/registry.py's SECTIONS).
+        read_secrets: False for a command that sends nothing: secrets are only known
+            to be set (Secret.unread), never expanded or read.
+        locate: maps a `*_file` secret's path before it is read (unit_credentials.py).
     """
     env = os.environ if environ is None else environ
+    data: dict[str, Any] | None = None
     if path is not None:
         chosen, origin = os.fspath(path), "--config"
     elif env.get(ENV_VAR):
@@ -136,7 +142,20 @@ def load(
     elif os.path.exists(DEFAULT_PATH):
         chosen, origin = DEFAULT_PATH, "the default location"
     else:
-        return from_mapping({}, sections=sections, environ=env, source="defaults")
+        chosen, data = "defaults", {}
+    if data is None:
+        data = _read(chosen, origin)
+    return from_mapping(
+        data,
+        sections=sections,
+        environ=env,
+        source=chosen,
+        read_secrets=read_secrets,
+        locate=locate,
+    )
+
+
+def _read(chosen: str, origin: str) -> dict[str, Any]:
     try:
         with open(chosen, "rb") as fh:
             data = tomllib.load(fh)
@@ -149,7 +168,7 @@ def load(
         raise ConfigError(f"{chosen}: invalid TOML: {exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{chosen}: invalid TOML: the file is not UTF-8 text") from None
-    return from_mapping(data, sections=sections, environ=env, source=chosen)
+    return data
 
 
 def from_mapping(
@@ -158,16 +177,17 @@ def from_mapping(
     sections: Sections | None = None,
     environ: Mapping[str, str] | None = None,
     source: str = "<config>",
+    read_secrets: bool = True,
+    locate: Callable[[str], str] | None = None,
 ) -> Config:
-    """Validate parsed TOML (`{section: {key: value}}`) into a Config."""
+    """Validate parsed TOML (`{section: {key: value}}`) into a Config (see `load`)."""
     env = os.environ if environ is None else environ
-    return _validate(data, sections or _NoSections(), env, source)
+    rd = Reader(env, source, read_secrets=read_secrets, locate=locate)
+    return _validate(data, sections or _NoSections(), rd)
 
 
-def _validate(
-    data: Mapping[str, Any], extra: Sections, environ: Mapping[str, str], source: str
-) -> Config:
-    rd = Reader(environ, source)
+def _validate(data: Mapping[str, Any], extra: Sections, rd: Reader) -> Config:
+    source = rd.source
     known = {**CORE_SECTIONS, **extra.types()}
     for name in data:
         if name not in known:

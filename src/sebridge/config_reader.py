@@ -3,7 +3,10 @@
 A dataclass field is a config key: its annotation says how to read it (bool,
 int, float, str, tuple[str, ...] or Secret), its default is the key's default,
 and its metadata (see `option`) holds limits and choices. Secret fields
-also accept `<name>_file`. Strings are interpolated (config_secrets.Expander).
+also accept `<name>_file`, whose path `locate` may map (config_files: where
+`check` outside the service finds the unit's credentials). Strings are
+interpolated (config_secrets.Expander). With `read_secrets=False` a secret
+is only known to be set (Secret.unread): nothing is expanded or read for it.
 Problems are collected, each naming its full key, and raised together as one
 ConfigError; values that failed keep their defaults meanwhile.
 """
@@ -14,7 +17,7 @@ import difflib
 import json
 import math
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field, fields
 from typing import Any, TypeVar
 
@@ -54,9 +57,18 @@ def option(
 class Reader:
     """Typed reads of config tables from one environment snapshot, collecting problems."""
 
-    def __init__(self, environ: Mapping[str, str], source: str) -> None:
+    def __init__(
+        self,
+        environ: Mapping[str, str],
+        source: str,
+        *,
+        read_secrets: bool = True,
+        locate: Callable[[str], str] | None = None,
+    ) -> None:
         self.env = Expander(environ)
         self.source = source
+        self.read_secrets = read_secrets
+        self._locate = locate or (lambda path: path)
         self.problems: list[str] = []
         self.warnings: list[str] = []
 
@@ -130,13 +142,16 @@ class Reader:
         self, raw: Mapping[str, Any], section: str, name: str, meta: Mapping[str, Any]
     ) -> Secret:
         key = f"{section}.{name}"
+        if not self.read_secrets:
+            return self._unread_secret(raw, section, name)
         inline = self._string(raw, name, key, secret=True)
         path = self._string(raw, f"{name}_file", f"{key}_file", secret=False)
         if inline and path:
             self.problems.append(f"{section}: set {name} or {name}_file, not both")
         elif path:
             try:
-                return self._long_enough(Secret(read_secret_file(path)), f"{key}_file", meta)
+                secret = Secret(read_secret_file(self._locate(path)))
+                return self._long_enough(secret, f"{key}_file", meta)
             except ValueError as exc:
                 self.error(f"{key}_file", str(exc))
         return self._long_enough(Secret(inline), key, meta)
@@ -149,6 +164,21 @@ class Reader:
             why = f": {meta['why']}" if meta.get("why") else ""
             self.error(key, f"is shorter than {least} bytes{why}")
         return secret
+
+    def _unread_secret(self, raw: Mapping[str, Any], section: str, name: str) -> Secret:
+        """Whether the secret is set, from the raw strings alone: nothing is expanded or read."""
+        given = []
+        for k in (name, f"{name}_file"):
+            value = raw.get(k, "")
+            if not isinstance(value, str):
+                self.error(
+                    f"{section}.{k}", f"expected a string, got {_describe(value, secret=True)}"
+                )
+            elif value:
+                given.append(k)
+        if len(given) == 2:
+            self.problems.append(f"{section}: set {name} or {name}_file, not both")
+        return Secret.unread(f"{section}.{given[0]}") if given else Secret()
 
     def _string(self, raw: Mapping[str, Any], name: str, key: str, *, secret: bool) -> str:
         """Read a string that feeds a secret. A `${VAR}` that is unset or empty is an

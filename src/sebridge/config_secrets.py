@@ -1,7 +1,11 @@
 """Secrets and `${VAR}` interpolation for config.py.
 
 `Secret` wraps a token so it cannot leak through `str()`, `repr()`, an
-f-string or a dataclass repr; only `.reveal()` gives the value. `Expander`
+f-string or a dataclass repr; only `.reveal()` gives the value. A command
+that sends nothing (`events`, `history`, `approve`) loads the config without
+reading secrets: each configured one is then `Secret.unread(key)`, true (its
+integration is on) but with no value, and revealing it is an error rather
+than an empty token (docs/ARCHITECTURE.md, "Config"). `Expander`
 replaces `${NAME}` with the environment variable (unset: "", an error for
 secrets: see config_reader) and `$$` with a
 literal `$`, and remembers which variables came up empty for which key, so a
@@ -14,6 +18,8 @@ from __future__ import annotations
 import hmac
 import re
 from collections.abc import Mapping
+
+from sebridge.errors import ConfigError
 
 __all__ = ["Expander", "Secret", "read_secret_file"]
 
@@ -28,20 +34,37 @@ class Secret:
     Equality compares the values in constant time; `reveal()` returns the value.
     """
 
-    __slots__ = ("_value",)
+    __slots__ = ("_unread", "_value")
 
     def __init__(self, value: str = "") -> None:
         self._value = value
+        self._unread = ""  # the key of a configured secret that was not read
+
+    @classmethod
+    def unread(cls, key: str) -> Secret:
+        """A secret the config sets (`key` or `key_file`) but this command did not read."""
+        secret = cls()
+        secret._unread = key
+        return secret
+
+    @property
+    def is_unread(self) -> bool:
+        """Configured, but not read: there is no value to check or use."""
+        return bool(self._unread)
 
     def reveal(self) -> str:
         """The secret itself: pass it to the one call that needs it, never to a log."""
+        if self._unread:
+            # A command that loaded the config without secrets reached for one: a bug,
+            # said plainly instead of sending an empty token.
+            raise ConfigError(f"{self._unread} was not read: this command loads no secrets")
         return self._value
 
     def __bool__(self) -> bool:
-        return bool(self._value)
+        return bool(self._value or self._unread)
 
     def __str__(self) -> str:
-        return "***" if self._value else ""
+        return "***" if self else ""
 
     def __repr__(self) -> str:
         return f"Secret('{self}')"
@@ -49,10 +72,11 @@ class Secret:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Secret):
             return NotImplemented
-        return hmac.compare_digest(self._value.encode(), other._value.encode())
+        same = hmac.compare_digest(self._value.encode(), other._value.encode())
+        return same and self._unread == other._unread
 
     def __hash__(self) -> int:
-        return hash(self._value)
+        return hash((self._value, self._unread))
 
 
 class Expander:

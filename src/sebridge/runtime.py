@@ -9,6 +9,7 @@ See docs/ARCHITECTURE.md.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import sys
 from datetime import timedelta
@@ -41,6 +42,7 @@ __all__ = [
     "build_sinks",
     "configure_logging",
     "link_signer",
+    "missing_store",
     "open_store",
 ]
 
@@ -89,6 +91,15 @@ def open_store(config: Config, *, exclusive: bool = False) -> Store:
     """The store from [store], migrated to the current schema; `exclusive` for the daemon."""
     agent = config.imds.vm_name or socket.gethostname()
     return Store(config.store.url, agent=agent, exclusive=exclusive)
+
+
+def missing_store(config: Config) -> str | None:
+    """The SQLite file of [store] when it does not exist yet (`sebridge run` creates it);
+    commands that only look at the store say so instead of creating it."""
+    path = config.store.sqlite_path
+    if path and path != ":memory:" and not os.path.exists(path):
+        return path
+    return None
 
 
 def _sinks(

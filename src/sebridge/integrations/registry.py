@@ -9,7 +9,7 @@ REGISTRY.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, TextIO
 
@@ -61,17 +61,36 @@ SECTIONS = _Sections()
 
 
 def load_config(
-    path: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None
+    path: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    read_secrets: bool = True,
+    locate: Callable[[str], str] | None = None,
 ) -> Config:
-    """Find, read and validate the configuration, the integrations' sections included."""
-    return config_loader.load(path, sections=SECTIONS, environ=environ)
+    """Find, read and validate the configuration, the integrations' sections included
+    (`read_secrets`, `locate`: see config.load)."""
+    return config_loader.load(
+        path, sections=SECTIONS, environ=environ, read_secrets=read_secrets, locate=locate
+    )
 
 
 def config_from_mapping(
-    data: Mapping[str, Any], *, environ: Mapping[str, str] | None = None, source: str = "<config>"
+    data: Mapping[str, Any],
+    *,
+    environ: Mapping[str, str] | None = None,
+    source: str = "<config>",
+    read_secrets: bool = True,
+    locate: Callable[[str], str] | None = None,
 ) -> Config:
     """Validate parsed TOML into a Config, the integrations' sections included."""
-    return config_loader.from_mapping(data, sections=SECTIONS, environ=environ, source=source)
+    return config_loader.from_mapping(
+        data,
+        sections=SECTIONS,
+        environ=environ,
+        source=source,
+        read_secrets=read_secrets,
+        locate=locate,
+    )
 
 
 def core_of(config: Config) -> Core:

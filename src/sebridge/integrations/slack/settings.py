@@ -81,10 +81,10 @@ def validate(s: SlackSettings, rd: Reader) -> SlackSettings:
             if getattr(s, other):
                 rd.required("slack.bot_token", f"when slack.{other} is set")
         return normalised
-    if not s.bot_token.reveal().startswith("xoxb-"):
+    if not s.bot_token.is_unread and not s.bot_token.reveal().startswith("xoxb-"):
         kind = slack_token_kind(s.bot_token.reveal())
         rd.error("slack.bot_token", f"expected a bot token (xoxb-...), got {kind}")
-    if s.app_token and not s.app_token.reveal().startswith("xapp-"):
+    if s.app_token and not s.app_token.is_unread and not s.app_token.reveal().startswith("xapp-"):
         kind = slack_token_kind(s.app_token.reveal())
         rd.error("slack.app_token", f"expected an app-level token (xapp-...), got {kind}")
     if not s.channel:

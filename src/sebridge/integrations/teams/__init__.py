@@ -32,7 +32,7 @@ class Teams(Integration[TeamsSettings]):
         return settings.enabled
 
     def validate(self, settings: TeamsSettings, rd: Reader, core: Core) -> TeamsSettings:
-        return validate(settings, rd, links=core.links)
+        return validate(settings, rd)
 
     def sink(self, ctx: Context[TeamsSettings]) -> Sink:
         from sebridge.integrations.teams.sink import TeamsSink

@@ -45,12 +45,13 @@ def check_teams(settings: TeamsSettings, links: bool) -> list[Finding]:
                 " make sure it is the URL of a channel's webhook",
             )
         )
-    if not links:
+    if not links:  # valid: Teams then only alerts (README, approval links)
         findings.append(
             Finding(
                 "teams",
-                False,
-                "cards carry no Approve… button: set http.public_url (approval links)",
+                True,
+                "approval links are off (http.public_url is not set): cards are alerts without"
+                " an Approve… button",
             )
         )
     return findings

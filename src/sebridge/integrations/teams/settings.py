@@ -39,6 +39,16 @@ _POWER_PLATFORM_HOST = re.compile(r"[a-z0-9.-]+\.environment\.api\.powerplatform
 _CONNECTOR_HOST = re.compile(
     r"([a-z0-9-]+\.)?webhook\.office\.com|outlook\.office(365)?\.com", re.I
 )
+# Hosts of pages, not webhooks: Teams' own web app, and Power Automate's editor.
+_TEAMS_PAGE_HOSTS = frozenset(
+    {
+        "teams.microsoft.com",
+        "teams.live.com",
+        "teams.cloud.microsoft",
+        "make.powerautomate.com",
+        "flow.microsoft.com",
+    }
+)
 KIND_NAMES = {
     WORKFLOWS: "a Workflows (Power Automate) webhook URL",
     CONNECTOR: "an Office 365 connector URL",
@@ -78,19 +88,27 @@ def url_kind(url: str) -> str:
     return OTHER
 
 
-def validate(s: TeamsSettings, rd: Reader, *, links: bool) -> TeamsSettings:
-    """The URL's scheme, and its kind against `format`.
+def validate(s: TeamsSettings, rd: Reader) -> TeamsSettings:
+    """The URL's scheme, a link to Teams itself (not a webhook), and its kind against `format`.
 
-    Args:
-        links: whether approval links are on (`[http] public_url` is set).
+    Without `[http] public_url` Teams is still valid: cards are alerts without an
+    Approve… button, which `sebridge check` says (doctor.py).
     """
-    if not s.enabled:
+    if not s.enabled or s.webhook_url.is_unread:
         return s
     url = s.webhook_url.reveal()
     try:
         webhook_url(url)
     except ValueError as exc:
         rd.error("teams.webhook_url", str(exc))
+        return s
+    if _is_teams_page(url):
+        rd.error(
+            "teams.webhook_url",
+            "is a link to a Teams page (a channel or chat link), not a webhook: in the channel,"
+            ' ... -> Workflows -> "Post to a channel when a webhook request is received", and'
+            " use the URL it shows",
+        )
         return s
     kind = url_kind(url)
     if s.format == MESSAGECARD and kind == WORKFLOWS:
@@ -105,8 +123,14 @@ def validate(s: TeamsSettings, rd: Reader, *, links: bool) -> TeamsSettings:
             " Adaptive Cards, but it may stop working; create a Workflows webhook, or set format ="
             ' "messagecard" for a connector that only takes MessageCards'
         )
-    if not links:
-        rd.warnings.append(
-            "teams: cards carry no Approve button until http.public_url is set (approval links)"
-        )
     return replace(s, webhook_url=Secret(url))
+
+
+def _is_teams_page(url: str) -> bool:
+    """A link people open in Teams or Power Automate (a channel's "Copy link", the flow's
+    editor): pasted by mistake for the webhook, it would answer posts with an HTML page."""
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return False
+    return host in _TEAMS_PAGE_HOSTS
