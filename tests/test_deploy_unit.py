@@ -1,5 +1,8 @@
-"""deploy/sebridge.service does what its comments say (issue 10, item 8): secrets stay in
-root-only files, and the dynamic user the service runs as gets them through LoadCredential=."""
+"""deploy/systemd/sebridge.service does what its comments say (issue 10, item 8): secrets
+stay in root-only files, and the dynamic user the service runs as gets them through
+LoadCredential=; `sebridge check` from a shell reads the same files (issue 17, item 2), and
+the unit starts the sebridge the README installs. tests/test_install.py runs the README's
+install and verifies the unit with systemd-analyze."""
 
 from __future__ import annotations
 
@@ -8,8 +11,10 @@ from pathlib import Path
 
 from sebridge.config import DispatchConfig
 from sebridge.integrations.registry import config_from_mapping as from_mapping
+from sebridge.unit_credentials import CREDENTIAL_ID, FOLDER, UnitCredentials
 
-UNIT = Path(__file__).resolve().parent.parent / "deploy" / "sebridge.service"
+ROOT = Path(__file__).resolve().parent.parent
+UNIT = ROOT / "deploy" / "systemd" / "sebridge.service"
 
 
 def directives() -> dict[str, list[str]]:
@@ -56,3 +61,36 @@ def test_a_stop_fits_inside_the_units_stop_timeout() -> None:
     (timeout,) = directives()["TimeoutStopSec"]
     longest_grace = DispatchConfig.__dataclass_fields__["shutdown_grace_seconds"].metadata["le"]
     assert longest_grace + 1 < float(timeout)
+
+
+def test_check_from_a_shell_reads_the_files_the_unit_loads(tmp_path: Path) -> None:
+    (credential,) = directives()["LoadCredential"]
+    assert credential == f"{CREDENTIAL_ID}:{FOLDER}"
+    # What LoadCredential= shows the service as <id>_<file>, check reads as <folder>/<file>.
+    (tmp_path / "slack-bot-token").write_text("xoxb-on-disk\n")
+    unit = UnitCredentials(str(tmp_path))
+    config = from_mapping(
+        {
+            "slack": {
+                "bot_token_file": f"${{CREDENTIALS_DIRECTORY}}/{CREDENTIAL_ID}_slack-bot-token",
+                "channel": "C0123456789",
+                "app_token": "xapp-1",
+            }
+        },
+        environ=unit.environ({}),
+        locate=unit.locate,
+    )
+    assert config.section("slack").bot_token.reveal() == "xoxb-on-disk"
+
+
+def test_the_unit_starts_the_sebridge_the_readme_installs() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (venv,) = re.findall(r"^python3 -m venv (\S+)$", readme, re.M)
+    (start,) = directives()["ExecStart"]
+    assert start.split() == [
+        f"{venv}/bin/sebridge",
+        "run",
+        "--config",
+        "/etc/sebridge/sebridge.toml",
+    ]
+    assert f"deploy/systemd/{UNIT.name} /etc/systemd/system/{UNIT.name}" in readme
