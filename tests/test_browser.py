@@ -104,7 +104,7 @@ def realistic() -> Message:
         duration_seconds=600,
     )
     link = "https://vm0.example.net/approve/NjAyRDk0NDQ.c2lnbmF0dXJl"
-    return Message(Transition("scheduled", event, now), "vm0", "notify", approve_url=link)
+    return Message(Transition("scheduled", event, now), "vm0", "ask", approve_url=link)
 
 
 RENDER = """

@@ -289,7 +289,7 @@ def test_once_prints_the_console_line(cfg: str, sim: Simulator, db: Path) -> Non
     assert len(lines) == 1, out
     assert "SCHEDULED" in lines[0]
     assert "Reboot" in lines[0]
-    assert "policy=notify" in lines[0]
+    assert "policy=ask" in lines[0]
     assert "vm0 (this VM)" in lines[0]
     assert query(db, "SELECT event_id, kind FROM transitions") == [(event_id, "scheduled")]
 
@@ -360,7 +360,7 @@ def test_events_table_and_json(cfg: str, sim: Simulator) -> None:
         assert column in head
     assert len(rows) == 1
     assert rows[0].split()[:3] == [event_id, "Reboot", "scheduled"]
-    assert "notify" in rows[0]
+    assert "ask" in rows[0]
     assert "console:delivered" in rows[0]
 
     code, out, _ = run("events", "--json", "--config", cfg)
@@ -370,7 +370,7 @@ def test_events_table_and_json(cfg: str, sim: Simulator) -> None:
     assert event["event_id"] == event_id
     assert event["event_type"] == "Reboot"
     assert event["state"] == "scheduled"
-    assert event["policy"] == "notify"
+    assert event["policy"] == "ask"
     assert event["approval"] is None
     assert event["present"] is True
     assert event["deliveries"] == [

@@ -32,7 +32,7 @@ EVENT = ScheduledEvent(
 def line(transition: Transition, **message: object) -> str:
     out = io.StringIO()
     sink = ConsoleSink(Renderer(), stream=out, clock=lambda: NOW)
-    sink.send(Message(transition, "web-1", str(message.pop("policy", "notify")), **message))  # type: ignore[arg-type]
+    sink.send(Message(transition, "web-1", str(message.pop("policy", "ask")), **message))  # type: ignore[arg-type]
     return out.getvalue()
 
 
@@ -46,7 +46,7 @@ def test_scheduled_line_has_what_a_person_needs() -> None:
         "2026-11-23 12:15:00 UTC (in 15m00s)",
         "source=Platform",
         "web-1 (this VM),web-2",
-        "policy=notify",
+        "policy=ask",
         "Host server is undergoing maintenance.",
     ):
         assert part in text

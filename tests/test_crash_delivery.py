@@ -133,7 +133,7 @@ def test_jsonl_killed_before_the_write_loses_nothing(url: str, tmp_path: Path) -
 
 def message(transition_id: int, *, maybe_sent: bool, at: datetime = T0) -> Message:
     t = Transition(TransitionKind.SCHEDULED, EVENT, at)
-    return Message(t, "vm0", "notify", attempt=int(maybe_sent), transition_id=transition_id)
+    return Message(t, "vm0", "ask", attempt=int(maybe_sent), transition_id=transition_id)
 
 
 def test_jsonl_lines_carry_the_transition_id(tmp_path: Path) -> None:

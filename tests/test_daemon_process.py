@@ -137,7 +137,7 @@ def test_scheduled_started_completed_each_delivered_once(
     assert line["event_type"] == "Reboot"
     assert line["status"] == "Scheduled"
     assert line["source"] == "Platform"
-    assert line["policy"] == "notify"
+    assert line["policy"] == "ask"
     assert line["resources"] == [sim.vm_name]
     assert line["this_vm"] is True  # the daemon learnt its name (vm0) from IMDS
 

@@ -13,10 +13,11 @@ import pytest
 
 from helpers import wait_until
 from sebridge.approval.request import ApprovalRequest, OutcomeKind
+from sebridge.config_core import PolicyConfig
 from sebridge.daemon import Daemon
 from sebridge.imds import ImdsClient
 from sebridge.model import Approval, Receipt
-from sebridge.policy import PolicySettings
+from sebridge.policy.compile import build_policy
 from sebridge.simulator import Simulator
 from sebridge.sink import Message
 from sebridge.store import Store
@@ -111,7 +112,7 @@ def test_platform_reboot_is_notified_not_approved(h: Harness) -> None:
     eid = h.sim.schedule("Reboot")
     h.tick()
     assert h.sink.kinds() == [("scheduled", eid)]
-    assert h.sink.sent[0].policy == "notify"
+    assert h.sink.sent[0].policy == "ask"
     h.tick()
     assert h.sim.start_requests == []
 
@@ -198,7 +199,7 @@ def test_dry_run_notifies_but_never_posts(sim: Simulator, clock: FakeClock, url:
 
 
 def test_only_this_vm_ignores_other_vms_events(sim: Simulator, clock: FakeClock, url: str) -> None:
-    h = Harness(sim, clock, url, policy=PolicySettings(only_this_vm=True))
+    h = Harness(sim, clock, url, policy=build_policy(PolicyConfig(only_this_vm=True)))
     sim.schedule("Reboot", resources=["other-vm"])
     mine = sim.schedule("Reboot", resources=["vm0", "other-vm"])
     h.tick()

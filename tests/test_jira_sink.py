@@ -73,7 +73,8 @@ def message(kind: str, receipt: Receipt | None = None, attempt: int = 0, **more:
     t = Transition(
         kind, more.pop("ev", event()), at, more.pop("changes", ()), *more.pop("who", (None, None))
     )
-    return Message(t, "vm0", "notify", receipt=receipt, attempt=attempt, **more)
+    policy = more.pop("policy", "ask")
+    return Message(t, "vm0", policy, receipt=receipt, attempt=attempt, **more)
 
 
 def test_scheduled_creates_one_labelled_issue(jira: FakeJira) -> None:
@@ -107,6 +108,17 @@ def test_scheduled_creates_one_labelled_issue(jira: FakeJira) -> None:
     sink.send(message("scheduled", ev=replace(event(), event_id="E2")))
     assert [(c.method, c.path) for c in jira.calls[5:]] == [("GET", search), ("POST", "issue")]
     assert [(c.method, c.path) for c in jira.calls[:2]] == [("GET", "serverInfo"), ("GET", "field")]
+
+
+def test_an_inform_event_offers_no_approval(jira: FakeJira) -> None:
+    sink = make_sink(jira, approve_status="Approved")
+    sink.send(
+        message("scheduled", approve_url="https://vm0.example.net/approve/t0k3n", policy="inform")
+    )
+    (issue,) = jira.issues.values()
+    assert "For information (policy): nobody is asked to approve" in issue["description"]
+    assert "Approve it now" not in issue["description"]
+    assert "moving this issue" not in issue["description"]
 
 
 def test_no_approval_link_without_one(jira: FakeJira) -> None:

@@ -77,7 +77,7 @@ def test_the_runtime_builds_a_sink_for_every_enabled_integration(tmp_path: Path)
     assert list(build_sinks(config)) == names  # each sink by its integration's name
     daemon = build_daemon(config)
     try:
-        assert daemon.sinks_for("notify") == tuple(names)
+        assert daemon.sinks_for("ask") == tuple(names)
         assert daemon.sinks_for("ignore") == ()
     finally:
         daemon.store.close()

@@ -168,7 +168,7 @@ def message(kind: str = "scheduled", ev: ScheduledEvent | None = None, **kw: Any
         via=kw.pop("via", None),
         dry_run=kw.pop("t_dry_run", False),
     )
-    return Message(transition=t, vm_name="vm1", policy=kw.pop("policy", "notify"), **kw)
+    return Message(transition=t, vm_name="vm1", policy=kw.pop("policy", "ask"), **kw)
 
 
 def texts(blocks: list[dict[str, Any]]) -> str:
@@ -238,6 +238,15 @@ def test_scheduled_posts_one_parent_message_with_buttons_metadata_and_slack_date
 def test_policy_approve_says_so(fake: _FakeWebApi, sink: SlackSink) -> None:
     sink.send(message(policy="approve"))
     assert "sebridge will approve this at once" in texts(parent(fake)["blocks"])
+
+
+def test_policy_inform_offers_no_approval(fake: _FakeWebApi, sink: SlackSink) -> None:
+    sink.send(message(policy="inform"))
+    posted = parent(fake)
+    assert "inform only (no approval asked; Azure starts it at NotBefore)" in texts(
+        posted["blocks"]
+    )
+    assert actions(posted["blocks"]) == []
 
 
 def test_channel_name_is_replaced_by_the_id_slack_answers(fake: _FakeWebApi) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from sebridge.errors import StoreError
 from sebridge.model import Approval, Document, Receipt, ScheduledEvent, Transition, TransitionKind
+from sebridge.policy import Decision
 from sebridge.store import Store
 from sebridge.store.codec import event_to_dict, transition_to_json
 from sebridge.store.schema import MIGRATIONS
@@ -52,12 +53,16 @@ def test_fresh_store_has_no_document(store: Store) -> None:
 def test_apply_writes_document_events_transitions_and_outbox(store: Store) -> None:
     e = event()
     store.apply(
-        Document(2, (e,)), [(scheduled(e), ["console", "jsonl"])], T0, policies={"E1": "notify"}
+        Document(2, (e,)),
+        [(scheduled(e), ["console", "jsonl"])],
+        T0,
+        decisions={"E1": Decision("inform", "tests", prepare=("drain",), remind=(600, 60))},
     )
     assert store.last_document() == Document(2, (e,))
     record = store.event("E1")
     assert record is not None and record.present and record.state == "scheduled"
-    assert record.policy == "notify"
+    assert record.decision == Decision("inform", "tests", prepare=("drain",), remind=(600, 60))
+    assert record.policy == "inform"
     assert {d.sink for d in record.deliveries} == {"console", "jsonl"}
     assert store.outbox.pending_count() == 2
     (entry,) = store.history()
@@ -151,6 +156,11 @@ def test_a_version_1_sqlite_store_migrates_in_place(tmp_path: Path) -> None:
         (delivery,) = store.outbox.claim("slack", T0, T0 + timedelta(minutes=2))
         # Two attempts before the upgrade: either may have reached Slack.
         assert (delivery.transition, delivery.attempts, delivery.begun) == (scheduled(e), 2, 2)
+        # "notify" was the word for "a person decides" before rules.
+        assert delivery.policy == "ask"
+        record = store.event("E1")
+        assert record is not None
+        assert record.decision == Decision("ask", "decided before policy rules")
     finally:
         store.close()
 

@@ -64,7 +64,7 @@ def message(kind: str = "scheduled", e: ScheduledEvent | None = None, **more: ob
     t = Transition(
         kind, e or event(), NOW, actor=more.pop("actor", None), via=more.pop("via", None)
     )  # type: ignore[arg-type]
-    return Message(t, "vm0", str(more.pop("policy", "notify")), **more)  # type: ignore[arg-type]
+    return Message(t, "vm0", str(more.pop("policy", "ask")), **more)  # type: ignore[arg-type]
 
 
 def sink(url: str, fmt: str = "adaptive") -> TeamsSink:
@@ -76,6 +76,13 @@ def texts(card: dict[str, object]) -> str:
 
 
 # ------------------------------------------------------------------ adaptive through Workflows
+
+
+def test_an_inform_card_offers_no_approval(teams: FakeTeams) -> None:
+    sink(teams.workflows_url).send(message(approve_url=LINK, policy="inform"))
+    (shown,) = teams.wait_shown(1)
+    assert "inform only (no approval asked; Azure starts it at NotBefore)" in texts(shown.card)
+    assert "Approve" not in json.dumps(shown.card.get("actions", []))
 
 
 def test_the_first_card_shows_the_event_and_the_approve_link(teams: FakeTeams) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Protocol
 
 from sebridge import config_checks as checks
@@ -33,6 +33,7 @@ from sebridge.config_core import (
     TemplatesConfig,
     check_core,
 )
+from sebridge.config_policy import HookSettings, check_rules, read_hooks
 from sebridge.config_reader import Reader, did_you_mean
 from sebridge.config_secrets import Secret
 from sebridge.errors import ConfigError
@@ -42,6 +43,7 @@ __all__ = [
     "ENV_VAR",
     "Config",
     "DispatchConfig",
+    "HookSettings",
     "HttpConfig",
     "ImdsConfig",
     "LogConfig",
@@ -86,6 +88,7 @@ class Config:
     Args:
         sections: each integration's section, by name (see `section()`).
         given: the sections ("slack") and keys ("http.listen") the file set.
+        hooks: each `[hooks.<name>]`, by name (config_policy.py).
     """
 
     source: str = "defaults"
@@ -98,6 +101,7 @@ class Config:
     log: LogConfig = field(default_factory=LogConfig)
     sections: Mapping[str, Any] = field(default_factory=dict)
     given: frozenset[str] = frozenset()
+    hooks: Mapping[str, HookSettings] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()  # worth telling a person, not worth refusing to start
 
     def section(self, name: str) -> Any:
@@ -111,6 +115,7 @@ class Config:
             for name, section in self._all_sections()
         }
         out["store"]["url"] = checks.redact_url(self.store.url)
+        out["hooks"] = {name: _plain(hook) for name, hook in self.hooks.items()}
         return out
 
     def _all_sections(self) -> list[tuple[str, Any]]:
@@ -189,8 +194,9 @@ def from_mapping(
 def _validate(data: Mapping[str, Any], extra: Sections, rd: Reader) -> Config:
     source = rd.source
     known = {**CORE_SECTIONS, **extra.types()}
+    hooks = read_hooks(data.get("hooks", {}), rd)
     for name in data:
-        if name not in known:
+        if name not in known and name != "hooks":
             rd.problems.append(_unknown_section(name, data[name], known))
     read = {name: rd.section(name, data.get(name, {}), cls, {}) for name, cls in known.items()}
     rd.raise_problems()  # shape and type problems first: the checks below rely on the types
@@ -204,11 +210,14 @@ def _validate(data: Mapping[str, Any], extra: Sections, rd: Reader) -> Config:
         ]
     )
     core = check_core({name: read[name] for name in CORE_SECTIONS}, rd)
+    policy = core["policy"]
+    rules = check_rules(policy.rules, hooks, given, rd)
     config = Config(
         source=source,
-        **core,
+        **{**core, "policy": replace(policy, rules=rules)},
         sections={name: read[name] for name in known if name not in CORE_SECTIONS},
         given=given,
+        hooks=hooks,
     )
     config = extra.validate(config, rd)
     rd.raise_problems()
@@ -227,5 +236,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Secret):
         return str(value)
     if isinstance(value, tuple):
-        return list(value)
+        return [_plain(v) for v in value]
+    if is_dataclass(value) and not isinstance(value, type):
+        return {k: _plain(v) for k, v in asdict(value).items()}
     return value

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sebridge import config_checks as checks
+from sebridge.config_policy import RuleSettings
 from sebridge.config_reader import Reader, option
 from sebridge.config_secrets import Secret
 from sebridge.imds.client import API_VERSIONS, DEFAULT_API_VERSION
@@ -71,7 +72,11 @@ class StoreConfig:
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    """[policy]: what is approved without a human."""
+    """[policy]: what is approved without a human, what a person is asked, what is ignored.
+
+    `rules` ([[policy.rules]], config_policy.py) decide per event; without them the
+    three keys below shape the built-in rules (policy/compile.py), as before rules existed.
+    """
 
     dry_run: bool = False
     approve_user_events: bool = True
@@ -80,6 +85,8 @@ class PolicyConfig:
         9, ge=0, le=3600, why="a Freeze lasts seconds; 3600 already approves every Freeze"
     )
     only_this_vm: bool = False
+    prepare_lead_seconds: int = option(300, ge=0, le=86400, why="a day")
+    rules: tuple[RuleSettings, ...] = ()
 
 
 @dataclass(frozen=True)

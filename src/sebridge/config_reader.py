@@ -1,7 +1,9 @@
 """Reading one TOML table into a frozen dataclass, strictly, for config.py.
 
 A dataclass field is a config key: its annotation says how to read it (bool,
-int, float, str, tuple[str, ...] or Secret), its default is the key's default,
+int, float, str, tuple[str, ...], tuple[int, ...], Secret, another such
+dataclass (a nested table), a tuple of them (an array of tables, each named
+`key[N]` from 1), or `X | None`: None when the key is absent), its default is the key's default,
 and its metadata (see `option`) holds limits and choices. Secret fields
 also accept `<name>_file`, whose path `locate` may map (config_files: where
 `check` outside the service finds the unit's credentials). Strings are
@@ -13,9 +15,11 @@ ConfigError; values that failed keep their defaults meanwhile.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import math
+import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field, fields
@@ -115,6 +119,31 @@ class Reader:
         return cls(**values)
 
     def _value(self, kind: Any, raw: Any, key: str, meta: Mapping[str, Any]) -> Any:
+        if typing.get_origin(kind) in (types.UnionType, typing.Union):
+            # `X | None`: None is only ever the default (TOML has no null).
+            kind = next(k for k in typing.get_args(kind) if k is not type(None))
+        item = typing.get_args(kind)[0] if typing.get_origin(kind) is tuple else None
+        if dataclasses.is_dataclass(kind) or dataclasses.is_dataclass(item):
+            return self._tables(kind, item, raw, key)
+        if kind == tuple[int, ...]:
+            if not isinstance(raw, list) or not all(
+                isinstance(i, int) and not isinstance(i, bool) for i in raw
+            ):
+                raise ValueError(f"expected a list of integers, got {_describe(raw)}")
+            for number in raw:
+                _check_range(number, meta)
+            return tuple(raw)
+        return self._scalar(kind, raw, key, meta)
+
+    def _tables(self, kind: Any, item: Any, raw: Any, key: str) -> Any:
+        """A nested table (a dataclass), or an array of them: each `key[N]`, from 1."""
+        if item is None:
+            return self.section(key, raw, kind, {})
+        if not isinstance(raw, list):
+            raise ValueError(f"expected an array of tables, got {_describe(raw)}")
+        return tuple(self.section(f"{key}[{n}]", t, item, {}) for n, t in enumerate(raw, 1))
+
+    def _scalar(self, kind: Any, raw: Any, key: str, meta: Mapping[str, Any]) -> Any:
         if kind is bool:
             if not isinstance(raw, bool):
                 raise ValueError(f"expected true or false, got {_describe(raw)}")

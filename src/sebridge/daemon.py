@@ -22,13 +22,15 @@ from datetime import datetime, timedelta
 
 from sebridge.approval.carrier import Carrier
 from sebridge.approval.usecase import Approvals
+from sebridge.config_core import PolicyConfig
 from sebridge.diff import diff
 from sebridge.dispatch import Dispatcher
 from sebridge.errors import ImdsError
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
-from sebridge.policy import APPROVE, NOTIFY, PolicySettings, decide, sinks_for
+from sebridge.policy import APPROVE, NO_MATCH, Decision, Policy, decide, sinks_for
+from sebridge.policy.compile import build_policy
 from sebridge.sink import Sink
 from sebridge.store import Store
 
@@ -63,6 +65,8 @@ class Daemon:
         sinks: each sink by its integration's name (the outbox key).
         vm_name: this VM's name; empty: asked from IMDS (compute name) on the first tick.
         approve_url: an event's signed approval link, for messages (None: links are off).
+        policy: the rules that decide each new event (policy/compile.py: build_policy);
+            None: built-in rules with the default keys.
     """
 
     def __init__(
@@ -71,7 +75,7 @@ class Daemon:
         store: Store,
         sinks: Mapping[str, Sink],
         *,
-        policy: PolicySettings | None = None,
+        policy: Policy | None = None,
         dry_run: bool = False,
         vm_name: str = "",
         retry_for: timedelta = timedelta(hours=1),
@@ -82,7 +86,7 @@ class Daemon:
         self.imds = imds
         self.store = store
         self._sink_names = tuple(sinks)
-        self._policy = policy or PolicySettings()
+        self.policy = policy or build_policy(PolicyConfig())
         # Configured, else learnt from IMDS on an earlier run (so deliveries made
         # before this run's first poll already name this VM), else asked on the
         # first tick.
@@ -124,9 +128,9 @@ class Daemon:
         """This VM's name, as IMDS's Resources spell it."""
         return self._vm_name or socket.gethostname()
 
-    def sinks_for(self, decision: str) -> tuple[str, ...]:
-        """The sinks an event with this policy decision is delivered to (policy.sinks_for)."""
-        return sinks_for(decision, self._sink_names)
+    def sinks_for(self, action: str) -> tuple[str, ...]:
+        """The sinks an event with this policy action is delivered to (policy.sinks_for)."""
+        return sinks_for(action, self._sink_names)
 
     def tick(self) -> TickResult:
         """One poll, end to end."""
@@ -217,19 +221,20 @@ class Daemon:
         transitions = diff(self._previous, document, now, approved)
         # Decided once, when an event is first seen (by this agent: in a fleet the first
         # agent's decision is the one the store keeps).
-        decisions: dict[str, str] = {}
+        decisions: dict[str, Decision] = {}
         approvals: list[Approval] = []
         for t in transitions:
             if t.kind in (TransitionKind.SCHEDULED, TransitionKind.UNPLANNED):
-                decision = decide(t.event, self._policy, self.vm_name())
+                decision = decide(t.event, self.policy, self.vm_name(), now)
                 decisions[t.event_id] = decision
-                if decision == APPROVE:
+                # decide() never approves a started event (nothing to approve).
+                if decision.action == APPROVE:
                     approvals.append(Approval(t.event_id, "policy", "policy", now))
         deliveries = [
-            (t, self.sinks_for(self._decision(t.event_id, decisions))) for t in transitions
+            (t, self.sinks_for(self._decision(t.event_id, decisions).action)) for t in transitions
         ]
         recorded = self.store.apply(
-            document, deliveries, now, policies=decisions, approvals=approvals
+            document, deliveries, now, decisions=decisions, approvals=approvals
         )
         self._previous = document
         result.changed = True
@@ -247,11 +252,11 @@ class Daemon:
             )
         return bool(approvals)
 
-    def _decision(self, event_id: str, fresh: dict[str, str]) -> str:
+    def _decision(self, event_id: str, fresh: dict[str, Decision]) -> Decision:
         if event_id in fresh:
             return fresh[event_id]
         record = self.store.event(event_id)
-        return record.policy if record else NOTIFY
+        return record.decision if record else NO_MATCH
 
     def _store_written(self) -> bool:
         """Whether anyone (this process included) wrote to the store since the last tick."""

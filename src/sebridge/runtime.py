@@ -25,7 +25,8 @@ from sebridge.imds import ImdsClient
 from sebridge.integrations import registry
 from sebridge.integrations.base import Integration
 from sebridge.links import LINK_KEY_SETTING, LinkSigner, approval_link, new_link_key
-from sebridge.policy import PolicySettings, sinks_for
+from sebridge.policy import sinks_for
+from sebridge.policy.compile import build_policy
 from sebridge.render import Renderer
 from sebridge.runner import Runner
 from sebridge.sink import Sink
@@ -137,11 +138,7 @@ def build_daemon(
         build_imds(config),
         store,
         sinks,
-        policy=PolicySettings(
-            approve_user_events=config.policy.approve_user_events,
-            approve_freeze_under_seconds=config.policy.approve_freeze_under_seconds,
-            only_this_vm=config.policy.only_this_vm,
-        ),
+        policy=build_policy(config.policy),
         dry_run=config.policy.dry_run,
         vm_name=config.imds.vm_name,
         retry_for=timedelta(seconds=config.dispatch.retry_for_seconds_after_gone),

@@ -43,11 +43,12 @@ def sample_messages(
     def msg(kind: str, event: ScheduledEvent = full, who: str = actor, **more: Any) -> Message:
         note = "IMDS refused the approval by alice: 400 Bad Request"
         t = Transition(kind, event, now, CHANGES, who, "cli", note=note)
-        return Message(t, vm, more.pop("policy", "notify"), **more)
+        return Message(t, vm, more.pop("policy", "ask"), **more)
 
     return [msg(kind) for kind in [*TransitionKind, "mystery"]] + [
         msg("scheduled", approve_url=APPROVE_URL), msg("changed", approve_url=APPROVE_URL),
         msg("scheduled", bare, policy="approve"), msg("changed", policy="ignore"),
+        msg("scheduled", policy="inform"),
         msg("scheduled", no_time), msg("would_approve", who="policy", dry_run=True),
         msg("approved", who="policy", approved_by="policy"),
         msg("started", approved_by="alice"), msg("cancelled", bare), msg("unplanned", started),

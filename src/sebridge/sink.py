@@ -14,6 +14,7 @@ from typing import Protocol
 
 from sebridge.approval.states import blocker
 from sebridge.model import Receipt, Transition, TransitionKind
+from sebridge.policy.decision import offers_approval
 
 __all__ = ["Message", "Sink"]
 
@@ -29,7 +30,8 @@ class Message:
 
     Args:
         vm_name: this VM, so a sink can mark it among Resources.
-        policy: what the policy decided for the event (approve, notify, ignore).
+        policy: what the policy decided for the event: approve, ask (a person decides),
+            inform (announced, no approval offered) or ignore (never delivered).
         receipt: what this sink returned for an earlier transition of the
             same event (update that message or ticket instead of a new one).
         dry_run: sebridge runs with policy.dry_run: nothing reaches IMDS.
@@ -61,9 +63,10 @@ class Message:
 
     @property
     def approvable(self) -> bool:
-        """Whether a person can still approve, as of this transition (approval.states)."""
+        """Whether a person is offered an approval, as of this transition: the event can
+        still take one (approval.states) and the policy offers one (not for "inform")."""
         t = self.transition
-        return (
+        return offers_approval(self.policy) and (
             blocker(
                 approved=self.approved_by is not None or t.kind in _APPROVAL_NEWS,
                 present=t.kind not in _ENDS,

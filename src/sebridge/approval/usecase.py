@@ -19,6 +19,7 @@ from sebridge.approval.request import ApprovalRequest, Outcome, OutcomeKind
 from sebridge.approval.states import ApprovalState, Blocker
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Approval, Transition, TransitionKind
+from sebridge.policy.decision import offers_approval
 from sebridge.store import ApprovalRecord, AuditEntry, EventRecord, Store
 
 __all__ = ["DEFAULT_WAIT", "Approvals"]
@@ -93,10 +94,13 @@ class Approvals:
         return self._store.event(event_id.strip())
 
     def open_events(self) -> list[EventRecord]:
-        """Events in IMDS's document that nobody approved yet: a person may still try (one
-        that started meanwhile is refused, with the reason)."""
+        """Events in IMDS's document that nobody approved yet and whose policy offers an
+        approval (not "inform"): a person may still try (one that started meanwhile is
+        refused, with the reason)."""
         return [
-            r for r in self._store.events() if r.blocker() not in (Blocker.APPROVED, Blocker.GONE)
+            r
+            for r in self._store.events()
+            if r.blocker() not in (Blocker.APPROVED, Blocker.GONE) and offers_approval(r.policy)
         ]
 
     def refuse(self, req: ApprovalRequest, why: str) -> None:

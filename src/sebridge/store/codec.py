@@ -9,8 +9,11 @@ from types import MappingProxyType
 from typing import Any
 
 from sebridge.model import Incarnation, ScheduledEvent, Transition
+from sebridge.policy.decision import ASK, Decision
 
 __all__ = [
+    "decision_from_db",
+    "decision_to_json",
     "event_digest",
     "event_from_dict",
     "event_to_dict",
@@ -136,4 +139,41 @@ def transition_from_json(text: str) -> Transition:
         via=data.get("via"),
         dry_run=bool(data.get("dry_run", False)),
         note=data.get("note", ""),
+    )
+
+
+# Stores written before rules said "notify" where "ask" is meant (schema version 7
+# converts them; a row an older agent of a fleet writes still may).
+_OLD_ACTIONS = {"notify": ASK}
+
+
+def decision_to_json(decision: Decision) -> str:
+    """The events table's `decision` column."""
+    return json.dumps(
+        {
+            "action": decision.action,
+            "rule": decision.rule,
+            "prepare": list(decision.prepare),
+            "recover": list(decision.recover),
+            "remind": list(decision.remind),
+            "on_prepare_failure": decision.on_prepare_failure,
+        },
+        separators=(",", ":"),
+    )
+
+
+def decision_from_db(text: str, action: str) -> Decision:
+    """The Decision `decision_to_json` wrote; from the `policy` column (the action) alone
+    when the row has none (written by an agent older than rules)."""
+    if not text:
+        action = _OLD_ACTIONS.get(action, action)
+        return Decision(action, "decided before policy rules")
+    data = json.loads(text)
+    return Decision(
+        _OLD_ACTIONS.get(data["action"], data["action"]),
+        data["rule"],
+        prepare=tuple(data.get("prepare", ())),
+        recover=tuple(data.get("recover", ())),
+        remind=tuple(data.get("remind", ())),
+        on_prepare_failure=data.get("on_prepare_failure", "hold"),
     )

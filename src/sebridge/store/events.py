@@ -9,13 +9,13 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sebridge.store.codec import event_from_dict, from_iso, iso
+from sebridge.store.codec import decision_from_db, event_from_dict, from_iso, iso
 from sebridge.store.database import Database, Row
 from sebridge.store.records import ApprovalRecord, DeliveryStatus, EventRecord
 
 __all__ = ["EventReads"]
 
-_EVENT_COLUMNS = "event_id, data, state, policy, present, first_seen, last_seen, gone_at"
+_EVENT_COLUMNS = "event_id, data, state, policy, present, first_seen, last_seen, gone_at, decision"
 
 
 class EventReads:
@@ -49,7 +49,7 @@ class EventReads:
         return EventRecord(
             event=event_from_dict(json.loads(row[1])),
             state=row[2],
-            policy=row[3],
+            decision=decision_from_db(row[8], row[3]),
             present=bool(row[4]),
             first_seen=from_iso(row[5]),
             last_seen=from_iso(row[6]),

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from sebridge.approval.states import CARRIED_OUT, OPEN, Blocker, blocker
 from sebridge.model import Receipt, ScheduledEvent, Transition
+from sebridge.policy.decision import Decision
 
 __all__ = [
     "ApprovalRecord",
@@ -61,13 +62,18 @@ class EventRecord:
 
     event: ScheduledEvent
     state: str  # the last transition kind
-    policy: str  # what the policy decided when it was first seen
+    decision: Decision  # what the policy decided when it was first seen
     present: bool  # in the latest document
     first_seen: datetime
     last_seen: datetime
     gone_at: datetime | None
     approval: ApprovalRecord | None
     deliveries: tuple[DeliveryStatus, ...] = ()
+
+    @property
+    def policy(self) -> str:
+        """The decision's action: approve, ask, inform or ignore."""
+        return self.decision.action
 
     def blocker(self) -> Blocker | None:
         """What keeps this event from being approved now (None: it can be); see approval.states."""

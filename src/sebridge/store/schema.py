@@ -154,5 +154,14 @@ CREATE INDEX outbox_pending_event ON outbox (sink, event_id, id) WHERE state = '
 DROP INDEX outbox_due
 """
 
+# Policy rules: the whole decision (action, rule, hooks, reminders) is kept with the
+# event as JSON (store/codec.py); `policy` keeps the action alone, for SQL. "notify"
+# became "ask". Events recorded before say so as their rule.
+_V7 = """
+ALTER TABLE events ADD COLUMN decision TEXT NOT NULL DEFAULT '';
+UPDATE events SET policy = 'ask' WHERE policy = 'notify';
+UPDATE events SET decision = '{"action":"' || policy || '","rule":"decided before policy rules"}'
+"""
+
 # Index i holds the statements of schema version i + 1.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)

@@ -7,9 +7,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
-from sebridge.policy import NOTIFY
+from sebridge.policy.decision import NO_MATCH, Decision
 from sebridge.store.approvals import ApprovalTable
 from sebridge.store.codec import (
+    decision_to_json,
     event_digest,
     event_from_dict,
     event_to_dict,
@@ -97,7 +98,7 @@ class Store(EventReads, ApprovalTable, HistoryLog, SettingsTable):
         deliveries: Sequence[tuple[Transition, Sequence[str]]],
         now: datetime,
         *,
-        policies: Mapping[str, str] | None = None,
+        decisions: Mapping[str, Decision] | None = None,
         approvals: Sequence[Approval] = (),
     ) -> list[Transition]:
         """Write one tick: the document, its events and this agent's sightings of them,
@@ -107,10 +108,11 @@ class Store(EventReads, ApprovalTable, HistoryLog, SettingsTable):
         those another agent of a fleet had recorded already).
 
         Args:
-            policies: the policy's decision for events first seen in this tick (others:
-                policy.NOTIFY); a known event keeps the decision it was recorded with.
+            decisions: the policy's decision for events first seen in this tick (others:
+                policy.NO_MATCH, "ask"); a known event keeps the decision it was
+                recorded with (in a fleet: the first agent's).
         """
-        policies = policies or {}
+        decisions = decisions or {}
         present = {e.event_id: e for e in document.events}
         with self.db.transaction():
             self.db.execute(
@@ -129,7 +131,7 @@ class Store(EventReads, ApprovalTable, HistoryLog, SettingsTable):
                 if event is None:
                     self._lose_sight(event_id, now)
                     continue
-                self._upsert_event(event, policies.get(event_id, NOTIFY), now)
+                self._upsert_event(event, decisions.get(event_id, NO_MATCH), now)
                 self.db.execute(
                     "INSERT INTO sightings (agent, event_id, incarnation, present, last_seen) "
                     "VALUES (?, ?, ?, 1, ?) ON CONFLICT (agent, event_id) DO UPDATE SET "
@@ -182,11 +184,11 @@ class Store(EventReads, ApprovalTable, HistoryLog, SettingsTable):
         )
         return bool(row and row[0])
 
-    def _upsert_event(self, event: ScheduledEvent, policy: str, now: datetime) -> None:
+    def _upsert_event(self, event: ScheduledEvent, decision: Decision, now: datetime) -> None:
         data = json.dumps(event_to_dict(event), separators=(",", ":"))
         self.db.execute(
-            "INSERT INTO events (event_id, event_type, status, state, policy, data, present, "
-            "first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?) "
+            "INSERT INTO events (event_id, event_type, status, state, policy, decision, data, "
+            "present, first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?) "
             "ON CONFLICT (event_id) DO UPDATE SET event_type = excluded.event_type, "
             "status = excluded.status, data = excluded.data, present = 1, "
             "last_seen = excluded.last_seen, gone_at = NULL",
@@ -195,7 +197,8 @@ class Store(EventReads, ApprovalTable, HistoryLog, SettingsTable):
                 event.event_type,
                 event.status,
                 "new",
-                policy,
+                decision.action,
+                decision_to_json(decision),
                 data,
                 iso(now),
                 iso(now),

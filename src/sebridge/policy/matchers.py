@@ -1,0 +1,170 @@
+"""What a rule matches on: one small class per matcher, each able to say why it failed.
+
+`test()` is the fast path decide() takes for every rule; `why_not()` names the
+matcher's key and the value it saw, for `sebridge policy explain`. An event
+field IMDS did not send (an old api-version) matches no matcher about it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+from zoneinfo import ZoneInfo
+
+from sebridge.model import ScheduledEvent
+
+__all__ = [
+    "Description",
+    "Duration",
+    "EventTypes",
+    "Matcher",
+    "Sources",
+    "Started",
+    "ThisVm",
+    "Window",
+]
+
+_DAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+class Matcher(Protocol):
+    """One condition of a rule."""
+
+    def test(self, event: ScheduledEvent, vm_name: str, now: datetime) -> bool:
+        """Whether the event (on this VM, at this time) meets the condition."""
+        ...
+
+    def why_not(self, event: ScheduledEvent, vm_name: str, now: datetime) -> str:
+        """Why it does not: "<key>: <what was seen>", for people."""
+        ...
+
+
+def _listed(values: frozenset[str] | tuple[str, ...]) -> str:
+    return ", ".join(sorted(values))
+
+
+@dataclass(frozen=True)
+class EventTypes:
+    types: frozenset[str]
+
+    def test(self, event: ScheduledEvent, vm_name: str, now: datetime) -> bool:
+        return event.event_type in self.types
+
+    def why_not(self, event: ScheduledEvent, vm_name: str, now: datetime) -> str:
+        return f"event_types: {event.event_type} is not one of {_listed(self.types)}"
+
+
+@dataclass(frozen=True)
+class Sources:
+    sources: frozenset[str]
+
+    def test(self, event: ScheduledEvent, vm_name: str, now: datetime) -> bool:
+        return event.source in self.sources
+
+    def why_not(self, event: ScheduledEvent, vm_name: str, now: datetime) -> str:
+        seen = event.source or "unknown (the api-version in use has no EventSource)"
+        return f"sources: {seen} is not one of {_listed(self.sources)}"
+
+
+@dataclass(frozen=True)
+class Duration:
+    """min_duration_seconds <= duration <= max_duration_seconds (either may be None);
+    an unknown duration (-1, or none sent) meets neither bound."""
+
+    low: int | None
+    high: int | None
+
+    def test(self, event: ScheduledEvent, vm_name: str, now: datetime) -> bool:
+        d = event.duration_seconds
+        if d is None or d < 0:
+            return False
+        return (self.low is None or d >= self.low) and (self.high is None or d <= self.high)
+
+    def why_not(self, event: ScheduledEvent, vm_name: str, now: datetime) -> str:
+        d = event.duration_seconds
+        if d is None or d < 0:
+            return f"duration: unknown ({'-1' if d is not None else 'not sent'}) meets no bound"
+        if self.low is not None and d < self.low:
+            return f"min_duration_seconds: {d} s is under {self.low}"
+        return f"max_duration_seconds: {d} s is over {self.high}"
+
+
+@dataclass(frozen=True)
+class ThisVm:
+    """true: Resources include this VM; false: they don't."""
+
+    wanted: bool
+
+    def test(self, event: ScheduledEvent, vm_name: str, now: datetime) -> bool:
+        return event.affects(vm_name) is self.wanted
+
+    def why_not(self, event: ScheduledEvent, vm_name: str, now: datetime) -> str:
+        listed = ", ".join(event.resources) or "none"
+        verb = "do not include" if self.wanted else "include"
+        return f"this_vm = {str(self.wanted).lower()}: Resources ({listed}) {verb} {vm_name}"
+
+
+@dataclass(frozen=True)
+class Description:
+    """A regular expression, searched (not anchored), case-insensitive."""
+
+    pattern: re.Pattern[str]
+
+    def test(self, event: ScheduledEvent, vm_name: str, now: datetime) -> bool:
+        return event.description is not None and self.pattern.search(event.description) is not None
+
+    def why_not(self, event: ScheduledEvent, vm_name: str, now: datetime) -> str:
+        if event.description is None:
+            return "description: none sent (the api-version in use has no Description)"
+        text = event.description if len(event.description) <= 80 else event.description[:77] + "..."
+        return f"description: /{self.pattern.pattern}/ not found in {text!r}"
+
+
+@dataclass(frozen=True)
+class Window:
+    """Local time in `zone` between `start` and `end` (seconds of the day) on a day the
+    window starts: a window whose end comes before its start crosses midnight, and
+    its hours after midnight belong to the day before. Across a DST change the local
+    clock decides (an hour that does not exist that night is never inside)."""
+
+    days: frozenset[int]  # date.weekday() numbers
+    start: int
+    end: int
+    zone: ZoneInfo
+
+    def test(self, event: ScheduledEvent, vm_name: str, now: datetime) -> bool:
+        local = now.astimezone(self.zone)
+        second = local.hour * 3600 + local.minute * 60 + local.second
+        day = local.weekday()
+        if self.start < self.end:
+            return self.start <= second < self.end and day in self.days
+        return (second >= self.start and day in self.days) or (
+            second < self.end and (day - 1) % 7 in self.days
+        )
+
+    def why_not(self, event: ScheduledEvent, vm_name: str, now: datetime) -> str:
+        local = now.astimezone(self.zone)
+        days = ",".join(_DAY_NAMES[d] for d in sorted(self.days))
+        return (
+            f"window: it is {_DAY_NAMES[local.weekday()]} {local:%H:%M} in {self.zone.key}, "
+            f"outside {days} {_clock(self.start)}-{_clock(self.end)}"
+        )
+
+
+def _clock(second: int) -> str:
+    return f"{second // 3600:02d}:{second % 3600 // 60:02d}"
+
+
+@dataclass(frozen=True)
+class Started:
+    """Built-in rules only: the event is under way (EventStatus Started)."""
+
+    wanted: bool
+
+    def test(self, event: ScheduledEvent, vm_name: str, now: datetime) -> bool:
+        return event.started is self.wanted
+
+    def why_not(self, event: ScheduledEvent, vm_name: str, now: datetime) -> str:
+        return f"status: {event.status}"
