@@ -1,0 +1,1 @@
+"""Readiness hooks: the operator's programs that make a VM ready before an approval goes out."""

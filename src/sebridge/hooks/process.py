@@ -1,0 +1,186 @@
+"""Running one hook: an argv without a shell, the event in its environment and on stdin.
+
+A hook is a program the operator wrote (drain a load balancer, cordon a
+Kubernetes node). It runs in a process group of its own, so a timeout kills
+everything it started, not only the first process; and so does its end:
+children left behind by a hook that exited (a `sleep &` holding our pipe)
+are killed too, because nothing waits for them and they would keep the
+output pipe open. Output (stdout and stderr together) is kept bounded: the
+tail is what people need when a drain fails. See docs/ARCHITECTURE.md,
+"Readiness hooks".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import IO
+
+from sebridge.imds.echo import as_imds
+from sebridge.model import ScheduledEvent
+
+__all__ = ["HookOutcome", "HookSpec", "hook_environment", "run_hook"]
+
+# Bytes of output kept (the tail); a hook that prints megabytes costs this much.
+OUTPUT_LIMIT = 16 * 1024
+# After the hook's own process exits, how long its output may still trickle in.
+_DRAIN_AFTER_EXIT = 0.5
+# After SIGTERM to a timed-out group, how long before SIGKILL.
+_TERM_GRACE = 2.0
+
+
+@dataclass(frozen=True)
+class HookSpec:
+    """A configured hook ([hooks.<name>])."""
+
+    name: str
+    command: tuple[str, ...]
+    timeout: float = 300.0
+
+
+@dataclass(frozen=True)
+class HookOutcome:
+    """How one run of a hook ended.
+
+    Args:
+        exit_code: the process's exit code; negative: killed by that signal; None: it
+            never started (`error` says why) or was killed at its timeout.
+        output: the tail of stdout and stderr (decoded leniently, at most OUTPUT_LIMIT).
+    """
+
+    succeeded: bool
+    exit_code: int | None
+    timed_out: bool
+    seconds: float
+    output: str
+    error: str = ""
+
+    def why(self) -> str:
+        """How it failed, for people: "exit 1", "timed out after 300 s", "could not start"."""
+        if self.error:
+            return self.error
+        if self.timed_out:
+            return f"timed out after {self.seconds:.0f} s"
+        if self.exit_code is not None and self.exit_code < 0:
+            return f"killed by signal {-self.exit_code}"
+        return f"exit {self.exit_code}"
+
+
+def hook_environment(
+    event: ScheduledEvent, *, hook: str, stage: str, vm_name: str
+) -> dict[str, str]:
+    """The SEBRIDGE_* variables a hook receives (beside the daemon's own environment)."""
+    not_before = event.not_before.strftime("%Y-%m-%dT%H:%M:%SZ") if event.not_before else ""
+    duration = event.duration_seconds
+    return {
+        "SEBRIDGE_EVENT_ID": event.event_id,
+        "SEBRIDGE_EVENT_TYPE": event.event_type,
+        "SEBRIDGE_EVENT_SOURCE": event.source or "",
+        "SEBRIDGE_NOT_BEFORE": not_before,
+        "SEBRIDGE_DURATION_SECONDS": "" if duration is None else str(duration),
+        "SEBRIDGE_RESOURCES": ",".join(event.resources),
+        "SEBRIDGE_VM_NAME": vm_name,
+        "SEBRIDGE_HOOK": hook,
+        "SEBRIDGE_STAGE": stage,
+    }
+
+
+def run_hook(
+    spec: HookSpec,
+    event: ScheduledEvent,
+    *,
+    stage: str,
+    vm_name: str,
+    base_env: Mapping[str, str] | None = None,
+) -> HookOutcome:
+    """Run `spec` for `event` to its end (or its timeout); never raises for the hook's faults."""
+    env = dict(os.environ if base_env is None else base_env)
+    env.update(hook_environment(event, hook=spec.name, stage=stage, vm_name=vm_name))
+    stdin = json.dumps(as_imds(event)).encode("utf-8", "backslashreplace")
+    began = time.monotonic()
+    try:
+        process = subprocess.Popen(
+            list(spec.command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # its own process group: killed as a whole
+            close_fds=True,
+        )
+    except OSError as exc:
+        why = f"could not start {spec.command[0]!r}: {exc.strerror or exc}"
+        return HookOutcome(False, None, False, time.monotonic() - began, "", error=why)
+    assert process.stdin is not None and process.stdout is not None
+    tail = _Tail(process.stdout)
+    tail.start()
+    _feed(process.stdin, stdin)
+    timed_out = False
+    try:
+        process.wait(timeout=spec.timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _end_group(process, grace=_TERM_GRACE)
+    seconds = time.monotonic() - began
+    # Whatever the hook left behind goes with it (see the module's docstring).
+    tail.join(_DRAIN_AFTER_EXIT)
+    _kill_group(process.pid, signal.SIGKILL)
+    tail.join(_DRAIN_AFTER_EXIT)
+    process.stdout.close()
+    code = None if timed_out else process.returncode
+    return HookOutcome(code == 0, code, timed_out, seconds, tail.text())
+
+
+def _feed(pipe: IO[bytes], data: bytes) -> None:
+    """Write the event to the hook's stdin; a hook that does not read it is fine."""
+    try:
+        pipe.write(data)
+        pipe.close()
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def _end_group(process: subprocess.Popen[bytes], *, grace: float) -> None:
+    """SIGTERM to the whole group, then SIGKILL after `grace`."""
+    _kill_group(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        _kill_group(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def _kill_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is gone already
+
+
+class _Tail(threading.Thread):
+    """Reads a pipe to its end on its own thread, keeping the last OUTPUT_LIMIT bytes."""
+
+    def __init__(self, pipe: IO[bytes]) -> None:
+        super().__init__(name="hook-output", daemon=True)
+        self._pipe = pipe
+        self._kept = bytearray()
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        try:
+            while chunk := self._pipe.read1(65536):  # type: ignore[attr-defined]
+                with self._lock:
+                    self._kept += chunk
+                    del self._kept[:-OUTPUT_LIMIT]
+        except (OSError, ValueError):
+            pass  # closed under us after the drain time
+
+    def text(self) -> str:
+        with self._lock:
+            return bytes(self._kept).decode("utf-8", "replace")

@@ -1,0 +1,184 @@
+"""One hook run as a real process: environment, stdin, exit codes, timeouts, leftovers."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from sebridge.hooks.process import OUTPUT_LIMIT, HookSpec, run_hook
+from sebridge.model import ScheduledEvent
+
+EVENT = ScheduledEvent(
+    event_id="E-HOOK-1",
+    event_type="Reboot",
+    status="Scheduled",
+    resources=("vm1", "vm2"),
+    resource_type="VirtualMachine",
+    not_before=datetime(2026, 11, 25, 4, 30, tzinfo=UTC),
+    not_before_text="Wed, 25 Nov 2026 04:30:00 GMT",
+    description="Host maintenance",
+    source="Platform",
+    duration_seconds=-1,
+)
+
+
+def script(tmp_path: Path, name: str, body: str) -> tuple[str, ...]:
+    path = tmp_path / f"{name}.py"
+    path.write_text(body)
+    return (sys.executable, str(path))
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill 0; it has ended all the same.
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
+
+
+def test_a_hook_gets_the_event_in_its_environment_and_on_stdin(tmp_path: Path) -> None:
+    out = tmp_path / "seen.json"
+    command = script(
+        tmp_path,
+        "seen",
+        "import json, os, sys\n"
+        f"env = {{k: v for k, v in os.environ.items() if k.startswith('SEBRIDGE_')}}\n"
+        f"json.dump({{'env': env, 'stdin': json.load(sys.stdin)}}, open({str(out)!r}, 'w'))\n",
+    )
+    outcome = run_hook(HookSpec("drain", command), EVENT, stage="prepare", vm_name="vm1")
+    assert outcome.succeeded and outcome.exit_code == 0
+    seen = json.loads(out.read_text())
+    assert seen["env"] == {
+        "SEBRIDGE_EVENT_ID": "E-HOOK-1",
+        "SEBRIDGE_EVENT_TYPE": "Reboot",
+        "SEBRIDGE_EVENT_SOURCE": "Platform",
+        "SEBRIDGE_NOT_BEFORE": "2026-11-25T04:30:00Z",
+        "SEBRIDGE_DURATION_SECONDS": "-1",
+        "SEBRIDGE_RESOURCES": "vm1,vm2",
+        "SEBRIDGE_VM_NAME": "vm1",
+        "SEBRIDGE_HOOK": "drain",
+        "SEBRIDGE_STAGE": "prepare",
+    }
+    assert seen["stdin"] == {
+        "EventId": "E-HOOK-1",
+        "EventType": "Reboot",
+        "ResourceType": "VirtualMachine",
+        "Resources": ["vm1", "vm2"],
+        "EventStatus": "Scheduled",
+        "NotBefore": "Wed, 25 Nov 2026 04:30:00 GMT",
+        "Description": "Host maintenance",
+        "EventSource": "Platform",
+        "DurationInSeconds": -1,
+    }
+
+
+def test_the_argv_is_not_given_to_a_shell(tmp_path: Path) -> None:
+    marker = tmp_path / "not-created"
+    command = (sys.executable, "-c", "import sys; print(sys.argv[1])", f"x; touch {marker}")
+    outcome = run_hook(HookSpec("echo", command), EVENT, stage="prepare", vm_name="vm1")
+    assert outcome.succeeded
+    assert outcome.output == f"x; touch {marker}\n"
+    assert not marker.exists()
+
+
+def test_a_failing_hook_reports_its_exit_code_and_the_tail_of_its_output(tmp_path: Path) -> None:
+    command = script(
+        tmp_path,
+        "fail",
+        "import sys\nprint('draining web1')\nprint('lb refused: 503', file=sys.stderr)\nsys.exit(3)\n",
+    )
+    outcome = run_hook(HookSpec("drain", command), EVENT, stage="prepare", vm_name="vm1")
+    assert not outcome.succeeded and not outcome.timed_out
+    assert outcome.exit_code == 3
+    assert outcome.why() == "exit 3"
+    assert "draining web1" in outcome.output and "lb refused: 503" in outcome.output
+
+
+def test_output_is_kept_bounded_to_its_tail(tmp_path: Path) -> None:
+    command = script(
+        tmp_path,
+        "loud",
+        "import sys\nsys.stdout.write('x' * 1_000_000)\nsys.stdout.write('THE END')\n",
+    )
+    outcome = run_hook(HookSpec("loud", command), EVENT, stage="prepare", vm_name="vm1")
+    assert outcome.succeeded
+    assert len(outcome.output) == OUTPUT_LIMIT
+    assert outcome.output.endswith("THE END")
+
+
+def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    command = script(
+        tmp_path,
+        "hang",
+        "import os, subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+        "print('waiting for the load balancer', flush=True)\n"
+        "time.sleep(600)\n",
+    )
+    began = time.monotonic()
+    outcome = run_hook(HookSpec("drain", command, timeout=1.0), EVENT, stage="prepare", vm_name="vm1")
+    took = time.monotonic() - began
+    assert outcome.timed_out and not outcome.succeeded and outcome.exit_code is None
+    assert outcome.why() == "timed out after 1 s"
+    assert "waiting for the load balancer" in outcome.output
+    assert took < 30  # bounded: the hook would have slept 600 s
+    hook_pid, child_pid = (int(p) for p in pids.read_text().split())
+    deadline = time.monotonic() + 5
+    while (alive(hook_pid) or alive(child_pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(hook_pid) and not alive(child_pid)
+
+
+def test_a_hook_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
+    command = script(
+        tmp_path,
+        "stubborn",
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('up', flush=True)\n"
+        "time.sleep(600)\n",
+    )
+    outcome = run_hook(HookSpec("s", command, timeout=0.5), EVENT, stage="prepare", vm_name="vm1")
+    assert outcome.timed_out and "up" in outcome.output
+
+
+def test_children_left_behind_do_not_hold_the_hook_open_and_are_ended(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child"
+    command = script(
+        tmp_path,
+        "leaves",
+        "import subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "print('drained')\n",
+    )
+    began = time.monotonic()
+    outcome = run_hook(HookSpec("drain", command), EVENT, stage="prepare", vm_name="vm1")
+    assert outcome.succeeded and outcome.output == "drained\n"
+    assert time.monotonic() - began < 30  # the child (600 s) holds our pipe: not waited for
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(child)
+
+
+@pytest.mark.parametrize("command", [("/nonexistent/drain",), ("/etc/hostname",)])
+def test_a_command_that_cannot_start_is_a_failure_that_says_why(command: tuple[str, ...]) -> None:
+    outcome = run_hook(HookSpec("drain", command), EVENT, stage="prepare", vm_name="vm1")
+    assert not outcome.succeeded and outcome.exit_code is None
+    assert outcome.why().startswith(f"could not start {command[0]!r}")
+
+
+def test_output_that_is_not_utf8_is_kept_readable(tmp_path: Path) -> None:
+    command = script(tmp_path, "bytes", "import sys\nsys.stdout.buffer.write(b'bad \\xff byte')\n")
+    outcome = run_hook(HookSpec("b", command), EVENT, stage="recover", vm_name="vm1")
+    assert outcome.succeeded and outcome.output == "bad \ufffd byte"
