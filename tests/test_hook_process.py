@@ -126,7 +126,9 @@ def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
         "time.sleep(600)\n",
     )
     began = time.monotonic()
-    outcome = run_hook(HookSpec("drain", command, timeout=1.0), EVENT, stage="prepare", vm_name="vm1")
+    outcome = run_hook(
+        HookSpec("drain", command, timeout=1.0), EVENT, stage="prepare", vm_name="vm1"
+    )
     took = time.monotonic() - began
     assert outcome.timed_out and not outcome.succeeded and outcome.exit_code is None
     assert outcome.why() == "timed out after 1 s"

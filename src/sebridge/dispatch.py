@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError, StoreError
+from sebridge.hooks.readiness import VmReadiness
 from sebridge.kernel.backoff import backoff_delay
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import ScheduledEvent
@@ -53,6 +54,8 @@ class Dispatcher:
             are still retried.
         approve_url: an event's signed approval link (None: links are off);
             messages carry it while the event can be approved.
+        readiness_of: an event's VMs' readiness and its rule's prepare hooks, by event
+            id, as of now (messages show them).
     """
 
     def __init__(
@@ -67,8 +70,11 @@ class Dispatcher:
         clock: Clock = utcnow,
         jitter: Callable[[], float] = random.random,
         approve_url: Callable[[ScheduledEvent], str] | None = None,
+        readiness_of: Callable[[str], tuple[tuple[VmReadiness, ...], tuple[str, ...]]]
+        | None = None,
     ) -> None:
         self._store = store
+        self._readiness_of = readiness_of
         self._sinks = dict(sinks)
         self._vm_name = vm_name
         self._dry_run = dry_run
@@ -179,6 +185,9 @@ class Dispatcher:
             attempt=delivery.begun,
             transition_id=delivery.transition_id,
         )
+        if self._readiness_of is not None:
+            vms, prepare = self._readiness_of(delivery.transition.event_id)
+            message = replace(message, readiness=vms, prepare=prepare)
         if self._approve_url is not None and message.approvable:
             message = replace(message, approve_url=self._approve_url(delivery.transition.event))
         what = f"{delivery.transition.kind} of {delivery.transition.event_id} to {name}"

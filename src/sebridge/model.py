@@ -21,6 +21,7 @@ __all__ = [
     "EventSource",
     "EventStatus",
     "EventType",
+    "HookRun",
     "Incarnation",
     "Receipt",
     "ScheduledEvent",
@@ -137,6 +138,33 @@ class TransitionKind(StrEnum):
     CANCELLED = "cancelled"  # gone before NotBefore, never started, never approved
     TAKEN = "taken"  # a person said "I'm on it" (Slack) without approving
     PROBLEM = "problem"  # an approval could not be carried out (IMDS refused it, too late)
+    HOOK_STARTED = "hook_started"  # a readiness hook began on a VM (Transition.hook)
+    HOOK_SUCCEEDED = "hook_succeeded"  # ... and exited 0
+    HOOK_FAILED = "hook_failed"  # ... and exited non-zero, timed out or could not start
+    # An approval not carried out because a prepare hook failed (on_prepare_failure hold).
+    HELD = "held"
+    REMINDER = "reminder"  # an unapproved `ask` event, announced again before NotBefore
+
+
+@dataclass(frozen=True)
+class HookRun:
+    """One run of a readiness hook on one VM, as its transitions tell it.
+
+    Args:
+        stage: "prepare" (before StartRequests) or "recover" (after the event ended).
+        attempt: 1, or more when a restart interrupted an earlier run (it runs again).
+        exit_code, timed_out, seconds, output, why: once it ended (output: its tail).
+    """
+
+    hook: str
+    stage: str
+    vm: str
+    attempt: int = 1
+    exit_code: int | None = None
+    timed_out: bool = False
+    seconds: float | None = None
+    output: str = ""
+    why: str = ""
 
 
 @dataclass(frozen=True)
@@ -151,7 +179,9 @@ class Transition:
         actor, via: for APPROVED, WOULD_APPROVE (and TAKEN), who and through
             what ("cli", "slack", "link", "policy").
         dry_run: for WOULD_APPROVE, nothing was POSTed to IMDS (policy.dry_run).
-        note: for PROBLEM, what went wrong, for people.
+        note: for PROBLEM and HELD, what went wrong, for people.
+        hook: for HOOK_STARTED, HOOK_SUCCEEDED and HOOK_FAILED, which run.
+        remind_before: for REMINDER, the lead (seconds before NotBefore) it is for.
     """
 
     kind: str
@@ -162,6 +192,8 @@ class Transition:
     via: str | None = None
     dry_run: bool = False
     note: str = ""
+    hook: HookRun | None = None
+    remind_before: int | None = None
 
     @property
     def event_id(self) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 import jinja2
 
 from sebridge.errors import PermanentDeliveryError
+from sebridge.hooks.words import hook_news
 
 __all__ = ["Renderer", "countdown", "relative"]
 
@@ -76,7 +77,7 @@ class Renderer:
             lstrip_blocks=True,
         )
         self._env.filters.update(clock=_clock, utc=_utc, relative=relative)
-        self._env.globals.update(countdown=countdown)
+        self._env.globals.update(countdown=countdown, hook_news=hook_news)
 
     def add_filters(self, **filters: Any) -> None:
         """Sink-specific filters (e.g. Slack's mrkdwn escaping)."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sebridge.approval.states import blocker
+from sebridge.hooks.readiness import VmReadiness
 from sebridge.model import Receipt, Transition, TransitionKind
 from sebridge.policy.decision import offers_approval
 
@@ -43,6 +44,9 @@ class Message:
             and approval links are configured; else None.
         transition_id: the transition's id in the store (0 when not from the
             store): a key a sink may write, to find what an earlier attempt left.
+        readiness: each listed VM's readiness as of delivery, when the event's rule
+            names prepare hooks (empty otherwise).
+        prepare: the prepare hooks the event's rule names (dry run: "would have run").
     """
 
     transition: Transition
@@ -54,6 +58,8 @@ class Message:
     attempt: int = 0
     approve_url: str | None = None
     transition_id: int = 0
+    readiness: tuple[VmReadiness, ...] = ()
+    prepare: tuple[str, ...] = ()
 
     @property
     def maybe_sent(self) -> bool:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from sebridge.approval.gate import GO, Gate, GateAnswer
 from sebridge.approval.states import ApprovalState
 from sebridge.errors import ImdsError, ImdsRequestError, StoreError
 from sebridge.imds import ImdsClient
@@ -56,6 +57,8 @@ class Carrier:
         dry_run: record and announce, never POST.
         on_recorded: called after a round that claimed or recorded something (wakes the
             dispatcher: an event's messages then show its approval as carried out).
+        gate: whether an event's VMs are ready for StartRequests (readiness hooks).
+        on_waiting: called when an approval waits for readiness (wakes the hook worker).
     """
 
     def __init__(
@@ -67,8 +70,12 @@ class Carrier:
         dry_run: bool = False,
         clock: Clock = utcnow,
         on_recorded: Callable[[], None] = lambda: None,
+        gate: Gate = lambda record: GO,
+        on_waiting: Callable[[], None] = lambda: None,
     ) -> None:
         self._store = store
+        self._gate = gate
+        self._on_waiting = on_waiting
         self._imds = imds
         self._sinks_for = sinks_for
         self._dry_run = dry_run
@@ -161,6 +168,9 @@ class Carrier:
         if record is None or not record.present or record.event.started:
             self._abandon(approval, record)
             return 1
+        answer = GO if self._dry_run else self._gate(record)
+        if answer.wait or answer.hold:
+            return self._not_ready(record, approval, answer)
         transition = Transition(
             kind=TransitionKind.WOULD_APPROVE if self._dry_run else TransitionKind.APPROVED,
             event=record.event,
@@ -168,6 +178,7 @@ class Carrier:
             actor=approval.actor,
             via=approval.via,
             dry_run=self._dry_run,
+            note=answer.note,
         )
         if self._dry_run:
             return self._finish(record, approval, ApprovalState.DRY_RUN, transition=transition)
@@ -194,6 +205,23 @@ class Carrier:
         )
         return self._finish(record, approval, ApprovalState.POSTED, transition=transition)
 
+    def _not_ready(self, record: EventRecord, approval: ApprovalRecord, answer: GateAnswer) -> int:
+        """The event's VMs are not ready: wait for their prepare hooks, or hold for good."""
+        if answer.wait:
+            self._finish(record, approval, ApprovalState.WAITING, error=answer.wait)
+            self._on_waiting()
+            return 0
+        log.warning("approval of %s held: %s", approval.event_id, answer.hold)
+        note = f"Approval by {approval.actor} held: {answer.hold}. Nothing was sent to IMDS."
+        return self._finish(
+            record,
+            approval,
+            ApprovalState.HELD,
+            error=answer.hold,
+            problem=note,
+            kind=TransitionKind.HELD,
+        )
+
     def _abandon(self, approval: ApprovalRecord, record: EventRecord | None) -> None:
         why = "the event left IMDS" if record is None or not record.present else "it started"
         log.info("approval of %s not sent: %s first", approval.event_id, why)
@@ -215,11 +243,12 @@ class Carrier:
         error: str | None = None,
         transition: Transition | None = None,
         problem: str = "",
+        kind: str = TransitionKind.PROBLEM,
     ) -> int:
         """Record the outcome; if the store cannot take it now, at the next round."""
         if problem and record is not None:
             transition = Transition(
-                TransitionKind.PROBLEM,
+                kind,
                 record.event,
                 self._clock(),
                 actor=approval.actor,
@@ -234,7 +263,7 @@ class Carrier:
             log.warning("the outcome of %s's approval is recorded later: %s", finish.event_id, exc)
             self._unrecorded.append(finish)
             return 0
-        return 0 if state == ApprovalState.PENDING else 1
+        return 0 if state in (ApprovalState.PENDING, ApprovalState.WAITING) else 1
 
     def _record(self, finish: _Finish) -> None:
         taken = self._store.finish_approval(
@@ -254,5 +283,5 @@ class Carrier:
             finish = self._unrecorded[0]
             self._record(finish)  # a StoreError ends the round: tried again at the next
             self._unrecorded.pop(0)
-            done += finish.state != ApprovalState.PENDING
+            done += finish.state not in (ApprovalState.PENDING, ApprovalState.WAITING)
         return done

@@ -20,12 +20,17 @@ class ApprovalState(StrEnum):
     DRY_RUN = "dry_run"  # policy.dry_run: recorded and announced, never POSTed
     FAILED = "failed"  # IMDS refused it (400)
     ABANDONED = "abandoned"  # the event started or left IMDS first
+    # Not POSTed yet: the event's listed VMs are still preparing (readiness hooks).
+    # Claimed again when a hook ends (or at the heartbeat), not at every tick.
+    WAITING = "waiting"
+    # Never POSTed: a prepare hook failed and the rule says hold (on_prepare_failure).
+    HELD = "held"
 
 
 # "Approved by X" means one of these: StartRequests went out (or would have, dry run).
 CARRIED_OUT: tuple[str, ...] = (ApprovalState.POSTED, ApprovalState.DRY_RUN)
 # Not yet carried out: the carrier still owes it a POST.
-OPEN: tuple[str, ...] = (ApprovalState.PENDING, ApprovalState.POSTING)
+OPEN: tuple[str, ...] = (ApprovalState.PENDING, ApprovalState.POSTING, ApprovalState.WAITING)
 
 
 class Blocker(StrEnum):

@@ -73,6 +73,8 @@ class Approvals:
             self._carrier.wake()
         approval = self._settled(event_id, wait)
         fresh = self._store.event(event_id) or record
+        if not new and approval.state == ApprovalState.HELD:  # held too, and told why
+            return Outcome(OutcomeKind.HELD, event_id, _state_note(approval), approval, fresh)
         if not new:
             return Outcome(OutcomeKind.ALREADY, event_id, _state_note(approval), approval, fresh)
         return _outcome(event_id, approval, fresh)
@@ -119,9 +121,11 @@ class Approvals:
             approval = self._store.approval(event_id)
             assert approval is not None  # recorded before we got here; approvals are never deleted
             left = deadline - time.monotonic()
-            # Done with: carried out or closed, or put back after an attempt (IMDS failed).
+            # Done with: carried out or closed, put back after an attempt (IMDS failed), or
+            # waiting for the VMs' prepare hooks (minutes, not seconds: say so now).
             put_back = approval.state == ApprovalState.PENDING and approval.attempts > 0
-            if not approval.open or put_back or left <= 0:
+            waiting = approval.state == ApprovalState.WAITING
+            if not approval.open or put_back or waiting or left <= 0:
                 return approval
             if self._carrier is not None:
                 self._carrier.wait_round(rounds, min(left, _LOOK_EVERY))
@@ -138,17 +142,20 @@ def _outcome(event_id: str, approval: ApprovalRecord, record: EventRecord) -> Ou
     return Outcome(OutcomeKind.HELD, event_id, _state_note(approval), approval, record)
 
 
+_NOTES = {
+    ApprovalState.POSTED: "StartRequests sent to IMDS",
+    ApprovalState.DRY_RUN: "dry run (policy.dry_run): nothing sent to IMDS",
+    ApprovalState.FAILED: "IMDS refused it: {error}",
+    ApprovalState.ABANDONED: "not sent to IMDS: {error}",
+    ApprovalState.HELD: "held: {error}; nothing sent to IMDS",
+    ApprovalState.WAITING: "{error}; StartRequests goes to IMDS once they succeed",
+}
+
+
 def _state_note(approval: ApprovalRecord) -> str:
     """What became of an approval, for people."""
-    state = approval.state
-    if state == ApprovalState.POSTED:
-        return "StartRequests sent to IMDS"
-    if state == ApprovalState.DRY_RUN:
-        return "dry run (policy.dry_run): nothing sent to IMDS"
-    if state == ApprovalState.FAILED:
-        return f"IMDS refused it: {approval.last_error}"
-    if state == ApprovalState.ABANDONED:
-        return f"not sent to IMDS: {approval.last_error}"
+    if approval.state in _NOTES:
+        return _NOTES[ApprovalState(approval.state)].format(error=approval.last_error)
     if approval.last_error:
         return f"IMDS did not take it yet ({approval.last_error}); sebridge retries at every poll"
     return "not sent yet: a daemon whose IMDS lists the event sends StartRequests"

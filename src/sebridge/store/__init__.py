@@ -7,6 +7,7 @@ from sebridge.store.records import (
     DeliveryStatus,
     EventRecord,
     HistoryEntry,
+    HookRunRecord,
 )
 from sebridge.store.store import Store
 
@@ -17,5 +18,6 @@ __all__ = [
     "DeliveryStatus",
     "EventRecord",
     "HistoryEntry",
+    "HookRunRecord",
     "Store",
 ]

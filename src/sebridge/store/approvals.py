@@ -23,7 +23,7 @@ from sebridge.store.records import ApprovalRecord
 __all__ = ["ApprovalTable"]
 
 _APPROVAL_COLUMNS = "event_id, actor, via, at, state, attempts, last_error, done_at"
-PENDING, POSTING = ApprovalState.PENDING, ApprovalState.POSTING
+PENDING, POSTING, WAITING = ApprovalState.PENDING, ApprovalState.POSTING, ApprovalState.WAITING
 # Approvals this agent may carry out (one `?`: the agent): of events its own latest
 # document lists, or of events no agent sees any more (the claimer closes them as
 # abandoned). An agent whose IMDS does not list the event never POSTs it.
@@ -48,11 +48,13 @@ class ApprovalTable:
             self, transition: Transition, sinks: Sequence[str], now: datetime
         ) -> int | None: ...
 
-    def _claimable(self) -> str:
-        """SQL (one `?`: now): pending, or claimed by one whose lease ended or who is gone."""
+    def _claimable(self, *, waiting: bool = True) -> str:
+        """SQL (one `?`: now): pending (or waiting for readiness), or claimed by one whose
+        lease ended or who is gone."""
         gone = self.db.claimant_gone("approvals.claimed_by")
+        states = f"'{PENDING}', '{WAITING}'" if waiting else f"'{PENDING}'"
         return (
-            f"(approvals.state = '{PENDING}' OR (approvals.state = '{POSTING}' AND "
+            f"(approvals.state IN ({states}) OR (approvals.state = '{POSTING}' AND "
             f"(approvals.claimed_until < ? OR {gone})))"
         )
 
@@ -99,9 +101,10 @@ class ApprovalTable:
         return [_approval_record(row) for row in rows]
 
     def has_pending_approvals(self, now: datetime) -> bool:
-        """Whether claim_approvals could return anything (cheap, for every tick)."""
+        """Whether claim_approvals could return anything new (cheap, for every tick). One that
+        waits for readiness is not: a hook's end or the heartbeat wakes the carrier for it."""
         row = self.db.one(
-            f"SELECT 1 FROM approvals WHERE {self._claimable()} AND {_OURS} LIMIT 1",
+            f"SELECT 1 FROM approvals WHERE {self._claimable(waiting=False)} AND {_OURS} LIMIT 1",
             (iso(now), self.agent),
         )
         return row is not None
@@ -132,7 +135,8 @@ class ApprovalTable:
     ) -> bool:
         """Record what became of an approval this agent claimed; with a transition, queue it
         in the same transaction. False (nothing written) when the claim passed to another
-        agent meanwhile. State PENDING puts it back for the next tick (a failed POST).
+        agent meanwhile. State PENDING puts it back for the next tick (a failed POST);
+        WAITING until the event's VMs are ready (not an attempt: nothing was POSTed).
 
         The event's row is locked first, as every write about an event does (Store.lock_events):
         one lock order, so this never deadlocks with another agent's tick.
@@ -140,13 +144,14 @@ class ApprovalTable:
         with self.db.transaction():
             self.lock_events([event_id])
             changed = self.db.execute(
-                "UPDATE approvals SET state = ?, attempts = attempts + 1, last_error = ?, "
+                "UPDATE approvals SET state = ?, attempts = attempts + ?, last_error = ?, "
                 "claimed_by = NULL, claimed_until = NULL, done_at = ? "
                 "WHERE event_id = ? AND state = ? AND claimed_by = ?",
                 (
                     state,
+                    0 if state == WAITING else 1,
                     error,
-                    None if state == PENDING else iso(now),
+                    None if state in (PENDING, WAITING) else iso(now),
                     event_id,
                     POSTING,
                     self.agent,

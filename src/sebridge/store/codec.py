@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import asdict
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-from sebridge.model import Incarnation, ScheduledEvent, Transition
+from sebridge.model import HookRun, Incarnation, ScheduledEvent, Transition
 from sebridge.policy.decision import ASK, Decision
 
 __all__ = [
@@ -95,6 +96,8 @@ def transition_to_json(transition: Transition) -> str:
             "via": transition.via,
             "dry_run": transition.dry_run,
             "note": transition.note,
+            "hook": asdict(transition.hook) if transition.hook else None,
+            "remind_before": transition.remind_before,
         },
         separators=(",", ":"),
     )
@@ -122,7 +125,16 @@ def transition_key(transition: Transition) -> str:
         return ""
     if transition.kind == "changed":
         return event_digest(transition.event)
-    said = {"actor": transition.actor, "via": transition.via, "note": transition.note}
+    said: dict[str, Any] = {
+        "actor": transition.actor,
+        "via": transition.via,
+        "note": transition.note,
+    }
+    if transition.hook is not None:  # one per run: hook, stage, VM and attempt
+        run = transition.hook
+        said["hook"] = [run.hook, run.stage, run.vm, run.attempt]
+    if transition.remind_before is not None:  # one per lead
+        said["remind_before"] = transition.remind_before
     text = json.dumps(said, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -139,6 +151,8 @@ def transition_from_json(text: str) -> Transition:
         via=data.get("via"),
         dry_run=bool(data.get("dry_run", False)),
         note=data.get("note", ""),
+        hook=HookRun(**data["hook"]) if data.get("hook") else None,
+        remind_before=data.get("remind_before"),
     )
 
 

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 CHANNEL = "sebridge"
 # The tables whose commits may send NOTIFY (each names itself; store/postgres.py
 # says which writes do); after a gap in listening, all of them.
-EVERY_TABLE = frozenset(("outbox", "approvals"))
+EVERY_TABLE = frozenset(("outbox", "approvals", "hook_runs"))
 RECONNECT_SECONDS = 2.0
 # How often a waiting thread looks up to see whether it should stop (no round trip).
 _STOP_CHECK_SECONDS = 0.5

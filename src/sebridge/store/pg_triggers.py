@@ -30,6 +30,8 @@ _TRIGGERS = {
         "WHEN (NEW.state = 'pending' AND NEW.claimed_by IS NULL)",
     ),
     "approvals": ("AFTER INSERT ON approvals FOR EACH STATEMENT",),  # new approvals
+    # a VM's readiness changed: a hook ended (the carrier may now POST, or hold)
+    "hook_runs": ("AFTER UPDATE ON hook_runs FOR EACH ROW WHEN (NEW.state <> 'running')",),
 }
 _TABLES = tuple(name for m in MIGRATIONS for name in re.findall(r"CREATE TABLE (\w+)", m))
 _EXISTING = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1"

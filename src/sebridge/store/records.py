@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sebridge.approval.states import CARRIED_OUT, OPEN, Blocker, blocker
-from sebridge.model import Receipt, ScheduledEvent, Transition
+from sebridge.model import HookRun, Receipt, ScheduledEvent, Transition
 from sebridge.policy.decision import Decision
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "DeliveryStatus",
     "EventRecord",
     "HistoryEntry",
+    "HookRunRecord",
 ]
 
 
@@ -123,3 +124,14 @@ class AuditEntry:
     via: str
     action: str
     detail: str
+
+
+@dataclass(frozen=True)
+class HookRunRecord:
+    """One hook's run for an event on one VM: state running, succeeded or failed."""
+
+    event_id: str
+    run: HookRun
+    state: str
+    started_at: datetime
+    finished_at: datetime | None

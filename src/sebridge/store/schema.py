@@ -163,5 +163,28 @@ UPDATE events SET policy = 'ask' WHERE policy = 'notify';
 UPDATE events SET decision = '{"action":"' || policy || '","rule":"decided before policy rules"}'
 """
 
+# Readiness hooks: one row per (event, VM, stage, hook), written by that VM's agent
+# only. `running` when a restart finds it means the run was interrupted: it runs
+# again as the next attempt. The carrier reads every VM's rows to know whether an
+# event's listed VMs are ready.
+_V7 = """
+CREATE TABLE hook_runs (
+    event_id TEXT NOT NULL REFERENCES events (event_id) ON DELETE CASCADE,
+    vm TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    hook TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    exit_code INTEGER,
+    timed_out INTEGER NOT NULL DEFAULT 0,
+    seconds REAL,
+    output TEXT NOT NULL DEFAULT '',
+    why TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (event_id, vm, stage, hook)
+)
+"""
+
 # Index i holds the statements of schema version i + 1.
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)

@@ -25,6 +25,7 @@ from sebridge.store.connect import open_database
 from sebridge.store.database import Held
 from sebridge.store.events import EventReads
 from sebridge.store.history import HistoryLog
+from sebridge.store.hook_runs import HookRunTable
 from sebridge.store.outbox import Outbox
 from sebridge.store.schema_check import verify_schema
 from sebridge.store.settings import SettingsTable
@@ -36,10 +37,18 @@ __all__ = ["Store"]
 HEARTBEAT = timedelta(seconds=30)
 STALE = 3 * HEARTBEAT
 # Transitions that annotate an event without moving it along its lifecycle.
-_NOTES = (TransitionKind.TAKEN, TransitionKind.PROBLEM)
+_NOTES = (
+    TransitionKind.TAKEN,
+    TransitionKind.PROBLEM,
+    TransitionKind.HELD,
+    TransitionKind.REMINDER,
+    TransitionKind.HOOK_STARTED,
+    TransitionKind.HOOK_SUCCEEDED,
+    TransitionKind.HOOK_FAILED,
+)
 
 
-class Store(EventReads, ApprovalTable, HistoryLog, SettingsTable):
+class Store(EventReads, ApprovalTable, HookRunTable, HistoryLog, SettingsTable):
     """Everything sebridge remembers. Only this package runs SQL.
 
     Args:
@@ -183,6 +192,11 @@ class Store(EventReads, ApprovalTable, HistoryLog, SettingsTable):
             (at, self.agent, at, at, at),
         )
         return bool(row and row[0])
+
+    def live_agents(self, now: datetime) -> frozenset[str]:
+        """Agents (VM names) that recorded a document or beat within STALE of `now`."""
+        rows = self.db.all("SELECT agent FROM documents WHERE seen_at >= ?", (iso(now - STALE),))
+        return frozenset(r[0] for r in rows)
 
     def _upsert_event(self, event: ScheduledEvent, decision: Decision, now: datetime) -> None:
         data = json.dumps(event_to_dict(event), separators=(",", ":"))

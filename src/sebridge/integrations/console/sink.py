@@ -44,6 +44,7 @@ class ConsoleSink:
             policy=message.policy,
             dry_run=message.dry_run,
             now=self._clock(),
+            prepare=message.prepare,
         )
 
     def check_templates(self) -> None:

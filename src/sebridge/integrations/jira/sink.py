@@ -242,6 +242,7 @@ class JiraSink:
             t=t, e=t.event, vm=m.vm_name, policy=m.policy, dry_run=m.dry_run or t.dry_run,
             approvable=m.approvable, approved_by=approved_by, approve_url=m.approve_url,
             approve_status=self._s.approve_status, now=self._clock(),
+            readiness=m.readiness, prepare=m.prepare,
         )  # fmt: skip
 
     def _summary(self, context: dict[str, Any]) -> str:

@@ -17,10 +17,11 @@ import json
 import os
 import sys
 import threading
+from dataclasses import asdict
 from typing import Any, BinaryIO, TextIO
 
 from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError
-from sebridge.model import Receipt
+from sebridge.model import HookRun, Receipt
 from sebridge.sink import Message
 
 __all__ = ["TAIL", "JsonlSink", "record"]
@@ -55,7 +56,16 @@ def record(message: Message) -> dict[str, Any]:
         "policy": message.policy,
         "dry_run": message.dry_run or t.dry_run,
         "note": t.note,
+        # Hook transitions: which hook ran on which VM, and how it ended (else nulls).
+        **_hook_fields(t.hook),
+        "remind_before": t.remind_before,
     }
+
+
+def _hook_fields(run: HookRun | None) -> dict[str, Any]:
+    fields = ("hook", "vm", "stage", "attempt", "exit_code", "timed_out", "seconds", "output")
+    values = asdict(run) if run else {}
+    return {"hook_vm" if f == "vm" else f: values.get(f) for f in fields}
 
 
 class JsonlSink:

@@ -40,6 +40,7 @@ class Slack(Integration[SlackSettings]):
             ctx.renderer,
             mention=slack.mention,
             mention_types=slack.mention_types,
+            remind_mention=slack.remind_mention,
         )
         sink.check_templates()
         return sink

@@ -39,6 +39,8 @@ class SlackSettings:
     approvers: tuple[str, ...] = ()
     api_url: str = "https://slack.com/api/"  # normalised to end with "/"
     mention: str = ""
+    # Added to each reminder (a thread reply), e.g. "<!subteam^S0456EFGH>" or "<!here>".
+    remind_mention: str = ""
     mention_types: tuple[str, ...] = option(("Preempt", "Terminate"), choices=EVENT_TYPES)
     # Socket Mode: how many agents of a fleet hold a connection (Slack allows 10 per app).
     socket_connections: int = option(

@@ -88,6 +88,7 @@ class SlackSink:
             later calls use the id Slack answered with.
         mention: added to the first post of an event whose type is in
             `mention_types`, e.g. "<!subteam^S0456EFGH>". Config, not escaped.
+        remind_mention: added to each reminder reply (config, not escaped).
     """
 
     def __init__(
@@ -98,8 +99,10 @@ class SlackSink:
         *,
         mention: str = "",
         mention_types: Collection[str] = ("Preempt", "Terminate"),
+        remind_mention: str = "",
         clock: Clock = utcnow,
     ) -> None:
+        self._remind_mention = remind_mention
         self._client = client
         self._channel = channel
         self._renderer = renderer
@@ -228,9 +231,12 @@ class SlackSink:
         approving = (TransitionKind.APPROVED, TransitionKind.WOULD_APPROVE)
         approved_by = t.actor if t.kind in approving and t.actor else m.approved_by
         mention = self._mention if first and t.event.event_type in self._mention_types else ""
+        if t.kind == TransitionKind.REMINDER:
+            mention = self._remind_mention
         return dict(
             t=t, e=t.event, vm=m.vm_name, policy=m.policy, dry_run=m.dry_run or t.dry_run,
             approvable=m.approvable, approved_by=approved_by, mention=mention, now=self._clock(),
+            readiness=m.readiness, prepare=m.prepare,
         )  # fmt: skip
 
     def _render(self, name: str, context: dict[str, Any]) -> str:

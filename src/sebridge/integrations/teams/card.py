@@ -127,6 +127,8 @@ class CardBuilder:
             now=self._clock(),
             description_limit=description_limit,
             resource_limit=resource_limit,
+            readiness=message.readiness,
+            prepare=message.prepare,
         )
         try:
             card = json.loads(source)

@@ -1,0 +1,27 @@
+"""The gate before StartRequests: may the carrier POST an event's approval now?
+
+The carrier asks it for every approval it claims; the readiness hooks answer
+(hooks/gate.py). Without hooks every answer is GO.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sebridge.store.records import EventRecord
+
+__all__ = ["GO", "Gate", "GateAnswer"]
+
+
+@dataclass(frozen=True)
+class GateAnswer:
+    """Go (nothing set), go with a word (`note`), wait (`wait`: what for), or hold (`hold`: why)."""
+
+    wait: str = ""  # not yet: the listed VMs are still preparing
+    hold: str = ""  # never: a prepare hook failed and the rule says hold
+    note: str = ""  # go, and say this (a prepare hook failed; the rule says approve anyway)
+
+
+GO = GateAnswer()
+Gate = Callable[[EventRecord], GateAnswer]

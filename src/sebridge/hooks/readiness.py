@@ -1,0 +1,111 @@
+"""Whether an event's VMs are ready: the gate before StartRequests, and what messages show.
+
+One StartRequests releases every VM the event lists in Resources, so one VM's
+readiness is not enough: every listed VM whose agent is alive must have
+succeeded its prepare hooks. A listed VM without a live agent cannot prepare
+and is not waited for (messages say "no agent"). Pure: the carrier and the
+dispatcher hand in the store's rows. See docs/ARCHITECTURE.md, "Readiness hooks".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from sebridge.model import ScheduledEvent
+
+if TYPE_CHECKING:  # the store's rows; messages (sink.py) import this module without the store
+    from sebridge.store.records import HookRunRecord
+
+__all__ = ["Readiness", "VmReadiness", "VmState", "listed_vms", "readiness"]
+
+
+class VmState(StrEnum):
+    """One listed VM's readiness."""
+
+    READY = "ready"  # every prepare hook succeeded
+    WAITING = "waiting"  # its prepare hooks have not started yet
+    PREPARING = "preparing"  # a prepare hook runs now
+    FAILED = "failed"  # a prepare hook failed: `why` and `output` say how
+    NO_AGENT = "no agent"  # no live sebridge agent on that VM: not waited for
+
+
+@dataclass(frozen=True)
+class VmReadiness:
+    """One VM's line: "vm1: ready", "vm2: failed: drain exit 1", "vm3: no agent"."""
+
+    vm: str
+    state: VmState
+    hook: str = ""  # the hook running, failed or awaited
+    why: str = ""  # for FAILED: exit code, timeout or could not start
+    output: str = ""  # for FAILED: the tail of the hook's output
+
+    def line(self) -> str:
+        """For people."""
+        if self.state == VmState.FAILED:
+            return f"{self.vm}: failed: {self.hook} {self.why}"
+        if self.state in (VmState.PREPARING, VmState.WAITING):
+            verb = "running" if self.state == VmState.PREPARING else "not started"
+            return f"{self.vm}: {self.state} ({self.hook} {verb})"
+        return f"{self.vm}: {self.state}"
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Every listed VM's readiness, in Resources' order."""
+
+    vms: tuple[VmReadiness, ...] = ()
+
+    @property
+    def ready(self) -> bool:
+        """Every VM that can prepare has: StartRequests may go."""
+        return all(v.state in (VmState.READY, VmState.NO_AGENT) for v in self.vms)
+
+    @property
+    def failed(self) -> VmReadiness | None:
+        """The first VM whose prepare hook failed, if any."""
+        return next((v for v in self.vms if v.state == VmState.FAILED), None)
+
+    def waiting_for(self) -> str:
+        """What the approval waits for, for people ("" when ready)."""
+        busy = [v.line() for v in self.vms if v.state in (VmState.WAITING, VmState.PREPARING)]
+        return "; ".join(busy)
+
+
+def listed_vms(event: ScheduledEvent) -> tuple[str, ...]:
+    """The VM names Resources lists (api-version 2017-03-01's "_" prefix taken off)."""
+    names = (r[1:] if r.startswith("_") else r for r in event.resources)
+    return tuple(dict.fromkeys(names))
+
+
+def readiness(
+    event: ScheduledEvent,
+    prepare: Sequence[str],
+    runs: Iterable[HookRunRecord],
+    *,
+    live: frozenset[str],
+) -> Readiness:
+    """Each listed VM's readiness for `prepare` (the decision's prepare hooks, in order).
+    No prepare hooks: nothing to wait for, nothing to show."""
+    if not prepare:
+        return Readiness()
+    by_vm: dict[tuple[str, str], HookRunRecord] = {
+        (r.run.vm, r.run.hook): r for r in runs if r.run.stage == "prepare"
+    }
+    return Readiness(tuple(_vm(vm, prepare, by_vm, vm in live) for vm in listed_vms(event)))
+
+
+def _vm(
+    vm: str, prepare: Sequence[str], runs: dict[tuple[str, str], HookRunRecord], alive: bool
+) -> VmReadiness:
+    for hook in prepare:
+        run = runs.get((vm, hook))
+        if run is None:
+            return VmReadiness(vm, VmState.WAITING if alive else VmState.NO_AGENT, hook)
+        if run.state == "failed":
+            return VmReadiness(vm, VmState.FAILED, hook, run.run.why, run.run.output)
+        if run.state != "succeeded":
+            return VmReadiness(vm, VmState.PREPARING if alive else VmState.NO_AGENT, hook)
+    return VmReadiness(vm, VmState.READY)

@@ -1,0 +1,248 @@
+"""The hook worker: the one thread of an agent that runs this VM's readiness hooks.
+
+For each event that lists this VM and whose policy decision names hooks:
+- prepare hooks, in order, once the event is approved (by a rule or a
+  person) or `prepare_lead_seconds` before its NotBefore, whichever comes
+  first; the first that fails ends the chain (the carrier holds or goes on,
+  as the rule says);
+- recover hooks, once the event ended (completed or cancelled), if its
+  prepare hooks began here (or it had none).
+Each run is begun and ended in the store with its transition (hook_started,
+hook_succeeded, hook_failed), at most once per event, hook and VM; a run a
+crash cut short runs again at the next start. Dry run runs nothing (the
+messages say which hooks would have run). After each run the carrier and the
+dispatcher are woken. See docs/ARCHITECTURE.md, "Readiness hooks".
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from sebridge.errors import StoreError
+from sebridge.hooks.process import HookSpec, run_hook
+from sebridge.hooks.readiness import listed_vms
+from sebridge.kernel.clock import Clock, utcnow
+from sebridge.model import HookRun
+from sebridge.store import EventRecord, Store
+
+__all__ = ["HookPlan", "HookWorker"]
+
+log = logging.getLogger("sebridge.hooks")
+
+# Ended events are looked at this long after they left IMDS (their recover hooks).
+_RECOVER_WITHIN = timedelta(hours=1)
+# With nothing due, the worker still looks this often (a missed wake costs no more).
+_IDLE_LOOK = 60.0
+
+
+class HookPlan(Protocol):
+    """What the worker reads of an event's policy decision."""
+
+    @property
+    def prepare(self) -> tuple[str, ...]: ...
+
+    @property
+    def recover(self) -> tuple[str, ...]: ...
+
+
+class HookWorker:
+    """Runs this VM's hooks on a thread of its own (or a round on the caller's: `once`).
+
+    Args:
+        hooks: the configured hooks by name ([hooks.<name>]).
+        plan_of: an event's decision (which hooks it names).
+        sinks_for: the sinks an event's transitions go to.
+        prepare_lead: prepare hooks start by NotBefore minus this, approved or not.
+        on_run: called after each run was recorded (wakes the carrier and dispatcher).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        hooks: Mapping[str, HookSpec],
+        vm_name: Callable[[], str],
+        *,
+        plan_of: Callable[[EventRecord], HookPlan],
+        sinks_for: Callable[[EventRecord], Sequence[str]],
+        prepare_lead: timedelta = timedelta(seconds=300),
+        dry_run: bool = False,
+        clock: Clock = utcnow,
+        on_run: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._store = store
+        self._hooks = dict(hooks)
+        self._vm_name = vm_name
+        self._plan_of = plan_of
+        self._sinks_for = sinks_for
+        self._lead = prepare_lead
+        self._dry_run = dry_run
+        self._clock = clock
+        self._on_run = on_run
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._next_due: datetime | None = None
+
+    def start(self) -> None:
+        """Run hooks on a thread of our own from now on (the daemon)."""
+        self._thread = threading.Thread(target=self._loop, name="hooks", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        """Stop after the hook in progress (one cut short runs again at the next start)."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(max(0.0, timeout))
+
+    def wake(self) -> None:
+        """Look now (an approval was recorded, the document changed, an event ended)."""
+        if self._thread is not None:
+            self._wake.set()
+        else:
+            self.round()
+
+    def poke(self, now: datetime) -> None:
+        """From every tick: wake only when a prepare lead is due (cheap, no store access)."""
+        if self._next_due is not None and now >= self._next_due:
+            self._next_due = None
+            self.wake()
+
+    def round(self) -> int:
+        """Run every hook that is due now; returns how many ran."""
+        if self._dry_run or not self._hooks_named():
+            return 0
+        now = self._clock()
+        vm = self._vm_name()
+        ran = 0
+        next_due: datetime | None = None
+        for record in self._store.events(include_gone_since=now - _RECOVER_WITHIN):
+            if self._stopping.is_set():
+                break
+            if vm not in listed_vms(record.event):
+                continue
+            plan = self._plan_of(record)
+            stage, names = self._due(record, plan, now)
+            if stage:
+                ran += self._run_chain(record, stage, names, vm)
+            elif plan.prepare and record.present and record.event.not_before is not None:
+                start = record.event.not_before - self._lead
+                next_due = start if next_due is None or start < next_due else next_due
+        self._next_due = next_due
+        return ran
+
+    def _hooks_named(self) -> bool:
+        return bool(self._hooks)
+
+    def _due(
+        self, record: EventRecord, plan: HookPlan, now: datetime
+    ) -> tuple[str, tuple[str, ...]]:
+        """Which stage's hooks are due for this event now ("" for none)."""
+        event = record.event
+        if not record.present:
+            prepared = not plan.prepare or any(
+                r.run.stage == "prepare" and r.run.vm == self._vm_name()
+                for r in self._store.hook_runs(event.event_id)
+            )
+            return ("recover", plan.recover) if plan.recover and prepared else ("", ())
+        if not plan.prepare or event.started:
+            return "", ()
+        approved = record.approval is not None
+        lead_passed = event.not_before is not None and now >= event.not_before - self._lead
+        return ("prepare", plan.prepare) if approved or lead_passed else ("", ())
+
+    def _run_chain(self, record: EventRecord, stage: str, names: Sequence[str], vm: str) -> int:
+        """The stage's hooks in order, each at most once; the first failure ends the chain."""
+        ran = 0
+        done = {
+            (r.run.hook): r.state
+            for r in self._store.hook_runs(record.event.event_id)
+            if r.run.vm == vm and r.run.stage == stage
+        }
+        for name in names:
+            if done.get(name) == "failed":
+                return ran
+            if done.get(name) == "succeeded":
+                continue
+            if self._stopping.is_set():
+                return ran
+            if not self._run_one(record, stage, name, vm):
+                return ran + 1
+            ran += 1
+        return ran
+
+    def _run_one(self, record: EventRecord, stage: str, name: str, vm: str) -> bool:
+        """Begin, run and end one hook; True when it succeeded."""
+        event = record.event
+        sinks = self._sinks_for(record)
+        try:
+            run = self._store.begin_hook_run(
+                event, vm=vm, stage=stage, hook=name, now=self._clock(), sinks=sinks
+            )
+        except StoreError as exc:
+            log.warning("hook %s for %s not started: %s", name, event.event_id, exc)
+            return False
+        if run is None:  # ended before (another round of ours): nothing to do
+            return True
+        self._on_run()
+        spec = self._hooks.get(name)
+        if spec is None:  # config checks refuse this; a fleet's agents may differ
+            ended = HookRun(name, stage, vm, run.attempt, why=f"hook {name!r} is not defined")
+        else:
+            log.info("%s hook %s for %s (attempt %d)", stage, name, event.event_id, run.attempt)
+            outcome = run_hook(spec, event, stage=stage, vm_name=vm)
+            ended = HookRun(
+                name,
+                stage,
+                vm,
+                run.attempt,
+                exit_code=outcome.exit_code,
+                timed_out=outcome.timed_out,
+                seconds=round(outcome.seconds, 3),
+                output=outcome.output,
+                why="" if outcome.succeeded else outcome.why(),
+            )
+            level = logging.INFO if outcome.succeeded else logging.WARNING
+            log.log(
+                level,
+                "%s hook %s for %s: %s",
+                stage,
+                name,
+                event.event_id,
+                "succeeded" if outcome.succeeded else ended.why,
+            )
+        self._finish(record, ended, sinks)
+        return not ended.why
+
+    def _finish(self, record: EventRecord, run: HookRun, sinks: Sequence[str]) -> None:
+        """Record the end; a store away now is tried until it takes it (the row stays
+        `running` meanwhile, and a crash makes the run happen again: idempotent hooks)."""
+        while not self._stopping.is_set():
+            try:
+                self._store.finish_hook_run(record.event, run, now=self._clock(), sinks=sinks)
+                break
+            except StoreError as exc:
+                log.warning("hook %s's end not recorded yet: %s", run.hook, exc)
+                self._stopping.wait(1.0)
+        self._on_run()
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.round()
+            except StoreError as exc:
+                log.debug("hooks not looked at: %s", exc)
+            except Exception:  # a bug must not end the hooks
+                log.exception("running hooks failed; looking again later")
+            self._wake.wait(self._idle_wait())
+            self._wake.clear()
+
+    def _idle_wait(self) -> float:
+        if self._next_due is None:
+            return _IDLE_LOOK
+        left = (self._next_due - self._clock()).total_seconds()
+        return min(_IDLE_LOOK, max(0.0, left))
