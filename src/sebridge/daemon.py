@@ -26,11 +26,14 @@ from sebridge.config_core import PolicyConfig
 from sebridge.diff import diff
 from sebridge.dispatch import Dispatcher
 from sebridge.errors import ImdsError
+from sebridge.hooks.agent import AgentHooks
+from sebridge.hooks.process import HookCommand
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.policy import APPROVE, NO_MATCH, Decision, Policy, decide, sinks_for
 from sebridge.policy.compile import build_policy
+from sebridge.reminders import Reminders
 from sebridge.sink import Sink
 from sebridge.store import Store
 
@@ -65,6 +68,7 @@ class Daemon:
         sinks: each sink by its integration's name (the outbox key).
         vm_name: this VM's name; empty: asked from IMDS (compute name) on the first tick.
         approve_url: an event's signed approval link, for messages (None: links are off).
+        hooks: the configured readiness hooks ([hooks.<name>]) by name.
         policy: the rules that decide each new event (policy/compile.py: build_policy);
             None: built-in rules with the default keys.
     """
@@ -82,6 +86,7 @@ class Daemon:
         max_backoff: float = 300.0,
         clock: Clock = utcnow,
         approve_url: Callable[[ScheduledEvent], str] | None = None,
+        hooks: Mapping[str, HookCommand] | None = None,
     ) -> None:
         self.imds = imds
         self.store = store
@@ -94,6 +99,17 @@ class Daemon:
         self._vm_name_checked = bool(vm_name)
         self._vm_name_warned = False
         self.clock = clock
+        self.hooks = AgentHooks(
+            store,
+            hooks or {},
+            self.vm_name,
+            sinks_for=self.sinks_for,
+            prepare_lead=timedelta(seconds=self.policy.prepare_lead_seconds),
+            dry_run=dry_run,
+            clock=clock,
+            on_run=self._hook_ran,
+        )
+        self.reminders = Reminders(store, self.sinks_for)
         self.dispatcher = Dispatcher(
             store,
             sinks,
@@ -103,6 +119,7 @@ class Daemon:
             max_backoff=max_backoff,
             clock=clock,
             approve_url=approve_url,
+            readiness_of=self.hooks.shown,
         )
         self.carrier = Carrier(
             store,
@@ -111,6 +128,8 @@ class Daemon:
             dry_run=dry_run,
             clock=clock,
             on_recorded=self.dispatcher.wake,
+            gate=self.hooks.gate,
+            on_waiting=self._hooks_awaited,
         )
         self.approvals = Approvals(
             store, self.carrier, self.sinks_for, clock=clock, on_recorded=self.dispatcher.wake
@@ -145,8 +164,18 @@ class Daemon:
                 approvals_recorded = self._record(document, result)
             # Only once recorded: after a store failure the same document is tried again.
             self._last_object = document
+        now = self.clock()
+        if result.changed or written:
+            # Before the carrier: without threads (`once`) the hooks an approval waits for
+            # run first; with them, the worker starts while the carrier looks.
+            self.reminders.reschedule()
+            self.hooks.worker.wake()
+        else:
+            self.hooks.worker.poke(now)
         if approvals_recorded or written or self.carrier.due:
             result.approvals_done = self.carrier.wake()
+        if self.reminders.due(now) and self.reminders.round(now):
+            self.dispatcher.wake()
         # After the policy approved, the carrier wakes the dispatcher once it is done: the
         # event's first message then says "approved by policy" and offers no button.
         if (result.changed and not approvals_recorded) or written:
@@ -171,6 +200,10 @@ class Daemon:
         approvals go to the carrier first, which wakes the dispatcher when it is done."""
         if "approvals" in tables:
             self.carrier.wake()
+            self.hooks.worker.wake()  # an approval starts this VM's prepare hooks
+            self.reminders.reschedule()
+        elif "hook_runs" in tables:
+            self.carrier.wake()  # a VM's readiness changed
         else:
             self.dispatcher.wake()
 
@@ -179,6 +212,20 @@ class Daemon:
         the dispatcher look now."""
         self.carrier.wake()
         self.dispatcher.wake()
+        self.hooks.worker.wake()
+
+    def _hooks_awaited(self) -> None:
+        """An approval waits for this VM's prepare hooks: the worker looks now (its own
+        thread; without threads the tick ran it before the carrier)."""
+        if self.hooks.worker.threaded:
+            self.hooks.worker.wake()
+
+    def _hook_ran(self) -> None:
+        """A hook run began or ended (worker's thread): the carrier may go on, and the
+        messages say so. Without threads (`once`) the tick does both after the worker."""
+        if self.hooks.worker.threaded:
+            self.carrier.wake()
+            self.dispatcher.wake()
 
     def _poll(self, result: TickResult) -> Document | None:
         try:

@@ -21,6 +21,7 @@ from sebridge.config import Config
 from sebridge.daemon import Daemon
 from sebridge.errors import ConfigError, PermanentDeliveryError, StoreInUseError
 from sebridge.health import Health
+from sebridge.hooks.gate import ReadinessGate
 from sebridge.imds import ImdsClient
 from sebridge.integrations import registry
 from sebridge.integrations.base import Integration
@@ -144,6 +145,7 @@ def build_daemon(
         retry_for=timedelta(seconds=config.dispatch.retry_for_seconds_after_gone),
         max_backoff=config.dispatch.max_backoff_seconds,
         approve_url=approval_link(config.http.public_url, signer) if signer else None,
+        hooks=config.hooks,
     )
 
 
@@ -183,7 +185,12 @@ def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store]:
     def audience(decision: str) -> tuple[str, ...]:
         return sinks_for(decision, names)
 
-    carrier = Carrier(store, imds, audience, dry_run=config.policy.dry_run) if holds else None
+    # No hooks run here: an approval whose rule names prepare hooks waits for the daemon's.
+    vm = config.imds.vm_name or store.setting("vm_name") or ""
+    gate = ReadinessGate(store, lambda: vm, lambda record: record.decision)
+    carrier = (
+        Carrier(store, imds, audience, dry_run=config.policy.dry_run, gate=gate) if holds else None
+    )
     return Approvals(store, carrier, audience), store
 
 

@@ -147,7 +147,7 @@ class Carrier:
         done = self._record_unrecorded()
         now = self._clock()
         claimed = []
-        if self._store.has_pending_approvals(now):
+        if self._store.has_pending_approvals(now, waiting=True):
             claimed = self._store.claim_approvals(now, CLAIM_LEASE)
             for approval in claimed:
                 done += self._carry_out(approval)

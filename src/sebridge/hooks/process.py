@@ -21,12 +21,12 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Protocol
 
 from sebridge.imds.echo import as_imds
 from sebridge.model import ScheduledEvent
 
-__all__ = ["HookOutcome", "HookSpec", "hook_environment", "run_hook"]
+__all__ = ["HookCommand", "HookOutcome", "HookSpec", "hook_environment", "run_hook"]
 
 # Bytes of output kept (the tail); a hook that prints megabytes costs this much.
 OUTPUT_LIMIT = 16 * 1024
@@ -36,9 +36,22 @@ _DRAIN_AFTER_EXIT = 0.5
 _TERM_GRACE = 2.0
 
 
+class HookCommand(Protocol):
+    """A configured hook ([hooks.<name>]: config_policy.HookSettings is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def command(self) -> tuple[str, ...]: ...
+
+    @property
+    def timeout(self) -> float: ...
+
+
 @dataclass(frozen=True)
 class HookSpec:
-    """A configured hook ([hooks.<name>])."""
+    """A hook given in code (tests, benchmarks): what [hooks.<name>] configures."""
 
     name: str
     command: tuple[str, ...]
@@ -93,7 +106,7 @@ def hook_environment(
 
 
 def run_hook(
-    spec: HookSpec,
+    spec: HookCommand,
     event: ScheduledEvent,
     *,
     stage: str,

@@ -19,11 +19,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from sebridge.errors import StoreError
-from sebridge.hooks.process import HookSpec, run_hook
+from sebridge.hooks.process import HookCommand, run_hook
 from sebridge.hooks.readiness import listed_vms
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import HookRun
@@ -63,7 +63,7 @@ class HookWorker:
     def __init__(
         self,
         store: Store,
-        hooks: Mapping[str, HookSpec],
+        hooks: Mapping[str, HookCommand],
         vm_name: Callable[[], str],
         *,
         plan_of: Callable[[EventRecord], HookPlan],
@@ -85,7 +85,8 @@ class HookWorker:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._next_due: datetime | None = None
+        # When a prepare lead comes next; at start, at once: runs a crash cut short go again.
+        self._next_due: datetime | None = datetime.min.replace(tzinfo=UTC)
 
     def start(self) -> None:
         """Run hooks on a thread of our own from now on (the daemon)."""
@@ -98,6 +99,11 @@ class HookWorker:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(max(0.0, timeout))
+
+    @property
+    def threaded(self) -> bool:
+        """Whether the worker runs on its own thread (the daemon), not the caller's."""
+        return self._thread is not None
 
     def wake(self) -> None:
         """Look now (an approval was recorded, the document changed, an event ended)."""

@@ -100,11 +100,12 @@ class ApprovalTable:
                 )
         return [_approval_record(row) for row in rows]
 
-    def has_pending_approvals(self, now: datetime) -> bool:
-        """Whether claim_approvals could return anything new (cheap, for every tick). One that
-        waits for readiness is not: a hook's end or the heartbeat wakes the carrier for it."""
+    def has_pending_approvals(self, now: datetime, *, waiting: bool = False) -> bool:
+        """Whether claim_approvals could return anything (cheap, for every tick). One that
+        waits for readiness counts only with `waiting`: the tick does not look again for
+        it at every poll; a hook's end or the heartbeat wakes the carrier for it."""
         row = self.db.one(
-            f"SELECT 1 FROM approvals WHERE {self._claimable(waiting=False)} AND {_OURS} LIMIT 1",
+            f"SELECT 1 FROM approvals WHERE {self._claimable(waiting=waiting)} AND {_OURS} LIMIT 1",
             (iso(now), self.agent),
         )
         return row is not None

@@ -1,0 +1,65 @@
+"""One agent's readiness hooks, put together: the worker, the gate, and what messages show.
+
+The daemon holds one; the carrier asks its gate, the dispatcher its readiness
+lines. See docs/ARCHITECTURE.md, "Readiness hooks".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+
+from sebridge.hooks.gate import ReadinessGate
+from sebridge.hooks.process import HookCommand
+from sebridge.hooks.readiness import VmReadiness
+from sebridge.hooks.worker import HookWorker
+from sebridge.kernel.clock import Clock, utcnow
+from sebridge.policy.decision import Decision
+from sebridge.store import EventRecord, Store
+
+__all__ = ["AgentHooks"]
+
+
+def _decision(record: EventRecord) -> Decision:
+    return record.decision
+
+
+class AgentHooks:
+    """This VM's hooks (worker), the fleet's readiness (gate), and the lines messages show.
+
+    Args:
+        on_run: called after each hook run was recorded (wakes the carrier, dispatcher).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        hooks: Mapping[str, HookCommand],
+        vm_name: Callable[[], str],
+        *,
+        sinks_for: Callable[[str], Sequence[str]],
+        prepare_lead: timedelta,
+        dry_run: bool,
+        clock: Clock = utcnow,
+        on_run: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._store = store
+        self.gate = ReadinessGate(store, vm_name, _decision, clock=clock)
+        self.worker = HookWorker(
+            store,
+            hooks,
+            vm_name,
+            plan_of=_decision,
+            sinks_for=lambda record: sinks_for(record.policy),
+            prepare_lead=prepare_lead,
+            dry_run=dry_run,
+            clock=clock,
+            on_run=on_run,
+        )
+
+    def shown(self, event_id: str) -> tuple[tuple[VmReadiness, ...], tuple[str, ...]]:
+        """Each listed VM's readiness and the rule's prepare hooks, for a message."""
+        record = self._store.event(event_id)
+        if record is None or not record.decision.prepare:
+            return (), ()
+        return self.gate.readiness(record).vms, record.decision.prepare

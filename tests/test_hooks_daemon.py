@@ -1,0 +1,356 @@
+"""Readiness hooks, the gate before StartRequests, and reminders: the daemon against the IMDS
+simulator, hooks as real processes, on both store dialects (conftest.py: store_url).
+
+The daemon runs without threads here (tick; `sebridge once` does the same): the hook
+worker runs before the carrier in each tick, so every step is deterministic.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sebridge.approval.request import ApprovalRequest, OutcomeKind
+from sebridge.approval.states import ApprovalState
+from sebridge.config import from_mapping
+from sebridge.daemon import Daemon
+from sebridge.hooks.words import hook_news
+from sebridge.imds import ImdsClient
+from sebridge.kernel.clock import utcnow
+from sebridge.model import Receipt
+from sebridge.policy.compile import build_policy
+from sebridge.simulator import Simulator
+from sebridge.sink import Message
+from sebridge.store import Store
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.sent: list[Message] = []
+
+    def send(self, message: Message) -> Receipt | None:
+        self.sent.append(message)
+        return None
+
+    def close(self) -> None:
+        pass
+
+    def kinds(self, event_id: str) -> list[str]:
+        return [m.transition.kind for m in self.sent if m.transition.event_id == event_id]
+
+    def of(self, event_id: str, kind: str) -> list[Message]:
+        return [
+            m for m in self.sent if m.transition.event_id == event_id and m.transition.kind == kind
+        ]
+
+
+def hook_script(tmp_path: Path, name: str, body: str) -> list[str]:
+    """A hook that appends its name and stage to tmp_path/ran, then runs `body`."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(
+        "import os, sys\n"
+        f"open({str(tmp_path / 'ran')!r}, 'a').write("
+        "os.environ['SEBRIDGE_HOOK'] + ':' + os.environ['SEBRIDGE_STAGE'] + ':' "
+        "+ os.environ['SEBRIDGE_VM_NAME'] + '\\n')\n" + body
+    )
+    return [sys.executable, str(path)]
+
+
+def ran(tmp_path: Path) -> list[str]:
+    path = tmp_path / "ran"
+    return path.read_text().split() if path.exists() else []
+
+
+MakeDaemon = Callable[..., Daemon]
+
+
+@pytest.fixture
+def make_daemon(sim: Simulator, store_url: str, tmp_path: Path) -> Iterator[MakeDaemon]:
+    made: list[Daemon] = []
+    hooks = {
+        "drain": {"command": hook_script(tmp_path, "drain", "print('drained web1')\n")},
+        "fails": {"command": hook_script(tmp_path, "fails", "print('lb said 503'); sys.exit(1)\n")},
+        "undrain": {"command": hook_script(tmp_path, "undrain", "")},
+    }
+
+    def make(
+        rules: list[dict[str, Any]],
+        sink: ListSink,
+        *,
+        vm: str = "vm0",
+        dry_run: bool = False,
+        lead: int = 300,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> Daemon:
+        config = from_mapping(
+            {
+                "policy": {"rules": rules, "dry_run": dry_run, "prepare_lead_seconds": lead},
+                "hooks": hooks,
+            }
+        )
+        d = Daemon(
+            ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
+            Store(store_url, agent=vm),
+            {"list": sink},
+            policy=build_policy(config.policy),
+            dry_run=dry_run,
+            vm_name=vm,
+            hooks=config.hooks,
+            clock=clock,
+        )
+        made.append(d)
+        return d
+
+    yield make
+    for d in made:
+        d.imds.close()
+        d.store.close()
+
+
+def tick(d: Daemon) -> None:
+    d.tick()
+    d.dispatcher.deliver_due("list")
+
+
+def test_an_approve_rule_posts_only_after_its_prepare_hooks_succeeded(
+    sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    sink = ListSink()
+    rules = [
+        {"name": "drain first", "action": "approve", "prepare": ["drain"], "recover": ["undrain"]}
+    ]
+    d = make_daemon(rules, sink)
+    event_id = sim.schedule("Reboot")
+    tick(d)
+    assert ran(tmp_path) == ["drain:prepare:vm0"]
+    assert sim.start_requests == [event_id]
+    kinds = sink.kinds(event_id)
+    assert kinds.index("hook_started") < kinds.index("hook_succeeded") < kinds.index("approved")
+    done = sink.of(event_id, "hook_succeeded")[0].transition.hook
+    assert done is not None and done.hook == "drain" and done.vm == "vm0" and done.exit_code == 0
+    assert "drained web1" in done.output
+    # At most once per event and VM: later ticks run nothing again.
+    tick(d)
+    assert ran(tmp_path) == ["drain:prepare:vm0"]
+    # The event ends: its recover hook runs, once.
+    sim.start_event(event_id)
+    tick(d)
+    sim.complete(event_id)
+    tick(d)
+    tick(d)
+    assert ran(tmp_path) == ["drain:prepare:vm0", "undrain:recover:vm0"]
+    assert sink.kinds(event_id)[-2:] == ["hook_started", "hook_succeeded"]
+
+
+def test_a_failed_prepare_hook_holds_the_approval_and_says_why(
+    sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    sink = ListSink()
+    d = make_daemon([{"action": "approve", "prepare": ["fails", "drain"]}], sink)
+    event_id = sim.schedule("Reboot")
+    tick(d)
+    tick(d)
+    assert sim.start_requests == []  # nothing reached IMDS
+    assert ran(tmp_path) == ["fails:prepare:vm0"]  # the chain ended at the first failure
+    held = sink.of(event_id, "held")
+    assert len(held) == 1
+    assert "held: fails failed (exit 1) on vm0: lb said 503" in held[0].transition.note
+    assert "Nothing was sent to IMDS" in held[0].transition.note
+    failed = sink.of(event_id, "hook_failed")[0].transition.hook
+    assert failed is not None and failed.exit_code == 1 and failed.why == "exit 1"
+    # A person's later approval is held too, and told why.
+    outcome = d.approvals.request(ApprovalRequest(event_id, "U123", "slack"), wait=1.0)
+    assert outcome.kind == OutcomeKind.HELD
+    assert "fails failed (exit 1) on vm0" in outcome.reason
+    assert sim.start_requests == []
+
+
+def test_on_prepare_failure_approve_goes_ahead_and_says_so(
+    sim: Simulator, make_daemon: MakeDaemon
+) -> None:
+    sink = ListSink()
+    d = make_daemon(
+        [{"action": "approve", "prepare": ["fails"], "on_prepare_failure": "approve"}], sink
+    )
+    event_id = sim.schedule("Reboot")
+    tick(d)
+    assert sim.start_requests == [event_id]
+    approved = sink.of(event_id, "approved")[0].transition
+    assert "fails failed (exit 1) on vm0" in approved.note
+    assert "approved anyway (on_prepare_failure = approve)" in approved.note
+
+
+def test_a_persons_approval_waits_for_the_prepare_hooks(
+    sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    sink = ListSink()
+    d = make_daemon([{"action": "ask", "prepare": ["drain"]}], sink, lead=60)
+    event_id = sim.schedule("Redeploy", notice=900)
+    tick(d)
+    assert ran(tmp_path) == []  # asked; NotBefore is further away than the lead
+    outcome = d.approvals.request(ApprovalRequest(event_id, "U123", "slack"), wait=1.0)
+    assert outcome.kind == OutcomeKind.HELD
+    assert "waiting for prepare hooks: vm0: waiting (drain not started)" in outcome.reason
+    assert sim.start_requests == []
+    tick(d)  # the approval starts the hooks; once they succeeded, StartRequests goes
+    assert ran(tmp_path) == ["drain:prepare:vm0"]
+    assert sim.start_requests == [event_id]
+    approval = d.store.approval(event_id)
+    assert approval is not None and approval.state == ApprovalState.POSTED
+
+
+def test_prepare_hooks_start_by_the_lead_without_an_approval(
+    sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    sink = ListSink()
+    d = make_daemon([{"action": "ask", "prepare": ["drain"]}], sink, lead=900)
+    soon = sim.schedule("Redeploy", notice=600)
+    later = sim.schedule("Redeploy", notice=3000)
+    tick(d)
+    assert ran(tmp_path) == ["drain:prepare:vm0"]
+    assert sink.kinds(soon).count("hook_succeeded") == 1
+    assert "hook_started" not in sink.kinds(later)
+    assert sim.start_requests == []  # ready, but nobody approved: ask means ask
+
+
+def test_dry_run_runs_no_hook_and_says_which_would_have(
+    sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    sink = ListSink()
+    d = make_daemon([{"action": "approve", "prepare": ["drain"]}], sink, dry_run=True)
+    event_id = sim.schedule("Reboot")
+    tick(d)
+    assert ran(tmp_path) == []
+    assert sim.start_requests == []
+    would = sink.of(event_id, "would_approve")
+    assert len(would) == 1 and would[0].prepare == ("drain",)
+
+
+def test_a_run_cut_short_by_a_crash_runs_again_and_says_so(
+    sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    sink = ListSink()
+    rules = [{"action": "ask", "prepare": ["drain"]}]
+    first = make_daemon(rules, sink, lead=60)  # not due yet: the test begins the run itself
+    event_id = sim.schedule("Reboot")
+    first.tick()  # records the event; then "crash" between begin and end of the run
+    record = first.store.event(event_id)
+    assert record is not None
+    first.store.begin_hook_run(
+        record.event, vm="vm0", stage="prepare", hook="drain", now=first.clock(), sinks=["list"]
+    )
+    first.store.close()
+    second = make_daemon(rules, sink, lead=3600)
+    tick(second)
+    assert ran(tmp_path) == ["drain:prepare:vm0"]
+    started = [m.transition.hook for m in sink.of(event_id, "hook_started")]
+    assert [s.attempt for s in started if s] == [1, 2]
+    assert (
+        hook_news(sink.of(event_id, "hook_started")[-1].transition)
+    ) == "drain started on vm0 again (attempt 2: a restart interrupted the run before)"
+
+
+def test_an_unapproved_ask_event_is_reminded_once_per_lead(
+    sim: Simulator, make_daemon: MakeDaemon
+) -> None:
+    sink = ListSink()
+    rules = [{"action": "ask", "remind": [900, 120]}]
+    d = make_daemon(rules, sink)
+    event_id = sim.schedule("Redeploy", notice=600)
+    tick(d)
+    reminders = sink.of(event_id, "reminder")
+    assert [m.transition.remind_before for m in reminders] == [900]
+    tick(d)
+    d.store.close()
+    # A restart does not say it again.
+    again = make_daemon(rules, sink)
+    tick(again)
+    assert len(sink.of(event_id, "reminder")) == 1
+
+
+def test_approved_events_are_not_reminded(sim: Simulator, make_daemon: MakeDaemon) -> None:
+    sink = ListSink()
+    shift = [timedelta(0)]
+    d = make_daemon([{"action": "ask", "remind": [900]}], sink, clock=lambda: utcnow() + shift[0])
+    approved = sim.schedule("Redeploy", notice=1000)
+    asked = sim.schedule("Redeploy", notice=1000)
+    tick(d)
+    assert sink.of(asked, "reminder") == []  # 1000 s ahead: the 900 s lead has not come
+    d.approvals.request(ApprovalRequest(approved, "U1", "slack"), wait=1.0)
+    shift[0] = timedelta(seconds=200)
+    tick(d)
+    assert [m.transition.remind_before for m in sink.of(asked, "reminder")] == [900]
+    assert sink.of(approved, "reminder") == []
+
+
+@pytest.fixture
+def fleet(sim: Simulator, pg_url: str, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    """Agents of one fleet on one PostgreSQL database, each its own VM; the hook `check`
+    fails on vm1."""
+    made: list[Daemon] = []
+    check = hook_script(tmp_path, "check", "sys.exit(os.environ['SEBRIDGE_VM_NAME'] == 'vm1')\n")
+
+    def agent(vm: str, sink: ListSink, rules: list[dict[str, Any]]) -> Daemon:
+        config = from_mapping({"policy": {"rules": rules}, "hooks": {"check": {"command": check}}})
+        d = Daemon(
+            ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
+            Store(pg_url, agent=vm),
+            {"list": sink},
+            policy=build_policy(config.policy),
+            vm_name=vm,
+            hooks=config.hooks,
+        )
+        made.append(d)
+        return d
+
+    yield agent
+    for d in made:
+        d.imds.close()
+        d.store.close()
+
+
+def test_a_fleet_posts_once_every_listed_vm_with_an_agent_is_ready(
+    sim: Simulator, fleet: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    sink = ListSink()
+    rules = [{"action": "ask", "prepare": ["check"]}]
+    vm0, vm2 = fleet("vm0", sink, rules), fleet("vm2", sink, rules)
+    event_id = sim.schedule("Reboot", resources=["vm0", "vm2", "vm9"], notice=1800)
+    vm0.tick()
+    vm2.tick()
+    outcome = vm0.approvals.request(ApprovalRequest(event_id, "U1", "slack"), wait=1.0)
+    assert outcome.kind == OutcomeKind.HELD
+    vm0.hooks.worker.round()  # vm0 is ready; vm2 has not prepared yet
+    vm0.carrier.wake()
+    assert sim.start_requests == []
+    lines = [v.line() for v in vm0.hooks.shown(event_id)[0]]
+    assert lines == ["vm0: ready", "vm2: waiting (check not started)", "vm9: no agent"]
+    vm2.hooks.worker.round()
+    vm0.carrier.wake()
+    assert sim.start_requests == [event_id]
+    assert sorted(ran(tmp_path)) == ["check:prepare:vm0", "check:prepare:vm2"]
+
+
+def test_one_failed_vm_holds_the_fleets_approval(
+    sim: Simulator, fleet: Callable[..., Daemon]
+) -> None:
+    sink = ListSink()
+    rules = [{"action": "approve", "prepare": ["check"]}]
+    vm0, vm1 = fleet("vm0", sink, rules), fleet("vm1", sink, rules)
+    event_id = sim.schedule("Reboot", resources=["vm0", "vm1"])
+    vm1.tick()  # vm1's hook fails at once (the policy approved)
+    vm0.tick()
+    for d in (vm0, vm1, vm0):
+        d.hooks.worker.round()
+        d.carrier.wake()
+    vm0.dispatcher.deliver_due("list")
+    assert sim.start_requests == []
+    held = sink.of(event_id, "held")
+    assert len(held) == 1 and "check failed (exit 1) on vm1" in held[0].transition.note
+    lines = [v.line() for v in vm0.hooks.shown(event_id)[0]]
+    assert lines == ["vm0: ready", "vm1: failed: check exit 1"]
