@@ -167,7 +167,7 @@ UPDATE events SET decision = '{"action":"' || policy || '","rule":"decided befor
 # only. `running` when a restart finds it means the run was interrupted: it runs
 # again as the next attempt. The carrier reads every VM's rows to know whether an
 # event's listed VMs are ready.
-_V7 = """
+_V8 = """
 CREATE TABLE hook_runs (
     event_id TEXT NOT NULL REFERENCES events (event_id) ON DELETE CASCADE,
     vm TEXT NOT NULL,
@@ -187,4 +187,4 @@ CREATE TABLE hook_runs (
 """
 
 # Index i holds the statements of schema version i + 1.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
