@@ -108,6 +108,7 @@ class Daemon:
             dry_run=dry_run,
             clock=clock,
             on_run=self._hook_ran,
+            on_begun=self._hook_began,
         )
         self.reminders = Reminders(store, self.sinks_for)
         self.dispatcher = Dispatcher(
@@ -219,6 +220,10 @@ class Daemon:
         thread; without threads the tick ran it before the carrier)."""
         if self.hooks.worker.threaded:
             self.hooks.worker.wake()
+
+    def _hook_began(self) -> None:
+        if self.hooks.worker.threaded:
+            self.dispatcher.wake()
 
     def _hook_ran(self) -> None:
         """A hook run began or ended (worker's thread): the carrier may go on, and the

@@ -28,7 +28,8 @@ class AgentHooks:
     """This VM's hooks (worker), the fleet's readiness (gate), and the lines messages show.
 
     Args:
-        on_run: called after each hook run was recorded (wakes the carrier, dispatcher).
+        on_run: called after each hook run ended (wakes the carrier, dispatcher).
+        on_begun: called after a hook run began (wakes the dispatcher).
     """
 
     def __init__(
@@ -42,6 +43,7 @@ class AgentHooks:
         dry_run: bool,
         clock: Clock = utcnow,
         on_run: Callable[[], None] = lambda: None,
+        on_begun: Callable[[], None] = lambda: None,
     ) -> None:
         self._store = store
         self.gate = ReadinessGate(store, vm_name, _decision, clock=clock)
@@ -55,6 +57,7 @@ class AgentHooks:
             dry_run=dry_run,
             clock=clock,
             on_run=on_run,
+            on_begun=on_begun,
         )
 
     def shown(self, event_id: str) -> tuple[tuple[VmReadiness, ...], tuple[str, ...]]:

@@ -57,7 +57,8 @@ class HookWorker:
         plan_of: an event's decision (which hooks it names).
         sinks_for: the sinks an event's transitions go to.
         prepare_lead: prepare hooks start by NotBefore minus this, approved or not.
-        on_run: called after each run was recorded (wakes the carrier and dispatcher).
+        on_begun: called after a run was recorded as begun (wakes the dispatcher).
+        on_run: called after each run's end was recorded (wakes the carrier and dispatcher).
     """
 
     def __init__(
@@ -72,8 +73,10 @@ class HookWorker:
         dry_run: bool = False,
         clock: Clock = utcnow,
         on_run: Callable[[], None] = lambda: None,
+        on_begun: Callable[[], None] = lambda: None,
     ) -> None:
         self._store = store
+        self._on_begun = on_begun
         self._hooks = dict(hooks)
         self._vm_name = vm_name
         self._plan_of = plan_of
@@ -194,7 +197,7 @@ class HookWorker:
             return False
         if run is None:  # ended before (another round of ours): nothing to do
             return True
-        self._on_run()
+        self._on_begun()
         spec = self._hooks.get(name)
         if spec is None:  # config checks refuse this; a fleet's agents may differ
             ended = HookRun(name, stage, vm, run.attempt, why=f"hook {name!r} is not defined")

@@ -1,0 +1,148 @@
+"""What readiness hooks and reminders cost, beside a same-run baseline.
+
+1. A person's approval -> StartRequests at IMDS (the simulator's receipt), p50 / p99,
+   with one trivial prepare hook (`true`) and without any: the difference is what the
+   gate and one hook run add (target: p99 added <= 30 ms). The daemon runs its real
+   threads (carrier, hook worker) in this process, against the IMDS simulator; every
+   event is approved by the use case (as a Slack click is).
+2. Reminder lateness: the `reminder` transition's time minus the moment its lead came
+   (NotBefore - lead), with the daemon polling every `poll_interval` (target p99 <=
+   poll interval + 100 ms; the poll interval is the baseline).
+
+    .venv/bin/python bench/hooks_latency.py [--events 40] [--reminders 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import ms, percentile
+from sebridge.approval.request import ApprovalRequest
+from sebridge.daemon import Daemon
+from sebridge.imds import ImdsClient
+from sebridge.integrations.registry import config_from_mapping
+from sebridge.model import TransitionKind
+from sebridge.policy.compile import build_policy
+from sebridge.simulator import Simulator
+from sebridge.store import Store
+
+
+def build(sim: Simulator, folder: Path, rules: list[dict[str, Any]]) -> Daemon:
+    config = config_from_mapping(
+        {"policy": {"rules": rules}, "hooks": {"trivial": {"command": ["true"]}}}
+    )
+    return Daemon(
+        ImdsClient(sim.url, timeout=2.0, first_timeout=5.0),
+        Store(f"sqlite:///{folder}/state.db", agent="vm0"),
+        {},
+        policy=build_policy(config.policy),
+        vm_name="vm0",
+        hooks=config.hooks,
+    )
+
+
+def approval_latencies(rules: list[dict[str, Any]], events: int) -> list[float]:
+    """Approval request -> StartRequests received, seconds, for `events` events."""
+    with Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim:
+        with tempfile.TemporaryDirectory() as folder:
+            d = build(sim, Path(folder), rules)
+            d.carrier.start()
+            d.hooks.worker.start()
+            took = []
+            try:
+                for _ in range(events):
+                    event_id = sim.schedule("Reboot", notice=3600)
+                    d.tick()
+                    posts = len(sim.posts)
+                    began = sim.clock()
+                    d.approvals.request(ApprovalRequest(event_id, "bench", "cli"), wait=0)
+                    deadline = time.monotonic() + 10
+                    while len(sim.posts) == posts and time.monotonic() < deadline:
+                        time.sleep(0.0002)
+                    if len(sim.posts) == posts:
+                        raise SystemExit(f"no StartRequests for {event_id} within 10 s")
+                    took.append(sim.posts[posts].at - began)
+                    sim.complete(event_id)
+                    d.tick()
+            finally:
+                d.hooks.worker.stop(1.0)
+                d.carrier.stop(1.0)
+                d.imds.close()
+                d.store.close()
+            return took
+
+
+def reminder_lateness(count: int, poll: float) -> list[float]:
+    """Seconds between each reminder's lead and its transition, polling every `poll`."""
+    rules = [{"action": "ask", "remind": [897]}]
+    with Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim:
+        with tempfile.TemporaryDirectory() as folder:
+            d = build(sim, Path(folder), rules)
+            stop = threading.Event()
+
+            def poll_loop() -> None:
+                while not stop.wait(poll):
+                    d.tick()
+
+            ids = []
+            for i in range(count):  # leads come 3 s + i * 0.37 s from now
+                ids.append(sim.schedule("Reboot", notice=900 + i * 0.37))
+            d.tick()
+            poller = threading.Thread(target=poll_loop, daemon=True)
+            poller.start()
+            time.sleep(3 + count * 0.37 + 2 * poll + 1)
+            stop.set()
+            poller.join()
+            late = []
+            for event_id in ids:
+                record = d.store.event(event_id)
+                assert record is not None and record.event.not_before is not None
+                due = record.event.not_before - timedelta(seconds=897)
+                said = [
+                    h.transition.at
+                    for h in d.store.history(event_id=event_id)
+                    if h.transition.kind == TransitionKind.REMINDER
+                ]
+                if len(said) != 1:
+                    raise SystemExit(f"{event_id}: {len(said)} reminders, not 1")
+                late.append((said[0] - due).total_seconds())
+            d.imds.close()
+            d.store.close()
+            return late
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, default=40)
+    parser.add_argument("--reminders", type=int, default=12)
+    parser.add_argument("--poll", type=float, default=1.0)
+    args = parser.parse_args()
+    baseline = approval_latencies([{"action": "ask"}], args.events)
+    hooked = approval_latencies([{"action": "ask", "prepare": ["trivial"]}], args.events)
+    base99, hook99 = percentile(baseline, 99), percentile(hooked, 99)
+    print(f"approval -> StartRequests, {args.events} events each (p50 / p99):")
+    print(f"  without hooks (baseline): {ms(percentile(baseline, 50))} / {ms(base99)}")
+    print(f"  one trivial prepare hook: {ms(percentile(hooked, 50))} / {ms(hook99)}")
+    print(f"  added at p99: {ms(hook99 - base99)} (target <= 30 ms); ratio {hook99 / base99:.2f}x")
+    late = reminder_lateness(args.reminders, args.poll)
+    late99 = percentile(late, 99)
+    print(f"reminder lateness, {args.reminders} reminders, polling every {args.poll:.1f} s:")
+    print(f"  p50 {ms(percentile(late, 50))}, p99 {ms(late99)}, max {ms(max(late))}")
+    print(
+        f"  target <= poll interval + 100 ms = {ms(args.poll + 0.1)}; "
+        f"p99 / poll interval (baseline) = {late99 / args.poll:.2f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
