@@ -52,72 +52,76 @@ def build(sim: Simulator, folder: Path, rules: list[dict[str, Any]]) -> Daemon:
 
 def approval_latencies(rules: list[dict[str, Any]], events: int) -> list[float]:
     """Approval request -> StartRequests received, seconds, for `events` events."""
-    with Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim:
-        with tempfile.TemporaryDirectory() as folder:
-            d = build(sim, Path(folder), rules)
-            d.carrier.start()
-            d.hooks.worker.start()
-            took = []
-            try:
-                for _ in range(events):
-                    event_id = sim.schedule("Reboot", notice=3600)
-                    d.tick()
-                    posts = len(sim.posts)
-                    began = sim.clock()
-                    d.approvals.request(ApprovalRequest(event_id, "bench", "cli"), wait=0)
-                    deadline = time.monotonic() + 10
-                    while len(sim.posts) == posts and time.monotonic() < deadline:
-                        time.sleep(0.0002)
-                    if len(sim.posts) == posts:
-                        raise SystemExit(f"no StartRequests for {event_id} within 10 s")
-                    took.append(sim.posts[posts].at - began)
-                    sim.complete(event_id)
-                    d.tick()
-            finally:
-                d.hooks.worker.stop(1.0)
-                d.carrier.stop(1.0)
-                d.imds.close()
-                d.store.close()
-            return took
+    with (
+        Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim,
+        tempfile.TemporaryDirectory() as folder,
+    ):
+        d = build(sim, Path(folder), rules)
+        d.carrier.start()
+        d.hooks.worker.start()
+        took = []
+        try:
+            for _ in range(events):
+                event_id = sim.schedule("Reboot", notice=3600)
+                d.tick()
+                posts = len(sim.posts)
+                began = sim.clock()
+                d.approvals.request(ApprovalRequest(event_id, "bench", "cli"), wait=0)
+                deadline = time.monotonic() + 10
+                while len(sim.posts) == posts and time.monotonic() < deadline:
+                    time.sleep(0.0002)
+                if len(sim.posts) == posts:
+                    raise SystemExit(f"no StartRequests for {event_id} within 10 s")
+                took.append(sim.posts[posts].at - began)
+                sim.complete(event_id)
+                d.tick()
+        finally:
+            d.hooks.worker.stop(1.0)
+            d.carrier.stop(1.0)
+            d.imds.close()
+            d.store.close()
+        return took
 
 
 def reminder_lateness(count: int, poll: float) -> list[float]:
     """Seconds between each reminder's lead and its transition, polling every `poll`."""
     rules = [{"action": "ask", "remind": [897]}]
-    with Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim:
-        with tempfile.TemporaryDirectory() as folder:
-            d = build(sim, Path(folder), rules)
-            stop = threading.Event()
+    with (
+        Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim,
+        tempfile.TemporaryDirectory() as folder,
+    ):
+        d = build(sim, Path(folder), rules)
+        stop = threading.Event()
 
-            def poll_loop() -> None:
-                while not stop.wait(poll):
-                    d.tick()
+        def poll_loop() -> None:
+            while not stop.wait(poll):
+                d.tick()
 
-            ids = []
-            for i in range(count):  # leads come 3 s + i * 0.37 s from now
-                ids.append(sim.schedule("Reboot", notice=900 + i * 0.37))
-            d.tick()
-            poller = threading.Thread(target=poll_loop, daemon=True)
-            poller.start()
-            time.sleep(3 + count * 0.37 + 2 * poll + 1)
-            stop.set()
-            poller.join()
-            late = []
-            for event_id in ids:
-                record = d.store.event(event_id)
-                assert record is not None and record.event.not_before is not None
-                due = record.event.not_before - timedelta(seconds=897)
-                said = [
-                    h.transition.at
-                    for h in d.store.history(event_id=event_id)
-                    if h.transition.kind == TransitionKind.REMINDER
-                ]
-                if len(said) != 1:
-                    raise SystemExit(f"{event_id}: {len(said)} reminders, not 1")
-                late.append((said[0] - due).total_seconds())
-            d.imds.close()
-            d.store.close()
-            return late
+        ids = []
+        for i in range(count):  # leads come 3 s + i * 0.37 s from now
+            ids.append(sim.schedule("Reboot", notice=900 + i * 0.37))
+        d.tick()
+        poller = threading.Thread(target=poll_loop, daemon=True)
+        poller.start()
+        time.sleep(3 + count * 0.37 + 2 * poll + 1)
+        stop.set()
+        poller.join()
+        late = []
+        for event_id in ids:
+            record = d.store.event(event_id)
+            assert record is not None and record.event.not_before is not None
+            due = record.event.not_before - timedelta(seconds=897)
+            said = [
+                h.transition.at
+                for h in d.store.history(event_id=event_id)
+                if h.transition.kind == TransitionKind.REMINDER
+            ]
+            if len(said) != 1:
+                raise SystemExit(f"{event_id}: {len(said)} reminders, not 1")
+            late.append((said[0] - due).total_seconds())
+        d.imds.close()
+        d.store.close()
+        return late
 
 
 def main() -> int:
