@@ -102,9 +102,16 @@ def _parser() -> argparse.ArgumentParser:
         "${CREDENTIALS_DIRECTORY}/sebridge_NAME secrets as DIR/NAME "
         f"(default: {CREDENTIALS_FOLDER})",
     )
+    check.add_argument(
+        "--send-test",
+        action="store_true",
+        help="post one test message to each configured channel and say where it arrived",
+    )
     check.set_defaults(
         run=_with_config(
-            lambda cmd, c, a: cmd.check(c, as_json=a.json, credentials=a.credentials_read),
+            lambda cmd, c, a: cmd.check(
+                c, as_json=a.json, credentials=a.credentials_read, send_test=a.send_test
+            ),
             unit_credentials=True,
         )
     )

@@ -272,6 +272,7 @@ def check(
     as_json: bool,
     out: TextIO | None = None,
     credentials: str | None = None,
+    send_test: bool = False,
 ) -> int:
     """Validate the configuration (done by loading it), look at the store, try each sink
     (doctor.py).
@@ -279,7 +280,11 @@ def check(
     Args:
         credentials: the folder the unit's secrets were read from, when check read them
             there itself (unit_credentials.py).
+        send_test: post one test message to each channel that passed.
     """
-    report = doctor.examine(config, credentials=credentials)
-    doctor.show(config, report, out or sys.stdout, as_json=as_json)
+    out = out or sys.stdout
+    # With --json, stdout is the report's: the console's test line goes to stderr.
+    lines = sys.stderr if as_json else out
+    report = doctor.examine(config, credentials=credentials, send_test=send_test, stdout=lines)
+    doctor.show(config, report, out, as_json=as_json)
     return FAILED if report.problems else OK

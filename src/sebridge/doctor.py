@@ -2,25 +2,32 @@
 
 Each problem is said once, as one `problem:` line; what passed is an `ok:`
 line. Check writes nothing it does not say: a SQLite store that does not
-exist yet is reported, not created (the daemon creates it).
+exist yet is reported, not created (the daemon creates it). With
+`--send-test`, each enabled integration whose check found no problem posts
+one test message (Integration.send_test) and says where it arrived, or
+what to fix.
 """
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Any, TextIO
 
 from sebridge import command_format as fmt
 from sebridge.config import Config
 from sebridge.errors import BridgeError
 from sebridge.integrations import registry
-from sebridge.integrations.base import Finding
+from sebridge.integrations.base import Finding, Integration, TrialNote
 from sebridge.render import Renderer
 from sebridge.runtime import build_imds, missing_store, open_store
 from sebridge.store import Store
 from sebridge.web.link_check import check_links
 
-__all__ = ["Report", "examine", "show"]
+__all__ = ["TEST_TEXT", "Report", "examine", "show"]
+
+TEST_TEXT = "sebridge test message — no action needed (from {vm}: sebridge check --send-test)"
 
 
 @dataclass
@@ -30,16 +37,29 @@ class Report:
     passed: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
-    def add(self, findings: list[Finding] | tuple[Finding, ...]) -> None:
+    def add(self, findings: Sequence[Finding]) -> bool:
+        """Keep each finding's line once; whether any was a problem."""
         for finding in findings:
             line = f"{finding.target}: {finding.message}"
             kept = self.passed if finding.ok else self.problems
             if line not in kept:
                 kept.append(line)
+        return any(not f.ok for f in findings)
 
 
-def examine(config: Config, *, credentials: str | None = None) -> Report:
-    """Look at the store, the approval links, IMDS's address and each enabled integration."""
+def examine(
+    config: Config,
+    *,
+    credentials: str | None = None,
+    send_test: bool = False,
+    stdout: TextIO | None = None,
+) -> Report:
+    """Look at the store, the approval links, IMDS's address and each enabled integration.
+
+    Args:
+        send_test: then post one test message through each integration that passed.
+        stdout: where the console and JSON lines on stdout write their test lines.
+    """
     report = Report()
     if credentials:
         report.add(
@@ -61,8 +81,20 @@ def examine(config: Config, *, credentials: str | None = None) -> Report:
     except ValueError as exc:
         report.problems.append(f"imds: {exc}")
     renderer = Renderer(config.templates.dir or None)
+    passed: list[Integration[Any]] = []
     for integration in registry.enabled(config):
-        report.add(list(integration.check(registry.context(integration, config, renderer))))
+        failed = report.add(integration.check(registry.context(integration, config, renderer)))
+        if not failed and integration.outbound:  # a failed one's problem says what to fix
+            passed.append(integration)
+    if send_test:
+        vm = config.imds.vm_name or socket.gethostname()
+        note = TrialNote(TEST_TEXT.format(vm=vm), vm)
+        for integration in passed:
+            ctx = registry.context(integration, config, renderer, stdout)
+            said = integration.send_test(ctx, note) or [
+                Finding(integration.name, True, "no test message: this integration has none")
+            ]
+            report.add(said)
     return report
 
 

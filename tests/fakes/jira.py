@@ -92,6 +92,7 @@ class FakeJira:
             s: [t for t in WORKFLOW if t[2] != s] for s in STATUSES
         }
         self.issues: dict[str, dict[str, Any]] = {}
+        self.denied: set[str] = set()  # permission keys the account lacks (mypermissions)
         self.calls: list[Call] = []
         self.faults: list[Fault] = []
         self._ids = itertools.count(10001)
@@ -207,6 +208,8 @@ class FakeJira:
             }
         if parts[0] == "project" and len(parts) >= 2:
             return self._project(parts[1], parts[2:])
+        if path == "mypermissions":
+            return self._permissions(one)
         if path == "search/jql":
             if self.flavour != "cloud":
                 return 404, {"errorMessages": ["null for uri: /rest/api/2/search/jql"]}
@@ -248,6 +251,24 @@ class FakeJira:
             statuses = [{"id": str(i), "name": s} for i, s in enumerate(STATUSES, 1)]
             return 200, [{**t, "statuses": statuses} for t in types]
         return 200, {"id": "10000", "key": key, "name": f"{key} project", "issueTypes": types}
+
+    def _permissions(self, one: dict[str, Any]) -> tuple[int, Any]:
+        """GET mypermissions: Cloud requires `permissions`; an unknown project is 404."""
+        if self.flavour == "cloud" and not one.get("permissions"):
+            return 400, {"errorMessages": ["The 'permissions' parameter is required."]}
+        if one.get("projectKey") not in self.projects:
+            return 404, {"errorMessages": ["No project could be found."], "errors": {}}
+        keys = str(one.get("permissions") or "BROWSE_PROJECTS,CREATE_ISSUES").split(",")
+        return 200, {
+            "permissions": {
+                k: {
+                    "key": k,
+                    "name": k.title().replace("_", " "),
+                    "havePermission": k not in self.denied,
+                }
+                for k in keys
+            }
+        }
 
     def _create(self, body: dict[str, Any]) -> tuple[int, Any]:
         f = body.get("fields") or {}

@@ -11,7 +11,8 @@ Slack, ...). It lives in `integrations/<name>/` and may bring, each optional:
   once, by construction (a sink has no name of its own);
 - inbound parts, once the daemon exists: HTTP routes on the daemon's one
   server, background services (Slack Socket Mode) and scheduler jobs;
-- a doctor check for `sebridge check`.
+- a doctor check for `sebridge check`, and a test message for `sebridge
+  check --send-test`.
 
 It gets only what it uses: its own settings, two facts about the core
 (`Core`), the templates, and, inbound, a `Host` whose approvals desk is the
@@ -36,7 +37,16 @@ if TYPE_CHECKING:
     from sebridge.store.records import EventRecord
     from sebridge.web.wsgi import WsgiApp
 
-__all__ = ["Context", "Core", "Desk", "Finding", "Host", "Inbound", "Integration"]
+__all__ = [
+    "Context",
+    "Core",
+    "Desk",
+    "Finding",
+    "Host",
+    "Inbound",
+    "Integration",
+    "TrialNote",
+]
 
 S = TypeVar("S")
 
@@ -129,6 +139,19 @@ class Finding:
     message: str
 
 
+@dataclass(frozen=True)
+class TrialNote:
+    """The one test message `sebridge check --send-test` asks each integration to post.
+
+    Args:
+        text: "sebridge test message — no action needed", naming the VM.
+        vm_name: the VM it comes from.
+    """
+
+    text: str
+    vm_name: str
+
+
 class Integration(Generic[S]):
     """Base of every integration; a subclass overrides what it brings.
 
@@ -166,4 +189,9 @@ class Integration(Generic[S]):
 
     def check(self, ctx: Context[S]) -> Sequence[Finding]:
         """Connectivity checks for `sebridge check`; never raises for a remote's answer."""
+        return ()
+
+    def send_test(self, ctx: Context[S], note: TrialNote) -> Sequence[Finding]:
+        """Post `note` once (`sebridge check --send-test`): a finding says where it arrived
+        (or what was checked instead), or what to fix. Never raises for a remote's answer."""
         return ()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sebridge.integrations.base import Context, Integration
+from sebridge.integrations.base import Context, Finding, Integration, TrialNote
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from sebridge.sink import Sink
 
 __all__ = ["Console", "ConsoleSettings"]
@@ -37,3 +40,9 @@ class Console(Integration[ConsoleSettings]):
         sink = ConsoleSink(ctx.renderer, stream=ctx.stdout)
         sink.check_templates()
         return sink
+
+    def send_test(self, ctx: Context[ConsoleSettings], note: TrialNote) -> Sequence[Finding]:
+        out = ctx.stdout or sys.stdout
+        print(note.text, file=out, flush=True)
+        # check prints where it runs; the service's console is its journal.
+        return [Finding("console", True, "test line printed here (the service's goes to its log)")]

@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sebridge.config_reader import Reader
-from sebridge.integrations.base import Context, Core, Finding, Host, Inbound, Integration
+from sebridge.integrations.base import (
+    Context,
+    Core,
+    Finding,
+    Host,
+    Inbound,
+    Integration,
+    TrialNote,
+)
 from sebridge.integrations.jira.settings import JiraSettings, validate
 
 if TYPE_CHECKING:
@@ -56,5 +64,15 @@ class Jira(Integration[JiraSettings]):
         api = JiraApi(ctx.settings)
         try:
             return check_jira(api)
+        finally:
+            api.close()
+
+    def send_test(self, ctx: Context[JiraSettings], note: TrialNote) -> Sequence[Finding]:
+        from sebridge.integrations.jira.client import JiraApi
+        from sebridge.integrations.jira.trial import send_trial
+
+        api = JiraApi(ctx.settings)
+        try:
+            return [send_trial(api, note)]
         finally:
             api.close()

@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sebridge.config_reader import Reader
-from sebridge.integrations.base import Context, Core, Integration
+from sebridge.integrations.base import Context, Core, Finding, Integration, TrialNote
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from sebridge.sink import Sink
 
 __all__ = ["Jsonl", "JsonlSettings"]
@@ -45,6 +47,11 @@ class Jsonl(Integration[JsonlSettings]):
         from sebridge.integrations.jsonl.sink import JsonlSink
 
         return JsonlSink(ctx.settings.path, stream=ctx.stdout)
+
+    def send_test(self, ctx: Context[JsonlSettings], note: TrialNote) -> Sequence[Finding]:
+        from sebridge.integrations.jsonl.trial import send_trial
+
+        return [send_trial(ctx.settings.path, note, ctx.stdout)]
 
 
 def _check_path(path: str, rd: Reader) -> None:

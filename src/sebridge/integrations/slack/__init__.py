@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sebridge.config_reader import Reader
-from sebridge.integrations.base import Context, Core, Finding, Host, Inbound, Integration
+from sebridge.integrations.base import (
+    Context,
+    Core,
+    Finding,
+    Host,
+    Inbound,
+    Integration,
+    TrialNote,
+)
 from sebridge.integrations.slack.settings import SlackSettings, validate
 
 if TYPE_CHECKING:
@@ -58,3 +66,11 @@ class Slack(Integration[SlackSettings]):
 
         slack = ctx.settings
         return check_slack(slack, build_slack_client(slack.bot_token.reveal(), slack.api_url))
+
+    def send_test(self, ctx: Context[SlackSettings], note: TrialNote) -> Sequence[Finding]:
+        from sebridge.integrations.slack.sink import build_slack_client
+        from sebridge.integrations.slack.trial import send_trial
+
+        slack = ctx.settings
+        client = build_slack_client(slack.bot_token.reveal(), slack.api_url)
+        return [send_trial(slack, client, note)]

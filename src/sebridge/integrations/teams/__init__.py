@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sebridge.config_reader import Reader
-from sebridge.integrations.base import Context, Core, Finding, Integration
+from sebridge.integrations.base import Context, Core, Finding, Integration, TrialNote
 from sebridge.integrations.teams.settings import TeamsSettings, validate
 
 if TYPE_CHECKING:
@@ -52,3 +52,13 @@ class Teams(Integration[TeamsSettings]):
         from sebridge.integrations.teams.doctor import check_teams
 
         return check_teams(ctx.settings, ctx.core.links)
+
+    def send_test(self, ctx: Context[TeamsSettings], note: TrialNote) -> Sequence[Finding]:
+        from sebridge.integrations.teams.sink import TeamsSink
+        from sebridge.integrations.teams.trial import send_trial
+
+        teams = ctx.settings
+        sink = TeamsSink(
+            teams.webhook_url.reveal(), ctx.renderer, format=teams.format, timeout=teams.timeout
+        )
+        return [send_trial(sink, teams.format, note)]

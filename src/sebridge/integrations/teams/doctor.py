@@ -1,9 +1,9 @@
 """Teams' part of `sebridge check`: the URL's kind against the format, and approval links.
 
 A Teams webhook cannot be tried without posting a message into the channel,
-so check posts nothing: it says what it can tell from the URL (never the URL
-itself). A MessageCard aimed at a Workflows URL is refused when the
-configuration is loaded (settings.validate).
+so check posts nothing unless asked (`--send-test`, trial.py): it says what
+it can tell from the URL (never the URL itself). A MessageCard aimed at a
+Workflows URL is refused when the configuration is loaded (settings.validate).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def check_teams(settings: TeamsSettings, links: bool) -> list[Finding]:
             True,
             f"webhook_url is {KIND_NAMES[kind]}; format {settings.format}"
             + ("" if fits in (None, settings.format) else " (does not fit)")
-            + "; nothing is posted to test it (Teams keeps every message)",
+            + "; nothing is posted to test it (`sebridge check --send-test` posts a test card)",
         )
     ]
     if kind == OTHER:

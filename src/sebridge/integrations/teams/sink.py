@@ -18,7 +18,7 @@ import pymsteams
 import requests
 
 from sebridge.errors import PermanentDeliveryError
-from sebridge.integrations.teams.card import CardBuilder
+from sebridge.integrations.teams.card import ADAPTIVE_TYPE, CardBuilder
 from sebridge.integrations.teams.errors import answer_error, scrub, transport_error
 from sebridge.integrations.teams.settings import ADAPTIVE
 from sebridge.kernel.clock import Clock, utcnow
@@ -83,8 +83,32 @@ class TeamsSink:
         if self._format == ADAPTIVE:
             self._post_adaptive(self.cards.adaptive(message))
         else:
-            self._post_messagecard(self.cards.messagecard(message), message)
+            url = message.approve_url if message.approvable else None
+            self._post_messagecard(self.cards.messagecard(message), url)
         return None
+
+    def post_text(self, title: str, text: str) -> int:
+        """Post a card of a title and a line, no event (`sebridge check --send-test`); the
+        HTTP status. Raises as `send` does."""
+        if self._format != ADAPTIVE:
+            return self._post_messagecard({"title": title, "summary": title, "text": text}, None)
+        card = {
+            "type": "AdaptiveCard",
+            "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+            "version": "1.5",
+            "body": [
+                {"type": "TextBlock", "text": title, "weight": "Bolder", "wrap": True},
+                {"type": "TextBlock", "text": text, "wrap": True},
+            ],
+        }
+        return self._post_adaptive(
+            {
+                "type": "message",
+                "attachments": [
+                    {"contentType": ADAPTIVE_TYPE, "contentUrl": None, "content": card}
+                ],
+            }
+        )
 
     def close(self) -> None:
         """Close the kept-alive connection and stop redacting the logs."""
@@ -92,7 +116,7 @@ class TeamsSink:
         for name in _URLLIB3_LOGGERS:
             logging.getLogger(name).removeFilter(self._redact)
 
-    def _post_adaptive(self, payload: dict[str, Any]) -> None:
+    def _post_adaptive(self, payload: dict[str, Any]) -> int:
         try:
             response = self._session.post(
                 self._url, json=payload, timeout=(CONNECT_TIMEOUT, self._timeout)
@@ -107,8 +131,9 @@ class TeamsSink:
                 url=self._url,
                 what="Adaptive Card",
             )
+        return response.status_code
 
-    def _post_messagecard(self, fields: dict[str, Any], message: Message) -> None:
+    def _post_messagecard(self, fields: dict[str, Any], approve_url: str | None) -> int:
         card = pymsteams.connectorcard(self._url, http_timeout=(CONNECT_TIMEOUT, self._timeout))
         card.title(str(fields.get("title") or ""))
         card.summary(str(fields.get("summary") or ""))
@@ -120,9 +145,9 @@ class TeamsSink:
             for name, value in facts:
                 section.addFact(str(name), str(value))
             card.addSection(section)
-        if message.approve_url and message.approvable:
+        if approve_url:  # the sink passes it only while the event is approvable
             action = pymsteams.potentialaction("Approve…", "OpenUri")
-            action.addOpenURI("Approve…", [{"os": "default", "uri": message.approve_url}])
+            action.addOpenURI("Approve…", [{"os": "default", "uri": approve_url}])
             card.addPotentialAction(action)
         try:
             card.send()
@@ -151,3 +176,4 @@ class TeamsSink:
             raise PermanentDeliveryError(
                 f"{error} (the connector answered {response.status_code} without posting)"
             )
+        return int(response.status_code)

@@ -1,0 +1,66 @@
+"""`sebridge check --send-test` for JSON lines: one line whose transition is "test".
+
+The line has every key a transition's line has (sink.record), empty where
+there is no event, so a reader keyed on them does not break; `transition` is
+"test" and `note` the test text. A file that does not exist yet is not
+created: the daemon creates it (as its own user) with its first line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import TextIO
+
+from sebridge.integrations.base import Finding, TrialNote
+from sebridge.kernel.clock import utcnow
+
+__all__ = ["send_trial"]
+
+
+def send_trial(path: str, note: TrialNote, stream: TextIO | None) -> Finding:
+    """Write the test line to `path` ("-": `stream`, else stdout)."""
+    line = json.dumps(_line(note), separators=(",", ":"), ensure_ascii=False)
+    if path == "-":
+        out = stream or sys.stdout
+        out.write(line + "\n")
+        out.flush()
+        return Finding("jsonl", True, 'test line written on stdout ("transition":"test")')
+    if not os.path.exists(path):
+        return Finding(
+            "jsonl",
+            True,
+            f"{path} does not exist yet: no test line written (the daemon creates the file)",
+        )
+    try:
+        with open(path, "ab") as out_file:
+            out_file.write(line.encode() + b"\n")
+    except OSError as exc:
+        return Finding("jsonl", False, f"cannot write {path}: {exc.strerror}")
+    return Finding("jsonl", True, f'test line appended to {path} ("transition":"test")')
+
+
+def _line(note: TrialNote) -> dict[str, object]:
+    return {
+        "ts": utcnow().isoformat(),
+        "transition_id": 0,
+        "transition": "test",
+        "event_id": None,
+        "event_type": None,
+        "status": None,
+        "not_before": None,
+        "not_before_text": None,
+        "resources": [],
+        "this_vm": False,
+        "vm": note.vm_name,
+        "description": None,
+        "source": None,
+        "duration_seconds": None,
+        "changes": [],
+        "actor": None,
+        "via": None,
+        "policy": None,
+        "dry_run": False,
+        "note": note.text,
+    }

@@ -1,0 +1,34 @@
+"""`sebridge check --send-test` for Teams: one card that only says what it is.
+
+A Workflows webhook answers 202 once it has the card, before its flow posts
+it: the finding says accepted, not shown. Errors come from the sink's table
+(errors.py): what to fix, never the URL.
+"""
+
+from __future__ import annotations
+
+from sebridge.errors import DeliveryError
+from sebridge.integrations.base import Finding, TrialNote
+from sebridge.integrations.teams.settings import ADAPTIVE
+from sebridge.integrations.teams.sink import TeamsSink
+
+__all__ = ["send_trial"]
+
+
+def send_trial(sink: TeamsSink, format: str, note: TrialNote) -> Finding:
+    """Post the note as the configured format's card."""
+    try:
+        status = sink.post_text("sebridge test message", note.text)
+    except DeliveryError as exc:
+        said = str(exc).removeprefix("teams: ").removesuffix("; will retry")
+        return Finding("teams", False, f"test card not delivered: {said}")
+    finally:
+        sink.close()
+    if format == ADAPTIVE:
+        return Finding(
+            "teams",
+            True,
+            f"test card accepted by the webhook (HTTP {status}); its flow then posts it to the"
+            " channel: look there (a flow that fails shows in its run history, not here)",
+        )
+    return Finding("teams", True, f"test card posted by the connector (HTTP {status})")

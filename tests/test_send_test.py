@@ -1,0 +1,204 @@
+"""`sebridge check --send-test` (issue 17, item 7): one clearly marked test message per
+channel, and a line per channel saying it arrived or what to fix, against the fakes."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.fakes.jira import FakeJira
+from tests.fakes.slack import FakeSlack
+from tests.fakes.teams import FakeTeams
+from tests.helpers import free_port, toml_str
+
+from sebridge import config as config_module
+from sebridge.cli import main
+
+MARKED = "sebridge test message — no action needed (from vm7: sebridge check --send-test)"
+
+
+@pytest.fixture(autouse=True)
+def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "SEBRIDGE_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(config_module, "DEFAULT_PATH", str(tmp_path / "absent.toml"))
+
+
+@pytest.fixture
+def slack() -> Iterator[FakeSlack]:
+    with FakeSlack() as fake:
+        yield fake
+
+
+@pytest.fixture
+def teams() -> Iterator[FakeTeams]:
+    with FakeTeams() as fake:
+        yield fake
+
+
+def check(tmp_path: Path, sections: str, *extra: str) -> tuple[int, str]:
+    store = toml_str(f"sqlite:///{tmp_path / 'state.db'}")
+    path = tmp_path / "sebridge.toml"
+    path.write_text(f'[imds]\nvm_name = "vm7"\n[store]\nurl = {store}\n{sections}')
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["check", "--send-test", "--config", str(path), *extra])
+    return code, out.getvalue() + err.getvalue()
+
+
+def slack_section(fake: FakeSlack, token: str | None = None) -> str:
+    return (
+        f"[slack]\nbot_token = {toml_str(token or fake.bot_token)}\n"
+        f'app_token = {toml_str(fake.app_token)}\nchannel = "C0123456789"\n'
+        f'approvers = ["U0123ABCD"]\napi_url = {toml_str(fake.url)}\n'
+    )
+
+
+def test_every_channel_gets_one_marked_message(
+    tmp_path: Path, slack: FakeSlack, teams: FakeTeams
+) -> None:
+    lines = tmp_path / "events.jsonl"
+    lines.write_text("")
+    code, out = check(
+        tmp_path,
+        slack_section(slack)
+        + f"[teams]\nwebhook_url = {toml_str(teams.workflows_url)}\n"
+        + f"[jsonl]\npath = {toml_str(str(lines))}\n",
+    )
+    assert code == 0, out
+    (posted,) = slack.messages.values()
+    assert (posted.channel, posted.text) == ("C0123456789", MARKED)
+    assert f"ok: slack: test message posted in C0123456789 (ts {posted.ts})" in out
+    (shown,) = teams.wait_shown(1)
+    assert MARKED in json.dumps(shown.card, ensure_ascii=False)
+    assert "ok: teams: test card accepted by the webhook (HTTP 202)" in out
+    (line,) = [json.loads(x) for x in lines.read_text().splitlines()]
+    assert (line["transition"], line["note"], line["vm"]) == ("test", MARKED, "vm7")
+    assert f"ok: jsonl: test line appended to {lines}" in out
+    assert out.count(MARKED) == 1  # the console's line, printed here
+    assert "ok: console: test line printed here" in out
+    assert teams.sig not in out
+
+
+def test_without_send_test_nothing_is_posted(
+    tmp_path: Path, slack: FakeSlack, teams: FakeTeams
+) -> None:
+    store = toml_str(f"sqlite:///{tmp_path / 'state.db'}")
+    path = tmp_path / "sebridge.toml"
+    path.write_text(
+        f"[store]\nurl = {store}\n{slack_section(slack)}"
+        f"[teams]\nwebhook_url = {toml_str(teams.workflows_url)}\n"
+    )
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["check", "--config", str(path)]) == 0
+    assert not slack.messages and not teams.posts
+
+
+def test_a_rejected_slack_token_is_said_once_and_nothing_is_posted(
+    tmp_path: Path, slack: FakeSlack
+) -> None:
+    code, out = check(tmp_path, slack_section(slack, token="xoxb-revoked"))
+    assert code == 1
+    assert out.count("problem:") == 1
+    assert "problem: slack: auth.test failed: invalid_auth: check slack.bot_token" in out
+    assert not slack.messages
+
+
+def test_a_post_slack_refuses_after_a_passing_check_says_what_to_fix(
+    tmp_path: Path, slack: FakeSlack
+) -> None:
+    slack.fail_next("chat.postMessage", "is_archived")
+    code, out = check(tmp_path, slack_section(slack))
+    assert code == 1
+    assert "ok: slack: channel #ops: the bot is a member" in out
+    assert "problem: slack: test message not posted (is_archived): the channel is archived" in out
+    assert not slack.messages
+
+
+def test_a_slack_that_is_down(tmp_path: Path) -> None:
+    with FakeSlack() as slack:
+        section = slack_section(slack)
+    code, out = check(tmp_path, section)
+    assert code == 1
+    assert "problem: slack: cannot reach Slack at" in out
+    assert out.count("problem:") == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "says"),
+    [
+        (401, "test card not delivered: teams.webhook_url was refused (HTTP 401"),
+        (404, "test card not delivered: teams.webhook_url was not found (HTTP 404"),
+        (503, "test card not delivered: Teams failed (HTTP 503)"),
+    ],
+)
+def test_teams_refusals_say_what_to_fix(
+    tmp_path: Path, teams: FakeTeams, status: int, says: str
+) -> None:
+    teams.fail_next(status)
+    code, out = check(tmp_path, f"[teams]\nwebhook_url = {toml_str(teams.workflows_url)}\n")
+    assert code == 1
+    assert f"problem: teams: {says}" in out
+    assert "will retry" not in out and teams.sig not in out
+
+
+def test_a_teams_webhook_that_is_down(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}/workflows/x/triggers/manual/paths/invoke?sig=abc"
+    code, out = check(tmp_path, f"[teams]\nwebhook_url = {toml_str(url)}\n")
+    assert code == 1
+    assert "problem: teams: test card not delivered: cannot reach the webhook" in out
+
+
+def test_a_messagecard_connector_gets_a_messagecard(tmp_path: Path, teams: FakeTeams) -> None:
+    code, out = check(
+        tmp_path,
+        f'[teams]\nwebhook_url = {toml_str(teams.connector_url)}\nformat = "messagecard"\n',
+    )
+    assert code == 0, out
+    (shown,) = teams.wait_shown(1)
+    assert shown.kind == "messagecard" and MARKED in shown.card["text"]
+    assert "ok: teams: test card posted by the connector (HTTP 200)" in out
+
+
+@pytest.mark.parametrize("flavour", ["cloud", "datacenter"])
+def test_jira_is_checked_without_a_ticket(tmp_path: Path, flavour: str) -> None:
+    with FakeJira(flavour) as jira:
+        auth = (
+            f"email = {toml_str(jira.email)}\napi_token = {toml_str(jira.token)}\n"
+            if flavour == "cloud"
+            else f"pat = {toml_str(jira.pat)}\n"
+        )
+        section = f'[jira]\nurl = {toml_str(jira.url)}\nproject = "OPS"\n{auth}'
+        code, out = check(tmp_path, section)
+        assert code == 0, out
+        assert "ok: jira: no test issue created (it would stay in OPS); the account may" in out
+        jira.denied = {"CREATE_ISSUES", "TRANSITION_ISSUES"}
+        code, out = check(tmp_path, section)
+        assert code == 1
+        assert (
+            "problem: jira: no test issue created; the account lacks Create Issues, "
+            "Transition Issues in OPS" in out
+        )
+        assert not jira.issues and not jira.calls_to("POST", "issue")
+        assert jira.token not in out and jira.pat not in out
+
+
+def test_a_jsonl_file_that_is_not_there_is_not_created(tmp_path: Path) -> None:
+    lines = tmp_path / "events.jsonl"
+    code, out = check(tmp_path, f"[jsonl]\npath = {toml_str(str(lines))}\n")
+    assert code == 0, out
+    assert f"ok: jsonl: {lines} does not exist yet: no test line written" in out
+    assert not lines.exists()
+
+
+def test_json_output_stays_json(tmp_path: Path) -> None:
+    code, out = check(tmp_path, '[jsonl]\npath = "-"\n', "--json")
+    assert code == 0
+    report, _, rest = out.partition("\n}\n")
+    found = json.loads(report + "\n}")
+    assert any(line.startswith("console: test line printed") for line in found["ok"])
+    assert MARKED in rest  # the console's and JSON lines' test lines went to stderr
