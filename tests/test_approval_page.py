@@ -68,6 +68,7 @@ def test_get_shows_the_event_and_never_approves(bridge: Bridge, sim: Simulator) 
     assert "Redeploy" in seen and "vm0 (this VM)" in seen and "vm1" in seen
     assert re.search(r"Not before \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(in 1\d min\)", seen)
     assert "5 min" in seen and "Platform" in seen and event_id in seen
+    assert "Approving releases every VM this event lists: vm0, vm1." in seen
     assert "Host &lt;b&gt;update&lt;/b&gt; &amp; more" in page.text  # IMDS text is escaped
     assert re.search(r'<form method="post">', page.text)
     assert "<script" not in page.text and "http" not in page.text.split("<body>")[1]

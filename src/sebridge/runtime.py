@@ -209,7 +209,13 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
     routes: dict[str, WsgiApp] = {}
     signer = link_signer(config, daemon.store)
     if signer is not None:  # approval links are the core's, whichever sink carries them
-        page = ApprovalPage(signer, daemon, renderer, dry_run=config.policy.dry_run)
+        page = ApprovalPage(
+            signer,
+            daemon,
+            renderer,
+            dry_run=config.policy.dry_run,
+            readiness_of=daemon.hooks.shown,
+        )
         page.check_templates()
         routes[PREFIX] = page
     jobs = []

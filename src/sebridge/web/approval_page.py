@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 from urllib.parse import parse_qs
 
@@ -26,6 +26,7 @@ from sebridge.approval.request import ApprovalRequest, Outcome, OutcomeKind
 from sebridge.approval.states import Blocker
 from sebridge.approval.usecase import DEFAULT_WAIT
 from sebridge.errors import ConfigError
+from sebridge.hooks.readiness import VmReadiness
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.links import LinkError, LinkSigner
 from sebridge.render import Renderer
@@ -96,6 +97,7 @@ class ApprovalPage:
         host: the daemon (the approval use case, this VM's name).
         dry_run: policy.dry_run, so the page says nothing went to IMDS.
         wait: how long a POST waits for the carrier before the page says "held".
+        readiness_of: each listed VM's readiness and the rule's prepare hooks, by event id.
     """
 
     def __init__(
@@ -107,7 +109,10 @@ class ApprovalPage:
         dry_run: bool = False,
         clock: Clock = utcnow,
         wait: float = DEFAULT_WAIT,
+        readiness_of: Callable[[str], tuple[tuple[VmReadiness, ...], tuple[str, ...]]]
+        | None = None,
     ) -> None:
+        self._readiness_of = readiness_of or (lambda event_id: ((), ()))
         self._signer = signer
         self._host = host
         self._renderer = renderer
@@ -178,8 +183,11 @@ class ApprovalPage:
         return 410, self._page(OUTCOME, record, outcome="gone")
 
     def _page(self, template: str, record: EventRecord, *, outcome: str) -> str:
+        readiness, prepare = self._readiness_of(record.event.event_id)
         return self._renderer.render(
             template,
+            readiness=readiness,
+            prepare=prepare,
             outcome=outcome,
             record=record,
             e=record.event,
