@@ -179,6 +179,8 @@ def approve(
             },
             out,
         )
+    elif final.state in (ApprovalState.HELD, ApprovalState.WAITING):  # readiness hooks
+        print(f"approval of {final.event_id} by {final.actor}: {outcome.reason}", file=out)
     elif not new:
         print(f"{final.event_id} was already approved by {final.actor} ({final.state})", file=out)
     elif final.state == ApprovalState.POSTED:
@@ -204,7 +206,8 @@ def approve(
             "the daemon retries it",
             file=out,
         )
-    return FAILED if outcome.kind == OutcomeKind.REFUSED else OK
+    refused = outcome.kind == OutcomeKind.REFUSED or final.state == ApprovalState.HELD
+    return FAILED if refused else OK
 
 
 def history(

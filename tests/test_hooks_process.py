@@ -1,0 +1,129 @@
+"""Readiness hooks end to end: `sebridge run` as a real process against the IMDS simulator,
+hooks as real programs, JSON lines as the channel, and `sebridge approve` as a person."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers import DaemonProcess, cli_env, lines_of, run_cli, wait_line, wait_until, write_config
+from sebridge.simulator import Simulator
+
+pytestmark = pytest.mark.slow
+
+START = 30.0
+
+
+def hook(tmp_path: Path, name: str, body: str) -> str:
+    """A hook program: records its pid and attempt in tmp_path, then runs `body`."""
+    path = tmp_path / name
+    path.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys, time\n"
+        f"open({str(tmp_path / (name + '.runs'))!r}, 'a').write(str(os.getpid()) + '\\n')\n" + body
+    )
+    path.chmod(0o755)
+    return str(path)
+
+
+def hooks_config(tmp_path: Path, sim: Simulator, rules: str, hooks: dict[str, str]) -> Path:
+    extra = rules + "".join(
+        f'[hooks.{name}]\ncommand = ["{command}"]\ntimeout = 60\n'
+        for name, command in hooks.items()
+    )
+    return write_config(
+        tmp_path / "sebridge.toml",
+        endpoint=sim.url,
+        db=tmp_path / "state.db",
+        jsonl=tmp_path / "out.jsonl",
+        vm_name="vm0",
+        extra=extra.replace("[policy]\n", ""),
+    )
+
+
+@pytest.fixture
+def daemons() -> Iterator[list[DaemonProcess]]:
+    started: list[DaemonProcess] = []
+    yield started
+    for d in started:
+        d.kill()
+
+
+def test_a_hook_cut_short_by_kill_9_runs_again_after_the_restart(
+    sim: Simulator, tmp_path: Path, daemons: list[DaemonProcess]
+) -> None:
+    go = tmp_path / "go"
+    drain = hook(
+        tmp_path,
+        "drain",
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.05)\nprint('drained')\n",
+    )
+    rules = '[[policy.rules]]\nname = "drain first"\naction = "approve"\nprepare = ["drain"]\n'
+    config = hooks_config(tmp_path, sim, rules, {"drain": drain})
+    out = tmp_path / "out.jsonl"
+    event_id = sim.schedule("Reboot")
+    first = DaemonProcess(config, tmp_path / "first.log")
+    daemons.append(first)
+    wait_line(out, event_id, "hook_started", timeout=START)
+    first_hook = int((tmp_path / "drain.runs").read_text().split()[0])
+    first.signal(signal.SIGKILL)
+    first.wait(10)
+    # The hook's own process group outlives a kill -9 of the daemon (systemd's stop ends
+    # the unit's whole cgroup); end it as systemd would.
+    os.killpg(first_hook, signal.SIGKILL)
+    assert sim.start_requests == []
+
+    second = DaemonProcess(config, tmp_path / "second.log")
+    daemons.append(second)
+    wait_until(lambda: len((tmp_path / "drain.runs").read_text().split()) == 2, START)
+    go.touch()
+    done = wait_line(out, event_id, "approved", timeout=START)
+    assert done["actor"] == "policy"
+    started = lines_of(out, event_id, "hook_started")
+    assert [(s["hook"], s["hook_vm"], s["attempt"]) for s in started] == [
+        ("drain", "vm0", 1),
+        ("drain", "vm0", 2),
+    ]
+    succeeded = lines_of(out, event_id, "hook_succeeded")
+    assert len(succeeded) == 1 and succeeded[0]["output"] == "drained\n"
+    assert succeeded[0]["exit_code"] == 0 and succeeded[0]["attempt"] == 2
+    assert sim.start_requests == [event_id]
+
+
+def test_a_failed_drain_holds_and_a_persons_approval_is_held_too(
+    sim: Simulator, tmp_path: Path, daemons: list[DaemonProcess]
+) -> None:
+    drain = hook(tmp_path, "drain", "print('pool web: 3 sessions left'); sys.exit(1)\n")
+    rules = (
+        '[[policy.rules]]\nname = "ask with a drain"\naction = "ask"\nprepare = ["drain"]\n'
+        "remind = [1800]\n"
+    )
+    config = hooks_config(tmp_path, sim, rules, {"drain": drain})
+    out = tmp_path / "out.jsonl"
+    event_id = sim.schedule("Redeploy", notice=1200)
+    daemon = DaemonProcess(config, tmp_path / "daemon.log")
+    daemons.append(daemon)
+    reminder = wait_line(out, event_id, "reminder", timeout=START)
+    assert reminder["remind_before"] == 1800
+    env = cli_env()
+    approved = run_cli("approve", event_id, "--config", str(config), "--as", "alice", env=env)
+    # Recorded; the drain the approval started runs: the person hears what it waits for.
+    assert approved.returncode == 0, approved.stderr
+    # (the drain may be starting or running at that instant: either way it waits for it)
+    assert f"approval of {event_id} by alice: waiting for prepare hooks: vm0: " in approved.stdout
+    assert "drain" in approved.stdout and "StartRequests goes to IMDS once" in approved.stdout
+    failed = wait_line(out, event_id, "hook_failed", timeout=START)
+    assert (failed["hook"], failed["exit_code"]) == ("drain", 1)
+    assert "pool web: 3 sessions left" in failed["output"]
+    held = wait_line(out, event_id, "held", timeout=START)
+    assert "held: drain failed (exit 1) on vm0: pool web: 3 sessions left" in held["note"]
+    again = run_cli("approve", event_id, "--config", str(config), "--as", "bob", env=env)
+    assert again.returncode == 1
+    assert "held: drain failed (exit 1) on vm0" in again.stdout
+    assert sim.start_requests == []
+    assert len(lines_of(out, event_id, "reminder")) == 1
