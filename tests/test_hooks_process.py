@@ -98,7 +98,13 @@ def test_a_hook_cut_short_by_kill_9_runs_again_after_the_restart(
 def test_a_failed_drain_holds_and_a_persons_approval_is_held_too(
     sim: Simulator, tmp_path: Path, daemons: list[DaemonProcess]
 ) -> None:
-    drain = hook(tmp_path, "drain", "print('pool web: 3 sessions left'); sys.exit(1)\n")
+    go = tmp_path / "go"
+    drain = hook(
+        tmp_path,
+        "drain",
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.05)\n"
+        "print('pool web: 3 sessions left'); sys.exit(1)\n",
+    )
     rules = (
         '[[policy.rules]]\nname = "ask with a drain"\naction = "ask"\nprepare = ["drain"]\n'
         "remind = [1800]\n"
@@ -117,6 +123,7 @@ def test_a_failed_drain_holds_and_a_persons_approval_is_held_too(
     # (the drain may be starting or running at that instant: either way it waits for it)
     assert f"approval of {event_id} by alice: waiting for prepare hooks: vm0: " in approved.stdout
     assert "drain" in approved.stdout and "StartRequests goes to IMDS once" in approved.stdout
+    go.touch()  # the drain fails now
     failed = wait_line(out, event_id, "hook_failed", timeout=START)
     assert (failed["hook"], failed["exit_code"]) == ("drain", 1)
     assert "pool web: 3 sessions left" in failed["output"]
