@@ -14,7 +14,7 @@ from typing import TextIO
 
 from sebridge import command_format as fmt
 from sebridge import doctor
-from sebridge.approval.request import ApprovalRequest, OutcomeKind
+from sebridge.approval.request import ApprovalRequest, Outcome, OutcomeKind
 from sebridge.approval.states import ApprovalState
 from sebridge.config import Config
 from sebridge.errors import BridgeError
@@ -27,6 +27,7 @@ from sebridge.runtime import (
     missing_store,
     open_store,
 )
+from sebridge.store import ApprovalRecord
 
 __all__ = ["approve", "check", "events", "history", "once", "run"]
 
@@ -179,35 +180,30 @@ def approve(
             },
             out,
         )
-    elif final.state in (ApprovalState.HELD, ApprovalState.WAITING):  # readiness hooks
-        print(f"approval of {final.event_id} by {final.actor}: {outcome.reason}", file=out)
-    elif not new:
-        print(f"{final.event_id} was already approved by {final.actor} ({final.state})", file=out)
-    elif final.state == ApprovalState.POSTED:
-        print(f"approved {final.event_id} as {final.actor}: StartRequests sent to IMDS", file=out)
-    elif final.state == ApprovalState.DRY_RUN:
-        print(
-            f"would approve {final.event_id} as {final.actor}: dry run (policy.dry_run), "
-            "nothing sent to IMDS",
-            file=out,
-        )
-    elif outcome.kind == OutcomeKind.REFUSED:  # IMDS refused it, or the event went first
-        print(f"approval of {final.event_id} recorded ({final.state}): {outcome.reason}", file=out)
-    elif final.last_error is None:
-        # This VM's IMDS does not list the event: a daemon whose IMDS does POSTs it.
-        print(
-            f"approval of {final.event_id} recorded ({final.state}): a daemon whose IMDS "
-            "lists the event sends StartRequests",
-            file=out,
-        )
     else:
-        print(
-            f"approval of {final.event_id} recorded ({final.state}): {final.last_error}; "
-            "the daemon retries it",
-            file=out,
-        )
+        print(_approval_line(final, outcome, new=new), file=out)
     refused = outcome.kind == OutcomeKind.REFUSED or final.state == ApprovalState.HELD
     return FAILED if refused else OK
+
+
+def _approval_line(final: ApprovalRecord, outcome: Outcome, *, new: bool) -> str:
+    """What `sebridge approve` says of the approval it made (or found)."""
+    event_id, who = final.event_id, final.actor
+    if final.state in (ApprovalState.HELD, ApprovalState.WAITING):  # readiness hooks
+        return f"approval of {event_id} by {who}: {outcome.reason}"
+    if not new:
+        return f"{event_id} was already approved by {who} ({final.state})"
+    if final.state == ApprovalState.POSTED:
+        return f"approved {event_id} as {who}: StartRequests sent to IMDS"
+    if final.state == ApprovalState.DRY_RUN:
+        return f"would approve {event_id} as {who}: dry run (policy.dry_run), nothing sent to IMDS"
+    if outcome.kind == OutcomeKind.REFUSED:  # IMDS refused it, or the event went first
+        why = outcome.reason
+    elif final.last_error is None:  # this VM's IMDS does not list it: a daemon's that does POSTs
+        why = "a daemon whose IMDS lists the event sends StartRequests"
+    else:
+        why = f"{final.last_error}; the daemon retries it"
+    return f"approval of {event_id} recorded ({final.state}): {why}"
 
 
 def history(
