@@ -134,3 +134,10 @@ def test_a_failed_drain_holds_and_a_persons_approval_is_held_too(
     assert "held: drain failed (exit 1) on vm0" in again.stdout
     assert sim.start_requests == []
     assert len(lines_of(out, event_id, "reminder")) == 1
+    shown = run_cli("history", event_id, "--config", str(config), env=env)
+    assert shown.returncode == 0, shown.stderr
+    said = shown.stdout
+    assert "reminder" in said and "1800 s before NotBefore, nobody has approved it" in said
+    assert "hook_started" in said and "drain started on vm0" in said
+    assert "drain failed (exit 1) on vm0: pool web: 3 sessions left" in said
+    assert "Approval by alice held: drain failed (exit 1) on vm0" in said

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any, TextIO
 
+from sebridge.hooks.words import hook_news
 from sebridge.render import countdown
 from sebridge.store import EventRecord, HistoryEntry
 from sebridge.store.codec import event_to_dict
@@ -43,6 +45,19 @@ def event_json(r: EventRecord) -> dict[str, Any]:
     }
 
 
+def history_line(e: HistoryEntry) -> str:
+    """One transition as `sebridge history` prints it (without its deliveries)."""
+    t = e.transition
+    who = f" by {t.actor} via {t.via}" if t.actor else ""
+    said = hook_news(t) or t.note
+    if t.remind_before is not None:
+        said = f"{t.remind_before} s before NotBefore, nobody has approved it"
+    return (
+        f"{e.at:%Y-%m-%d %H:%M:%S} {t.kind:<9} {t.event.event_type:<9} {t.event_id}{who}"
+        f"{' [DRY RUN]' if t.dry_run else ''}{': ' + said if said else ''}"
+    )
+
+
 def history_json(e: HistoryEntry) -> dict[str, Any]:
     """One transition as `sebridge history --json` shows it."""
     t = e.transition
@@ -56,6 +71,9 @@ def history_json(e: HistoryEntry) -> dict[str, Any]:
         "actor": t.actor,
         "via": t.via,
         "dry_run": t.dry_run,
+        "note": t.note,
+        "hook": asdict(t.hook) if t.hook else None,
+        "remind_before": t.remind_before,
         "deliveries": [
             {"sink": d.sink, "state": d.state, "attempts": d.attempts, "error": d.last_error}
             for d in e.deliveries

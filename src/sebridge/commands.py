@@ -235,15 +235,8 @@ def history(
         fmt.dump([fmt.history_json(e) for e in entries], out)
         return OK
     for e in entries:
-        t = e.transition
-        who = f" by {t.actor} via {t.via}" if t.actor else ""
-        dry = " [DRY RUN]" if t.dry_run else ""
         sent = " ".join(f"{d.sink}:{d.state}" for d in e.deliveries) or "no sinks"
-        print(
-            f"{e.at:%Y-%m-%d %H:%M:%S} {t.kind:<9} {t.event.event_type:<9} {t.event_id}"
-            f"{who}{dry}  [{sent}]",
-            file=out,
-        )
+        print(f"{fmt.history_line(e)}  [{sent}]", file=out)
         for d in e.deliveries:
             if d.last_error:
                 print(f"    {d.sink} ({d.attempts} attempts): {d.last_error}", file=out)
