@@ -7,11 +7,12 @@ name instead of failing the first real delivery.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from sebridge.hooks.readiness import VmReadiness, VmState
 from sebridge.kernel.clock import utcnow
-from sebridge.model import ScheduledEvent, Transition, TransitionKind
+from sebridge.model import HookRun, ScheduledEvent, Transition, TransitionKind
 from sebridge.sink import Message
 
 __all__ = ["sample_messages"]
@@ -52,4 +53,36 @@ def sample_messages(
         msg("scheduled", no_time), msg("would_approve", who="policy", dry_run=True),
         msg("approved", who="policy", approved_by="policy"),
         msg("started", approved_by="alice"), msg("cancelled", bare), msg("unplanned", started),
+        *_readiness_samples(full, vm, now),
     ]  # fmt: skip
+
+
+def _readiness_samples(event: ScheduledEvent, vm: str, now: datetime) -> list[Message]:
+    """Hook runs, a hold and a reminder, with every VM readiness state shown."""
+    ready = (
+        VmReadiness(vm, VmState.READY),
+        VmReadiness("vm2", VmState.FAILED, "drain", "exit 1", "lb said 503"),
+        VmReadiness("vm3", VmState.PREPARING, "drain"),
+        VmReadiness("vm4", VmState.WAITING, "drain"),
+        VmReadiness("vm5", VmState.NO_AGENT),
+    )
+    failed = HookRun("drain", "prepare", "vm2", exit_code=1, seconds=3.2, output="lb said 503\n",
+                     why="exit 1")  # fmt: skip
+    said = [
+        Transition(TransitionKind.HOOK_STARTED, event, now,
+                   hook=HookRun("drain", "prepare", vm, 2)),
+        Transition(TransitionKind.HOOK_SUCCEEDED, event, now,
+                   hook=HookRun("drain", "prepare", vm, exit_code=0, seconds=12.4)),
+        Transition(TransitionKind.HOOK_FAILED, event, now, hook=failed),
+        Transition(TransitionKind.HOOK_SUCCEEDED, event, now,
+                   hook=HookRun("undrain", "recover", vm, exit_code=0, seconds=0.3)),
+        Transition(TransitionKind.HELD, event, now, actor="alice", via="slack",
+                   note="Approval by alice held: drain failed (exit 1) on vm2: lb said 503. "
+                   "Nothing was sent to IMDS."),
+        Transition(TransitionKind.REMINDER, event, now, remind_before=600),
+    ]  # fmt: skip
+    return [
+        Message(t, vm, "ask", readiness=ready, prepare=("drain",), approve_url=APPROVE_URL)
+        for t in said
+    ] + [Message(Transition(TransitionKind.SCHEDULED, event, now), vm, "ask", readiness=ready,
+                 prepare=("drain",), approve_url=APPROVE_URL)]  # fmt: skip

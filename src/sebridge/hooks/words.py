@@ -26,7 +26,9 @@ def hook_news(t: Transition) -> str:
         if run.attempt > 1:
             again = f" again (attempt {run.attempt}: a restart interrupted the run before)"
         return f"{name} started on {run.vm}{again}"
-    took = f" in {run.seconds:.0f} s" if run.seconds is not None else ""
+    took = ""
+    if run.seconds is not None:
+        took = f" in {run.seconds:.1f} s" if run.seconds < 10 else f" in {run.seconds:.0f} s"
     if t.kind == TransitionKind.HOOK_SUCCEEDED:
         return f"{name} succeeded on {run.vm}{took}"
     tail = last_lines(run.output)
