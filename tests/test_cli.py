@@ -318,7 +318,11 @@ def test_once_json(cfg: str, sim: Simulator) -> None:
 def test_once_against_a_dead_endpoint(cfg: str, sim: Simulator, tmp_path: Path, db: Path) -> None:
     dead = str(
         write_config(
-            tmp_path / "dead.toml", endpoint=f"http://127.0.0.1:{free_port()}", db=db, console=True
+            tmp_path / "dead.toml",
+            endpoint=f"http://127.0.0.1:{free_port()}",
+            db=db,
+            console=True,
+            vm_name="vm0",  # without it, `once` waits for IMDS to say it (test_vm_name.py)
         )
     )
     code, out, err = run_process("once", "--config", dead)

@@ -66,6 +66,7 @@ def test_nothing_outside_an_integrations_folder_names_a_concrete_integration() -
 def test_the_runtime_builds_a_sink_for_every_enabled_integration(tmp_path: Path) -> None:
     config = from_mapping(
         {
+            "imds": {"vm_name": "vm0"},  # no IMDS here to say it
             "store": {"url": f"sqlite:///{tmp_path / 'state.db'}"},
             "jsonl": {"path": str(tmp_path / "events.jsonl")},
             "slack": {"bot_token": "xoxb-1", "app_token": "xapp-1", "channel": "C1"},

@@ -35,9 +35,12 @@ def corrupt_store(db: Path) -> None:
 
 @pytest.fixture
 def cfg(tmp_path: Path) -> Path:
-    # IMDS is never reached: every command here stops at the store.
+    # IMDS is never reached (the VM's name is given): every command here stops at the store.
     return write_config(
-        tmp_path / "sebridge.toml", endpoint="http://127.0.0.1:1", db=tmp_path / "state.db"
+        tmp_path / "sebridge.toml",
+        endpoint="http://127.0.0.1:1",
+        db=tmp_path / "state.db",
+        vm_name="vm0",
     )
 
 

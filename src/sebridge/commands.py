@@ -19,6 +19,7 @@ from sebridge.approval.states import ApprovalState
 from sebridge.config import Config
 from sebridge.errors import BridgeError
 from sebridge.kernel.clock import utcnow
+from sebridge.runner import stop_signals_exit
 from sebridge.runtime import (
     build_daemon,
     build_desk,
@@ -36,7 +37,8 @@ OK, FAILED, USAGE, REFUSED = 0, 1, 2, 3
 
 def run(config: Config) -> int:
     """The daemon, until SIGTERM/SIGINT."""
-    runner = build_runner(config)
+    with stop_signals_exit():  # building waits for IMDS to say this VM's name
+        runner = build_runner(config)
     daemon = runner.daemon
     try:
         daemon.store.check_integrity()
@@ -88,7 +90,7 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
     now = utcnow()
     try:
         records = store.events(include_gone_since=now - timedelta(days=1) if show_all else None)
-        polled = store.last_document() is not None
+        polled = store.polled()
     finally:
         store.close()
     if as_json:

@@ -15,7 +15,6 @@ See docs/ARCHITECTURE.md, "Poll".
 from __future__ import annotations
 
 import logging
-import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -66,7 +65,8 @@ class Daemon:
 
     Args:
         sinks: each sink by its integration's name (the outbox key).
-        vm_name: this VM's name; empty: asked from IMDS (compute name) on the first tick.
+        vm_name: this VM's name as Resources list it, known before the store was opened
+            (runtime.vm_name); the agent's identity, never a host name.
         approve_url: an event's signed approval link, for messages (None: links are off).
         hooks: the configured readiness hooks ([hooks.<name>]) by name.
         policy: the rules that decide each new event (policy/compile.py: build_policy);
@@ -79,9 +79,9 @@ class Daemon:
         store: Store,
         sinks: Mapping[str, Sink],
         *,
+        vm_name: str,
         policy: Policy | None = None,
         dry_run: bool = False,
-        vm_name: str = "",
         retry_for: timedelta = timedelta(hours=1),
         max_backoff: float = 300.0,
         clock: Clock = utcnow,
@@ -92,12 +92,9 @@ class Daemon:
         self.store = store
         self._sink_names = tuple(sinks)
         self.policy = policy or build_policy(PolicyConfig())
-        # Configured, else learnt from IMDS on an earlier run (so deliveries made
-        # before this run's first poll already name this VM), else asked on the
-        # first tick.
-        self._vm_name = vm_name or store.setting("vm_name") or ""
-        self._vm_name_checked = bool(vm_name)
-        self._vm_name_warned = False
+        if not vm_name:
+            raise ValueError("the daemon needs this VM's name (runtime.vm_name)")
+        self._vm_name = vm_name
         self.clock = clock
         self.hooks = AgentHooks(
             store,
@@ -146,7 +143,7 @@ class Daemon:
 
     def vm_name(self) -> str:
         """This VM's name, as IMDS's Resources spell it."""
-        return self._vm_name or socket.gethostname()
+        return self._vm_name
 
     def sinks_for(self, action: str) -> tuple[str, ...]:
         """The sinks an event with this policy action is delivered to (policy.sinks_for)."""
@@ -246,25 +243,7 @@ class Daemon:
             self._imds_failing = None
         result.polled = True
         self.poll_state = PollState(self.clock())
-        if not self._vm_name_checked:
-            self._learn_vm_name()
         return document
-
-    def _learn_vm_name(self) -> None:
-        try:
-            name = self.imds.instance_name()
-        except ImdsError as exc:
-            # Asked again after the next good poll; said once.
-            if not self._vm_name_warned:
-                log.warning(
-                    "cannot read this VM's name from IMDS (%s); using %s", exc, self.vm_name()
-                )
-                self._vm_name_warned = True
-            return
-        self._vm_name_checked = True
-        if name != self._vm_name:
-            self.store.remember("vm_name", name)
-            self._vm_name = name
 
     def _record(self, document: Document, result: TickResult) -> bool:
         """Write the document's transitions; True when the policy approved something."""

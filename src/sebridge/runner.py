@@ -16,7 +16,8 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, timedelta
 from typing import TYPE_CHECKING
 
@@ -30,7 +31,7 @@ from sebridge.store.store import HEARTBEAT
 if TYPE_CHECKING:
     from apscheduler.schedulers.background import BackgroundScheduler
 
-__all__ = ["Runner"]
+__all__ = ["Runner", "stop_signals_exit"]
 
 log = logging.getLogger("sebridge.daemon")
 
@@ -214,6 +215,26 @@ class Runner:
             return
         if removed:
             log.info("pruned %d events older than %s", removed, self._retention)
+
+
+@contextmanager
+def stop_signals_exit() -> Iterator[None]:
+    """While the daemon is being built (it may wait for IMDS to say the VM's name): SIGTERM
+    and SIGINT end the process at once with exit 0, as they end a running daemon. Main
+    thread only (Python delivers signals there); elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(0)  # unwinds through what was being opened; each part closes
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _logged(job: Job) -> Callable[[], None]:

@@ -8,9 +8,9 @@ See docs/ARCHITECTURE.md.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-import socket
 import sys
 from datetime import timedelta
 from typing import Any, TextIO
@@ -23,6 +23,7 @@ from sebridge.errors import ConfigError, PermanentDeliveryError, StoreInUseError
 from sebridge.health import Health
 from sebridge.hooks.gate import ReadinessGate
 from sebridge.imds import ImdsClient
+from sebridge.imds.vm_name import learn_vm_name
 from sebridge.integrations import registry
 from sebridge.integrations.base import Integration
 from sebridge.links import LINK_KEY_SETTING, LinkSigner, approval_link, new_link_key
@@ -46,6 +47,7 @@ __all__ = [
     "link_signer",
     "missing_store",
     "open_store",
+    "vm_name",
 ]
 
 
@@ -89,9 +91,27 @@ def build_imds(config: Config) -> ImdsClient:
     return ImdsClient(config.imds.endpoint, config.imds.api_version, timeout=config.imds.timeout)
 
 
-def open_store(config: Config, *, exclusive: bool = False) -> Store:
-    """The store from [store], migrated to the current schema; `exclusive` for the daemon."""
-    agent = config.imds.vm_name or socket.gethostname()
+def vm_name(config: Config, *, wait: float | None = None) -> str:
+    """This VM's name, the agent's identity: `[imds] vm_name`, else IMDS's compute name
+    (asked for up to `wait` seconds, default imds.vm_name.NAME_WAIT). ConfigError naming
+    imds.vm_name when IMDS does not say. See docs/ARCHITECTURE.md, "Agent name"."""
+    if config.imds.vm_name:
+        return config.imds.vm_name
+    if wait is None:
+        return learn_vm_name(config.imds.endpoint)
+    return learn_vm_name(config.imds.endpoint, wait=wait)
+
+
+def open_store(config: Config, *, agent: str = "", exclusive: bool = False) -> Store:
+    """The store from [store], migrated to the current schema.
+
+    Args:
+        agent: this VM's name (vm_name()): who claims and sights. Empty for a process
+            that only reads and records (the CLI beside daemons): it claims nothing.
+        exclusive: for the daemon (and a CLI carrying an approval out itself).
+    """
+    if exclusive and not agent:
+        raise ValueError("a store held as an agent needs the agent's name")
     return Store(config.store.url, agent=agent, exclusive=exclusive)
 
 
@@ -133,7 +153,8 @@ def build_daemon(
     sinks = {i.name: sink for i, sink in _sinks(config, renderer, stdout)}
     # One delivering process per SQLite file: a second `run`, or `once` beside the
     # daemon, would deliver everything again. PostgreSQL's claims let a fleet share one.
-    store = open_store(config, exclusive=True)
+    name = vm_name(config)  # before the store: it is the agent's identity there
+    store = open_store(config, agent=name, exclusive=True)
     signer = link_signer(config, store)
     return Daemon(
         build_imds(config),
@@ -141,7 +162,7 @@ def build_daemon(
         sinks,
         policy=build_policy(config.policy),
         dry_run=config.policy.dry_run,
-        vm_name=config.imds.vm_name,
+        vm_name=name,
         retry_for=timedelta(seconds=config.dispatch.retry_for_seconds_after_gone),
         max_backoff=config.dispatch.max_backoff_seconds,
         approve_url=approval_link(config.http.public_url, signer) if signer else None,
@@ -174,12 +195,20 @@ def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store]:
 
     When no daemon holds the store (SQLite: its lock; PostgreSQL: this agent's
     name), this process carries the approval out itself, holding it meanwhile;
-    otherwise the daemon does, and the request waits for what it recorded.
+    otherwise the daemon does, and the request waits for what it recorded. Carrying
+    it out needs this VM's name; when IMDS does not say it within one call, the
+    approval is only recorded, for a daemon whose IMDS lists the event.
     """
     try:
-        store, holds = open_store(config, exclusive=True), True
-    except StoreInUseError:
-        store, holds = open_store(config), False
+        name = vm_name(config, wait=config.imds.timeout)
+    except ConfigError:
+        name = ""  # no identity: record only (never a host name standing in for one)
+    held: Store | None = None
+    if name:
+        with contextlib.suppress(StoreInUseError):  # the daemon holds it and carries it out
+            held = open_store(config, agent=name, exclusive=True)
+    holds = held is not None
+    store = held or open_store(config)
     names = [i.name for i in registry.enabled(config) if i.outbound]
 
     def audience(decision: str) -> tuple[str, ...]:

@@ -54,7 +54,8 @@ class Store(EventReads, ApprovalTable, HookRunTable, HistoryLog, SettingsTable):
     Args:
         url: store.url: sqlite:////var/lib/sebridge/state.db, or
             postgresql://user@host/db (any number of agents: fleet mode).
-        agent: who this process is (the VM name); claims carry it.
+        agent: who this process is (the VM name); claims and sightings carry it. A
+            process that only reads and records (the CLI beside daemons) has none: "".
         exclusive: this process delivers (the daemon): hold the store against
             a second daemon on a SQLite file (its flock, store/lock.py), or
             against a second daemon of the same name on PostgreSQL (shared by
@@ -100,6 +101,10 @@ class Store(EventReads, ApprovalTable, HookRunTable, HistoryLog, SettingsTable):
         return Document(
             incarnation_from_db(row[0]), tuple(event_from_dict(json.loads(r[0])) for r in events)
         )
+
+    def polled(self) -> bool:
+        """Whether any agent has recorded a document yet (asked by the CLI, which is none)."""
+        return self.db.one("SELECT 1 FROM documents LIMIT 1") is not None
 
     def apply(
         self,
