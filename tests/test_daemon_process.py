@@ -491,6 +491,7 @@ def test_dead_endpoint_keeps_the_daemon_running(
         endpoint=f"http://127.0.0.1:{port}",
         db=db,
         jsonl=tmp_path / "events.jsonl",
+        vm_name="vm0",  # given: without it the start waits for IMDS (test_vm_name.py)
     )
     daemon = start_daemon(config)
     wait_until(
