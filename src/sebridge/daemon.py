@@ -29,6 +29,7 @@ from sebridge.hooks.agent import AgentHooks
 from sebridge.hooks.process import HookCommand
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
+from sebridge.metrics import Metrics
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.policy import APPROVE, NO_MATCH, Decision, Policy, decide, sinks_for
 from sebridge.policy.compile import build_policy
@@ -71,6 +72,7 @@ class Daemon:
         hooks: the configured readiness hooks ([hooks.<name>]) by name.
         policy: the rules that decide each new event (policy/compile.py: build_policy);
             None: built-in rules with the default keys.
+        metrics: what the daemon counts (default: a registry of its own).
     """
 
     def __init__(
@@ -87,9 +89,12 @@ class Daemon:
         clock: Clock = utcnow,
         approve_url: Callable[[ScheduledEvent], str] | None = None,
         hooks: Mapping[str, HookCommand] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.imds = imds
         self.store = store
+        self.metrics = metrics or Metrics(tuple(sinks))
+        store.on_transition(self.metrics.transition_recorded)
         self._sink_names = tuple(sinks)
         self.policy = policy or build_policy(PolicyConfig())
         if not vm_name:
@@ -118,6 +123,7 @@ class Daemon:
             clock=clock,
             approve_url=approve_url,
             readiness_of=self.hooks.shown,
+            metrics=self.metrics,
         )
         self.carrier = Carrier(
             store,
@@ -128,9 +134,15 @@ class Daemon:
             on_recorded=self.dispatcher.wake,
             gate=self.hooks.gate,
             on_waiting=self._hooks_awaited,
+            metrics=self.metrics,
         )
         self.approvals = Approvals(
-            store, self.carrier, self.sinks_for, clock=clock, on_recorded=self.dispatcher.wake
+            store,
+            self.carrier,
+            self.sinks_for,
+            clock=clock,
+            on_recorded=self.dispatcher.wake,
+            metrics=self.metrics,
         )
         self._previous: Document | None = store.last_document()
         self._last_object: Document | None = None
@@ -157,8 +169,17 @@ class Daemon:
         written = not self._store_pushes and self._store_written()
         document = self._poll(result)
         approvals_recorded = False
+        changed = (
+            document is not None
+            and document is not self._last_object
+            and document != self._previous
+        )
+        self.metrics.polled(
+            "error" if document is None else "changed" if changed else "unchanged",
+            self.poll_state.last_ok if document is not None else None,
+        )
         if document is not None and document is not self._last_object:
-            if document != self._previous:
+            if changed:
                 approvals_recorded = self._record(document, result)
             # Only once recorded: after a store failure the same document is tried again.
             self._last_object = document

@@ -19,6 +19,7 @@ from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError, Stor
 from sebridge.hooks.readiness import VmReadiness
 from sebridge.kernel.backoff import backoff_delay
 from sebridge.kernel.clock import Clock, utcnow
+from sebridge.metrics import Metrics
 from sebridge.model import ScheduledEvent
 from sebridge.sink import Message, Sink
 from sebridge.store import Delivery, Store
@@ -56,6 +57,7 @@ class Dispatcher:
             messages carry it while the event can be approved.
         readiness_of: an event's VMs' readiness and its rule's prepare hooks, by event
             id, as of now (messages show them).
+        metrics: counts deliveries by sink and outcome (default: a registry of its own).
     """
 
     def __init__(
@@ -72,10 +74,12 @@ class Dispatcher:
         approve_url: Callable[[ScheduledEvent], str] | None = None,
         readiness_of: Callable[[str], tuple[tuple[VmReadiness, ...], tuple[str, ...]]]
         | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._readiness_of = readiness_of
         self._sinks = dict(sinks)
+        self._metrics = metrics or Metrics(tuple(sinks))
         self._vm_name = vm_name
         self._dry_run = dry_run
         self._retry_for = retry_for
@@ -199,6 +203,7 @@ class Dispatcher:
             log.error("delivery of %s failed for good: %s", what, exc)
             self._store.outbox.fail(delivery, str(exc))
             self._outcomes[name] = SinkOutcome("failed", self._clock(), str(exc))
+            self._metrics.delivery_failed(name, retry=False)
             return
         except RetryableDeliveryError as exc:
             self._retry(name, delivery, what, str(exc), exc.retry_after)
@@ -208,7 +213,9 @@ class Dispatcher:
             self._retry(name, delivery, what, f"{type(exc).__name__}: {exc}", None)
             return
         self._store.outbox.ack(delivery, receipt, self._clock())
-        self._outcomes[name] = SinkOutcome("delivered", self._clock())
+        now = self._clock()
+        self._outcomes[name] = SinkOutcome("delivered", now)
+        self._metrics.delivered(name, (now - delivery.transition.at).total_seconds())
 
     def _retry(
         self, name: str, delivery: Delivery, what: str, error: str, retry_after: float | None
@@ -220,6 +227,7 @@ class Dispatcher:
             log.error("giving up on %s after %d attempts: %s", what, attempts, error)
             self._outcomes[name] = SinkOutcome("failed", now, error)
             self._store.outbox.fail(delivery, f"gave up after {attempts} attempts: {error}")
+            self._metrics.delivery_failed(name, retry=False)
             return
         backoff = backoff_delay(
             attempts - 1, base=1.0, cap=self._max_backoff, jitter=self._jitter()
@@ -234,3 +242,4 @@ class Dispatcher:
             error,
         )
         self._store.outbox.retry(delivery, error, now + timedelta(seconds=backoff))
+        self._metrics.delivery_failed(name, retry=True)

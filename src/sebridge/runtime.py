@@ -29,12 +29,15 @@ from sebridge.integrations.base import Integration
 from sebridge.links import LINK_KEY_SETTING, LinkSigner, approval_link, new_link_key
 from sebridge.policy import sinks_for
 from sebridge.policy.compile import build_policy
+from sebridge.readiness import Readiness
 from sebridge.render import Renderer
 from sebridge.runner import Runner
 from sebridge.sink import Sink
 from sebridge.store import Store
+from sebridge.store.tallies import read_tallies
+from sebridge.store_gauges import StoreGauges
 from sebridge.web.approval_page import PREFIX, ApprovalPage
-from sebridge.web.server import HttpServer
+from sebridge.web.server import CORE_PATHS, HttpServer
 from sebridge.web.wsgi import WsgiApp
 
 __all__ = [
@@ -252,7 +255,7 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
         ctx = registry.context(integration, config, renderer)
         inbound = integration.inbound(ctx, daemon, sinks.get(integration.name))
         for path, app in inbound.routes.items():
-            if path in routes or path == "/healthz":
+            if path in routes or path in CORE_PATHS:
                 raise ConfigError(f"{integration.name}: HTTP path {path} is already served")
             routes[path] = app
         for service in inbound.services:
@@ -262,5 +265,27 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
     if routes or "http.listen" in config.given:
         http = config.http
         health = Health(runner, config.imds.poll_interval)
+        routes["/metrics"] = _metrics_route(daemon)
         # Last to start, first to stop: no request reaches a part that has stopped.
-        runner.add_service(HttpServer(http.listen_host, http.listen_port, routes, health.report))
+        runner.add_service(
+            HttpServer(
+                http.listen_host,
+                http.listen_port,
+                routes,
+                health.report,
+                ready=Readiness(runner).report,
+            )
+        )
+
+
+def _metrics_route(daemon: Daemon) -> WsgiApp:
+    """GET /metrics: the daemon's registry, with the store's figures read at scrape time."""
+    from prometheus_client import make_wsgi_app
+
+    metrics = daemon.metrics
+    store = daemon.store
+    metrics.registry.register(
+        StoreGauges(lambda: read_tallies(store.db, metrics.sinks), metrics.sinks)
+    )
+    app: WsgiApp = make_wsgi_app(metrics.registry)
+    return app

@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from sebridge.approval.gate import GO, Gate, GateAnswer
+from sebridge.approval.request import OutcomeKind
 from sebridge.approval.states import ApprovalState
 from sebridge.errors import ImdsError, ImdsRequestError, StoreError
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
+from sebridge.metrics import Metrics
 from sebridge.model import Transition, TransitionKind
 from sebridge.store import ApprovalRecord, EventRecord, Store
 
@@ -47,6 +49,17 @@ class _Finish:
     error: str | None
     transition: Transition | None
     sinks: Sequence[str]
+    via: str
+
+
+# What an approval's end state counts as in sebridge_approvals_total (put back: not settled).
+_SETTLED: dict[str, OutcomeKind] = {
+    ApprovalState.POSTED: OutcomeKind.APPROVED,
+    ApprovalState.DRY_RUN: OutcomeKind.APPROVED,
+    ApprovalState.FAILED: OutcomeKind.REFUSED,
+    ApprovalState.ABANDONED: OutcomeKind.REFUSED,
+    ApprovalState.HELD: OutcomeKind.HELD,  # a prepare hook failed: nothing was sent
+}
 
 
 class Carrier:
@@ -59,6 +72,7 @@ class Carrier:
             dispatcher: an event's messages then show its approval as carried out).
         gate: whether an event's VMs are ready for StartRequests (readiness hooks).
         on_waiting: called when an approval waits for readiness (wakes the hook worker).
+        metrics: counts the approvals this carrier settles (default: a registry of its own).
     """
 
     def __init__(
@@ -72,11 +86,13 @@ class Carrier:
         on_recorded: Callable[[], None] = lambda: None,
         gate: Gate = lambda record: GO,
         on_waiting: Callable[[], None] = lambda: None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._gate = gate
         self._on_waiting = on_waiting
         self._imds = imds
+        self._metrics = metrics or Metrics()
         self._sinks_for = sinks_for
         self._dry_run = dry_run
         self._clock = clock
@@ -256,7 +272,7 @@ class Carrier:
                 note=problem,
             )
         sinks = self._sinks_for(record.policy) if record is not None and transition else ()
-        finish = _Finish(approval.event_id, state, error, transition, sinks)
+        finish = _Finish(approval.event_id, state, error, transition, sinks, approval.via)
         try:
             self._record(finish)
         except StoreError as exc:
@@ -276,6 +292,10 @@ class Carrier:
         )
         if not taken:  # our lease ended and another agent claimed it meanwhile
             log.warning("the approval of %s passed to another agent meanwhile", finish.event_id)
+            return
+        settled = _SETTLED.get(finish.state)
+        if settled is not None:  # counted where it was settled: once, even in a fleet
+            self._metrics.approval_settled(finish.via, settled)
 
     def _record_unrecorded(self) -> int:
         done = 0

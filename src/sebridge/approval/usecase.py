@@ -18,6 +18,7 @@ from sebridge.approval.carrier import Carrier
 from sebridge.approval.request import ApprovalRequest, Outcome, OutcomeKind
 from sebridge.approval.states import ApprovalState, Blocker
 from sebridge.kernel.clock import Clock, utcnow
+from sebridge.metrics import Metrics
 from sebridge.model import Approval, Transition, TransitionKind
 from sebridge.policy.decision import offers_approval
 from sebridge.store import ApprovalRecord, AuditEntry, EventRecord, Store
@@ -40,6 +41,8 @@ class Approvals:
             out (the CLI beside a running daemon): the request then waits for the store.
         sinks_for: the sinks an event's transitions go to, by its policy decision.
         on_recorded: called after a transition was queued (wakes the dispatcher).
+        metrics: counts the requests answered without the carrier (already approved,
+            refused before anything was recorded); the carrier counts the rest.
     """
 
     def __init__(
@@ -50,9 +53,11 @@ class Approvals:
         *,
         clock: Clock = utcnow,
         on_recorded: Callable[[], None] = lambda: None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._carrier = carrier
+        self._metrics = metrics or Metrics()
         self._sinks_for = sinks_for
         self._clock = clock
         self._on_recorded = on_recorded
@@ -61,10 +66,12 @@ class Approvals:
         """Approve `req.event_id` for `req.actor`; the outcome once known (or after `wait`)."""
         record = self._store.event(req.event_id.strip())
         if record is None:
+            self._metrics.approval_settled(req.via, OutcomeKind.REFUSED)
             return _refused(req.event_id, Blocker.UNKNOWN, None)
         event_id = record.event.event_id
         blocked = record.blocker()
         if blocked is not None and blocked != Blocker.APPROVED:
+            self._metrics.approval_settled(req.via, OutcomeKind.REFUSED)
             return _refused(event_id, blocked, record)
         new = blocked is None and self._store.record_approval(
             Approval(event_id, req.actor, req.via, self._clock())
@@ -76,6 +83,7 @@ class Approvals:
         if not new and approval.state == ApprovalState.HELD:  # held too, and told why
             return Outcome(OutcomeKind.HELD, event_id, _state_note(approval), approval, fresh)
         if not new:
+            self._metrics.approval_settled(req.via, OutcomeKind.ALREADY)
             return Outcome(OutcomeKind.ALREADY, event_id, _state_note(approval), approval, fresh)
         return _outcome(event_id, approval, fresh)
 

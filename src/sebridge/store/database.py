@@ -62,6 +62,7 @@ class Database:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._depth = 0
+        self._after_commit: list[Callable[[], None]] = []
 
     @contextmanager
     def transaction(self, *, exclusive: bool = False) -> Iterator[Database]:
@@ -83,10 +84,25 @@ class Database:
                 yield self
             except BaseException:
                 self._depth = 0
+                self._after_commit.clear()
                 self._rollback()
                 raise
             self._depth = 0
-            self._commit()
+            try:
+                self._commit()
+            finally:
+                done, self._after_commit = self._after_commit, []
+            for action in done:
+                action()
+
+    def after_commit(self, action: Callable[[], None]) -> None:
+        """Call `action` once the current transaction has committed (never, if it rolls
+        back); outside a transaction, now (each statement commits on its own)."""
+        with self._lock:
+            if self._depth:
+                self._after_commit.append(action)
+                return
+        action()
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement; returns the number of rows it changed."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
@@ -75,6 +75,12 @@ class Store(EventReads, ApprovalTable, HookRunTable, HistoryLog, SettingsTable):
             raise
         self.agent = agent
         self.outbox = Outbox(self.db, agent)
+        self._recorded: Callable[[str], None] = lambda kind: None
+
+    def on_transition(self, recorded: Callable[[str], None]) -> None:
+        """Call `recorded(kind)` for each transition this store records, once committed
+        (the daemon's metrics count them)."""
+        self._recorded = recorded
 
     def close(self) -> None:
         """Close the database, then free the lock."""
@@ -261,6 +267,8 @@ class Store(EventReads, ApprovalTable, HookRunTable, HistoryLog, SettingsTable):
         if row is None:
             return None
         transition_id = int(row[0])
+        kind = str(transition.kind)
+        self.db.after_commit(lambda: self._recorded(kind))
         if transition.kind not in _NOTES:
             self.db.execute(
                 "UPDATE events SET state = ? WHERE event_id = ?",

@@ -1,11 +1,11 @@
 """The daemon's one HTTP server: waitress on [http] listen, hardened once for every route.
 
-Routes come from integrations (Slack's /slack/events); the core serves
-GET /healthz. Bodies are capped before anything reads them (413), idle and
-half-sent connections are closed after `IDLE_TIMEOUT`, and enough
-connections are allowed that a few hundred idle ones cannot lock out
-/healthz. Bound to 127.0.0.1 by default: put a TLS reverse proxy in front
-to expose it.
+Routes come from integrations (Slack's /slack/events) and the core
+(/metrics); the server itself answers GET /healthz and /readyz. Bodies are
+capped before anything reads them (413), idle and half-sent connections are
+closed after `IDLE_TIMEOUT`, and enough connections are allowed that a few
+hundred idle ones cannot lock out /healthz. Bound to 127.0.0.1 by default:
+put a TLS reverse proxy in front to expose it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from waitress.server import create_server
 from sebridge.web.headers import secure_waitress_errors, secured
 from sebridge.web.wsgi import StartResponse, WsgiApp
 
-__all__ = ["MAX_BODY", "HttpServer"]
+__all__ = ["CORE_PATHS", "MAX_BODY", "HttpServer"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 MAX_BODY = 1024 * 1024
 IDLE_TIMEOUT = 15  # seconds a connection may sit idle or half-sent
 CONNECTION_LIMIT = 500
+# The core's paths: no integration may claim one.
+CORE_PATHS = ("/healthz", "/readyz", "/metrics")
 
 Health = Callable[[], tuple[int, dict[str, Any]]]
 _REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
@@ -42,6 +44,7 @@ class HttpServer:
     Args:
         routes: path -> WSGI app (e.g. "/slack/events" -> Bolt's handler).
         health: returns (status, JSON body) for GET /healthz.
+        ready: returns (status, JSON body) for GET /readyz (default: as /healthz).
         idle_timeout: seconds before an idle or half-sent connection is closed.
     """
 
@@ -52,10 +55,12 @@ class HttpServer:
         routes: Mapping[str, WsgiApp],
         health: Health | None = None,
         *,
+        ready: Health | None = None,
         idle_timeout: int = IDLE_TIMEOUT,
     ) -> None:
         self._routes = dict(routes)
-        self._health = health or (lambda: (200, {"status": "ok"}))
+        health = health or (lambda: (200, {"status": "ok"}))
+        self._probes = {"/healthz": health, "/readyz": ready or health}
         self._server = create_server(
             secured(self._app),  # security headers on every answer (web/headers.py)
             host=host,
@@ -143,10 +148,11 @@ class HttpServer:
     def _app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
         method = environ.get("REQUEST_METHOD", "")
-        if path == "/healthz":
+        probe = self._probes.get(path)
+        if probe is not None:
             if method not in ("GET", "HEAD"):
                 return _json(start_response, 405, {"error": "use GET"}, [("Allow", "GET, HEAD")])
-            status, body = self._health()
+            status, body = probe()
             return _json(start_response, status, body)
         route = self._route(path)
         if route is None:

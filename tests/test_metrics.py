@@ -1,0 +1,164 @@
+"""The metrics' parts in one process: label sets, counting after commit, a bounded scrape.
+
+The scrape of a running daemon, through every sink, is tests/test_metrics_process.py.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from sebridge.metrics import Metrics
+from sebridge.model import Document, ScheduledEvent, Transition, TransitionKind
+from sebridge.store import Store
+from sebridge.store.tallies import Tallies, read_tallies
+from sebridge.store_gauges import StoreGauges
+
+NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store(f"sqlite:///{tmp_path}/state.db", agent="vm0")
+    yield s
+    s.close()
+
+
+def event(event_id: str) -> ScheduledEvent:
+    return ScheduledEvent(
+        event_id=event_id,
+        event_type="Reboot",
+        resource_type="VirtualMachine",
+        resources=("vm0",),
+        status="Scheduled",
+        not_before=NOW,
+    )
+
+
+def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = generate_latest(metrics.registry).decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_transitions_are_counted_once_committed_and_not_after_a_rollback(store: Store) -> None:
+    metrics = Metrics(["jsonl"])
+    store.on_transition(metrics.transition_recorded)
+    scheduled = Transition(TransitionKind.SCHEDULED, event("A"), NOW)
+    with pytest.raises(RuntimeError), store.db.transaction():
+        store.apply(Document(1, (event("A"),)), [(scheduled, ["jsonl"])], NOW)
+        raise RuntimeError("the tick failed after the insert")
+    assert samples(metrics)[("sebridge_transitions_total", (("kind", "scheduled"),))] == 0
+    store.apply(Document(1, (event("A"),)), [(scheduled, ["jsonl"])], NOW)
+    assert samples(metrics)[("sebridge_transitions_total", (("kind", "scheduled"),))] == 1
+    # The same transition again (another agent's, or a repeated tick) is not recorded twice.
+    store.apply(Document(2, (event("A"),)), [(scheduled, ["jsonl"])], NOW)
+    assert samples(metrics)[("sebridge_transitions_total", (("kind", "scheduled"),))] == 1
+
+
+def test_store_figures_are_read_in_one_statement(store: Store) -> None:
+    transitions = [
+        (Transition(TransitionKind.SCHEDULED, event(i), NOW), ["jsonl", "slack"]) for i in "AB"
+    ]
+    store.apply(Document(1, (event("A"), event("B"))), transitions, NOW)
+    tallies = read_tallies(store.db, ["jsonl"])
+    assert tallies.events == {"scheduled": 2}
+    assert tallies.pending == {"jsonl": 2}  # slack's rows are not this agent's sinks'
+
+
+@pytest.mark.parametrize(
+    ("call", "args"),
+    [
+        ("hook_finished", ("deploy", "succeeded")),
+        ("hook_finished", ("prepare", "exit 3")),
+        ("polled", ("weird",)),
+        ("approval_settled", ("slack", "maybe")),
+        ("transition_recorded", ("hook-1234",)),
+        ("delivered", ("jira-OPS-12", 1.0)),
+    ],
+)
+def test_a_label_value_outside_its_set_is_refused(call: str, args: tuple[object, ...]) -> None:
+    metrics = Metrics(["jira"])
+    with pytest.raises(ValueError):
+        getattr(metrics, call)(*args)
+
+
+def test_a_channel_outside_the_set_is_counted_as_other() -> None:
+    metrics = Metrics(["jsonl"])
+    metrics.approval_settled("webhook-U12345", "approved")
+    found = samples(metrics)
+    assert found[("sebridge_approvals_total", (("outcome", "approved"), ("via", "other")))] == 1
+    assert not any("webhook" in v for _, labels in found for _, v in labels)
+
+
+def test_hooks_are_counted_by_stage_and_outcome() -> None:
+    metrics = Metrics()
+    metrics.hook_finished("prepare", "timeout")
+    metrics.hook_finished("prepare", "timeout")
+    metrics.hook_finished("recover", "succeeded")
+    found = samples(metrics)
+    key = "sebridge_hooks_total"
+    assert found[(key, (("outcome", "timeout"), ("stage", "prepare")))] == 2
+    assert found[(key, (("outcome", "succeeded"), ("stage", "recover")))] == 1
+    assert found[(key, (("outcome", "failed"), ("stage", "prepare")))] == 0
+
+
+def test_two_daemons_in_one_process_count_apart() -> None:
+    first, second = Metrics(["jsonl"]), Metrics(["jsonl"])
+    first.polled("unchanged")
+    assert samples(first)[("sebridge_imds_polls_total", (("outcome", "unchanged"),))] == 1
+    assert samples(second)[("sebridge_imds_polls_total", (("outcome", "unchanged"),))] == 0
+
+
+def test_a_scrape_does_not_wait_for_a_frozen_store(store: Store) -> None:
+    """The store's connection is held by a transaction that does not end (a frozen database
+    holds it the same way): the scrape answers without the store's figures, and however
+    many scrapes come meanwhile, one read waits on the store."""
+    metrics = Metrics(["jsonl"])
+    reads = []
+
+    def read() -> Tallies:
+        reads.append(1)
+        return read_tallies(store.db, ["jsonl"])
+
+    metrics.registry.register(StoreGauges(read, ["jsonl"], wait=0.05))
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store.db.transaction():
+            holding.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(10)
+        for _ in range(3):
+            found = samples(metrics)
+            assert not any(name == "sebridge_events" for name, _ in found)
+            assert found[("sebridge_imds_polls_total", (("outcome", "changed"),))] == 0
+        assert len(reads) == 1
+    finally:
+        release.set()
+        holder.join(10)
+    store.apply(
+        Document(1, (event("A"),)),
+        [(Transition(TransitionKind.SCHEDULED, event("A"), NOW), ["jsonl"])],
+        NOW,
+    )
+    found = {}
+    for _ in range(100):  # the stuck read has ended; a later scrape reads afresh
+        found = samples(metrics)
+        if found.get(("sebridge_events", (("state", "scheduled"),))) == 1:
+            break
+    assert found[("sebridge_events", (("state", "scheduled"),))] == 1
+    assert found[("sebridge_outbox_pending", (("sink", "jsonl"),))] == 1
