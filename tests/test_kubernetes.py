@@ -1,0 +1,149 @@
+"""deploy/kubernetes renders with `kubectl kustomize`, and every object is valid Kubernetes.
+
+Each object is validated against the Kubernetes schemas (kubernetes-validate, offline,
+strict: an unknown field is an error); then what the README promises is checked on the
+rendered objects: host networking, the probes' paths on the port the config listens on,
+RBAC verbs no wider than the drain and uncordon hooks need, the config's store from the
+Secret and no vm_name (learnt from IMDS).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+KUSTOMIZE_DIR = ROOT / "deploy" / "kubernetes"
+# A version AKS supports and kubernetes-validate ships schemas of.
+KUBERNETES_VERSION = "1.32.0"
+# What `kubectl drain` and `kubectl uncordon` call, per (API group, resource).
+NEEDED = {
+    ("", "nodes"): {"get", "patch"},
+    ("", "pods"): {"get", "list"},
+    ("", "pods/eviction"): {"create"},
+    ("apps", "daemonsets"): {"get"},
+}
+
+
+@pytest.fixture(scope="module")
+def objects() -> list[dict[str, Any]]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: it renders deploy/kubernetes (kustomize)")
+    rendered = subprocess.run(
+        [kubectl, "kustomize", str(KUSTOMIZE_DIR)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    return [doc for doc in yaml.safe_load_all(rendered) if doc]
+
+
+def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = [o for o in objects if o["kind"] == kind]
+    return found
+
+
+def config_of(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    return tomllib.loads(one(objects, "ConfigMap")["data"]["sebridge.toml"])
+
+
+def test_every_object_is_valid_kubernetes(objects: list[dict[str, Any]]) -> None:
+    kinds = sorted(o["kind"] for o in objects)
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "DaemonSet",
+        "Namespace",
+        "ServiceAccount",
+    ]
+    for obj in objects:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+def test_an_invalid_object_is_refused() -> None:
+    """The validation has teeth: a probe with a misspelt field fails it."""
+    bad = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "x"},
+        "spec": {
+            "containers": [{"name": "x", "image": "x", "livenessProbe": {"httpGet": {"pth": "/"}}}]
+        },
+    }
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_agent_runs_on_the_host_network_as_its_own_service_account(
+    objects: list[dict[str, Any]],
+) -> None:
+    pod = one(objects, "DaemonSet")["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] is True  # AKS lets only the node's network reach IMDS
+    assert pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert pod["serviceAccountName"] == one(objects, "ServiceAccount")["metadata"]["name"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (container,) = pod["containers"]
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    env = {e["name"]: e.get("valueFrom", {}) for e in container["env"]}
+    assert env["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert env["POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert container["envFrom"] == [{"secretRef": {"name": "sebridge"}}]
+
+
+def test_the_probes_ask_healthz_and_readyz_where_the_config_listens(
+    objects: list[dict[str, Any]],
+) -> None:
+    (container,) = one(objects, "DaemonSet")["spec"]["template"]["spec"]["containers"]
+    host, _, port = config_of(objects)["http"]["listen"].rpartition(":")
+    assert host == "${POD_IP}"  # the node's address: where the kubelet probes a host pod
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": int(port)}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": int(port)}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["config"] == "/etc/sebridge"
+    assert container["args"] == ["run", "--config", "/etc/sebridge/sebridge.toml"]
+
+
+def test_rbac_allows_what_drain_and_uncordon_need_and_nothing_more(
+    objects: list[dict[str, Any]],
+) -> None:
+    granted: dict[tuple[str, str], set[str]] = {}
+    for rule in one(objects, "ClusterRole")["rules"]:
+        assert "resourceNames" not in rule and "nonResourceURLs" not in rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    assert granted == NEEDED
+    binding = one(objects, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == one(objects, "ClusterRole")["metadata"]["name"]
+    sa = one(objects, "ServiceAccount")["metadata"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]}
+    ]
+    assert not [o for o in objects if o["kind"] in ("Role", "RoleBinding")]
+
+
+def test_the_config_is_a_fleet_with_drain_and_uncordon_hooks(
+    objects: list[dict[str, Any]],
+) -> None:
+    config = config_of(objects)
+    assert config["store"]["url"] == "${SEBRIDGE_STORE_URL}"  # PostgreSQL, from the Secret
+    assert "vm_name" not in config.get("imds", {})  # learnt from IMDS, not the node name
+    (rule,) = config["policy"]["rules"]
+    assert rule["this_vm"] is True
+    assert rule["prepare"] == ["drain"] and rule["recover"] == ["uncordon"]
+    drain, uncordon = config["hooks"]["drain"], config["hooks"]["uncordon"]
+    assert drain["command"][:3] == ["/usr/local/bin/kubectl", "drain", "${NODE_NAME}"]
+    assert "--ignore-daemonsets" in drain["command"]
+    (timeout,) = [a for a in drain["command"] if a.startswith("--timeout=")]
+    assert int(timeout.removeprefix("--timeout=").removesuffix("s")) < drain["timeout"]
+    assert uncordon["command"] == ["/usr/local/bin/kubectl", "uncordon", "${NODE_NAME}"]
