@@ -3,10 +3,12 @@
 `sebridge_events{state}` and `sebridge_outbox_pending{sink}` are what the store
 holds now (in a fleet, what every agent recorded), so they are read when
 Prometheus asks, in one statement (store/tallies.py). The read runs on a
-thread of its own and the scrape waits for it at most `wait` seconds: when the
-database is slow or frozen, the scrape answers in time with the last figures
-read (or none, before the first read), and at most one read is in flight,
-however many scrapes come. See docs/ARCHITECTURE.md, "Metrics".
+thread of its own (started at the first scrape, parked between reads) and
+the scrape waits for it at most `wait` seconds: when the database is slow
+or frozen, the scrape answers in time with the last figures read (or none,
+before the first read), and at most one read is in flight, however many
+scrapes come (those that come during a read share the next one).
+See docs/ARCHITECTURE.md, "Metrics and probes".
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ class StoreGauges(Collector):
         self._read = read
         self._sinks = tuple(sinks)
         self._wait = wait
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()
+        self._asked = 0  # reads asked for, and the number of the last one done
+        self._answered = 0
         self._reader: threading.Thread | None = None
         self._last: Tallies | None = None
         self._failing = False
@@ -63,15 +67,27 @@ class StoreGauges(Collector):
         yield from self._families(self._fresh())
 
     def _fresh(self) -> Tallies | None:
-        with self._lock:
-            reader = self._reader
-            if reader is None or not reader.is_alive():
-                reader = self._reader = threading.Thread(
-                    target=self._refresh, name="metrics-store", daemon=True
+        with self._changed:
+            if self._reader is None:  # one thread for the daemon's life, parked between reads
+                self._reader = threading.Thread(
+                    target=self._serve, name="metrics-store", daemon=True
                 )
-                reader.start()
-        reader.join(self._wait)
-        return self._last
+                self._reader.start()
+            self._asked += 1
+            asked = self._asked
+            self._changed.notify_all()
+            self._changed.wait_for(lambda: self._answered >= asked, self._wait)
+            return self._last
+
+    def _serve(self) -> None:
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._asked > self._answered)
+                asked = self._asked  # scrapes that came meanwhile share this read
+            self._refresh()
+            with self._changed:
+                self._answered = asked
+                self._changed.notify_all()
 
     def _refresh(self) -> None:
         try:
