@@ -5,6 +5,7 @@ The scrape of a running daemon, through every sink, is tests/test_metrics_proces
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -14,13 +15,31 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from sebridge.config import from_mapping
+from sebridge.daemon import Daemon
+from sebridge.imds import ImdsClient
 from sebridge.metrics import Metrics
-from sebridge.model import Document, ScheduledEvent, Transition, TransitionKind
+from sebridge.model import Document, Receipt, ScheduledEvent, Transition, TransitionKind
+from sebridge.policy.compile import build_policy
+from sebridge.simulator import Simulator
+from sebridge.sink import Message
 from sebridge.store import Store
 from sebridge.store.tallies import Tallies, read_tallies
 from sebridge.store_gauges import StoreGauges
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.sent: list[Message] = []
+
+    def send(self, message: Message) -> Receipt | None:
+        self.sent.append(message)
+        return None
+
+    def close(self) -> None:
+        pass
 
 
 @pytest.fixture
@@ -162,3 +181,58 @@ def test_a_scrape_does_not_wait_for_a_frozen_store(store: Store) -> None:
             break
     assert found[("sebridge_events", (("state", "scheduled"),))] == 1
     assert found[("sebridge_outbox_pending", (("sink", "jsonl"),))] == 1
+
+
+def test_hook_runs_and_held_approvals_are_counted(sim: Simulator, tmp_path: Path) -> None:
+    """Hooks as real processes through the daemon's own path (tick without threads): one
+    succeeds, one fails, one outlives its timeout; the policy's approvals end approved,
+    held and held."""
+
+    def hook(body: str) -> list[str]:
+        path = tmp_path / f"hook{len(list(tmp_path.glob('hook*.py')))}.py"
+        path.write_text(f"import sys, time\n{body}\n")
+        return [sys.executable, str(path)]
+
+    config = from_mapping(
+        {
+            "policy": {
+                "rules": [
+                    {"event_types": ["Reboot"], "action": "approve", "prepare": ["ok"]},
+                    {"event_types": ["Redeploy"], "action": "approve", "prepare": ["fails"]},
+                    {"event_types": ["Freeze"], "action": "approve", "prepare": ["slow"]},
+                ]
+            },
+            "hooks": {
+                "ok": {"command": hook("pass")},
+                "fails": {"command": hook("sys.exit(1)")},
+                "slow": {"command": hook("time.sleep(30)"), "timeout": 0.5},
+            },
+        }
+    )
+    sink = ListSink()
+    daemon = Daemon(
+        ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
+        Store(f"sqlite:///{tmp_path}/state.db", agent="vm0"),
+        {"list": sink},
+        policy=build_policy(config.policy),
+        vm_name="vm0",
+        hooks=config.hooks,
+    )
+    try:
+        for event_type in ("Reboot", "Redeploy", "Freeze"):
+            sim.schedule(event_type)
+        for _ in range(3):
+            daemon.tick()
+            daemon.dispatcher.deliver_due("list")
+        found = samples(daemon.metrics)
+    finally:
+        daemon.imds.close()
+        daemon.store.close()
+    hooks = "sebridge_hooks_total"
+    for outcome in ("succeeded", "failed", "timeout"):
+        assert found[(hooks, (("outcome", outcome), ("stage", "prepare")))] == 1, outcome
+    approvals = "sebridge_approvals_total"
+    assert found[(approvals, (("outcome", "approved"), ("via", "policy")))] == 1
+    assert found[(approvals, (("outcome", "held"), ("via", "policy")))] == 2
+    assert found[("sebridge_transitions_total", (("kind", "held"),))] == 2
+    assert found[("sebridge_deliveries_total", (("outcome", "delivered"), ("sink", "list")))] > 0

@@ -111,6 +111,7 @@ class Daemon:
             clock=clock,
             on_run=self._hook_ran,
             on_begun=self._hook_began,
+            on_ended=self.metrics.hook_finished,
         )
         self.reminders = Reminders(store, self.sinks_for)
         self.dispatcher = Dispatcher(

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 
 from sebridge import __version__
 from sebridge.approval.request import OutcomeKind
+from sebridge.approval.states import ApprovalState
 from sebridge.model import TransitionKind
 
 __all__ = [
@@ -41,6 +42,14 @@ OTHER_VIA = "other"
 # down stretches it by its retries (backoff up to 5 min, then as long as the event lives).
 DELIVERY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 3600.0)
 
+# What an approval's end state counts as (pending, posting, waiting: not settled yet).
+_ENDED: dict[str, str] = {
+    ApprovalState.POSTED: OutcomeKind.APPROVED,
+    ApprovalState.DRY_RUN: OutcomeKind.APPROVED,
+    ApprovalState.FAILED: OutcomeKind.REFUSED,
+    ApprovalState.ABANDONED: OutcomeKind.REFUSED,
+    ApprovalState.HELD: OutcomeKind.HELD,  # a prepare hook failed: nothing was sent
+}
 # The `_created` twin of every counter and histogram is not part of the contract, and would
 # double what a scrape carries.
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -143,6 +152,13 @@ class Metrics:
         """An approval came to `outcome` (OutcomeKind's values) through channel `via`."""
         label = via if via in VIAS else OTHER_VIA
         self._approvals.labels(via=label, outcome=_known(outcome, APPROVAL_OUTCOMES)).inc()
+
+    def approval_ended(self, via: str, state: str) -> None:
+        """The carrier recorded an approval's state: an end state counts as its outcome
+        (posted, dry run: approved; failed, abandoned: refused; held); others do not."""
+        outcome = _ENDED.get(state)
+        if outcome is not None:
+            self.approval_settled(via, outcome)
 
     def hook_finished(self, stage: str, outcome: str) -> None:
         """A readiness hook ended: stage "prepare" or "recover", outcome "succeeded",

@@ -21,18 +21,16 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from sebridge.model import TransitionKind
+from sebridge.store.store import NOTES
 from sebridge.store.tallies import Tallies
 
 __all__ = ["EVENT_STATES", "StoreGauges"]
 
 log = logging.getLogger(__name__)
 
-# An event's state: "new" until its first transition, then the kind of its latest one;
-# "taken" and "problem" annotate an event and never move it (store.py).
-EVENT_STATES = (
-    "new",
-    *(k.value for k in TransitionKind if k not in (TransitionKind.TAKEN, TransitionKind.PROBLEM)),
-)
+# An event's state: "new" until its first transition, then the kind of its latest one that
+# moves it along its lifecycle (notes such as "taken" or "hook_started" never do).
+EVENT_STATES = ("new", *(k.value for k in TransitionKind if k not in NOTES))
 SCRAPE_WAIT = 1.0  # seconds a scrape waits for the store's figures
 
 

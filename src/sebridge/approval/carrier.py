@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from sebridge.approval.gate import GO, Gate, GateAnswer
-from sebridge.approval.request import OutcomeKind
 from sebridge.approval.states import ApprovalState
 from sebridge.errors import ImdsError, ImdsRequestError, StoreError
 from sebridge.imds import ImdsClient
@@ -50,16 +49,6 @@ class _Finish:
     transition: Transition | None
     sinks: Sequence[str]
     via: str
-
-
-# What an approval's end state counts as in sebridge_approvals_total (put back: not settled).
-_SETTLED: dict[str, OutcomeKind] = {
-    ApprovalState.POSTED: OutcomeKind.APPROVED,
-    ApprovalState.DRY_RUN: OutcomeKind.APPROVED,
-    ApprovalState.FAILED: OutcomeKind.REFUSED,
-    ApprovalState.ABANDONED: OutcomeKind.REFUSED,
-    ApprovalState.HELD: OutcomeKind.HELD,  # a prepare hook failed: nothing was sent
-}
 
 
 class Carrier:
@@ -293,9 +282,7 @@ class Carrier:
         if not taken:  # our lease ended and another agent claimed it meanwhile
             log.warning("the approval of %s passed to another agent meanwhile", finish.event_id)
             return
-        settled = _SETTLED.get(finish.state)
-        if settled is not None:  # counted where it was settled: once, even in a fleet
-            self._metrics.approval_settled(finish.via, settled)
+        self._metrics.approval_ended(finish.via, finish.state)  # here: once, even in a fleet
 
     def _record_unrecorded(self) -> int:
         done = 0

@@ -30,6 +30,7 @@ class AgentHooks:
     Args:
         on_run: called after each hook run ended (wakes the carrier, dispatcher).
         on_begun: called after a hook run began (wakes the dispatcher).
+        on_ended: called with (stage, outcome) as each hook run ends (metrics).
     """
 
     def __init__(
@@ -44,6 +45,7 @@ class AgentHooks:
         clock: Clock = utcnow,
         on_run: Callable[[], None] = lambda: None,
         on_begun: Callable[[], None] = lambda: None,
+        on_ended: Callable[[str, str], None] = lambda stage, outcome: None,
     ) -> None:
         self._store = store
         self.gate = ReadinessGate(store, vm_name, _decision, clock=clock)
@@ -58,6 +60,7 @@ class AgentHooks:
             clock=clock,
             on_run=on_run,
             on_begun=on_begun,
+            on_ended=on_ended,
         )
 
     def shown(self, event_id: str) -> tuple[tuple[VmReadiness, ...], tuple[str, ...]]:

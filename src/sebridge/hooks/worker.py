@@ -59,6 +59,8 @@ class HookWorker:
         prepare_lead: prepare hooks start by NotBefore minus this, approved or not.
         on_begun: called after a run was recorded as begun (wakes the dispatcher).
         on_run: called after each run's end was recorded (wakes the carrier and dispatcher).
+        on_ended: called with (stage, "succeeded" | "failed" | "timeout") as each run ends
+            (the daemon's metrics count them).
     """
 
     def __init__(
@@ -74,9 +76,11 @@ class HookWorker:
         clock: Clock = utcnow,
         on_run: Callable[[], None] = lambda: None,
         on_begun: Callable[[], None] = lambda: None,
+        on_ended: Callable[[str, str], None] = lambda stage, outcome: None,
     ) -> None:
         self._store = store
         self._on_begun = on_begun
+        self._on_ended = on_ended
         self._hooks = dict(hooks)
         self._vm_name = vm_name
         self._plan_of = plan_of
@@ -224,6 +228,8 @@ class HookWorker:
                 event.event_id,
                 "succeeded" if outcome.succeeded else ended.why,
             )
+        ended_as = "succeeded" if not ended.why else "timeout" if ended.timed_out else "failed"
+        self._on_ended(stage, ended_as)
         self._finish(record, ended, sinks)
         return not ended.why
 

@@ -30,14 +30,14 @@ from sebridge.store.outbox import Outbox
 from sebridge.store.schema_check import verify_schema
 from sebridge.store.settings import SettingsTable
 
-__all__ = ["Store"]
+__all__ = ["NOTES", "Store"]
 
 # An agent whose documents row is older than this is taken for dead: its sightings
 # no longer keep an event in the latest document. Daemons beat every HEARTBEAT.
 HEARTBEAT = timedelta(seconds=30)
 STALE = 3 * HEARTBEAT
 # Transitions that annotate an event without moving it along its lifecycle.
-_NOTES = (
+NOTES = (
     TransitionKind.TAKEN,
     TransitionKind.PROBLEM,
     TransitionKind.HELD,
@@ -269,7 +269,7 @@ class Store(EventReads, ApprovalTable, HookRunTable, HistoryLog, SettingsTable):
         transition_id = int(row[0])
         kind = str(transition.kind)
         self.db.after_commit(lambda: self._recorded(kind))
-        if transition.kind not in _NOTES:
+        if transition.kind not in NOTES:
             self.db.execute(
                 "UPDATE events SET state = ? WHERE event_id = ?",
                 (transition.kind, transition.event_id),
