@@ -19,6 +19,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from sebridge.integrations.registry import load_config
+
 ROOT = Path(__file__).resolve().parent.parent
 KUSTOMIZE_DIR = ROOT / "deploy" / "kubernetes"
 # A version AKS supports and kubernetes-validate ships schemas of.
@@ -147,3 +149,29 @@ def test_the_config_is_a_fleet_with_drain_and_uncordon_hooks(
     (timeout,) = [a for a in drain["command"] if a.startswith("--timeout=")]
     assert int(timeout.removeprefix("--timeout=").removesuffix("s")) < drain["timeout"]
     assert uncordon["command"] == ["/usr/local/bin/kubectl", "uncordon", "${NODE_NAME}"]
+
+
+def test_sebridge_accepts_the_config_as_the_pod_sees_it(
+    objects: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """The ConfigMap's file, loaded by sebridge's own loader with the environment the pod
+    gives it; kubectl is where the image puts it (here: a stand-in at a temporary path)."""
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text("#!/bin/sh\n")
+    kubectl.chmod(0o755)
+    text = one(objects, "ConfigMap")["data"]["sebridge.toml"]
+    path = tmp_path / "sebridge.toml"
+    path.write_text(text.replace("/usr/local/bin/kubectl", str(kubectl)))
+    environ = {
+        "SEBRIDGE_STORE_URL": "postgresql://sebridge@db.example.net/sebridge?sslmode=require",
+        "SLACK_BOT_TOKEN": "xoxb-1-2-3",
+        "SLACK_APP_TOKEN": "xapp-1-2-3",
+        "NODE_NAME": "aks-nodepool1-12345678-vmss000003",
+        "POD_IP": "10.224.0.4",
+    }
+    config = load_config(path, environ=environ)
+    assert config.store.url.startswith("postgresql://")
+    assert (config.http.listen_host, config.http.listen_port) == ("10.224.0.4", 8787)
+    assert config.imds.vm_name == ""  # learnt from IMDS
+    assert config.hooks["drain"].command[1:3] == ("drain", "aks-nodepool1-12345678-vmss000003")
+    assert config.hooks["uncordon"].command[1:] == ("uncordon", "aks-nodepool1-12345678-vmss000003")
