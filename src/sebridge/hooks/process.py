@@ -19,14 +19,14 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Protocol
 
 from sebridge.imds.echo import as_imds
 from sebridge.model import ScheduledEvent
 
-__all__ = ["HookCommand", "HookOutcome", "HookSpec", "hook_environment", "run_hook"]
+__all__ = ["HookCommand", "HookOutcome", "HookSpec", "end_group", "hook_environment", "run_hook"]
 
 # Bytes of output kept (the tail); a hook that prints megabytes costs this much.
 OUTPUT_LIMIT = 16 * 1024
@@ -112,8 +112,10 @@ def run_hook(
     stage: str,
     vm_name: str,
     base_env: Mapping[str, str] | None = None,
+    started: Callable[[int], None] = lambda pgid: None,
 ) -> HookOutcome:
-    """Run `spec` for `event` to its end (or its timeout); never raises for the hook's faults."""
+    """Run `spec` for `event` to its end (or its timeout); never raises for the hook's faults.
+    `started` gets the hook's process group id (to end it early: `end_group`)."""
     env = dict(os.environ if base_env is None else base_env)
     env.update(hook_environment(event, hook=spec.name, stage=stage, vm_name=vm_name))
     stdin = json.dumps(as_imds(event)).encode("utf-8", "backslashreplace")
@@ -133,6 +135,7 @@ def run_hook(
         why = f"could not start {spec.command[0]!r}: {exc.strerror or exc}"
         return HookOutcome(False, None, False, time.monotonic() - began, "", error=why)
     assert process.stdin is not None and process.stdout is not None
+    started(process.pid)
     tail = _Tail(process.stdout)
     tail.start()
     _feed(process.stdin, stdin)
@@ -169,6 +172,24 @@ def _end_group(process: subprocess.Popen[bytes], *, grace: float) -> None:
     except subprocess.TimeoutExpired:
         _kill_group(process.pid, signal.SIGKILL)
         process.wait()
+
+
+def end_group(pgid: int, grace: float = 0.5) -> None:
+    """End a running hook's whole process group now (the daemon stops): SIGTERM, then
+    SIGKILL after `grace` for what is left."""
+    _kill_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and _group_alive(pgid):
+        time.sleep(0.02)
+    _kill_group(pgid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 def _kill_group(pgid: int, sig: signal.Signals) -> None:

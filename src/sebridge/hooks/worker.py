@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from sebridge.errors import StoreError
-from sebridge.hooks.process import HookCommand, run_hook
+from sebridge.hooks.process import HookCommand, end_group, run_hook
 from sebridge.hooks.readiness import listed_vms
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import HookRun
@@ -94,6 +94,7 @@ class HookWorker:
         self._thread: threading.Thread | None = None
         # When a prepare lead comes next; at start, at once: runs a crash cut short go again.
         self._next_due: datetime | None = datetime.min.replace(tzinfo=UTC)
+        self._running: int | None = None  # the process group of the hook running now
 
     def start(self) -> None:
         """Run hooks on a thread of our own from now on (the daemon)."""
@@ -101,9 +102,14 @@ class HookWorker:
         self._thread.start()
 
     def stop(self, timeout: float) -> None:
-        """Stop after the hook in progress (one cut short runs again at the next start)."""
+        """Stop now: a hook in progress is ended (its process group) and runs again at the
+        next start, as after a crash."""
         self._stopping.set()
         self._wake.set()
+        running = self._running
+        if running is not None:
+            log.warning("stopping: hook in progress ended; it runs again at the next start")
+            end_group(running)
         if self._thread is not None:
             self._thread.join(max(0.0, timeout))
 
@@ -207,7 +213,10 @@ class HookWorker:
             ended = HookRun(name, stage, vm, run.attempt, why=f"hook {name!r} is not defined")
         else:
             log.info("%s hook %s for %s (attempt %d)", stage, name, event.event_id, run.attempt)
-            outcome = run_hook(spec, event, stage=stage, vm_name=vm)
+            outcome = run_hook(spec, event, stage=stage, vm_name=vm, started=self._started)
+            self._running = None
+            if self._stopping.is_set():  # ended by stop(): left `running`, run again at start
+                return False
             ended = HookRun(
                 name,
                 stage,
@@ -232,6 +241,11 @@ class HookWorker:
         self._on_ended(stage, ended_as)
         self._finish(record, ended, sinks)
         return not ended.why
+
+    def _started(self, pgid: int) -> None:
+        self._running = pgid
+        if self._stopping.is_set():  # stop() came between the start and now
+            end_group(pgid)
 
     def _finish(self, record: EventRecord, run: HookRun, sinks: Sequence[str]) -> None:
         """Record the end; a store away now is tried until it takes it (the row stays
