@@ -354,3 +354,20 @@ def test_one_failed_vm_holds_the_fleets_approval(
     assert len(held) == 1 and "check failed (exit 1) on vm1" in held[0].transition.note
     lines = [v.line() for v in vm0.hooks.shown(event_id)[0]]
     assert lines == ["vm0: ready", "vm1: failed: check exit 1"]
+
+
+def test_every_recover_hook_runs_even_after_one_failed(
+    sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    sink = ListSink()
+    rules = [{"action": "ask", "recover": ["fails", "undrain"]}]
+    d = make_daemon(rules, sink)
+    event_id = sim.schedule("Reboot")
+    tick(d)
+    assert ran(tmp_path) == []  # no prepare hooks; nothing to recover yet
+    sim.complete(event_id)
+    tick(d)
+    tick(d)
+    assert ran(tmp_path) == ["fails:recover:vm0", "undrain:recover:vm0"]
+    assert sink.kinds(event_id).count("hook_failed") == 1
+    assert sink.kinds(event_id).count("hook_succeeded") == 1

@@ -133,7 +133,7 @@ class HookWorker:
 
     def round(self) -> int:
         """Run every hook that is due now; returns how many ran."""
-        if self._dry_run or not self._hooks_named():
+        if self._dry_run or not self._hooks:
             return 0
         now = self._clock()
         vm = self._vm_name()
@@ -154,9 +154,6 @@ class HookWorker:
         self._next_due = next_due
         return ran
 
-    def _hooks_named(self) -> bool:
-        return bool(self._hooks)
-
     def _due(
         self, record: EventRecord, plan: HookPlan, now: datetime
     ) -> tuple[str, tuple[str, ...]]:
@@ -175,23 +172,23 @@ class HookWorker:
         return ("prepare", plan.prepare) if approved or lead_passed else ("", ())
 
     def _run_chain(self, record: EventRecord, stage: str, names: Sequence[str], vm: str) -> int:
-        """The stage's hooks in order, each at most once; the first failure ends the chain."""
+        """The stage's hooks in order, each at most once. A failed prepare hook ends the
+        chain (the VM is not ready: the carrier holds or goes on); recover hooks all run
+        (re-adding to the load balancer must not wait for another hook's success)."""
         ran = 0
         done = {
-            (r.run.hook): r.state
+            r.run.hook: r.state
             for r in self._store.hook_runs(record.event.event_id)
             if r.run.vm == vm and r.run.stage == stage
         }
         for name in names:
-            if done.get(name) == "failed":
+            if done.get(name) == "failed" and stage == "prepare":
                 return ran
-            if done.get(name) == "succeeded":
+            if done.get(name) in ("succeeded", "failed") or self._stopping.is_set():
                 continue
-            if self._stopping.is_set():
-                return ran
-            if not self._run_one(record, stage, name, vm):
-                return ran + 1
             ran += 1
+            if not self._run_one(record, stage, name, vm) and stage == "prepare":
+                return ran
         return ran
 
     def _run_one(self, record: EventRecord, stage: str, name: str, vm: str) -> bool:
