@@ -18,28 +18,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from sebridge.config import from_mapping
 from sebridge.daemon import Daemon
 from sebridge.imds import ImdsClient
+from sebridge.integrations.jsonl.sink import JsonlSink
 from sebridge.metrics import Metrics
-from sebridge.model import Document, Receipt, ScheduledEvent, Transition, TransitionKind
+from sebridge.model import Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.policy.compile import build_policy
 from sebridge.simulator import Simulator
-from sebridge.sink import Message
 from sebridge.store import Store
 from sebridge.store.tallies import Tallies, read_tallies
 from sebridge.store_gauges import StoreGauges
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
-
-
-class ListSink:
-    def __init__(self) -> None:
-        self.sent: list[Message] = []
-
-    def send(self, message: Message) -> Receipt | None:
-        self.sent.append(message)
-        return None
-
-    def close(self) -> None:
-        pass
 
 
 @pytest.fixture
@@ -209,11 +197,10 @@ def test_hook_runs_and_held_approvals_are_counted(sim: Simulator, tmp_path: Path
             },
         }
     )
-    sink = ListSink()
     daemon = Daemon(
         ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
         Store(f"sqlite:///{tmp_path}/state.db", agent="vm0"),
-        {"list": sink},
+        {"jsonl": JsonlSink(str(tmp_path / "events.jsonl"))},
         policy=build_policy(config.policy),
         vm_name="vm0",
         hooks=config.hooks,
@@ -223,7 +210,7 @@ def test_hook_runs_and_held_approvals_are_counted(sim: Simulator, tmp_path: Path
             sim.schedule(event_type)
         for _ in range(3):
             daemon.tick()
-            daemon.dispatcher.deliver_due("list")
+            daemon.dispatcher.deliver_due("jsonl")
         found = samples(daemon.metrics)
     finally:
         daemon.imds.close()
@@ -235,4 +222,4 @@ def test_hook_runs_and_held_approvals_are_counted(sim: Simulator, tmp_path: Path
     assert found[(approvals, (("outcome", "approved"), ("via", "policy")))] == 1
     assert found[(approvals, (("outcome", "held"), ("via", "policy")))] == 2
     assert found[("sebridge_transitions_total", (("kind", "held"),))] == 2
-    assert found[("sebridge_deliveries_total", (("outcome", "delivered"), ("sink", "list")))] > 0
+    assert found[("sebridge_deliveries_total", (("outcome", "delivered"), ("sink", "jsonl")))] > 0
