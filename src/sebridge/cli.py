@@ -7,10 +7,14 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sebridge import __version__
 from sebridge.unit_credentials import FOLDER as CREDENTIALS_FOLDER
 from sebridge.unit_credentials import UnitCredentials
+
+if TYPE_CHECKING:
+    from sebridge.config import Config
 
 __all__ = ["main"]
 
@@ -116,6 +120,29 @@ def _parser() -> argparse.ArgumentParser:
         )
     )
 
+    policy = command("policy", "the policy's rules: which one decides an event, and why")
+    policy_commands = policy.add_subparsers(
+        dest="policy_command", metavar="SUBCOMMAND", required=True
+    )
+    explain = policy_commands.add_parser(
+        "explain",
+        help="which rule matches an event, its action and hooks, why earlier rules did not",
+        description="Which rule matches an event (from the store, or a file), its action "
+        "and hooks, and why each earlier rule did not match. Exit 0; 2 on bad input.",
+        parents=[common, as_json],
+    )
+    explain.add_argument("event_id", nargs="?", metavar="EVENT_ID", help="an event in the store")
+    explain.add_argument(
+        "--event",
+        dest="event_file",
+        type=Path,
+        metavar="FILE.json",
+        help="one event object as IMDS sends it, or a Scheduled Events document with one event",
+    )
+    explain.add_argument("--vm-name", help="this VM's name (default: [imds] vm_name, else learnt)")
+    explain.add_argument("--at", metavar="TIME", help="evaluate at this ISO 8601 time (now)")
+    explain.set_defaults(run=_with_config(_policy_explain, secrets=False))
+
     simulate = command("simulate", "run the IMDS Scheduled Events simulator (test drain logic)")
     simulate.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     simulate.add_argument("--port", type=int, default=8080, help="port (8080; 0 = any free)")
@@ -173,6 +200,19 @@ def _with_config(
             return 1
 
     return run
+
+
+def _policy_explain(_commands: object, config: Config, args: argparse.Namespace) -> int:
+    from sebridge.command_policy import explain
+
+    return explain(
+        config,
+        event_id=args.event_id,
+        event_file=args.event_file,
+        vm_name=args.vm_name,
+        at=args.at,
+        as_json=args.json,
+    )
 
 
 def _simulate(args: argparse.Namespace) -> int:

@@ -1,0 +1,152 @@
+"""Why the policy decides what it decides for one event: `sebridge policy explain`.
+
+The same rules in the same order as decide(), looked at one by one: each
+earlier rule with the matchers that failed and what they saw, then the rule
+that matched and its decision (or none: ask). Pure; the command
+(command_policy.py) finds the event and prints `lines()`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sebridge.model import ScheduledEvent
+from sebridge.policy.decision import APPROVE, NO_MATCH, Decision, Policy, effective
+
+__all__ = ["Explanation", "RuleVerdict", "explain"]
+
+_ACTIONS = {
+    "approve": "approve at once (after the prepare hooks succeed)",
+    "ask": "ask: a person decides (Approve buttons, links, Jira status)",
+    "inform": "inform: announced, no approval offered; Azure starts it at NotBefore",
+    "ignore": "ignore: recorded, sent to no sink",
+}
+
+
+@dataclass(frozen=True)
+class RuleVerdict:
+    """One rule looked at: its number (from 1), name, and why it did not match (empty:
+    it matched)."""
+
+    number: int
+    name: str
+    misses: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The rules looked at (up to the first match), and the decision."""
+
+    event: ScheduledEvent
+    vm_name: str
+    at: datetime
+    builtin: bool
+    verdicts: tuple[RuleVerdict, ...]
+    decision: Decision
+    started_approve: bool  # an approve rule matched a started event: announced instead
+
+    def lines(self) -> list[str]:
+        """For people: the event, each rule looked at, the decision."""
+        e = self.event
+        where = "this VM" if e.affects(self.vm_name) else "not this VM"
+        out = [
+            f"event {e.event_id}: {e.event_type}, {e.status}, source {e.source or 'unknown'}, "
+            f"duration {_duration(e.duration_seconds)}",
+            f"  NotBefore {e.not_before_text or '-'}; Resources {', '.join(e.resources) or '-'} "
+            f"({where}: {self.vm_name})",
+            f"  Description {e.description!r}" if e.description is not None else "",
+            f"at {self.at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC, "
+            + (
+                "built-in rules (no [[policy.rules]]; shaped by approve_user_events, "
+                "approve_freeze_under_seconds, only_this_vm):"
+                if self.builtin
+                else "[[policy.rules]] in order, first match wins:"
+            ),
+        ]
+        for v in self.verdicts:
+            label = f"rule {v.number}" if self.builtin else f"policy.rules[{v.number}]"
+            if v.misses:
+                out.append(f"  {label} {v.name!r}: no match")
+                out.extend(f"      {why}" for why in v.misses)
+            else:
+                out.append(f"  {label} {v.name!r}: matches")
+        d = self.decision
+        if not self.verdicts or self.verdicts[-1].misses:
+            out.append("  no rule matched")
+        out.append(f"decision: {_ACTIONS.get(d.action, d.action)}")
+        out.append(f"  rule: {d.rule}")
+        if self.started_approve:
+            out.append(
+                "  the rule says approve, but the event has started: nothing to approve, "
+                "so it is announced (inform)"
+            )
+        out.extend(_hooks(d))
+        return [line for line in out if line]
+
+    def as_json(self) -> dict[str, Any]:
+        """For scripts: the same, as data."""
+        d = self.decision
+        return {
+            "event_id": self.event.event_id,
+            "vm_name": self.vm_name,
+            "at": self.at.isoformat(),
+            "builtin_rules": self.builtin,
+            "rules": [
+                {
+                    "number": v.number,
+                    "name": v.name,
+                    "matched": not v.misses,
+                    "misses": list(v.misses),
+                }
+                for v in self.verdicts
+            ],
+            "decision": {
+                "action": d.action,
+                "rule": d.rule,
+                "prepare": list(d.prepare),
+                "recover": list(d.recover),
+                "remind": list(d.remind),
+                "on_prepare_failure": d.on_prepare_failure,
+            },
+            "started_approve": self.started_approve,
+        }
+
+
+def explain(event: ScheduledEvent, policy: Policy, vm_name: str, now: datetime) -> Explanation:
+    """What decide() would decide now, and why (the same rules, in the same order)."""
+    verdicts: list[RuleVerdict] = []
+    decision, started_approve = NO_MATCH, False
+    for number, rule in enumerate(policy.rules, 1):
+        misses = tuple(rule.misses(event, vm_name, now))
+        verdicts.append(RuleVerdict(number, rule.name, misses))
+        if not misses:
+            decision = effective(rule.decision, event)
+            started_approve = rule.decision.action == APPROVE and event.started
+            break
+    return Explanation(
+        event, vm_name, now, policy.builtin, tuple(verdicts), decision, started_approve
+    )
+
+
+def _hooks(d: Decision) -> list[str]:
+    lines = []
+    if d.prepare:
+        lines.append(
+            f"  prepare hooks: {', '.join(d.prepare)} (on_prepare_failure: {d.on_prepare_failure})"
+        )
+    if d.recover:
+        lines.append(f"  recover hooks: {', '.join(d.recover)}")
+    if d.remind:
+        leads = ", ".join(f"{s} s" for s in d.remind)
+        lines.append(f"  reminders: {leads} before NotBefore, while nobody approved")
+    if not (d.prepare or d.recover or d.remind):
+        lines.append("  no hooks, no reminders")
+    return lines
+
+
+def _duration(seconds: int | None) -> str:
+    if seconds is None:
+        return "not sent"
+    return "unknown (-1)" if seconds < 0 else f"{seconds} s"
