@@ -26,7 +26,7 @@ from sebridge import __version__, config
 from sebridge.cli import main
 from sebridge.simulator import Simulator
 
-COMMANDS = ("run", "once", "events", "approve", "history", "check", "simulate", "demo")
+COMMANDS = ("run", "once", "events", "approve", "history", "check", "policy", "simulate", "demo")
 WITH_CONFIG = ("run", "once", "events", "approve", "history", "check")
 WITH_JSON = ("once", "events", "approve", "history", "check")
 # Where a real process looks when neither --config nor $SEBRIDGE_CONFIG is given

@@ -102,8 +102,13 @@ def read_hooks(raw: Any, rd: Reader) -> dict[str, HookSettings]:
         hook = rd.section(key, table, HookSettings, {"name": name})
         if "name" in table:
             rd.error(f"{key}.name", "a hook's name is its table's name; remove the key")
-        if not hook.command or not hook.command[0]:
-            rd.error(f"{key}.command", 'required: the program and its arguments, e.g. ["drain"]')
+        if not hook.command:
+            if table.get("command", []) == []:  # else its type was wrong: said already
+                rd.error(
+                    f"{key}.command", 'required: the program and its arguments, e.g. ["drain"]'
+                )
+        elif not hook.command[0]:
+            rd.error(f"{key}.command", "the program (its first item) is empty")
         else:
             problem = _not_executable(hook.command[0])
             if problem:

@@ -1,0 +1,249 @@
+"""[[policy.rules]] and [hooks.<name>] in the config: what is read, and every refusal as one
+line naming the key, through `sebridge check` (the CLI, in this process and as a process)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import run_cli
+from sebridge import config as config_module
+from sebridge.cli import main
+from sebridge.config import HookSettings, from_mapping
+from sebridge.config_policy import RuleSettings, WindowSettings
+from sebridge.errors import ConfigError
+
+
+@pytest.fixture(autouse=True)
+def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    monkeypatch.setattr(config_module, "DEFAULT_PATH", str(tmp_path / "absent.toml"))
+    monkeypatch.delenv("SEBRIDGE_CONFIG", raising=False)
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> str:
+    path = tmp_path / "drain.sh"
+    path.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+    path.chmod(0o755)
+    return str(path)
+
+
+def check(tmp_path: Path, text: str) -> tuple[int, str, str]:
+    """`sebridge check` on a file holding `text` (store in tmp_path), in this process."""
+    path = tmp_path / "sebridge.toml"
+    path.write_text(f'[store]\nurl = "sqlite:///{tmp_path}/state.db"\n{text}', encoding="utf-8")
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(["check", "--config", str(path)])
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_rules_and_hooks_are_read_in_order(script: str) -> None:
+    config = from_mapping(
+        {
+            "policy": {
+                "prepare_lead_seconds": 120,
+                "rules": [
+                    {
+                        "name": "quiet",
+                        "event_types": ["Reboot"],
+                        "sources": ["Platform", "User"],
+                        "min_duration_seconds": 0,
+                        "max_duration_seconds": 60,
+                        "this_vm": True,
+                        "description": "maint",
+                        "window": {"days": ["sat"], "start": "22:00", "end": "04:00"},
+                        "action": "approve",
+                        "prepare": ["drain"],
+                        "recover": ["drain"],
+                        "on_prepare_failure": "approve",
+                    },
+                    {"action": "ask", "remind": [60, 600]},
+                ],
+            },
+            "hooks": {"drain": {"command": [script, "--grace", "60"], "timeout": 30}},
+        }
+    )
+    assert config.policy.prepare_lead_seconds == 120
+    assert config.policy.rules == (
+        RuleSettings(
+            name="quiet",
+            event_types=("Reboot",),
+            sources=("Platform", "User"),
+            min_duration_seconds=0,
+            max_duration_seconds=60,
+            this_vm=True,
+            description="maint",
+            window=WindowSettings(days=("sat",), start="22:00", end="04:00", timezone="UTC"),
+            action="approve",
+            prepare=("drain",),
+            recover=("drain",),
+            on_prepare_failure="approve",
+        ),
+        RuleSettings(name="rule 2", action="ask", remind=(600, 60)),
+    )
+    assert config.hooks == {"drain": HookSettings("drain", (script, "--grace", "60"), 30.0)}
+    assert config.warnings == ()
+
+
+def test_a_bare_hook_command_is_found_on_path() -> None:
+    config = from_mapping(
+        {
+            "policy": {"rules": [{"action": "ask", "prepare": ["t"]}]},
+            "hooks": {"t": {"command": ["true"]}},
+        }
+    )
+    assert config.hooks["t"].command == ("true",) and config.hooks["t"].timeout == 300.0
+
+
+def test_defaults_have_no_rules_and_a_300_s_lead() -> None:
+    config = from_mapping({})
+    assert (config.policy.rules, config.policy.prepare_lead_seconds, config.hooks) == ((), 300, {})
+
+
+def test_a_hook_no_rule_names_is_a_warning(script: str) -> None:
+    config = from_mapping({"hooks": {"spare": {"command": [script]}}})
+    assert config.warnings == ("hooks.spare: no rule names it, so it never runs",)
+
+
+def _problem(data: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as caught:
+        from_mapping(data, source="f.toml")
+    return str(caught.value)
+
+
+def _rule(**rule: Any) -> dict[str, Any]:
+    return {"policy": {"rules": [{"action": "ask", **rule}]}}
+
+
+@pytest.mark.parametrize(
+    ("data", "line"),
+    [
+        (_rule(description="(unclosed"), "policy.rules[1].description: bad regular expression: missing ), unterminated subpattern at position 0"),
+        (_rule(window={"timezone": "Mars/Olympus"}), 'policy.rules[1].window.timezone: unknown time zone "Mars/Olympus" (e.g. Europe/Berlin)'),
+        (_rule(window={"timezone": "../../etc/passwd"}), 'policy.rules[1].window.timezone: unknown time zone "../../etc/passwd" (e.g. Europe/Berlin)'),
+        (_rule(window={"start": "25:00"}), 'policy.rules[1].window.start: expected a time as "HH:MM" (00:00 to 24:00), got "25:00"'),
+        (_rule(window={"start": "03:00", "end": "03:00"}), 'policy.rules[1].window.end: equals start: for the whole day use start "00:00", end "24:00"'),
+        (_rule(window={"days": ["monday"]}), 'policy.rules[1].window.days: must be one of mon, tue, wed, thu, fri, sat, sun; got "monday" (did you mean "mon"?)'),
+        (_rule(window={"days": []}), "policy.rules[1].window.days: empty: the window would never open; leave days out for every day"),
+        (_rule(window={"from": "01:00"}), 'unknown key "from" in [policy.rules[1].window]; known keys: days, start, end, timezone'),
+        (_rule(prepare=["drain"]), 'policy.rules[1].prepare: no hook "drain" ([hooks.drain]; defined: none)'),
+        (_rule(on_prepare_failure="approved"), 'policy.rules[1].on_prepare_failure: must be one of hold, approve; got "approved" (did you mean "approve"?)'),
+        ({"policy": {"rules": [{"action": "notify"}]}}, 'policy.rules[1].action: must be one of approve, ask, inform, ignore; got "notify"'),
+        ({"policy": {"rules": [{"name": "x"}]}}, "policy.rules[1].action: required: one of approve, ask, inform, ignore"),
+        (_rule(sources=["Users"]), 'policy.rules[1].sources: must be one of Platform, User; got "Users" (did you mean "User"?)'),
+        (_rule(min_duration_seconds=10, max_duration_seconds=5), "policy.rules[1].min_duration_seconds: 10 is above max_duration_seconds (5)"),
+        (_rule(max_duration_seconds=-1), "policy.rules[1].max_duration_seconds: must be >= 0, got -1"),
+        (_rule(this_vm="yes"), 'policy.rules[1].this_vm: expected true or false, got "yes"'),
+        (_rule(remind=[600, "120"]), "policy.rules[1].remind: expected a list of integers, got a list"),
+        ({"policy": {"rules": [{"action": "approve", "remind": [60]}]}}, 'policy.rules[1].remind: only an "ask" event is reminded of (action is "approve")'),
+        (_rule(evnet_types=["Reboot"]), 'unknown key "evnet_types" in [policy.rules[1]] (did you mean "event_types"?)'),
+        ({"policy": {"rules": {"action": "ask"}}}, "policy.rules: expected an array of tables, got a table"),
+        ({"policy": {"rules": ["ask"]}}, "[policy.rules[1]] must be a table, got str"),
+        ({"policy": {"rules": [{"action": "ask", "name": "a"}, {"action": "ignore", "name": "a"}]}}, 'policy.rules[2].name: "a" is also the name of rule 1'),
+        ({"policy": {"only_this_vm": True, "approve_user_events": False, "rules": [{"action": "ask"}]}}, "policy.approve_user_events, policy.only_this_vm: set together with [[policy.rules]]"),
+        ({"hooks": {"drain": {"command": []}}}, 'hooks.drain.command: required: the program and its arguments, e.g. ["drain"]'),
+        ({"hooks": {"drain": {"timeout": 5}}}, 'hooks.drain.command: required: the program and its arguments, e.g. ["drain"]'),
+        ({"hooks": {"drain": {"command": ["", "x"]}}}, "hooks.drain.command: the program (its first item) is empty"),
+        ({"hooks": {"drain": {"command": ["no-such-program-here"]}}}, 'hooks.drain.command: "no-such-program-here" is not an executable file on PATH; give its full path'),
+        ({"hooks": {"drain": {"command": "/bin/true"}}}, 'hooks.drain.command: expected a list of strings, got "/bin/true"'),
+        ({"hooks": {"drain": {"command": ["/bin/true"], "timeout": 0}}}, "hooks.drain.timeout: must be > 0, got 0"),
+        ({"hooks": {"drain": {"command": ["/bin/true"], "shell": True}}}, 'unknown key "shell" in [hooks.drain]'),
+        ({"hooks": {"drain": "/bin/true"}}, 'hooks.drain: expected a table, e.g. [hooks.drain] command = ["/usr/local/bin/drain"]'),
+        ({"policy": {"prepare_lead_seconds": -5}}, "policy.prepare_lead_seconds: must be >= 0 (a day), got -5"),
+    ],
+)  # fmt: skip
+def test_each_bad_rule_or_hook_is_one_line_naming_the_key(data: dict[str, Any], line: str) -> None:
+    problem = _problem(data)
+    assert problem.startswith("f.toml: "), problem
+    assert line in problem, problem
+    assert "\n" not in problem, problem
+
+
+def test_a_hook_command_that_is_not_executable(tmp_path: Path) -> None:
+    plain = tmp_path / "drain.sh"
+    plain.write_text("#!/bin/sh\n", encoding="utf-8")
+    plain.chmod(0o644)
+    line = _problem({"hooks": {"drain": {"command": [str(plain)]}}})
+    assert line == f'f.toml: hooks.drain.command: "{plain}" is not executable (chmod +x)'
+    folder = _problem({"hooks": {"drain": {"command": [str(tmp_path)]}}})
+    assert folder == f'f.toml: hooks.drain.command: "{tmp_path}" is not a file'
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    problem = _problem(
+        {
+            "policy": {
+                "rules": [
+                    {"action": "ask", "description": "("},
+                    {"action": "ask", "window": {"timezone": "Nowhere"}, "recover": ["up"]},
+                ]
+            }
+        }
+    )
+    lines = problem.splitlines()
+    assert lines[0] == "f.toml: 3 problems:"
+    assert [line.split(":")[0] for line in lines[1:]] == [
+        "  - policy.rules[1].description",
+        "  - policy.rules[2].window.timezone",
+        "  - policy.rules[2].recover",
+    ]
+
+
+# -- sebridge check refuses them -------------------------------------------------------------
+
+_CHECKED = [
+    ('[[policy.rules]]\naction = "ask"\ndescription = "[a-"\n', "policy.rules[1].description: bad regular expression"),
+    ('[[policy.rules]]\naction = "ask"\nwindow = { timezone = "Europe/Berlín" }\n', 'policy.rules[1].window.timezone: unknown time zone "Europe/Berlín"'),
+    ('[[policy.rules]]\naction = "ask"\nprepare = ["drain"]\n', 'policy.rules[1].prepare: no hook "drain"'),
+    ('[[policy.rules]]\naction = "ask"\nprepare = ["d"]\n[hooks.d]\ncommand = ["/etc"]\n', 'hooks.d.command: "/etc" is not a file'),
+    ('[[policy.rules]]\naction = "approve"\non_prepare_failure = "continue"\n', "policy.rules[1].on_prepare_failure: must be one of hold, approve"),
+    ('[[policy.rules]]\naction = "allow"\n', "policy.rules[1].action: must be one of approve, ask, inform, ignore"),
+    ('[policy]\napprove_freeze_under_seconds = 5\n[[policy.rules]]\naction = "ask"\n', "policy.approve_freeze_under_seconds: set together with [[policy.rules]]"),
+    ('[[policy.rules]]\naction = "ask"\nevent_type = ["Reboot"]\n', 'unknown key "event_type" in [policy.rules[1]] (did you mean "event_types"?)'),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "line"), _CHECKED)
+def test_check_refuses_with_one_line_naming_the_key(tmp_path: Path, text: str, line: str) -> None:
+    code, out, err = check(tmp_path, text)
+    assert (code, out) == (2, ""), err
+    (said,) = err.splitlines()
+    assert said.startswith(f"sebridge: configuration error: {tmp_path}/sebridge.toml: {line}")
+
+
+def test_check_passes_good_rules(tmp_path: Path, script: str) -> None:
+    code, out, err = check(
+        tmp_path,
+        f'[[policy.rules]]\naction = "approve"\nprepare = ["drain"]\n'
+        f'window = {{ days = ["sun"], start = "22:00", end = "04:00", timezone = "Asia/Tokyo" }}\n'
+        f'[hooks.drain]\ncommand = ["{script}"]\n',
+    )
+    assert code == 0, err
+    assert "valid" in out.splitlines()[0]
+
+
+def test_check_as_a_process_refuses_a_bad_regular_expression(tmp_path: Path) -> None:
+    path = tmp_path / "sebridge.toml"
+    path.write_text('[[policy.rules]]\naction = "ask"\ndescription = "*reboot"\n', encoding="utf-8")
+    result = run_cli("check", "--config", str(path), env={**os.environ, "SEBRIDGE_CONFIG": ""})
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"sebridge: configuration error: {path}: policy.rules[1].description: bad regular "
+        "expression: nothing to repeat at position 0"
+    )

@@ -1,0 +1,271 @@
+"""`sebridge policy explain`: from the store and from a file, through the CLI; bad input is
+exit 2 with one line; and explain decides exactly as decide()."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import json
+import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import run_cli, write_config
+from sebridge import config as config_module
+from sebridge.cli import main
+from sebridge.config import from_mapping
+from sebridge.config_core import PolicyConfig
+from sebridge.model import ScheduledEvent
+from sebridge.policy import decide
+from sebridge.policy.compile import build_policy
+from sebridge.policy.explain import explain
+from sebridge.simulator import Simulator
+
+RULES = """
+[[policy.rules]]
+name = "other VMs"
+this_vm = false
+action = "ignore"
+
+[[policy.rules]]
+name = "quiet hours"
+event_types = ["Reboot", "Redeploy"]
+window = { days = ["sat"], start = "22:00", end = "04:00", timezone = "Europe/Berlin" }
+action = "approve"
+prepare = ["drain"]
+recover = ["drain"]
+
+[[policy.rules]]
+name = "reboots"
+event_types = ["Reboot"]
+action = "ask"
+remind = [600, 180]
+
+[hooks.drain]
+command = ["true"]
+"""
+EVENT = {
+    "EventId": "602D9444-D2CD-49C7-8624-8643E7171297",
+    "EventType": "Reboot",
+    "ResourceType": "VirtualMachine",
+    "Resources": ["vm0", "vm1"],
+    "EventStatus": "Scheduled",
+    "NotBefore": "Mon, 19 Sep 2016 18:29:47 GMT",
+    "Description": "Host server is undergoing maintenance.",
+    "EventSource": "Platform",
+    "DurationInSeconds": 7,
+}
+SATURDAY_NIGHT = "2024-03-09T23:30:00+01:00"
+MONDAY_NOON = "2024-03-11T12:00:00+01:00"
+
+
+@pytest.fixture(autouse=True)
+def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    monkeypatch.setattr(config_module, "DEFAULT_PATH", str(tmp_path / "absent.toml"))
+    monkeypatch.delenv("SEBRIDGE_CONFIG", raising=False)
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.fixture
+def cfg(tmp_path: Path, sim: Simulator) -> str:
+    path = write_config(
+        tmp_path / "sebridge.toml",
+        endpoint=sim.url,
+        db=tmp_path / "state.db",
+        vm_name="vm0",
+        extra=RULES,
+    )
+    return str(path)
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+def write(tmp_path: Path, name: str, data: Any) -> str:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
+    return str(path)
+
+
+def test_an_event_file_on_a_monday_is_asked_with_reasons(cfg: str, tmp_path: Path) -> None:
+    code, out, err = run(
+        "policy", "explain", "--config", cfg, "--event", write(tmp_path, "e.json", EVENT),
+        "--at", MONDAY_NOON,
+    )  # fmt: skip
+    assert code == 0, err
+    assert out.splitlines() == [
+        "event 602D9444-D2CD-49C7-8624-8643E7171297: Reboot, Scheduled, source Platform, "
+        "duration 7 s",
+        "  NotBefore Mon, 19 Sep 2016 18:29:47 GMT; Resources vm0, vm1 (this VM: vm0)",
+        "  Description 'Host server is undergoing maintenance.'",
+        "at 2024-03-11 11:00:00 UTC, [[policy.rules]] in order, first match wins:",
+        "  policy.rules[1] 'other VMs': no match",
+        "      this_vm = false: Resources (vm0, vm1) include vm0",
+        "  policy.rules[2] 'quiet hours': no match",
+        "      window: it is mon 12:00 in Europe/Berlin, outside sat 22:00-04:00",
+        "  policy.rules[3] 'reboots': matches",
+        "decision: ask: a person decides (Approve buttons, links, Jira status)",
+        "  rule: reboots",
+        "  reminders: 600 s, 180 s before NotBefore, while nobody approved",
+    ]
+
+
+def test_a_document_file_in_the_window_is_approved_after_the_drain(
+    cfg: str, tmp_path: Path
+) -> None:
+    document = {"DocumentIncarnation": 3, "Events": [EVENT]}
+    code, out, _ = run(
+        "policy", "explain", "--config", cfg, "--event", write(tmp_path, "d.json", document),
+        "--at", SATURDAY_NIGHT,
+    )  # fmt: skip
+    assert code == 0
+    assert out.splitlines()[-4:] == [
+        "decision: approve at once (after the prepare hooks succeed)",
+        "  rule: quiet hours",
+        "  prepare hooks: drain (on_prepare_failure: hold)",
+        "  recover hooks: drain",
+    ]
+
+
+def test_another_vm_name_and_json(cfg: str, tmp_path: Path) -> None:
+    code, out, _ = run(
+        "policy", "explain", "--config", cfg, "--event", write(tmp_path, "e.json", EVENT),
+        "--vm-name", "vm9", "--json",
+    )  # fmt: skip
+    assert code == 0
+    data = json.loads(out)
+    assert data["vm_name"] == "vm9"
+    assert data["rules"] == [{"number": 1, "name": "other VMs", "matched": True, "misses": []}]
+    assert data["decision"]["action"] == "ignore" and data["recorded"] is None
+
+
+def test_an_approve_rule_on_a_started_event_says_it_only_announces(
+    cfg: str, tmp_path: Path
+) -> None:
+    started = {**EVENT, "EventStatus": "Started", "NotBefore": ""}
+    code, out, _ = run(
+        "policy", "explain", "--config", cfg, "--event", write(tmp_path, "s.json", started),
+        "--at", SATURDAY_NIGHT,
+    )  # fmt: skip
+    assert code == 0
+    assert "decision: inform: announced, no approval offered; Azure starts it at NotBefore" in out
+    assert "the rule says approve, but the event has started: nothing to approve" in out
+
+
+def test_an_event_from_the_store_shows_what_was_recorded(cfg: str, sim: Simulator) -> None:
+    eid = sim.schedule("Reboot")
+    assert run("once", "--config", cfg)[0] == 0
+    code, out, err = run("policy", "explain", "--config", cfg, eid.lower(), "--at", MONDAY_NOON)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "  rule: reboots" in lines
+    # Recorded now (not on a Saturday night): the same rule, so no note that it differs.
+    assert lines[-1] == "recorded when first seen: ask (rule: reboots)"
+    code, out, _ = run("policy", "explain", "--config", cfg, eid, "--at", SATURDAY_NIGHT)
+    assert out.splitlines()[-2:] == [
+        "recorded when first seen: ask (rule: reboots)",
+        "  the recorded decision is the one that counts for this event; the rules (or the "
+        "time) have changed since",
+    ]
+
+
+def test_builtin_rules_are_named_after_their_keys(tmp_path: Path, sim: Simulator) -> None:
+    cfg = write_config(tmp_path / "b.toml", endpoint=sim.url, db=tmp_path / "b.db", vm_name="vm0")
+    user = {**EVENT, "EventSource": "User"}
+    code, out, _ = run(
+        "policy", "explain", "--config", str(cfg), "--event", write(tmp_path, "u.json", user)
+    )
+    assert code == 0
+    assert "built-in rules (no [[policy.rules]]" in out
+    assert "  rule 1 'already started: nothing to approve': no match" in out
+    assert "      status: Scheduled" in out
+    assert "  rule 2 'user-initiated (approve_user_events)': matches" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--event", "{missing}"], "cannot read {missing}: No such file or directory"),
+        (["--event", "{notjson}"], "{notjson}: not JSON: Expecting value: line 1 column 1 (char 0)"),
+        (["--event", "{array}"], "{array}: neither an event (an object with EventId) nor a Scheduled Events document (an object with Events)"),
+        (["--event", "{two}"], "{two}: the document holds 2 events; give one event (or a document with one)"),
+        (["--event", "{none}"], "{none}: the document holds 0 events; give one event (or a document with one)"),
+        (["--event", "{typeless}"], "{typeless}: IMDS event 602D9444-D2CD-49C7-8624-8643E7171297 has EventType missing or null, expected text"),
+        (["UNKNOWN-ID"], "unknown event UNKNOWN-ID: not in the store (see `sebridge events --all`); sebridge has not run with this store yet"),
+        ([], "give an EVENT_ID (see `sebridge events`) or --event FILE.json"),
+        (["X", "--event", "{two}"], "give an EVENT_ID (see `sebridge events`) or --event FILE.json"),
+        (["X", "--at", "tomorrow"], '--at "tomorrow" is no ISO 8601 time (e.g. 2024-05-04T02:30:00+02:00)'),
+    ],
+)  # fmt: skip
+def test_bad_input_is_exit_2_and_one_line(
+    cfg: str, tmp_path: Path, args: list[str], said: str
+) -> None:
+    files = {
+        "missing": str(tmp_path / "missing.json"),
+        "notjson": write(tmp_path, "n.json", "Reboot tonight"),
+        "array": write(tmp_path, "a.json", [EVENT]),
+        "two": write(tmp_path, "t.json", {"DocumentIncarnation": 1, "Events": [EVENT, EVENT]}),
+        "none": write(tmp_path, "z.json", {"DocumentIncarnation": 1, "Events": []}),
+        "typeless": write(tmp_path, "y.json", {k: v for k, v in EVENT.items() if k != "EventType"}),
+    }
+    code, out, err = run("policy", "explain", "--config", cfg, *[a.format(**files) for a in args])
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [f"sebridge: policy explain: {said.format(**files)}"]
+
+
+def test_as_a_process(cfg: str, tmp_path: Path) -> None:
+    result = run_cli(
+        "policy", "explain", "--config", cfg, "--event", write(tmp_path, "e.json", EVENT),
+        "--at", MONDAY_NOON,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "decision: ask" in result.stdout
+    assert run_cli("policy").returncode == 2
+
+
+_T0 = datetime(2024, 3, 9, 20, 0, tzinfo=UTC)
+_POLICIES = [
+    build_policy(PolicyConfig(only_this_vm=True)),
+    build_policy(PolicyConfig(approve_user_events=False, approve_freeze_under_seconds=0)),
+    build_policy(from_mapping({"policy": {"rules": []}, "hooks": {}}).policy),
+    build_policy(
+        from_mapping(
+            {"policy": {"rules": [
+                {"this_vm": False, "action": "ignore"},
+                {"event_types": ["Freeze"], "max_duration_seconds": 30, "action": "approve"},
+                {"sources": ["User"], "window": {"start": "21:00", "end": "02:00"}, "action": "approve"},
+                {"description": "guest", "action": "inform"},
+            ]}}
+        ).policy
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("policy_number", range(len(_POLICIES)))
+def test_explain_decides_as_decide(policy_number: int) -> None:
+    policy = _POLICIES[policy_number]
+    grid = itertools.product(
+        ["Freeze", "Reboot"], ["Scheduled", "Started"], [("vm0",), ("vm1",)],
+        ["Platform", "User"], [-1, 5, 60], ["Guest OS update", "Host"], range(0, 24, 3),
+    )  # fmt: skip
+    for kind, status, res, source, duration, text, hour in grid:
+        event = ScheduledEvent("E", kind, status, res, description=text, source=source,
+                               duration_seconds=duration)  # fmt: skip
+        now = _T0 + timedelta(hours=hour)
+        assert explain(event, policy, "vm0", now).decision == decide(event, policy, "vm0", now)
