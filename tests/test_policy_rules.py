@@ -13,6 +13,7 @@ from sebridge.config_core import PolicyConfig
 from sebridge.model import EventType, ScheduledEvent
 from sebridge.policy import NO_RULE, Decision, Policy, decide
 from sebridge.policy.compile import build_policy
+from sebridge.policy.matchers import Facts
 
 T0 = datetime(2024, 3, 4, 12, 0, tzinfo=UTC)  # a Monday
 
@@ -138,8 +139,8 @@ def test_each_matcher_matches_and_misses(
     p = policy({"name": "m", "action": "approve", **matcher})
     assert decide(matching, p, "vm0", T0) == Decision("approve", "m")
     assert decide(other, p, "vm0", T0) == Decision("ask", NO_RULE)
-    assert p.rules[0].misses(other, "vm0", T0) == [why]
-    assert p.rules[0].misses(matching, "vm0", T0) == []
+    assert p.rules[0].misses(Facts(other, "vm0", T0)) == [why]
+    assert p.rules[0].misses(Facts(matching, "vm0", T0)) == []
 
 
 def test_first_matching_rule_wins_and_no_match_asks() -> None:
@@ -271,7 +272,7 @@ def test_window_defaults_every_day_all_day_utc() -> None:
 
 def test_a_misses_line_names_the_window_and_local_time() -> None:
     p = _window(days=["sat"], start="01:00", end="05:00", timezone="America/New_York")
-    (why,) = p.rules[0].misses(event(), "vm0", T0)
+    (why,) = p.rules[0].misses(Facts(event(), "vm0", T0))
     assert why == "window: it is mon 07:00 in America/New_York, outside sat 01:00-05:00"
 
 

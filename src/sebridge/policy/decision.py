@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from sebridge.model import ScheduledEvent
-from sebridge.policy.matchers import Matcher
+from sebridge.policy.matchers import Facts, Matcher
 
 __all__ = [
     "ACTIONS",
@@ -73,15 +73,13 @@ class Rule:
     matchers: tuple[Matcher, ...]
     decision: Decision
 
-    def matches(self, event: ScheduledEvent, vm_name: str, now: datetime) -> bool:
+    def matches(self, f: Facts) -> bool:
         """Whether every matcher holds for this event, on this VM, at this time."""
-        return all(m.test(event, vm_name, now) for m in self.matchers)
+        return all(m.test(f) for m in self.matchers)
 
-    def misses(self, event: ScheduledEvent, vm_name: str, now: datetime) -> list[str]:
+    def misses(self, f: Facts) -> list[str]:
         """Why it does not match: one line per matcher that fails, with the value it saw."""
-        return [
-            m.why_not(event, vm_name, now) for m in self.matchers if not m.test(event, vm_name, now)
-        ]
+        return [m.why_not(f) for m in self.matchers if not m.test(f)]
 
 
 @dataclass(frozen=True)
@@ -97,8 +95,9 @@ class Policy:
 def decide(event: ScheduledEvent, policy: Policy, vm_name: str, now: datetime) -> Decision:
     """The first matching rule's decision; "ask" when none matches. A started event is
     never approved (nothing to approve): an "approve" rule announces it ("inform")."""
+    facts = Facts(event, vm_name, now)
     for rule in policy.rules:
-        if rule.matches(event, vm_name, now):
+        if rule.matches(facts):
             return effective(rule.decision, event)
     return NO_MATCH
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from sebridge.model import ScheduledEvent
 from sebridge.policy.decision import APPROVE, NO_MATCH, Decision, Policy, effective
+from sebridge.policy.matchers import Facts
 
 __all__ = ["Explanation", "RuleVerdict", "explain"]
 
@@ -118,8 +119,9 @@ def explain(event: ScheduledEvent, policy: Policy, vm_name: str, now: datetime) 
     """What decide() would decide now, and why (the same rules, in the same order)."""
     verdicts: list[RuleVerdict] = []
     decision, started_approve = NO_MATCH, False
+    facts = Facts(event, vm_name, now)
     for number, rule in enumerate(policy.rules, 1):
-        misses = tuple(rule.misses(event, vm_name, now))
+        misses = tuple(rule.misses(facts))
         verdicts.append(RuleVerdict(number, rule.name, misses))
         if not misses:
             decision = effective(rule.decision, event)

@@ -19,6 +19,7 @@ __all__ = [
     "Description",
     "Duration",
     "EventTypes",
+    "Facts",
     "Matcher",
     "Sources",
     "Started",
@@ -29,14 +30,34 @@ __all__ = [
 _DAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
+class Facts:
+    """What the matchers look at for one decision: the event, this VM, the time, and the
+    time in each zone a window asked for (converted once per zone, not once per rule)."""
+
+    __slots__ = ("_local", "event", "now", "vm_name")
+
+    def __init__(self, event: ScheduledEvent, vm_name: str, now: datetime) -> None:
+        self.event = event
+        self.vm_name = vm_name
+        self.now = now
+        self._local: dict[ZoneInfo, datetime] = {}
+
+    def local(self, zone: ZoneInfo) -> datetime:
+        """The time in `zone`."""
+        moment = self._local.get(zone)
+        if moment is None:
+            moment = self._local[zone] = self.now.astimezone(zone)
+        return moment
+
+
 class Matcher(Protocol):
     """One condition of a rule."""
 
-    def test(self, event: ScheduledEvent, vm_name: str, now: datetime) -> bool:
+    def test(self, f: Facts) -> bool:
         """Whether the event (on this VM, at this time) meets the condition."""
         ...
 
-    def why_not(self, event: ScheduledEvent, vm_name: str, now: datetime) -> str:
+    def why_not(self, f: Facts) -> str:
         """Why it does not: "<key>: <what was seen>", for people."""
         ...
 
@@ -49,22 +70,22 @@ def _listed(values: frozenset[str] | tuple[str, ...]) -> str:
 class EventTypes:
     types: frozenset[str]
 
-    def test(self, event: ScheduledEvent, vm_name: str, now: datetime) -> bool:
-        return event.event_type in self.types
+    def test(self, f: Facts) -> bool:
+        return f.event.event_type in self.types
 
-    def why_not(self, event: ScheduledEvent, vm_name: str, now: datetime) -> str:
-        return f"event_types: {event.event_type} is not one of {_listed(self.types)}"
+    def why_not(self, f: Facts) -> str:
+        return f"event_types: {f.event.event_type} is not one of {_listed(self.types)}"
 
 
 @dataclass(frozen=True)
 class Sources:
     sources: frozenset[str]
 
-    def test(self, event: ScheduledEvent, vm_name: str, now: datetime) -> bool:
-        return event.source in self.sources
+    def test(self, f: Facts) -> bool:
+        return f.event.source in self.sources
 
-    def why_not(self, event: ScheduledEvent, vm_name: str, now: datetime) -> str:
-        seen = event.source or "unknown (the api-version in use has no EventSource)"
+    def why_not(self, f: Facts) -> str:
+        seen = f.event.source or "unknown (the api-version in use has no EventSource)"
         return f"sources: {seen} is not one of {_listed(self.sources)}"
 
 
@@ -76,14 +97,14 @@ class Duration:
     low: int | None
     high: int | None
 
-    def test(self, event: ScheduledEvent, vm_name: str, now: datetime) -> bool:
-        d = event.duration_seconds
+    def test(self, f: Facts) -> bool:
+        d = f.event.duration_seconds
         if d is None or d < 0:
             return False
         return (self.low is None or d >= self.low) and (self.high is None or d <= self.high)
 
-    def why_not(self, event: ScheduledEvent, vm_name: str, now: datetime) -> str:
-        d = event.duration_seconds
+    def why_not(self, f: Facts) -> str:
+        d = f.event.duration_seconds
         if d is None or d < 0:
             return f"duration: unknown ({'-1' if d is not None else 'not sent'}) meets no bound"
         if self.low is not None and d < self.low:
@@ -97,13 +118,13 @@ class ThisVm:
 
     wanted: bool
 
-    def test(self, event: ScheduledEvent, vm_name: str, now: datetime) -> bool:
-        return event.affects(vm_name) is self.wanted
+    def test(self, f: Facts) -> bool:
+        return f.event.affects(f.vm_name) is self.wanted
 
-    def why_not(self, event: ScheduledEvent, vm_name: str, now: datetime) -> str:
-        listed = ", ".join(event.resources) or "none"
+    def why_not(self, f: Facts) -> str:
+        listed = ", ".join(f.event.resources) or "none"
         verb = "do not include" if self.wanted else "include"
-        return f"this_vm = {str(self.wanted).lower()}: Resources ({listed}) {verb} {vm_name}"
+        return f"this_vm = {str(self.wanted).lower()}: Resources ({listed}) {verb} {f.vm_name}"
 
 
 @dataclass(frozen=True)
@@ -112,13 +133,15 @@ class Description:
 
     pattern: re.Pattern[str]
 
-    def test(self, event: ScheduledEvent, vm_name: str, now: datetime) -> bool:
-        return event.description is not None and self.pattern.search(event.description) is not None
+    def test(self, f: Facts) -> bool:
+        text = f.event.description
+        return text is not None and self.pattern.search(text) is not None
 
-    def why_not(self, event: ScheduledEvent, vm_name: str, now: datetime) -> str:
-        if event.description is None:
+    def why_not(self, f: Facts) -> str:
+        if f.event.description is None:
             return "description: none sent (the api-version in use has no Description)"
-        text = event.description if len(event.description) <= 80 else event.description[:77] + "..."
+        text = f.event.description
+        text = text if len(text) <= 80 else text[:77] + "..."
         return f"description: /{self.pattern.pattern}/ not found in {text!r}"
 
 
@@ -134,8 +157,8 @@ class Window:
     end: int
     zone: ZoneInfo
 
-    def test(self, event: ScheduledEvent, vm_name: str, now: datetime) -> bool:
-        local = now.astimezone(self.zone)
+    def test(self, f: Facts) -> bool:
+        local = f.local(self.zone)
         second = local.hour * 3600 + local.minute * 60 + local.second
         day = local.weekday()
         if self.start < self.end:
@@ -144,8 +167,8 @@ class Window:
             second < self.end and (day - 1) % 7 in self.days
         )
 
-    def why_not(self, event: ScheduledEvent, vm_name: str, now: datetime) -> str:
-        local = now.astimezone(self.zone)
+    def why_not(self, f: Facts) -> str:
+        local = f.local(self.zone)
         days = ",".join(_DAY_NAMES[d] for d in sorted(self.days))
         return (
             f"window: it is {_DAY_NAMES[local.weekday()]} {local:%H:%M} in {self.zone.key}, "
@@ -163,8 +186,8 @@ class Started:
 
     wanted: bool
 
-    def test(self, event: ScheduledEvent, vm_name: str, now: datetime) -> bool:
-        return event.started is self.wanted
+    def test(self, f: Facts) -> bool:
+        return f.event.started is self.wanted
 
-    def why_not(self, event: ScheduledEvent, vm_name: str, now: datetime) -> str:
-        return f"status: {event.status}"
+    def why_not(self, f: Facts) -> str:
+        return f"status: {f.event.status}"
