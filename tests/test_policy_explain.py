@@ -113,13 +113,13 @@ def test_an_event_file_on_a_monday_is_asked_with_reasons(cfg: str, tmp_path: Pat
         "event 602D9444-D2CD-49C7-8624-8643E7171297: Reboot, Scheduled, source Platform, "
         "duration 7 s",
         "  NotBefore Mon, 19 Sep 2016 18:29:47 GMT; Resources vm0, vm1 (this VM: vm0)",
-        "  Description 'Host server is undergoing maintenance.'",
+        '  Description "Host server is undergoing maintenance."',
         "at 2024-03-11 11:00:00 UTC, [[policy.rules]] in order, first match wins:",
-        "  policy.rules[1] 'other VMs': no match",
+        '  policy.rules[1] "other VMs": no match',
         "      this_vm = false: Resources (vm0, vm1) include vm0",
-        "  policy.rules[2] 'quiet hours': no match",
+        '  policy.rules[2] "quiet hours": no match',
         "      window: it is mon 12:00 in Europe/Berlin, outside sat 22:00-04:00",
-        "  policy.rules[3] 'reboots': matches",
+        '  policy.rules[3] "reboots": matches',
         "decision: ask: a person decides (Approve buttons, links, Jira status)",
         "  rule: reboots",
         "  reminders: 600 s, 180 s before NotBefore, while nobody approved",
@@ -193,9 +193,9 @@ def test_builtin_rules_are_named_after_their_keys(tmp_path: Path, sim: Simulator
     )
     assert code == 0
     assert "built-in rules (no [[policy.rules]]" in out
-    assert "  rule 1 'already started: nothing to approve': no match" in out
+    assert '  rule 1 "already started: nothing to approve": no match' in out
     assert "      status: Scheduled" in out
-    assert "  rule 2 'user-initiated (approve_user_events)': matches" in out
+    assert '  rule 2 "user-initiated (approve_user_events)": matches' in out
 
 
 @pytest.mark.parametrize(

@@ -123,7 +123,7 @@ def action(p: Policy, e: ScheduledEvent, now: datetime = T0, vm: str = "vm0") ->
             {"description": "host.*MAINT"},
             event(),
             event(description="Guest update"),
-            "description: /host.*MAINT/ not found in 'Guest update'",
+            'description: /host.*MAINT/ not found in "Guest update"',
         ),
         (
             {"description": "maintenance"},

@@ -4,6 +4,8 @@ with a bare version error, so the first thing a reader sees must say 3.11 or new
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -41,3 +43,29 @@ def test_the_worked_policies_of_the_readme_are_valid_configs() -> None:
         assert [r.name for r in policy.rules] == [r["name"] for r in data["policy"]["rules"]]
         for name, hook in data.get("hooks", {}).items():
             assert config.hooks[name].command == tuple(hook["command"])
+
+
+def _section(title: str) -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index(title)
+    return readme[start : readme.index("\n## ", start + 1)]
+
+
+def test_the_policy_explain_example_prints_what_the_readme_shows(tmp_path: Path) -> None:
+    from helpers import cli_env
+
+    section = _section("## Policy rules: approve, ask, inform or ignore")
+    (rules,) = re.findall(r"```toml\n(.*?)```", section, re.S)
+    (event,) = re.findall(r"```json\n(.*?)```", section, re.S)
+    (command,) = re.findall(r"```sh\n(.*?)\n```", section, re.S)
+    (shown,) = re.findall(r"```text\n(.*?)```", section, re.S)
+    (tmp_path / "rules.toml").write_text(rules, encoding="utf-8")
+    (tmp_path / "event.json").write_text(event, encoding="utf-8")
+    argv = command.split()
+    assert argv[:3] == ["sebridge", "policy", "explain"]
+    result = subprocess.run(
+        [sys.executable, "-m", "sebridge", *argv[1:]],
+        capture_output=True, text=True, timeout=60, env=cli_env(), cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == shown

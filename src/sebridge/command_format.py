@@ -27,6 +27,7 @@ def event_json(r: EventRecord) -> dict[str, Any]:
         **event_to_dict(r.event),
         "state": r.state,
         "policy": r.policy,
+        "rule": r.decision.rule,
         "present": r.present,
         "first_seen": r.first_seen.isoformat(),
         "gone_at": r.gone_at.isoformat() if r.gone_at else None,

@@ -8,6 +8,7 @@ that matched and its decision (or none: ask). Pure; the command
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -57,7 +58,7 @@ class Explanation:
             f"duration {_duration(e.duration_seconds)}",
             f"  NotBefore {e.not_before_text or '-'}; Resources {', '.join(e.resources) or '-'} "
             f"({where}: {self.vm_name})",
-            f"  Description {e.description!r}" if e.description is not None else "",
+            f"  Description {_quoted(e.description)}" if e.description is not None else "",
             f"at {self.at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC, "
             + (
                 "built-in rules (no [[policy.rules]]; shaped by approve_user_events, "
@@ -69,10 +70,10 @@ class Explanation:
         for v in self.verdicts:
             label = f"rule {v.number}" if self.builtin else f"policy.rules[{v.number}]"
             if v.misses:
-                out.append(f"  {label} {v.name!r}: no match")
+                out.append(f"  {label} {_quoted(v.name)}: no match")
                 out.extend(f"      {why}" for why in v.misses)
             else:
-                out.append(f"  {label} {v.name!r}: matches")
+                out.append(f"  {label} {_quoted(v.name)}: matches")
         d = self.decision
         if not self.verdicts or self.verdicts[-1].misses:
             out.append("  no rule matched")
@@ -146,6 +147,10 @@ def _hooks(d: Decision) -> list[str]:
     if not (d.prepare or d.recover or d.remind):
         lines.append("  no hooks, no reminders")
     return lines
+
+
+def _quoted(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _duration(seconds: int | None) -> str:

@@ -7,6 +7,7 @@ field IMDS did not send (an old api-version) matches no matcher about it.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,13 +35,21 @@ class Facts:
     """What the matchers look at for one decision: the event, this VM, the time, and the
     time in each zone a window asked for (converted once per zone, not once per rule)."""
 
-    __slots__ = ("_local", "event", "now", "vm_name")
+    __slots__ = ("_local", "_mine", "event", "now", "vm_name")
 
     def __init__(self, event: ScheduledEvent, vm_name: str, now: datetime) -> None:
         self.event = event
         self.vm_name = vm_name
         self.now = now
         self._local: dict[ZoneInfo, datetime] = {}
+        self._mine: bool | None = None
+
+    @property
+    def on_this_vm(self) -> bool:
+        """Whether Resources include this VM (asked once per decision)."""
+        if self._mine is None:
+            self._mine = self.event.affects(self.vm_name)
+        return self._mine
 
     def local(self, zone: ZoneInfo) -> datetime:
         """The time in `zone`."""
@@ -119,7 +128,7 @@ class ThisVm:
     wanted: bool
 
     def test(self, f: Facts) -> bool:
-        return f.event.affects(f.vm_name) is self.wanted
+        return f.on_this_vm is self.wanted
 
     def why_not(self, f: Facts) -> str:
         listed = ", ".join(f.event.resources) or "none"
@@ -142,7 +151,8 @@ class Description:
             return "description: none sent (the api-version in use has no Description)"
         text = f.event.description
         text = text if len(text) <= 80 else text[:77] + "..."
-        return f"description: /{self.pattern.pattern}/ not found in {text!r}"
+        shown = json.dumps(text, ensure_ascii=False)
+        return f"description: /{self.pattern.pattern}/ not found in {shown}"
 
 
 @dataclass(frozen=True)
