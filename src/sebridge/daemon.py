@@ -36,6 +36,7 @@ from sebridge.policy.compile import build_policy
 from sebridge.reminders import Reminders
 from sebridge.sink import Sink
 from sebridge.store import Store
+from sebridge.wakeups import Parts, Wakeups
 
 __all__ = ["Daemon", "PollState", "TickResult"]
 
@@ -101,6 +102,7 @@ class Daemon:
             raise ValueError("the daemon needs this VM's name (runtime.vm_name)")
         self._vm_name = vm_name
         self.clock = clock
+        self._wakeups = Wakeups()
         self.hooks = AgentHooks(
             store,
             hooks or {},
@@ -109,8 +111,8 @@ class Daemon:
             prepare_lead=timedelta(seconds=self.policy.prepare_lead_seconds),
             dry_run=dry_run,
             clock=clock,
-            on_run=self._hook_ran,
-            on_begun=self._hook_began,
+            on_run=self._wakeups.hook_ended,
+            on_begun=self._wakeups.hook_began,
             on_ended=self.metrics.hook_finished,
         )
         self.reminders = Reminders(store, self.sinks_for)
@@ -134,7 +136,7 @@ class Daemon:
             clock=clock,
             on_recorded=self.dispatcher.wake,
             gate=self.hooks.gate,
-            on_waiting=self._hooks_awaited,
+            on_waiting=self._wakeups.hooks_awaited,
             metrics=self.metrics,
         )
         self.approvals = Approvals(
@@ -145,6 +147,7 @@ class Daemon:
             on_recorded=self.dispatcher.wake,
             metrics=self.metrics,
         )
+        self._wakeups.bind(Parts(self.carrier, self.dispatcher, self.hooks.worker, self.reminders))
         self._previous: Document | None = store.last_document()
         self._last_object: Document | None = None
         self._imds_failing: str | None = None
@@ -216,40 +219,12 @@ class Daemon:
         self._store_pushes = self.store.db.watch(self.heard)
 
     def heard(self, tables: frozenset[str]) -> None:
-        """Commits were heard (store listener's thread): wake whoever acts on them. New
-        approvals go to the carrier first, which wakes the dispatcher when it is done."""
-        if "approvals" in tables:
-            self.carrier.wake()
-            self.hooks.worker.wake()  # an approval starts this VM's prepare hooks
-            self.reminders.reschedule()
-        elif "hook_runs" in tables:
-            self.carrier.wake()  # a VM's readiness changed
-        else:
-            self.dispatcher.wake()
+        """Commits were heard (store listener's thread): wake whoever acts on them."""
+        self._wakeups.heard(tables)
 
     def look_again(self) -> None:
-        """Work may wait that no NOTIFY announced (the heartbeat says so): the carrier and
-        the dispatcher look now."""
-        self.carrier.wake()
-        self.dispatcher.wake()
-        self.hooks.worker.wake()
-
-    def _hooks_awaited(self) -> None:
-        """An approval waits for this VM's prepare hooks: the worker looks now (its own
-        thread; without threads the tick ran it before the carrier)."""
-        if self.hooks.worker.threaded:
-            self.hooks.worker.wake()
-
-    def _hook_began(self) -> None:
-        if self.hooks.worker.threaded:
-            self.dispatcher.wake()
-
-    def _hook_ran(self) -> None:
-        """A hook run began or ended (worker's thread): the carrier may go on, and the
-        messages say so. Without threads (`once`) the tick does both after the worker."""
-        if self.hooks.worker.threaded:
-            self.carrier.wake()
-            self.dispatcher.wake()
+        """Work may wait that no NOTIFY announced (the heartbeat says so)."""
+        self._wakeups.look_again()
 
     def _poll(self, result: TickResult) -> Document | None:
         try:
