@@ -2,9 +2,11 @@
 
 Routes come from integrations (Slack's /slack/events) and the core
 (/metrics); the server itself answers GET /healthz and /readyz. Bodies are
-capped before anything reads them (413), idle and half-sent connections are
-closed after `IDLE_TIMEOUT`, and enough connections are allowed that a few
-hundred idle ones cannot lock out /healthz. Bound to 127.0.0.1 by default:
+capped before anything reads them (413), a request's headers and body must
+arrive within their deadlines however slowly they trickle (web/deadlines.py),
+idle connections are closed after `IDLE_TIMEOUT`, and at the connection limit
+the connection waiting longest for its request makes room: silent or
+trickling clients cannot lock out /healthz. Bound to 127.0.0.1 by default:
 put a TLS reverse proxy in front to expose it.
 """
 
@@ -17,8 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from waitress import wasyncore
-from waitress.server import create_server
 
+from sebridge.web.deadlines import deadline_server, room_for
 from sebridge.web.headers import secure_waitress_errors, secured
 from sebridge.web.wsgi import StartResponse, WsgiApp
 
@@ -29,8 +31,12 @@ log = logging.getLogger(__name__)
 # Slack's largest interactive payload (a message of 50 blocks, form-encoded)
 # stays well under this.
 MAX_BODY = 1024 * 1024
-IDLE_TIMEOUT = 15  # seconds a connection may sit idle or half-sent
-CONNECTION_LIMIT = 500
+IDLE_TIMEOUT = 15  # seconds a connection may neither send nor read
+HEADER_TIMEOUT = 10.0  # seconds for a request's headers, however they trickle in
+BODY_TIMEOUT = 30.0  # then for its body: 1 MiB at 35 KB/s
+# More than a crowd of a thousand: its clients wait out their deadlines instead of
+# taking turns at the limit (bench/http_trickle.py). The open files limit is raised to fit.
+CONNECTION_LIMIT = 2000
 # The core's paths: no integration may claim one.
 CORE_PATHS = ("/healthz", "/readyz", "/metrics")
 
@@ -45,7 +51,12 @@ class HttpServer:
         routes: path -> WSGI app (e.g. "/slack/events" -> Bolt's handler).
         health: returns (status, JSON body) for GET /healthz.
         ready: returns (status, JSON body) for GET /readyz (default: as /healthz).
-        idle_timeout: seconds before an idle or half-sent connection is closed.
+        idle_timeout: seconds before a connection that neither sends nor reads is closed.
+        header_timeout: seconds a connection has for a request's headers, from when it
+            was accepted or its last answer was written (web/deadlines.py).
+        body_timeout: seconds it then has for the body.
+        connection_limit: connections open at once; at the limit the one waiting longest
+            for its request is closed to make room.
     """
 
     def __init__(
@@ -57,12 +68,17 @@ class HttpServer:
         *,
         ready: Health | None = None,
         idle_timeout: int = IDLE_TIMEOUT,
+        header_timeout: float = HEADER_TIMEOUT,
+        body_timeout: float = BODY_TIMEOUT,
+        connection_limit: int = CONNECTION_LIMIT,
     ) -> None:
         self._routes = dict(routes)
         health = health or (lambda: (200, {"status": "ok"}))
         self._probes = {"/healthz": health, "/readyz": ready or health}
-        self._server = create_server(
+        self._server = deadline_server(
             secured(self._app),  # security headers on every answer (web/headers.py)
+            header_timeout=header_timeout,
+            body_timeout=body_timeout,
             host=host,
             port=port,
             threads=4,
@@ -71,7 +87,8 @@ class HttpServer:
             max_request_body_size=MAX_BODY + 1,  # waitress refuses sizes >= its limit
             channel_timeout=idle_timeout,
             cleanup_interval=1,
-            connection_limit=CONNECTION_LIMIT,
+            connection_limit=room_for(connection_limit),
+            asyncore_use_poll=True,  # select() fails on a descriptor over 1023
         )
         secure_waitress_errors(self._server)  # and on the answers waitress writes itself
         self._thread: threading.Thread | None = None
