@@ -201,13 +201,17 @@ class _Client:
 class Relay:
     """A TCP relay in front of the server that can be cut (the database unreachable: every
     connection through it closed, new ones refused), made to hang (new connections are
-    accepted and never answered, as through a host that drops packets) and restored."""
+    accepted and never answered, as through a host that drops packets), frozen (nothing
+    moves either way on open connections, none is closed, new ones are never answered: a
+    server that stopped, its sockets up) and restored."""
 
     def __init__(self) -> None:
         self._server = socket.create_server(("127.0.0.1", 0))
         self.port = self._server.getsockname()[1]
         self._cut = False
         self._hanging = False
+        self._flowing = threading.Event()
+        self._flowing.set()
         self._open: list[socket.socket] = []
         self._held: list[socket.socket] = []
         self.given_up = 0  # held connections their client closed (its connect timed out)
@@ -219,6 +223,17 @@ class Relay:
         self.cut()
         with self._lock:
             self._cut, self._hanging = False, True
+
+    def freeze(self) -> None:
+        """Stop relaying on every open connection without closing it; hold new ones."""
+        with self._lock:
+            self._flowing.clear()
+            self._hanging = True
+
+    def thaw(self) -> None:
+        """Relay again what the frozen connections still carry (restore() closes the held
+        new ones, whose clients then connect again)."""
+        self.restore()
 
     def held(self) -> int:
         """Connections accepted while hanging whose client still waits for an answer."""
@@ -243,6 +258,7 @@ class Relay:
         """Relay again (held connections are closed: their clients try again)."""
         with self._lock:
             self._cut = self._hanging = False
+            self._flowing.set()
             for sock in self._held:
                 with contextlib.suppress(OSError):  # wakes the thread reading it
                     sock.shutdown(socket.SHUT_RDWR)
@@ -281,6 +297,13 @@ class Relay:
                 upstream = socket.create_connection((HOST, PORT))
                 self._open += [client, upstream]
             for source, target in ((client, upstream), (upstream, client)):
-                threading.Thread(
-                    target=RoundTripTap._relay, args=(source, target), daemon=True
-                ).start()
+                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
+
+    def _pump(self, source: socket.socket, target: socket.socket) -> None:
+        """Relay one direction; while frozen, read nothing and pass nothing on."""
+        with contextlib.suppress(OSError):
+            while self._flowing.wait() and (data := source.recv(65536)):
+                self._flowing.wait()  # what was read as the freeze began waits too
+                target.sendall(data)
+        with contextlib.suppress(OSError):
+            target.shutdown(socket.SHUT_WR)

@@ -39,6 +39,12 @@ from sebridge.errors import StoreError, StoreInUseError
 from sebridge.kernel.redact import scrub
 from sebridge.store.database import Database, Held
 from sebridge.store.duties import LOCK_KEY, Duties, advisory_key
+from sebridge.store.pg_deadline import (
+    DEADLINE_SECONDS,
+    MIGRATION_SECONDS,
+    StatementDeadline,
+    connect_options,
+)
 from sebridge.store.pg_listen import WriteListener
 from sebridge.store.pg_reconnect import Reconnect
 from sebridge.store.pg_triggers import renew_triggers
@@ -54,28 +60,6 @@ _HOLDER = (
     "SELECT a.client_addr, a.backend_start FROM pg_locks l JOIN pg_stat_activity a "
     "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted "
     f"AND {LOCK_KEY} = %s"
-)
-
-
-# libpq settings (store.url may override each): unacknowledged data fails after
-# 10 s, and an idle connection to a vanished host is noticed within about 15 s.
-_DEAD_PEER = {
-    "tcp_user_timeout": 10000,
-    "keepalives": 1,
-    "keepalives_idle": 5,
-    "keepalives_interval": 2,
-    "keepalives_count": 5,
-}
-
-# Every session's server-side deadlines (docs/ARCHITECTURE.md, "Guarantees"): a statement
-# ends after STATEMENT_TIMEOUT, a wait for another agent's row lock after 5 s, and a
-# session left idle inside a transaction (its agent frozen, or cut off mid-transaction)
-# is ended after 30 s, so its row locks do not hold the fleet up. JIT is off: compiling
-# took 0.5 s of a claim whose plan looked costly to the planner and ran in 1 ms.
-STATEMENT_TIMEOUT = 10.0
-_SESSION = (
-    f"-c statement_timeout={int(STATEMENT_TIMEOUT * 1000)} -c lock_timeout=5000 "
-    "-c idle_in_transaction_session_timeout=30000 -c jit=off"
 )
 
 
@@ -114,24 +98,16 @@ class PostgresDatabase(Database):
         self._heard = 0
         self._agent: str | None = None  # the daemon's name, once held (hold_exclusive)
         self._reconnect = Reconnect(self._reopen)
+        self._deadline = StatementDeadline(DEADLINE_SECONDS)
+        self._statement_seconds = DEADLINE_SECONDS
         self._conn = self._open()
 
     # -- connections ---------------------------------------------------------------------------
 
     def _connect(self) -> psycopg.Connection[Any]:
-        """A new autocommit connection with our defaults (store.url may override each)."""
-        given = conninfo_to_dict(self._url)
-        options: dict[str, Any] = {"autocommit": True}
-        options.setdefault("connect_timeout", given.get("connect_timeout", 10))
-        options.setdefault("application_name", given.get("application_name", "sebridge"))
-        # A database host that stops answering (packets dropped, not refused) must
-        # fail a statement within seconds, not after TCP's retransmissions (minutes).
-        for key, value in _DEAD_PEER.items():
-            options[key] = given.get(key, value)
-        # Server-side deadlines first, then the URL's own options (which win where they
-        # set the same): see _SESSION.
-        options["options"] = f"{_SESSION} {given.get('options', '')}".strip()
-        return psycopg.connect(self._url, **options)
+        """A new autocommit connection with our defaults and deadlines (store.url may
+        override each: pg_deadline.connect_options)."""
+        return psycopg.connect(self._url, **connect_options(self._url))
 
     def _open(self) -> psycopg.Connection[Any]:
         """_connect(), its failure as a StoreError without the password."""
@@ -166,32 +142,57 @@ class PostgresDatabase(Database):
     # -- statements ----------------------------------------------------------------------------
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        watch = None
         try:
             conn = self._usable()
-            if not params:  # no placeholders: sent as is (DDL with $$ bodies, BEGIN; ...)
-                return conn.execute(sql)
-            translated = self._sql.get(sql)
+            translated = self._sql.get(sql) if params else sql
             if translated is None:
                 translated = self._sql[sql] = sql.replace("%", "%%").replace("?", "%s")
-            return conn.execute(translated, params)
+            # No placeholders: sent as is (DDL with $$ bodies, BEGIN; ...). Rows are
+            # fetched with the answer, so the deadline covers the whole round trip.
+            with self._deadline.bound(conn.pgconn.socket, self._statement_seconds) as watch:
+                return conn.execute(translated, params or None)
         except psycopg.Error as exc:
             if self._conn.closed:  # lost, not refused: start connecting again now
                 self._reconnect.start()
+            if watch is not None and watch.cut:
+                raise StoreError(
+                    f"store error ({self.location}): no answer within "
+                    f"{self._statement_seconds:g} s; connecting again in the background"
+                ) from None
             raise StoreError(f"store error ({self.location}): {self._scrub(exc)}") from None
 
     def _error(self, exc: Exception) -> StoreError:
         return StoreError(f"store error ({self.location}): {self._scrub(exc)}")
 
     def _begin(self, exclusive: bool) -> None:
-        # Without parameters psycopg sends one simple query: both in one round trip.
-        self._run(f"BEGIN; SELECT pg_advisory_xact_lock({MIGRATE_LOCK})" if exclusive else "BEGIN")
+        if not exclusive:
+            self._run("BEGIN")
+            return
+        # Migrations: agents starting at once wait for each other's, and a migration may
+        # build an index on a big table; the session's deadlines are for a tick's work.
+        self._statement_seconds = MIGRATION_SECONDS
+        try:  # without parameters psycopg sends one simple query: one round trip
+            self._run(
+                f"BEGIN; SET LOCAL statement_timeout = '{MIGRATION_SECONDS:g}s'; "
+                f"SET LOCAL lock_timeout = '{MIGRATION_SECONDS:g}s'; "
+                f"SELECT pg_advisory_xact_lock({MIGRATE_LOCK})"
+            )
+        except BaseException:
+            self._statement_seconds = DEADLINE_SECONDS
+            raise
 
     def _commit(self) -> None:
-        self._run("COMMIT")
+        try:
+            self._run("COMMIT")
+        finally:
+            self._statement_seconds = DEADLINE_SECONDS
 
     def _rollback(self) -> None:
-        with contextlib.suppress(psycopg.Error):
-            self._conn.execute("ROLLBACK")
+        self._statement_seconds = DEADLINE_SECONDS
+        conn = self._conn
+        with contextlib.suppress(psycopg.Error, OSError), self._deadline.bound(conn.pgconn.socket):
+            conn.execute("ROLLBACK")
 
     def _migrated(self) -> None:
         renew_triggers(self._run, self.all)
@@ -238,7 +239,12 @@ class PostgresDatabase(Database):
         share its sightings, and one's empty document would mark the other's events
         gone. Nothing else is held alone: agents of other names share the database."""
         self._agent = agent
-        if not _try_lock(self._conn, _agent_key(agent)):
+        try:
+            with self._deadline.bound(self._conn.pgconn.socket):
+                held = _try_lock(self._conn, _agent_key(agent))
+        except psycopg.Error as exc:
+            raise StoreError(f"store error ({self.location}): {self._scrub(exc)}") from None
+        if not held:
             raise StoreInUseError(self._agent_taken(self._conn))
         return None  # let go with the connection
 
@@ -247,7 +253,8 @@ class PostgresDatabase(Database):
         conn = self._open()
         if self._agent is not None:
             try:
-                held = _try_lock(conn, _agent_key(self._agent))
+                with self._deadline.bound(conn.pgconn.socket):
+                    held = _try_lock(conn, _agent_key(self._agent))
             except psycopg.Error as exc:
                 conn.close()
                 raise StoreError(f"store error ({self.location}): {self._scrub(exc)}") from None

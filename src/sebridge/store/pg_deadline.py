@@ -1,0 +1,146 @@
+"""Every deadline of a PostgreSQL session: the server's, TCP's, and the client's own.
+
+connect_options(): the server ends a statement after STATEMENT_TIMEOUT and a
+wait for another agent's row lock after 5 s, and a session idle inside a
+transaction (its agent frozen or cut off mid-transaction) after 30 s, so its
+row locks do not hold the fleet up; TCP fails unacknowledged data after 10 s
+and notices a vanished idle peer within about 15 s. JIT is off: compiling
+took 0.5 s of a claim whose plan looked costly and ran in 1 ms.
+
+StatementDeadline: the server's statement_timeout ends a statement that runs
+too long, and tcp_user_timeout a connection whose packets go unacknowledged.
+Neither helps
+when the server (or something in between) stops answering while the
+connection stays up: a stopped postgres process, a frozen proxy, a VM paused
+mid-migration. Their kernels still acknowledge what we send, so the
+statement waits for an answer forever, holding the store's lock, and every
+thread that wants the store waits behind it (docs/ARCHITECTURE.md,
+"Guarantees").
+
+So one watchdog thread per connection shuts the socket down when a statement
+has waited past its deadline (somewhat longer than statement_timeout: a
+server that answers says so itself first). libpq then sees the connection
+end, the statement fails, and the store reconnects in the background
+(store/pg_reconnect.py) like after any lost connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from psycopg.conninfo import conninfo_to_dict
+
+__all__ = [
+    "DEADLINE_SECONDS",
+    "MIGRATION_SECONDS",
+    "STATEMENT_TIMEOUT",
+    "StatementDeadline",
+    "Watch",
+    "connect_options",
+]
+
+STATEMENT_TIMEOUT = 10.0
+# The client's own deadline: past it, the server is taken for frozen.
+DEADLINE_SECONDS = STATEMENT_TIMEOUT + 2.0
+# A migration's statements (agents starting at once wait for each other's).
+MIGRATION_SECONDS = 120.0
+# libpq's TCP settings; store.url may override each.
+_DEAD_PEER = {
+    "tcp_user_timeout": 10000,
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 5,
+}
+_SESSION = (
+    f"-c statement_timeout={int(STATEMENT_TIMEOUT * 1000)} -c lock_timeout=5000 "
+    "-c idle_in_transaction_session_timeout=30000 -c jit=off"
+)
+
+
+def connect_options(url: str) -> dict[str, Any]:
+    """psycopg.connect()'s keyword arguments for `url`: autocommit, our deadlines, and
+    whatever the URL sets itself (it wins, its `options` after ours)."""
+    given = conninfo_to_dict(url)
+    options: dict[str, Any] = {
+        "autocommit": True,
+        "connect_timeout": given.get("connect_timeout", 10),
+        "application_name": given.get("application_name", "sebridge"),
+    }
+    for key, value in _DEAD_PEER.items():
+        options[key] = given.get(key, value)
+    options["options"] = f"{_SESSION} {given.get('options', '')}".strip()
+    return options
+
+
+class Watch:
+    """One statement under watch; `cut` once its socket was shut down at the deadline."""
+
+    __slots__ = ("cut", "deadline", "fd")
+
+    def __init__(self, deadline: float, fd: int) -> None:
+        self.deadline = deadline
+        self.fd = fd
+        self.cut = False
+
+
+class StatementDeadline:
+    """Shuts down the socket of a statement that outlives its deadline; one thread
+    watches every statement of a store (the work connection's, a reconnect's).
+
+    Args:
+        seconds: how long a statement may wait for its answer.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._cond = threading.Condition()
+        self._watches: set[Watch] = set()
+        self._thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def bound(self, fd: int, seconds: float | None = None) -> Iterator[Watch]:
+        """Watch the statement run inside this block on socket `fd`."""
+        watch = Watch(time.monotonic() + (seconds or self.seconds), fd)
+        with self._cond:
+            self._watches.add(watch)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._watch, name="store-deadline", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+        try:
+            yield watch
+        finally:
+            with self._cond:
+                self._watches.discard(watch)
+
+    def _watch(self) -> None:
+        with self._cond:
+            while True:
+                if not self._watches:
+                    self._cond.wait()
+                    continue
+                first = min(self._watches, key=lambda w: w.deadline)
+                left = first.deadline - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                self._watches.discard(first)
+                first.cut = True
+                _shut_down(first.fd)
+
+
+def _shut_down(fd: int) -> None:
+    """End the connection under libpq's feet: its wait for the answer returns at once."""
+    with contextlib.suppress(OSError):
+        sock = socket.socket(fileno=os.dup(fd))
+        with sock:
+            sock.shutdown(socket.SHUT_RDWR)
