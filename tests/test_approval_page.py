@@ -244,3 +244,23 @@ def test_dry_run_records_and_sends_nothing(sim: Simulator, tmp_path: Path) -> No
         assert sim.posts == []
     finally:
         bridge.stop()
+
+
+def test_the_page_reopened_later_says_where_the_event_is_now(
+    bridge: Bridge, sim: Simulator
+) -> None:
+    event_id = bridge.schedule("Reboot")
+    link = bridge.link(event_id)
+    assert "Azure was told it may start now" in text_of(bridge.post(link, name="Ann").text)
+    sim.start_event(event_id)
+    wait_until(lambda: bridge.daemon.store.event(event_id).event.started, 10)  # type: ignore[union-attr]
+    said = text_of(bridge.get(link).text)
+    assert "the Reboot has started" in said
+    assert "may start now" not in said
+    sim.complete(event_id)
+    wait_until(lambda: not bridge.daemon.store.event(event_id).present, 10)  # type: ignore[union-attr]
+    said = text_of(bridge.get(link).text)
+    assert re.search(r"the Reboot is over: IMDS no longer lists it \(since \d{4}-", said), said
+    assert "may start now" not in said and "has started" not in said
+    assert "Already approved by approval link (Ann)" in said
+    assert [p.ids for p in sim.posts] == [(event_id,)]

@@ -55,3 +55,25 @@ def test_refused_cli_approvals_are_in_history(cfg: str, sim: Simulator) -> None:
     own = run_cli("history", event_id.lower(), "--config", cfg)
     assert own.returncode == 0
     assert any("refused" in ln and "by mallory via cli" in ln for ln in own.stdout.splitlines())
+
+
+def test_history_is_in_time_order_and_late_refusals_are_one_line(cfg: str, sim: Simulator) -> None:
+    event_id = sim.schedule("Reboot")
+    assert run_cli("once", "--config", cfg).returncode == 0
+    sim.start_event(event_id)
+    assert run_cli("once", "--config", cfg).returncode == 0
+    assert run_cli("approve", event_id, "--as", "mallory", "--config", cfg).returncode == 3
+    sim.complete(event_id)
+    assert run_cli("once", "--config", cfg).returncode == 0
+    for who in ("bob", "bob", "eve"):  # clicks on an old message, after the end
+        assert run_cli("approve", event_id, "--as", who, "--config", cfg).returncode == 3
+
+    lines = run_cli("history", "--config", cfg).stdout.splitlines()
+    kinds = [line.split()[2] for line in lines]
+    assert kinds == ["scheduled", "started", "refused", "completed", "late"], lines
+    assert "by mallory via cli: " in lines[2] and "already started" in lines[2]
+    assert lines[4].endswith(
+        f"{event_id} 3 refused after the event ended (bob via cli, eve via cli): nothing was done"
+    )
+    stamps = [line[:19] for line in lines]
+    assert stamps == sorted(stamps)

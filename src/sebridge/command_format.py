@@ -8,11 +8,14 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from sebridge.hooks.words import hook_news
+from sebridge.model import TransitionKind
 from sebridge.render import countdown
-from sebridge.store import EventRecord, HistoryEntry
+from sebridge.store import AuditEntry, EventRecord, HistoryEntry
 from sebridge.store.codec import event_to_dict
 
-__all__ = ["dump", "event_json", "history_json", "table", "when"]
+__all__ = ["dump", "event_json", "history_json", "history_lines", "table", "when"]
+
+_ENDS = (TransitionKind.COMPLETED, TransitionKind.CANCELLED)
 
 
 def when(r: EventRecord, now: datetime) -> str:
@@ -95,3 +98,49 @@ def dump(data: Any, out: TextIO) -> None:
     """Indented JSON and a newline."""
     json.dump(data, out, indent=2)
     out.write("\n")
+
+
+def history_lines(entries: list[HistoryEntry], audit: list[AuditEntry]) -> list[str]:
+    """`sebridge history` for people: transitions and refused actions in one time order.
+
+    Actions refused after their event ended changed nothing and decided nothing:
+    they are one line per event at the end of its story, not the last word on it.
+    """
+    ended = {e.transition.event_id.lower(): e.at for e in entries if e.transition.kind in _ENDS}
+    rows: list[tuple[datetime, int, list[str]]] = []
+    late: dict[str, list[AuditEntry]] = {}
+    for e in entries:
+        rows.append((e.at, len(rows), _transition_lines(e)))
+    for a in audit:
+        end = ended.get(a.event_id.lower())
+        if end is not None and a.at >= end:
+            late.setdefault(a.event_id, []).append(a)
+            continue
+        line = f"{a.at:%Y-%m-%d %H:%M:%S} {a.action:<9} {a.event_id} by {a.actor} via {a.via}"
+        rows.append((a.at, len(rows), [f"{line}: {a.detail}"]))
+    for event_id, after in late.items():
+        who = ", ".join(dict.fromkeys(f"{a.actor} via {a.via}" for a in after))
+        last = after[-1].at
+        rows.append(
+            (
+                last,
+                len(rows),
+                [
+                    f"{last:%Y-%m-%d %H:%M:%S} {'late':<9} {event_id} {len(after)} refused after"
+                    f" the event ended ({who}): nothing was done"
+                ],
+            )
+        )
+    rows.sort(key=lambda row: (row[0], row[1]))
+    return [line for _, _, lines in rows for line in lines]
+
+
+def _transition_lines(e: HistoryEntry) -> list[str]:
+    sent = " ".join(f"{d.sink}:{d.state}" for d in e.deliveries) or "no sinks"
+    lines = [f"{history_line(e)}  [{sent}]"]
+    lines += [
+        f"    {d.sink} ({d.attempts} attempts): {d.last_error}"
+        for d in e.deliveries
+        if d.last_error
+    ]
+    return lines

@@ -211,7 +211,7 @@ def _approval_line(final: ApprovalRecord, outcome: Outcome, *, new: bool) -> str
 def history(
     config: Config, *, event_id: str | None, limit: int, as_json: bool, out: TextIO | None = None
 ) -> int:
-    """Transitions with their deliveries, oldest first; refused actions after them."""
+    """Transitions with their deliveries and refused actions, in time order, oldest first."""
     out = out or sys.stdout
     if missing_store(config) is not None:
         if event_id is not None:
@@ -236,18 +236,8 @@ def history(
     if as_json:
         fmt.dump([fmt.history_json(e) for e in entries], out)
         return OK
-    for e in entries:
-        sent = " ".join(f"{d.sink}:{d.state}" for d in e.deliveries) or "no sinks"
-        print(f"{fmt.history_line(e)}  [{sent}]", file=out)
-        for d in e.deliveries:
-            if d.last_error:
-                print(f"    {d.sink} ({d.attempts} attempts): {d.last_error}", file=out)
-    for a in audit:
-        print(
-            f"{a.at:%Y-%m-%d %H:%M:%S} {a.action:<9} {a.event_id} by {a.actor} via {a.via}: "
-            f"{a.detail}",
-            file=out,
-        )
+    for line in fmt.history_lines(entries, audit):
+        print(line, file=out)
     if not entries and not audit:
         print("no history yet", file=out)
     return OK
