@@ -16,12 +16,14 @@ fixture; `browser` and `slow` are set by the modules themselves (`pytestmark`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import pg
+from sebridge import config
 from sebridge.simulator import Simulator
 
 
@@ -68,3 +70,17 @@ def sim() -> Iterator[Simulator]:
     Scheduled for the whole test, until the test starts it (sim.start_event)."""
     with Simulator(port=0, vm_name="vm0", approval_delay=3600) as simulator:
         yield simulator
+
+
+@pytest.fixture
+def cli_in_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """For `sebridge.cli.main` in this process: no real /etc/sebridge/sebridge.toml, no
+    inherited $SEBRIDGE_CONFIG, and the root logger as it was (every command reconfigures
+    logging onto sys.stderr)."""
+    monkeypatch.setattr(config, "DEFAULT_PATH", str(tmp_path / "absent" / "sebridge.toml"))
+    monkeypatch.delenv("SEBRIDGE_CONFIG", raising=False)
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)

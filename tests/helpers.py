@@ -6,6 +6,7 @@ Plain functions and classes only (no fixtures): each test module owns its fixtur
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import socket
@@ -17,7 +18,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from sebridge.model import Receipt
 from sebridge.simulator import Simulator
+from sebridge.sink import Message
 
 T = TypeVar("T")
 
@@ -223,3 +226,33 @@ class DaemonProcess:
             return self.log.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
             return ""
+
+
+def cli_main(*argv: str) -> tuple[int, str, str]:
+    """`sebridge ARGV` in this process -> (exit code, stdout, stderr)."""
+    from sebridge.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:  # argparse
+            code = exc.code if isinstance(exc.code, int) else 2
+    return code, out.getvalue(), err.getvalue()
+
+
+class ListSink:
+    """A sink that keeps every Message it is given, in order."""
+
+    def __init__(self) -> None:
+        self.sent: list[Message] = []
+
+    def send(self, message: Message) -> Receipt | None:
+        self.sent.append(message)
+        return None
+
+    def close(self) -> None:
+        pass
+
+    def by_event(self, event_id: str) -> list[Message]:
+        return [m for m in self.sent if m.transition.event_id == event_id]

@@ -14,15 +14,13 @@ import contextlib
 import importlib
 import io
 import json
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers import cli_env, free_port, query, run_cli, write_config
-from sebridge import __version__, config
+from helpers import cli_env, cli_main, free_port, query, run_cli, write_config
+from sebridge import __version__
 from sebridge.cli import main
 from sebridge.simulator import Simulator
 
@@ -30,21 +28,10 @@ COMMANDS = ("run", "once", "events", "approve", "history", "check", "policy", "s
 WITH_CONFIG = ("run", "once", "events", "approve", "history", "check")
 WITH_JSON = ("once", "events", "approve", "history", "check")
 # Where a real process looks when neither --config nor $SEBRIDGE_CONFIG is given
-# (read before the in-process fixture below points it elsewhere).
+# (read before the in-process fixture, conftest's cli_in_process, points it elsewhere).
 EVENT_FIELDS = {"event_id", "event_type", "state", "policy", "approval", "deliveries"}
-
-
-@pytest.fixture(autouse=True)
-def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    """In process: no real /etc/sebridge/sebridge.toml, no inherited $SEBRIDGE_CONFIG, and
-    the root logger as it was (every command reconfigures logging onto sys.stderr)."""
-    monkeypatch.setattr(config, "DEFAULT_PATH", str(tmp_path / "absent" / "sebridge.toml"))
-    monkeypatch.delenv("SEBRIDGE_CONFIG", raising=False)
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
+pytestmark = pytest.mark.usefixtures("cli_in_process")
+run = cli_main
 
 
 @pytest.fixture
@@ -56,17 +43,6 @@ def db(tmp_path: Path) -> Path:
 def cfg(tmp_path: Path, sim: Simulator, db: Path) -> str:
     """Console on (the default sink), no JSON lines, store in tmp_path."""
     return str(write_config(tmp_path / "sebridge.toml", endpoint=sim.url, db=db, console=True))
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    """`sebridge ARGV` in this process -> (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(argv))
-        except SystemExit as exc:  # argparse
-            code = exc.code if isinstance(exc.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
 
 
 def run_process(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:

@@ -3,33 +3,18 @@ line naming the key, through `sebridge check` (the CLI, in this process and as a
 
 from __future__ import annotations
 
-import contextlib
-import io
-import logging
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers import run_cli
-from sebridge import config as config_module
-from sebridge.cli import main
+from helpers import cli_main, run_cli
 from sebridge.config import HookSettings, from_mapping
 from sebridge.config_policy import RuleSettings, WindowSettings
 from sebridge.errors import ConfigError
 
-
-@pytest.fixture(autouse=True)
-def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    monkeypatch.setattr(config_module, "DEFAULT_PATH", str(tmp_path / "absent.toml"))
-    monkeypatch.delenv("SEBRIDGE_CONFIG", raising=False)
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
+pytestmark = pytest.mark.usefixtures("cli_in_process")
 
 
 @pytest.fixture
@@ -44,13 +29,7 @@ def check(tmp_path: Path, text: str) -> tuple[int, str, str]:
     """`sebridge check` on a file holding `text` (store in tmp_path), in this process."""
     path = tmp_path / "sebridge.toml"
     path.write_text(f'[store]\nurl = "sqlite:///{tmp_path}/state.db"\n{text}', encoding="utf-8")
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(["check", "--config", str(path)])
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-    return code, out.getvalue(), err.getvalue()
+    return cli_main("check", "--config", str(path))
 
 
 def test_rules_and_hooks_are_read_in_order(script: str) -> None:

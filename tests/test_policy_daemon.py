@@ -11,15 +11,14 @@ from typing import Any
 
 import pytest
 
+from helpers import ListSink
 from sebridge.approval.request import ApprovalRequest, OutcomeKind
 from sebridge.config import from_mapping
 from sebridge.daemon import Daemon
 from sebridge.imds import ImdsClient
-from sebridge.model import Receipt
 from sebridge.policy import Decision
 from sebridge.policy.compile import build_policy
 from sebridge.simulator import Simulator
-from sebridge.sink import Message
 from sebridge.store import Store
 
 RULES: list[dict[str, Any]] = [
@@ -30,21 +29,6 @@ RULES: list[dict[str, Any]] = [
     {"name": "reboots", "event_types": ["Reboot"], "action": "ask", "remind": [600, 120]},
 ]  # fmt: skip
 LINK = "https://vm0.example.net/approve/"
-
-
-class ListSink:
-    def __init__(self) -> None:
-        self.sent: list[Message] = []
-
-    def send(self, message: Message) -> Receipt | None:
-        self.sent.append(message)
-        return None
-
-    def close(self) -> None:
-        pass
-
-    def by_event(self, event_id: str) -> list[Message]:
-        return [m for m in self.sent if m.transition.event_id == event_id]
 
 
 @pytest.fixture

@@ -3,21 +3,15 @@ exit 2 with one line; and explain decides exactly as decide()."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import itertools
 import json
-import logging
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers import run_cli, write_config
-from sebridge import config as config_module
-from sebridge.cli import main
+from helpers import cli_main, run_cli, write_config
 from sebridge.config import from_mapping
 from sebridge.config_core import PolicyConfig
 from sebridge.model import ScheduledEvent
@@ -60,19 +54,10 @@ EVENT = {
     "EventSource": "Platform",
     "DurationInSeconds": 7,
 }
+pytestmark = pytest.mark.usefixtures("cli_in_process")
+run = cli_main
 SATURDAY_NIGHT = "2024-03-09T23:30:00+01:00"
 MONDAY_NOON = "2024-03-11T12:00:00+01:00"
-
-
-@pytest.fixture(autouse=True)
-def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    monkeypatch.setattr(config_module, "DEFAULT_PATH", str(tmp_path / "absent.toml"))
-    monkeypatch.delenv("SEBRIDGE_CONFIG", raising=False)
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture
@@ -85,16 +70,6 @@ def cfg(tmp_path: Path, sim: Simulator) -> str:
         extra=RULES,
     )
     return str(path)
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(argv))
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-    return code, out.getvalue(), err.getvalue()
 
 
 def write(tmp_path: Path, name: str, data: Any) -> str:
