@@ -202,3 +202,12 @@ def test_json_output_stays_json(tmp_path: Path) -> None:
     found = json.loads(report + "\n}")
     assert any(line.startswith("console: test line printed") for line in found["ok"])
     assert MARKED in rest  # the console's and JSON lines' test lines went to stderr
+
+
+def test_a_missing_read_scope_is_one_problem(tmp_path: Path) -> None:
+    with FakeSlack(scopes=["chat:write"]) as slack:
+        code, out = check(tmp_path, slack_section(slack))
+    assert code == 1
+    (problem,) = [line for line in out.splitlines() if line.startswith("problem:")]
+    assert "missing scopes channels:history, channels:read" in problem
+    assert not slack.messages  # a channel that failed its check gets no test message
