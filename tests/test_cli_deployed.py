@@ -194,3 +194,17 @@ def test_a_teams_page_link_is_refused_naming_the_key(tmp_path: Path, url: str) -
     assert "teams.webhook_url: is a link to a Teams page" in said
     assert said.count("teams.webhook_url") == 1
     assert "thread.tacv2" not in said and "flows/2" not in said
+
+
+def test_check_says_when_opening_the_store_wrote_its_schema(tmp_path: Path, store_url: str) -> None:
+    if store_url.startswith("sqlite"):  # a file that is there, but empty
+        Path(store_url.removeprefix("sqlite:///")).touch()
+    config = config_from_mapping({"store": {"url": store_url}}, environ={})
+    out = io.StringIO()
+    assert commands.check(config, as_json=False, out=out) == 0
+    (said,) = [line for line in out.getvalue().splitlines() if "created the tables" in line]
+    assert said.startswith("ok: store: created the tables (schema version ")
+    assert said.endswith(", as the daemon does at its start")
+    again = io.StringIO()
+    assert commands.check(config, as_json=False, out=again) == 0
+    assert "store:" not in again.getvalue()  # nothing written the second time, nothing said

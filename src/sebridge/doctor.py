@@ -2,7 +2,8 @@
 
 Each problem is said once, as one `problem:` line; what passed is an `ok:`
 line. Check writes nothing it does not say: a SQLite store that does not
-exist yet is reported, not created (the daemon creates it). With
+exist yet is reported, not created (the daemon creates it); bringing an
+existing store's schema up to date is said when it wrote anything. With
 `--send-test`, each enabled integration whose check found no problem posts
 one test message (Integration.send_test) and says where it arrived, or
 what to fix.
@@ -23,6 +24,7 @@ from sebridge.integrations.base import Finding, Integration, TrialNote
 from sebridge.render import Renderer
 from sebridge.runtime import build_imds, missing_store, open_store
 from sebridge.store import Store
+from sebridge.store.schema import MIGRATIONS
 from sebridge.web.link_check import check_links
 
 __all__ = ["TEST_TEXT", "Report", "examine", "show"]
@@ -107,6 +109,7 @@ def _store(config: Config, report: Report) -> Store | None:
     store = None
     try:
         store = open_store(config)
+        _say_migration(store, report)
         store.check_integrity()
     except BridgeError as exc:
         report.problems.append(f"store: {exc}")
@@ -114,6 +117,20 @@ def _store(config: Config, report: Report) -> Store | None:
             store.close()
         return None
     return store
+
+
+def _say_migration(store: Store, report: Report) -> None:
+    """Opening a store brings its schema up to date: when that wrote anything, say so."""
+    was = store.db.migrated_from
+    if was is None:
+        return
+    where = store.db.location
+    said = (
+        f"created the tables (schema version {len(MIGRATIONS)}) in {where}"
+        if was == 0
+        else f"moved the schema of {where} from version {was} to {len(MIGRATIONS)}"
+    )
+    report.passed.append(f"store: {said}, as the daemon does at its start")
 
 
 def show(config: Config, report: Report, out: TextIO, *, as_json: bool) -> None:

@@ -63,6 +63,9 @@ class Database:
         self._lock = threading.RLock()
         self._depth = 0
         self._after_commit: list[Callable[[], None]] = []
+        # The schema version migrate() found, when it moved it (0: it created the tables);
+        # `sebridge check` says what it wrote.
+        self.migrated_from: int | None = None
 
     @contextmanager
     def transaction(self, *, exclusive: bool = False) -> Iterator[Database]:
@@ -154,6 +157,7 @@ class Database:
                     self._run(statement)
             if version < len(MIGRATIONS):
                 self._migrated()
+                self.migrated_from = version
             self._run(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
