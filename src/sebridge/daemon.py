@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sebridge.approval.carrier import Carrier
@@ -30,36 +29,18 @@ from sebridge.hooks.process import HookCommand
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.metrics import Metrics
-from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
+from sebridge.model import Approval, Document, ScheduledEvent, TransitionKind
 from sebridge.policy import APPROVE, NO_MATCH, Decision, Policy, decide, sinks_for
 from sebridge.policy.compile import build_policy
+from sebridge.poll import Polled, PollState, TickResult
 from sebridge.reminders import Reminders
 from sebridge.sink import Sink
 from sebridge.store import Store
 from sebridge.wakeups import Parts, Wakeups
 
-__all__ = ["Daemon", "PollState", "TickResult"]
+__all__ = ["Daemon", "PollState", "Polled", "TickResult"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class PollState:
-    """The last good poll and, while IMDS fails, why (for /healthz)."""
-
-    last_ok: datetime | None = None
-    error: str | None = None
-
-
-@dataclass
-class TickResult:
-    """What one tick did (for `sebridge once`, tests and logs)."""
-
-    polled: bool = False
-    changed: bool = False
-    transitions: list[Transition] = field(default_factory=list)
-    approvals_done: int = 0
-    error: str | None = None
 
 
 class Daemon:
@@ -167,11 +148,20 @@ class Daemon:
 
     def tick(self) -> TickResult:
         """One poll, end to end."""
+        return self.act(self.poll())
+
+    def poll(self) -> Polled:
+        """A tick's first half: the IMDS GET, and nothing that waits on the store."""
         result = TickResult()
+        return Polled(self._poll(result), self.clock(), result)
+
+    def act(self, polled: Polled) -> TickResult:
+        """A tick's second half, for what poll() found: record it, wake who acts on it
+        (may wait on the store: the daemon runs it on the recorder's thread, record.py)."""
+        result, document = polled.result, polled.document
         # Writes since the last tick (another process's `sebridge approve` on a SQLite
         # file shows as one); looked at before this tick's own write, which the next sees.
         written = not self._store_pushes and self._store_written()
-        document = self._poll(result)
         approvals_recorded = False
         changed = (
             document is not None
@@ -184,7 +174,7 @@ class Daemon:
         )
         if document is not None and document is not self._last_object:
             if changed:
-                approvals_recorded = self._record(document, result)
+                approvals_recorded = self._record(document, result, polled.at)
             # Only once recorded: after a store failure the same document is tried again.
             self._last_object = document
         now = self.clock()
@@ -242,9 +232,9 @@ class Daemon:
         self.poll_state = PollState(self.clock())
         return document
 
-    def _record(self, document: Document, result: TickResult) -> bool:
-        """Write the document's transitions; True when the policy approved something."""
-        now = self.clock()
+    def _record(self, document: Document, result: TickResult, now: datetime) -> bool:
+        """Write the document's transitions as of `now`, when it was read; True when the
+        policy approved something."""
         approved = self.store.approved_ids() if self._previous else frozenset()
         transitions = diff(self._previous, document, now, approved)
         # Decided once, when an event is first seen (by this agent: in a fleet the first

@@ -2,7 +2,8 @@
 
 Failing (503): IMDS has not answered for longer than `STALE_POLLS` poll
 intervals (or never has), or the store cannot be written (the last tick
-failed on it, or the probe every 30 s did). The store part also names this
+failed on it, or the probe every 30 s did, or has not answered within
+PROBE_WAIT: /healthz never waits longer on a frozen database). The store part also names this
 agent and the single-holder duties it holds (fleet mode). A sink that is
 down is reported but does not fail the check: restarting the daemon would
 not bring Slack back, and the outbox keeps what it owes.
@@ -25,6 +26,7 @@ __all__ = ["Health"]
 STALE_POLLS = 10  # a few failed polls are weather; ten in a row is an outage
 MIN_STALE_SECONDS = 30.0
 STORE_PROBE_EVERY = 30.0  # seconds between real writes to the store (each is an fsync)
+PROBE_WAIT = 2.0  # seconds /healthz waits for that write before it says the store is away
 
 
 class Health:
@@ -38,6 +40,7 @@ class Health:
         self._lock = threading.Lock()
         self._store_checked = -STORE_PROBE_EVERY
         self._store_error: str | None = None
+        self._probe: threading.Thread | None = None
 
     def report(self) -> tuple[int, dict[str, Any]]:
         """(HTTP status, JSON body)."""
@@ -76,12 +79,33 @@ class Health:
         return (200 if ok else 503), body
 
     def _probe_store(self) -> str | None:
+        """The probe's finding; a write every STORE_PROBE_EVERY on a thread of its own, waited
+        for at most PROBE_WAIT: a store that does not answer never holds /healthz up."""
+        stuck = self._daemon.store.db.waiting_for()
+        if stuck > PROBE_WAIT:  # a statement in flight (a tick's, a sink's) waits already
+            return f"the store has not answered a statement for {stuck:.0f} s"
         with self._lock:
-            if time.monotonic() - self._store_checked >= STORE_PROBE_EVERY:
+            probe = self._probe
+            if probe is None or not probe.is_alive():
+                if time.monotonic() - self._store_checked < STORE_PROBE_EVERY:
+                    return self._store_error
                 self._store_checked = time.monotonic()
-                try:
-                    self._daemon.store.remember("health_probe", self._clock().isoformat())
-                    self._store_error = None
-                except StoreError as exc:
-                    self._store_error = str(exc)
-            return self._store_error
+                probe = self._probe = threading.Thread(
+                    target=self._write_probe, name="health-probe", daemon=True
+                )
+                probe.start()
+        probe.join(max(0.0, self._store_checked + PROBE_WAIT - time.monotonic()))
+        if probe.is_alive():
+            waited = time.monotonic() - self._store_checked
+            return f"the store has not answered a write for {waited:.0f} s"
+        return self._store_error
+
+    def _write_probe(self) -> None:
+        try:
+            self._daemon.store.remember("health_probe", self._clock().isoformat())
+        except StoreError as exc:
+            self._store_error = str(exc)
+            self._runner.outage.failed(exc)
+            return
+        self._store_error = None
+        self._runner.outage.answered()

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 from sebridge.daemon import Daemon
 from sebridge.errors import StoreError
 from sebridge.kernel.clock import utcnow
+from sebridge.outage import StoreOutage
+from sebridge.record import Recorder
 from sebridge.services import Job, Service, SingleHolder
 from sebridge.store.duties import Duties, Duty
 from sebridge.store.store import HEARTBEAT
@@ -65,8 +67,15 @@ class Runner:
         self._shutdown_grace = shutdown_grace
         self._retention = retention
         self._heartbeat_every = heartbeat
-        self.store_error: str | None = None  # why the last tick could not use the store
+        self.outage = StoreOutage()  # whether the store answers, said once each way
+        # The tick's second half, on a thread of its own: the poll never waits on the store.
+        self._recorder = Recorder(daemon.act, self.outage)
         self.duties: Duties | None = None  # the board, while run() runs
+
+    @property
+    def store_error(self) -> str | None:
+        """Why the store does not answer, while it does not (for /healthz, /readyz)."""
+        return self.outage.error
 
     @property
     def services(self) -> tuple[Service, ...]:
@@ -105,7 +114,7 @@ class Runner:
             executors={"default": DebugExecutor(), "pool": ThreadPoolExecutor(POOL_THREADS)},
         )
         scheduler.add_job(
-            self._safe_tick,
+            self._poll,
             "interval",
             seconds=self._poll_interval,
             next_run_time=utcnow(),
@@ -133,6 +142,7 @@ class Runner:
             if isinstance(service, SingleHolder):
                 service.bind(duties)
             service.start()
+        self._recorder.start()
         scheduler.start()
         duties.start()
         log.info("sebridge polling %s every %gs", d.imds.endpoint, self._poll_interval)
@@ -169,6 +179,8 @@ class Runner:
         stopper.join(max(0.5, deadline - time.monotonic()))
         if stopper.is_alive():
             log.warning("a job is still running at the end of the shutdown grace; left behind")
+        # The tick's second half being acted on finishes (a statement ends by its deadline).
+        recorded = self._recorder.stop(max(0.1, deadline - time.monotonic()))
         for service in reversed(self._services):
             service.stop()
         if self.duties is not None:
@@ -179,30 +191,27 @@ class Runner:
         d.hooks.worker.stop(0.1)
         d.dispatcher.flush(max(0.0, deadline - time.monotonic()))
         d.dispatcher.stop(timeout=max(0.1, deadline + 0.5 - time.monotonic()))
-        if not stopper.is_alive():
+        if not stopper.is_alive() and recorded:
             d.imds.close()
             d.store.close()
 
-    def _safe_tick(self) -> None:
-        # One bad tick (a store hiccup, a bug) must not stop the polling.
+    def _poll(self) -> None:
+        # The tick's first half (IMDS only); the recorder acts on what it found.
         try:
-            self.daemon.tick()
-        except StoreError as exc:
-            # Said once per outage (and in /healthz), not every poll. The document is
-            # recorded when the store answers: events still listed then are announced late.
-            if self.store_error is None:
-                log.warning("the store does not answer (%s); polling IMDS goes on", exc)
-            self.store_error = str(exc)
+            polled = self.daemon.poll()
+        except Exception:  # a bug must not stop the polling
+            log.exception("poll failed; polling goes on")
             return
-        except Exception:
-            log.exception("tick failed; polling goes on")
-            return
-        if self.store_error is not None:
-            log.info("the store answers again")
-            self.store_error = None
+        self._recorder.offer(polled)
 
     def _beat(self) -> None:
-        if self.daemon.store.heartbeat(self.daemon.clock()):
+        try:
+            waiting = self.daemon.store.heartbeat(self.daemon.clock())
+        except StoreError as exc:  # an outage is said once (outage.py), without a traceback
+            self.outage.failed(exc)
+            return
+        self.outage.answered()
+        if waiting:
             self.daemon.look_again()  # e.g. take over what a dead agent had claimed
 
     def _prune_if_held(self, duty: Duty) -> None:

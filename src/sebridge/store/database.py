@@ -171,6 +171,11 @@ class Database:
         own claims when it starts again, and never sees anyone else's."""
         return "0"
 
+    def waiting_for(self) -> float:
+        """Seconds the statement in flight has waited for an answer, for /healthz: a local
+        file's statements end within its busy timeout, so 0 unless the dialect tracks it."""
+        return 0.0
+
     def check_integrity(self) -> None:
         """The dialect's own check of the stored pages; StoreError if one is bad."""
 

@@ -82,9 +82,10 @@ def connect_options(url: str) -> dict[str, Any]:
 class Watch:
     """One statement under watch; `cut` once its socket was shut down at the deadline."""
 
-    __slots__ = ("cut", "deadline", "fd")
+    __slots__ = ("cut", "deadline", "fd", "since")
 
     def __init__(self, deadline: float, fd: int) -> None:
+        self.since = time.monotonic()
         self.deadline = deadline
         self.fd = fd
         self.cut = False
@@ -121,6 +122,12 @@ class StatementDeadline:
         finally:
             with self._cond:
                 self._watches.discard(watch)
+
+    def longest_wait(self) -> float:
+        """Seconds the longest-waiting statement has waited for its answer (0: none waits)."""
+        with self._cond:
+            oldest = min((w.since for w in self._watches), default=None)
+        return 0.0 if oldest is None else time.monotonic() - oldest
 
     def _watch(self) -> None:
         with self._cond:

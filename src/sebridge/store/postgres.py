@@ -16,10 +16,9 @@ session advisory locks on a connection of their own (store/pg_duties.py).
   triggers on the tables someone waits for (outbox, approvals) send NOTIFY
   naming the table, delivered when the writer commits, and a LISTEN
   connection on a thread of its own (store/pg_listen.py) wakes the daemon.
-- A lost connection is opened again on a thread of its own: a host that
-  drops packets makes each attempt wait `connect_timeout`, and the poll, the
-  heartbeat and the dispatcher must not wait with it (they fail at once
-  while it is away, and the daemon says so once).
+- Every statement has deadlines, the server's and our own (store/pg_deadline.py);
+  a lost connection is opened again on a thread of its own (store/pg_reconnect.py):
+  meanwhile statements fail at once, and the daemon says so once.
 """
 
 from __future__ import annotations
@@ -152,15 +151,16 @@ class PostgresDatabase(Database):
             # fetched with the answer, so the deadline covers the whole round trip.
             with self._deadline.bound(conn.pgconn.socket, self._statement_seconds) as watch:
                 return conn.execute(translated, params or None)
-        except psycopg.Error as exc:
+        except psycopg.Error as failed:
             if self._conn.closed:  # lost, not refused: start connecting again now
                 self._reconnect.start()
-            if watch is not None and watch.cut:
-                raise StoreError(
-                    f"store error ({self.location}): no answer within "
-                    f"{self._statement_seconds:g} s; connecting again in the background"
-                ) from None
-            raise StoreError(f"store error ({self.location}): {self._scrub(exc)}") from None
+            frozen = watch is not None and watch.cut  # the server is taken for frozen
+            why = f"no answer within {self._statement_seconds:g} s" if frozen else failed
+            raise self._error(Exception(why)) from None
+
+    def waiting_for(self) -> float:
+        """Seconds the statement in flight has waited for the server (0: none in flight)."""
+        return self._deadline.longest_wait()
 
     def _error(self, exc: Exception) -> StoreError:
         return StoreError(f"store error ({self.location}): {self._scrub(exc)}")
