@@ -15,6 +15,7 @@ import secrets
 import socket
 import struct
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
@@ -205,9 +206,11 @@ class Relay:
     moves either way on open connections, none is closed, new ones are never answered: a
     server that stopped, its sockets up) and restored."""
 
-    def __init__(self) -> None:
+    def __init__(self, delay: float = 0.0) -> None:
+        """delay: seconds each relayed chunk waits, either way (a slow network)."""
         self._server = socket.create_server(("127.0.0.1", 0))
         self.port = self._server.getsockname()[1]
+        self._delay = delay
         self._cut = False
         self._hanging = False
         self._flowing = threading.Event()
@@ -304,6 +307,8 @@ class Relay:
         with contextlib.suppress(OSError):
             while self._flowing.wait() and (data := source.recv(65536)):
                 self._flowing.wait()  # what was read as the freeze began waits too
+                if self._delay:
+                    time.sleep(self._delay)
                 target.sendall(data)
         with contextlib.suppress(OSError):
             target.shutdown(socket.SHUT_WR)

@@ -189,6 +189,7 @@ class Dispatcher:
             # Attempts begun, not finished: a crash mid-send never finished one.
             attempt=delivery.begun,
             transition_id=delivery.transition_id,
+            begun_elsewhere=delivery.begun_by not in (None, self._store.agent),
         )
         if self._readiness_of is not None:
             vms, prepare = self._readiness_of(delivery.transition.event_id)

@@ -47,6 +47,9 @@ class Message:
         readiness: each listed VM's readiness as of delivery, when the event's rule
             names prepare hooks (empty otherwise).
         prepare: the prepare hooks the event's rule names (dry run: "would have run").
+        begun_elsewhere: the latest earlier attempt was begun by another agent (it died
+            and this one took its delivery over): what it left on its own host (a
+            console, a JSON lines file) cannot be looked at from here.
     """
 
     transition: Transition
@@ -60,6 +63,7 @@ class Message:
     transition_id: int = 0
     readiness: tuple[VmReadiness, ...] = ()
     prepare: tuple[str, ...] = ()
+    begun_elsewhere: bool = False
 
     @property
     def maybe_sent(self) -> bool:

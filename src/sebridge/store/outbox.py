@@ -32,7 +32,7 @@ class Outbox:
         # The claim's query (parameters: claim_params), public for EXPLAIN in tests.
         self.claim_sql = (
             "SELECT o.id, o.attempts, t.data, e.policy, e.gone_at, r.external_id, r.data, "
-            "a.actor, o.begun, o.transition_id "
+            "a.actor, o.begun, o.transition_id, o.begun_by "
             "FROM outbox o JOIN transitions t ON t.id = o.transition_id "
             "JOIN events e ON e.event_id = o.event_id "
             "LEFT JOIN receipts r ON r.event_id = o.event_id AND r.sink = o.sink "
@@ -97,6 +97,7 @@ class Outbox:
                 approved_by=row[7],
                 begun=row[8],
                 transition_id=row[9],
+                begun_by=row[10],
             )
             for row in rows
         ]
@@ -108,7 +109,10 @@ class Outbox:
     def begin(self, delivery: Delivery) -> None:
         """Record an attempt as begun, committed before the sink is called: should the
         process die before ack(), the next attempt knows this one may have landed."""
-        self._db.execute("UPDATE outbox SET begun = begun + 1 WHERE id = ?", (delivery.id,))
+        self._db.execute(
+            "UPDATE outbox SET begun = begun + 1, begun_by = ? WHERE id = ?",
+            (self._agent, delivery.id),
+        )
 
     def ack(self, delivery: Delivery, receipt: Receipt | None, now: datetime) -> None:
         """Delivered: record it, and what the sink returned for later transitions."""

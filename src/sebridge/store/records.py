@@ -102,6 +102,7 @@ class Delivery:
     approved_by: str | None = None  # who approved the event, once IMDS has it (or dry run)
     begun: int = 0
     transition_id: int = 0  # the transition's row id: stable, the JSON lines sink writes it
+    begun_by: str | None = None  # the agent that began the latest attempt (None: before v9)
 
 
 @dataclass(frozen=True)

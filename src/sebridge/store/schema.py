@@ -186,5 +186,12 @@ CREATE TABLE hook_runs (
 )
 """
 
+# Which agent began a delivery's latest attempt. A console or a JSON lines file is its
+# host's own: an agent taking over a dead agent's delivery cannot look at what that
+# attempt left there, so its line says it may repeat one (dispatch.py, Message).
+_V9 = """
+ALTER TABLE outbox ADD COLUMN begun_by TEXT
+"""
+
 # Index i holds the statements of schema version i + 1.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)

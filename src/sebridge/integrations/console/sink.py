@@ -16,6 +16,7 @@ from sebridge.sink import Message
 __all__ = ["ConsoleSink"]
 
 TEMPLATE = "console/line.j2"
+MAYBE_REPEAT = " (may repeat: an earlier attempt may have printed this line)"
 
 
 class ConsoleSink:
@@ -53,8 +54,11 @@ class ConsoleSink:
             self.render(sample)
 
     def send(self, message: Message) -> Receipt | None:
-        """Print the line."""
+        """Print the line; a retry after an attempt that may have printed it says so (a
+        console keeps nothing to look at)."""
         line = self.render(message)
+        if message.maybe_sent:
+            line += MAYBE_REPEAT
         stream = self._stream or sys.stdout
         try:
             with self._lock:

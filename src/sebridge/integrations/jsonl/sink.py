@@ -6,8 +6,10 @@ the write and recording it), the sink first looks for that id in the file's
 last TAIL bytes and writes nothing if the line is there. The retry comes
 right after the crash and this sink is the file's only writer (one daemon
 per store), so the line, if written, is among the last ones. A file
-rotated away in between is not searched. On stdout nothing can be read
-back: a crash in that window may repeat one line there.
+rotated away in between is not searched. What cannot be looked at is
+marked instead: on stdout, or when the earlier attempt was another agent's
+(a fleet: it died, this one took over, and its line, if any, is in its own
+host's file), the line says `"maybe_repeat": true`.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ TAIL = 64 * 1024  # bytes read back from the end of the file to find an earlier 
 _NEVER_WRITABLE = frozenset({errno.EISDIR, errno.ENOTDIR, errno.ENAMETOOLONG})
 
 
-def record(message: Message) -> dict[str, Any]:
-    """The JSON object written for a message: stable keys, snake_case."""
+def record(message: Message, maybe_repeat: bool = False) -> dict[str, Any]:
+    """The JSON object written for a message: stable keys, snake_case. maybe_repeat: an
+    earlier attempt may have written this line where we cannot look."""
     t, e = message.transition, message.transition.event
     return {
         "ts": t.at.isoformat(),
@@ -59,6 +62,7 @@ def record(message: Message) -> dict[str, Any]:
         # Hook transitions: which hook ran on which VM, and how it ended (else nulls).
         **_hook_fields(t.hook),
         "remind_before": t.remind_before,
+        "maybe_repeat": maybe_repeat,
     }
 
 
@@ -78,12 +82,13 @@ class JsonlSink:
 
     def send(self, message: Message) -> Receipt | None:
         """Append the line and flush it (fsync for files: a line delivered is on disk)."""
-        data = record(message)
+        unseen = message.maybe_sent and (self._path == "-" or message.begun_elsewhere)
+        data = record(message, maybe_repeat=unseen)
         line = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
         try:
             with self._lock:
                 if self._path == "-":
-                    # stdout cannot be read back: no check, a crash may repeat a line.
+                    # stdout cannot be read back: no check; a retry's line is marked.
                     stream = self._stream or sys.stdout
                     stream.write(line + "\n")
                     stream.flush()
