@@ -114,3 +114,10 @@ class Recorder:
             with self._cond:
                 if self._waiting and self._waiting[0][0] is polled:
                     self._waiting.popleft()
+                # A poll with nothing new that came while this one was acted on is skipped,
+                # as the scheduler skips a tick while the last runs: the next comes within an
+                # interval. (Acted on at once, it saw this act's own write as another's and
+                # woke the dispatcher before the carrier had carried the policy's approval
+                # out: a first message with an Approve button for an approved event.)
+                if self._waiting and not self._waiting[0][1]:
+                    self._waiting.popleft()
