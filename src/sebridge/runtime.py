@@ -26,6 +26,7 @@ from sebridge.imds import ImdsClient
 from sebridge.imds.vm_name import learn_vm_name
 from sebridge.integrations import registry
 from sebridge.integrations.base import Integration
+from sebridge.kernel.text import VisibleFormatter
 from sebridge.links import LINK_KEY_SETTING, LinkSigner, approval_link, new_link_key
 from sebridge.policy import sinks_for
 from sebridge.policy.compile import build_policy
@@ -74,7 +75,8 @@ def configure_logging(config: Config, verbose: bool = False) -> None:
             )
         )
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+        # IMDS text in a message is shown escaped: one record stays one line.
+        handler.setFormatter(VisibleFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     logging.basicConfig(level=level, handlers=[handler], force=True)
     # APScheduler logs every run at INFO: once a second is noise.
     logging.getLogger("apscheduler").setLevel(max(level, logging.WARNING))

@@ -9,15 +9,24 @@ may have, and a sink that can look (Slack, a JSON-lines file) looks first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from sebridge.approval.states import blocker
 from sebridge.hooks.readiness import VmReadiness
+from sebridge.kernel.text import clip, displayable, map_text
 from sebridge.model import Receipt, Transition, TransitionKind
 from sebridge.policy.decision import offers_approval
 
-__all__ = ["Message", "Sink"]
+__all__ = ["Message", "Sink", "shown", "shown_field"]
+
+# IMDS text in a chat message, card or ticket is cut to these (after escaping), so no
+# field can push a message past its API's limits: names and ids are short, a
+# description is prose (each template cuts it again to its API's limit), notes and
+# hook output are ours or tails already.
+FIELD_LIMIT = 300
+DESCRIPTION_LIMIT = 10_000
+OTHER_LIMIT = 2_000
 
 # Transitions that say the event has an approval (carried out, or not: a problem), and
 # those that say it left IMDS.
@@ -97,3 +106,26 @@ class Sink(Protocol):
     def close(self) -> None:
         """Release connections and files."""
         ...
+
+
+def shown(message: Message) -> Message:
+    """A copy of `message` safe to show in a chat message, card or ticket: every string
+    displayable (kernel/text.py: no lone surrogate, no control or bidi character acting)
+    and cut to its limit. Slack, Teams and Jira send this; JSON lines keep the original."""
+
+    def other(text: str) -> str:
+        return clip(displayable(text), OTHER_LIMIT)
+
+    safe = map_text(message, other)
+    e = message.transition.event
+    event = map_text(e, shown_field)
+    if e.description is not None:
+        event = replace(event, description=clip(displayable(e.description), DESCRIPTION_LIMIT))
+    return replace(safe, transition=replace(safe.transition, event=event))
+
+
+def shown_field(text: str) -> str:
+    """An event's field (id, type, a resource...) as `shown()` gives it to a sink. Applying
+    it again changes nothing, so a key derived from it (Jira's label) is the same whether
+    computed from the stored event or from the message a sink got."""
+    return clip(displayable(text), FIELD_LIMIT)

@@ -8,6 +8,7 @@ from typing import TextIO
 
 from sebridge.errors import RetryableDeliveryError
 from sebridge.kernel.clock import Clock, utcnow
+from sebridge.kernel.text import visible
 from sebridge.model import Receipt
 from sebridge.render import Renderer
 from sebridge.samples import sample_messages
@@ -54,9 +55,11 @@ class ConsoleSink:
             self.render(sample)
 
     def send(self, message: Message) -> Receipt | None:
-        """Print the line; a retry after an attempt that may have printed it says so (a
-        console keeps nothing to look at)."""
-        line = self.render(message)
+        """Print the line, IMDS's text in it shown escaped (kernel/text.py: one line per
+        transition, nothing a terminal would act on, nothing it cannot encode); a retry
+        after an attempt that may have printed it says so (a console keeps nothing to
+        look at)."""
+        line = visible(self.render(message))
         if message.maybe_sent:
             line += MAYBE_REPEAT
         stream = self._stream or sys.stdout

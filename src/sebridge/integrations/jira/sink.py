@@ -13,7 +13,9 @@ issue when Jira refuses that id from its status).
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -25,7 +27,7 @@ from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Receipt, TransitionKind
 from sebridge.render import Renderer
 from sebridge.samples import sample_messages
-from sebridge.sink import Message
+from sebridge.sink import Message, shown, shown_field
 
 if TYPE_CHECKING:
     from jira import JIRA
@@ -40,12 +42,19 @@ LABEL = "sebridge"
 LAG_WAITS = (1.0, 2.0, 3.0, 4.0)  # 10 s in all
 _FIRST = (TransitionKind.SCHEDULED, TransitionKind.UNPLANNED)
 _ENDS = (TransitionKind.COMPLETED, TransitionKind.CANCELLED)
+_LABEL_SAFE = re.compile(r"[a-z0-9._-]{1,200}")  # an event id used in its label as it is
 _WIKI = str.maketrans({c: "\\" + c for c in "{}[]|!*_^~+"})
 
 
 def event_label(event_id: str) -> str:
-    """The label naming an event's issue: `sebridge-<event id in lower case>`."""
-    return f"{LABEL}-{event_id.strip().lower()}"
+    """The label naming an event's issue: `sebridge-<event id in lower case>`; for an id
+    Jira would refuse in a label (spaces, odd characters, over 200 characters: IMDS may
+    send anything), `sebridge-h<its SHA-256 in hex>`, the same for the stored id and the
+    id a sink was shown (sink.shown_field)."""
+    plain = shown_field(event_id).strip().lower()
+    if _LABEL_SAFE.fullmatch(plain):
+        return f"{LABEL}-{plain}"
+    return f"{LABEL}-h{hashlib.sha256(plain.encode('utf-8')).hexdigest()}"
 
 
 def comment_marker(kind: str, at: datetime) -> str:
@@ -85,6 +94,7 @@ class JiraSink:
 
     def send(self, message: Message) -> Receipt | None:
         """Create or adopt the event's issue; later, comment and close it."""
+        message = shown(message)  # IMDS's text safe to show, each field within its limit
         t = message.transition
         key = _key(message.receipt)
         # An earlier attempt may have landed: its answer lost, or the daemon died between

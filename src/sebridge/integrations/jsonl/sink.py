@@ -84,7 +84,9 @@ class JsonlSink:
         """Append the line and flush it (fsync for files: a line delivered is on disk)."""
         unseen = message.maybe_sent and (self._path == "-" or message.begun_elsewhere)
         data = record(message, maybe_repeat=unseen)
-        line = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        # ASCII: any string IMDS sends (a lone surrogate, U+2028) is written as its \u
+        # escape, so every line encodes, stays one line, and reads back as it came.
+        line = json.dumps(data, separators=(",", ":"), ensure_ascii=True)
         try:
             with self._lock:
                 if self._path == "-":

@@ -22,12 +22,14 @@ from slack_sdk.web import SlackResponse
 
 from sebridge.errors import PermanentDeliveryError
 from sebridge.integrations.slack.errors import delivery_error
+from sebridge.integrations.slack.limits import MAX_TEXT, fit_blocks
 from sebridge.integrations.slack.lookup import PARENT_TYPE, REPLY_TYPE, find_parent, reply_posted
 from sebridge.kernel.clock import Clock, utcnow
+from sebridge.kernel.text import clip
 from sebridge.model import Receipt, TransitionKind
 from sebridge.render import Renderer
 from sebridge.samples import sample_messages
-from sebridge.sink import Message
+from sebridge.sink import Message, shown
 
 __all__ = ["SlackSink", "build_slack_client", "escape_mrkdwn", "slack_date", "slack_user"]
 
@@ -118,13 +120,14 @@ class SlackSink:
 
     def send(self, message: Message) -> Receipt | None:
         """Post the parent message, or update it and reply in its thread."""
+        message = shown(message)  # IMDS's text safe to show, each field within its limit
         where = _where(message.receipt)
         if where is None:
             return self._post_parent(message)
         channel, ts = where
         context = self._context(message, first=False)
-        blocks, text = self._blocks(context), self._render(TEXT, context)
-        reply = self._render(REPLY, context)  # rendered first: a broken template changes nothing
+        blocks, text = self._blocks(context), self._text(TEXT, context)
+        reply = self._text(REPLY, context)  # rendered first: a broken template changes nothing
         try:
             self._call("chat.update", channel, ts=ts, text=text, blocks=blocks)
         except _MessageGone:
@@ -180,7 +183,7 @@ class SlackSink:
             raise PermanentDeliveryError(
                 f"slack: template {MESSAGE} must produce a JSON list of Block Kit blocks"
             )
-        return blocks
+        return fit_blocks(blocks)
 
     def _post_parent(self, message: Message, *, first: bool = True) -> Receipt:
         e = message.transition.event
@@ -191,7 +194,7 @@ class SlackSink:
             if ts:
                 return Receipt(f"{self._channel}:{ts}", {"channel": self._channel, "ts": ts})
         context = self._context(message, first=first)
-        blocks, text = self._blocks(context), self._render(TEXT, context)
+        blocks, text = self._blocks(context), self._text(TEXT, context)
         payload = {"event_id": e.event_id, "event_type": e.event_type, "vm": message.vm_name}
         response = self._call(
             "chat.postMessage",
@@ -241,6 +244,10 @@ class SlackSink:
 
     def _render(self, name: str, context: dict[str, Any]) -> str:
         return self._renderer.render_for("slack", name, **context)
+
+    def _text(self, name: str, context: dict[str, Any]) -> str:
+        """A plain message text (fallback text, thread reply), within Slack's limit."""
+        return clip(self._render(name, context), MAX_TEXT)
 
 
 def _where(receipt: Receipt | None) -> tuple[str, str] | None:

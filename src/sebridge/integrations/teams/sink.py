@@ -24,7 +24,7 @@ from sebridge.integrations.teams.settings import ADAPTIVE
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Receipt
 from sebridge.render import Renderer
-from sebridge.sink import Message
+from sebridge.sink import Message, shown
 
 __all__ = ["TeamsSink"]
 
@@ -80,6 +80,7 @@ class TeamsSink:
 
     def send(self, message: Message) -> Receipt | None:
         """Post this transition's card. Raises RetryableDeliveryError or PermanentDeliveryError."""
+        message = shown(message)  # IMDS's text safe to show, each field within its limit
         if self._format == ADAPTIVE:
             self._post_adaptive(self.cards.adaptive(message))
         else:
