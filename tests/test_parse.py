@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from sebridge.errors import MalformedDocumentError
 from sebridge.imds import parse_document, parse_not_before
-from sebridge.model import EventStatus, EventType
+from sebridge.model import EventStatus, EventType, ScheduledEvent
 
 # The live-migration sequence from the 2020-07-01 documentation, verbatim.
 FREEZE_SCHEDULED = """{
@@ -193,8 +193,6 @@ def test_several_events_in_one_document_keep_their_order() -> None:
         (b'{"DocumentIncarnation": NaN, "Events": []}', "DocumentIncarnation is float NaN"),
         (b'{"DocumentIncarnation": 1}', "Events is missing"),
         (b'{"DocumentIncarnation": 1, "Events": {}}', "expected a list"),
-        (b'{"DocumentIncarnation": 1, "Events": ["x"]}', r"Events\[0\] is str"),
-        (b'{"DocumentIncarnation": 1, "Events": [{"EventType": "Reboot"}]}', "EventId"),
     ],
 )
 def test_malformed_documents_raise_one_error(body: bytes, message: str) -> None:
@@ -202,29 +200,62 @@ def test_malformed_documents_raise_one_error(body: bytes, message: str) -> None:
         parse_document(body)
 
 
+def _read(doc: str) -> tuple[tuple[ScheduledEvent, ...], list[str]]:
+    said: list[str] = []
+    return parse_document(doc, warn=said.append).events, said
+
+
 @pytest.mark.parametrize(
-    ("override", "message"),
+    ("override", "field", "read", "said"),
     [
-        ({"EventId": ""}, "EventId"),
-        ({"EventId": 42}, "EventId"),
-        ({"EventType": None}, "EventType"),
-        ({"EventStatus": ["Started"]}, "EventStatus"),
-        ({"Resources": "vm0"}, "Resources"),
-        ({"Resources": [1, 2]}, "Resources"),
-        ({"NotBefore": 1650000000}, "NotBefore"),
-        ({"Description": {"text": "x"}}, "Description"),
-        ({"DurationInSeconds": "nine"}, "DurationInSeconds"),
-        ({"DurationInSeconds": False}, "DurationInSeconds"),
+        ({"EventId": 42}, "event_id", "42", "has EventId int 42, expected text: read as text"),
+        (
+            {"EventType": None},
+            "event_type",
+            "Unknown",
+            "has EventType missing or null, expected text: read as Unknown",
+        ),
+        (
+            {"EventStatus": ["Started"]},
+            "status",
+            "Unknown",
+            'has EventStatus list ["Started"], expected text: read as Unknown',
+        ),
+        ({"Resources": "vm0"}, "resources", ("vm0",), "expected a list: read as one name"),
+        ({"Resources": [1, "vm0", None]}, "resources", ("1", "vm0"), "numbers read as text"),
+        ({"Resources": {"vm": 1}}, "resources", (), "expected a list of names: read as none"),
+        ({"NotBefore": 1650000000}, "not_before_text", "1650000000", "NotBefore int 1650000000"),
+        ({"Description": {"text": "x"}}, "description", None, "Description dict"),
+        ({"DurationInSeconds": "nine"}, "duration_seconds", None, "read as unknown"),
+        ({"DurationInSeconds": False}, "duration_seconds", None, "is a boolean"),
+        ({"DurationInSeconds": float("nan")}, "duration_seconds", None, "read as unknown"),
     ],
 )
-def test_wrong_field_types_name_the_field(override: dict[str, Any], message: str) -> None:
-    with pytest.raises(MalformedDocumentError, match=message):
-        parse_document(_doc(_event(**override)))
+def test_an_odd_event_is_read_tolerantly_and_said_once(
+    override: dict[str, Any], field: str, read: Any, said: str
+) -> None:
+    (event, _), problems = _read(_doc(_event(**override), _event(EventId="other")))
+    assert getattr(event, field) == read
+    assert len(problems) == 1 and said in problems[0], problems
 
 
-def test_nan_duration_is_malformed() -> None:
-    with pytest.raises(MalformedDocumentError):
-        parse_document(_doc(_event(DurationInSeconds=float("nan"))))
+@pytest.mark.parametrize(
+    ("event", "said"),
+    [
+        ("x", 'Events[0] is str "x", not an object: skipped'),
+        ({"EventType": "Reboot"}, "Events[0] has EventId missing or null: skipped"),
+        (_event(EventId=""), 'Events[0] has EventId str "": skipped'),
+        (_event(EventId=[1]), "Events[0] has EventId list [1]"),
+    ],
+)
+def test_an_event_that_cannot_be_followed_is_skipped_and_said(event: Any, said: str) -> None:
+    events, problems = _read(_doc(event, _event(EventId="kept")))
+    assert [e.event_id for e in events] == ["kept"]
+    assert said in problems[0], problems
+
+
+def test_a_well_formed_document_says_nothing() -> None:
+    assert _read(_doc(_event(), _event(EventId="B")))[1] == []
 
 
 def test_deeply_nested_json_is_malformed_not_a_crash() -> None:

@@ -18,7 +18,7 @@ from sebridge.errors import (
 )
 from sebridge.kernel.retry_after import retry_after
 
-__all__ = ["check_status", "error_detail", "failure_reason"]
+__all__ = ["check_status", "error_detail", "failure_reason", "too_large"]
 
 
 def check_status(
@@ -76,3 +76,12 @@ def failure_reason(exc: BaseException) -> str:
         cause = cause.__cause__ or cause.__context__
     text = str(exc)
     return text.split(": ", 1)[-1][:160] if text else type(exc).__name__
+
+
+def too_large(method: str, path: str, length: int | None, cap: int) -> MalformedDocumentError:
+    """An answer over `cap` bytes (`length` when it said so; None: it did not), refused."""
+    size = f"{length:,} bytes" if length is not None else "longer"
+    return MalformedDocumentError(
+        f"IMDS answer to {method} {path} is {size}, over the {cap:,}-byte cap "
+        "(a Scheduled Events document is a few KB): refused unread"
+    )

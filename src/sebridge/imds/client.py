@@ -24,13 +24,13 @@ from urllib3.exceptions import NewConnectionError
 from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
 from sebridge.errors import ImdsError, ImdsUnavailableError, MalformedDocumentError
-from sebridge.imds.answers import check_status, failure_reason
+from sebridge.imds.answers import check_status, failure_reason, too_large
 from sebridge.imds.parse import parse_document
-from sebridge.imds.wire import FastGet, RawResponse
+from sebridge.imds.wire import BodyTooLarge, FastGet, RawResponse
 from sebridge.kernel.backoff import backoff_delay
 from sebridge.model import Document, Incarnation
 
-__all__ = ["API_VERSIONS", "DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "ImdsClient"]
+__all__ = ["API_VERSIONS", "DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "MAX_DOCUMENT", "ImdsClient"]
 
 DEFAULT_ENDPOINT = "http://169.254.169.254"
 DEFAULT_API_VERSION = "2020-07-01"
@@ -53,6 +53,9 @@ FIRST_CALL_TIMEOUT = 120.0
 # A 429 whose Retry-After is longer than this is not waited out inside a call:
 # the caller's next tick is the retry.
 MAX_IN_CALL_WAIT = 2.0
+# A Scheduled Events document is a few KB; one over this is refused unread (at most
+# this many bytes and one more are taken from the socket), and polling goes on.
+MAX_DOCUMENT = 1024 * 1024
 
 _GET_HEADERS = {"Metadata": "true"}
 _POST_HEADERS = {"Metadata": "true", "Content-Type": "application/json"}
@@ -114,7 +117,7 @@ class ImdsClient:
         self._pool = pool_class(host, port, maxsize=2, block=False, retries=False)
         # Plain http only: the poll's fast path; urllib3 handles everything else.
         target = f"{SCHEDULED_EVENTS_PATH}?api-version={api_version}"
-        self._fast = FastGet(host, port, target) if scheme == "http" else None
+        self._fast = FastGet(host, port, target, MAX_DOCUMENT) if scheme == "http" else None
         self._fast_lock = threading.Lock()
         self._last_body: bytes | None = None
         self._last_document: Document | None = None
@@ -134,7 +137,8 @@ class ImdsClient:
         with self._cache_lock:
             if body == self._last_body and self._last_document is not None:
                 return self._last_document
-        document = parse_document(body)
+        # Once per document that differs: an odd event is said once, not at every poll.
+        document = parse_document(body, warn=_said)
         with self._cache_lock:
             self._last_body, self._last_document = body, document
         return document
@@ -225,7 +229,13 @@ class ImdsClient:
                 timeout=timeout,
                 retries=False,
                 redirect=False,
+                preload_content=False,
             )
+            data = response.read(MAX_DOCUMENT + 1)
+            if len(data) > MAX_DOCUMENT:
+                response.close()  # the rest is never read: the connection is dropped
+                raise too_large(method, path, None, MAX_DOCUMENT)
+            response.release_conn()
         except NewConnectionError as exc:  # a subclass of urllib3's TimeoutError, yet not one
             raise self._unreachable(exc) from None
         except Urllib3Timeout:
@@ -234,7 +244,7 @@ class ImdsClient:
             raise self._unreachable(exc) from None
         self._answered = True
         headers = {k.lower(): v for k, v in response.headers.items()}
-        return check_status(method, path, response.status, headers, response.data)
+        return check_status(method, path, response.status, headers, data)
 
     def _check_interrupted(self, method: str, path: str) -> None:
         if self._interrupted:
@@ -248,6 +258,8 @@ class ImdsClient:
                 return self._fast.get(read_timeout)
             except TimeoutError:
                 raise self._timed_out("GET", SCHEDULED_EVENTS_PATH, read_timeout) from None
+            except BodyTooLarge as exc:
+                raise too_large("GET", SCHEDULED_EVENTS_PATH, exc.length, MAX_DOCUMENT) from None
 
     def _timed_out(self, method: str, path: str, seconds: float | None) -> _Timeout:
         return _Timeout(
@@ -260,6 +272,10 @@ class ImdsClient:
             f"cannot reach IMDS at {self.endpoint} ({failure_reason(exc)}); "
             "is this an Azure VM, or is the simulator running?"
         )
+
+
+def _said(problem: str) -> None:
+    log.warning("IMDS document: %s", problem)
 
 
 class _Timeout(ImdsUnavailableError):

@@ -4,8 +4,12 @@ Tolerant of everything real VMs and older api-versions send (fields missing
 by version, DocumentIncarnation as a string or any other JSON scalar, NotBefore
 in RFC 1123 with a wrong weekday, in ISO 8601 or in no format at all (kept as
 text, its time unknown), unknown types and extra fields); strict about
-the shape we depend on. Anything else raises MalformedDocumentError, and
-only that.
+the document's shape (JSON, an object, a DocumentIncarnation, an Events
+list): anything else raises MalformedDocumentError, and only that. An event
+that is odd is read as well as it can be (a number where text belongs read
+as text, a lone Resources name as a list, a field of the wrong type as
+absent), and one that cannot be followed (not an object, no EventId) is
+skipped; each is said to `warn` (the client logs it once per document).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import contextlib
 import json
 import math
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
@@ -54,8 +59,15 @@ _RFC1123 = re.compile(
 _ISO_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 
 
-def parse_document(body: bytes | str) -> Document:
-    """Parse a Scheduled Events response body.
+Warn = Callable[[str], None]
+
+
+def _quiet(problem: str) -> None:
+    """No one to tell."""
+
+
+def parse_document(body: bytes | str, warn: Warn = _quiet) -> Document:
+    """Parse a Scheduled Events response body; what was odd in its events goes to `warn`.
 
     Raises:
         MalformedDocumentError: the body is not JSON or not shaped like a document.
@@ -74,9 +86,10 @@ def parse_document(body: bytes | str) -> Document:
     events = raw.get("Events")
     if not isinstance(events, list):
         raise MalformedDocumentError(f"IMDS document's Events is {_kind(events)}, expected a list")
+    read = (_event(e, i, warn) for i, e in enumerate(events))
     return Document(
         incarnation=incarnation,
-        events=tuple(_event(e, i) for i, e in enumerate(events)),
+        events=tuple(e for e in read if e is not None),
         extra=_extra(raw, _KNOWN_DOCUMENT_FIELDS),
     )
 
@@ -116,50 +129,81 @@ def _rfc1123(match: re.Match[str]) -> datetime | None:
         return None
 
 
-def _event(raw: Any, index: int) -> ScheduledEvent:
+def _event(raw: Any, index: int, warn: Warn) -> ScheduledEvent | None:
     where = f"Events[{index}]"
     if not isinstance(raw, dict):
-        raise MalformedDocumentError(f"IMDS document's {where} is {_kind(raw)}, not an object")
-    event_id = _required_text(raw, "EventId", where)
-    where = f"event {event_id}"
-    not_before_text = _optional_text(raw, "NotBefore", where)
+        warn(f"{where} is {_kind(raw)}, not an object: skipped")
+        return None
+    event_id = _text(raw, "EventId", where, warn)
+    if not event_id or not event_id.strip():
+        warn(f"{where} has EventId {_kind(raw.get('EventId'))}: skipped (no id to follow it by)")
+        return None
+    where = f"event {_kind(event_id)}"
+    not_before_text = _text(raw, "NotBefore", where, warn)
+    duration = raw.get("DurationInSeconds")
+    try:
+        duration_seconds = _integer(duration, f"{where} DurationInSeconds")
+    except MalformedDocumentError as exc:
+        warn(f"{exc}: read as unknown")
+        duration_seconds = None
     return ScheduledEvent(
         event_id=event_id,
-        event_type=_required_text(raw, "EventType", where),
-        status=_required_text(raw, "EventStatus", where),
-        resources=_resources(raw.get("Resources"), where),
-        resource_type=_optional_text(raw, "ResourceType", where) or "",
+        event_type=_required(raw, "EventType", where, warn),
+        status=_required(raw, "EventStatus", where, warn),
+        resources=_resources(raw.get("Resources"), where, warn),
+        resource_type=_text(raw, "ResourceType", where, warn) or "",
         not_before=parse_not_before(not_before_text) if not_before_text is not None else None,
         not_before_text=not_before_text,
-        description=_optional_text(raw, "Description", where),
-        source=_optional_text(raw, "EventSource", where),
-        duration_seconds=_integer(raw.get("DurationInSeconds"), f"{where} DurationInSeconds"),
+        description=_text(raw, "Description", where, warn),
+        source=_text(raw, "EventSource", where, warn),
+        duration_seconds=duration_seconds,
         extra=_extra(raw, _KNOWN_EVENT_FIELDS),
     )
 
 
-def _required_text(raw: dict[str, Any], key: str, where: str) -> str:
-    value = raw.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise MalformedDocumentError(f"IMDS {where} has {key} {_kind(value)}, expected text")
-    return value
-
-
-def _optional_text(raw: dict[str, Any], key: str, where: str) -> str | None:
+def _text(raw: dict[str, Any], key: str, where: str, warn: Warn) -> str | None:
+    """The field as text: a number read as its text (said), another type as absent (said)."""
     value = raw.get(key)
     if value is None or isinstance(value, str):
         return value
-    raise MalformedDocumentError(f"IMDS {where} has {key} {_kind(value)}, expected text")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        warn(f"{where} has {key} {_kind(value)}, expected text: read as text")
+        return json.dumps(value)
+    warn(f"{where} has {key} {_kind(value)}, expected text: read as absent")
+    return None
 
 
-def _resources(value: Any, where: str) -> tuple[str, ...]:
+def _required(raw: dict[str, Any], key: str, where: str, warn: Warn) -> str:
+    """A field every event has: absent or unreadable, it is "Unknown" (said once)."""
+    value = raw.get(key)
+    if value is None or (isinstance(value, str | int | float) and not isinstance(value, bool)):
+        text = _text(raw, key, where, warn)
+        if text and text.strip():
+            return text
+    warn(f"{where} has {key} {_kind(raw.get(key))}, expected text: read as Unknown")
+    return "Unknown"
+
+
+def _resources(value: Any, where: str, warn: Warn) -> tuple[str, ...]:
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(isinstance(r, str) for r in value):
-        raise MalformedDocumentError(
-            f"IMDS {where} has Resources {_kind(value)}, expected a list of names"
-        )
-    return tuple(value)
+    if isinstance(value, str):
+        warn(f"{where} has Resources {_kind(value)}, expected a list: read as one name")
+        return (value,)
+    if not isinstance(value, list):
+        warn(f"{where} has Resources {_kind(value)}, expected a list of names: read as none")
+        return ()
+    names = [r if isinstance(r, str) else json.dumps(r) for r in value if _scalar(r)]
+    if len(names) != len(value) or not all(isinstance(r, str) for r in value):
+        warn(f"{where} has Resources {_kind(value)}, expected names: numbers read as text, "
+             "other values left out")  # fmt: skip
+    return tuple(names)
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, int | float) and not isinstance(value, bool)
+    )
 
 
 def _integer(value: Any, what: str) -> int | None:
@@ -207,6 +251,8 @@ def _kind(value: Any) -> str:
     if value is None:
         return "missing or null"
     text = json.dumps(value) if isinstance(value, str | int | float | bool) else ""
+    if isinstance(value, list | dict):
+        text = json.dumps(value, default=str)
     text = f" {text[:40]}" if text else ""
     return f"{type(value).__name__}{text}"
 

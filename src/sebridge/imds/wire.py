@@ -12,20 +12,28 @@ from __future__ import annotations
 import contextlib
 import socket
 
-__all__ = ["FastGet", "RawResponse"]
+__all__ = ["BodyTooLarge", "FastGet", "RawResponse"]
 
 # status, headers (lower-case names), body
 RawResponse = tuple[int, dict[str, str], bytes]
 
 _MAX_HEAD = 16 * 1024
-_MAX_BODY = 4 * 1024 * 1024
+
+
+class BodyTooLarge(Exception):
+    """The answer's Content-Length is over the cap: nothing of its body was read."""
+
+    def __init__(self, length: int) -> None:
+        super().__init__(f"{length} bytes")
+        self.length = length
 
 
 class FastGet:
     """GETs one fixed URL over a kept-alive socket; None means "send it through urllib3"."""
 
-    def __init__(self, host: str, port: int, target: str) -> None:
+    def __init__(self, host: str, port: int, target: str, max_body: int) -> None:
         self._address = (host, port)
+        self._max_body = max_body
         self._request = (
             f"GET {target} HTTP/1.1\r\nHost: {host}:{port}\r\nMetadata: true\r\n"
             "Accept: application/json\r\nUser-Agent: sebridge\r\n\r\n"
@@ -38,10 +46,11 @@ class FastGet:
 
         Raises:
             TimeoutError: IMDS did not answer in time (asking again would only wait again).
+            BodyTooLarge: the answer says it is longer than `max_body` (not read, dropped).
         """
         try:
             response = self._exchange(timeout)
-        except TimeoutError:
+        except (TimeoutError, BodyTooLarge):
             self.close()
             raise
         except (OSError, ValueError):
@@ -83,7 +92,9 @@ class FastGet:
         if "transfer-encoding" in headers:
             return None
         length = int(headers.get("content-length", "-1"))
-        if not 0 <= length <= _MAX_BODY:
+        if length > self._max_body:
+            raise BodyTooLarge(length)
+        if length < 0:
             return None
         body = self._read_exactly(length)
         if body is None:

@@ -26,7 +26,7 @@ from sebridge.simulator.state import SimulatorState
 __all__ = ["PREFIX", "handle_control"]
 
 PREFIX = "/simulator/"
-_FAULT_KEYS = ("kind", "count", "seconds", "status")
+_FAULT_KEYS = ("kind", "count", "seconds", "status", "size")
 
 Reply = tuple[int, Any]
 
@@ -76,7 +76,11 @@ def _add_fault(faults: FaultQueue, body: bytes) -> Reply:
         if unknown:
             raise ValueError(f"{unknown[0]}: unknown key; expected one of {', '.join(_FAULT_KEYS)}")
         fault = make_fault(
-            data.get("kind", ""), data.get("count", 1), data.get("seconds"), data.get("status")
+            data.get("kind", ""),
+            data.get("count", 1),
+            data.get("seconds"),
+            data.get("status"),
+            data.get("size"),
         )
     except ValueError as exc:
         return _error(400, str(exc))

@@ -95,8 +95,10 @@ def render_events(current: Iterable[tuple[SimEvent, Phase]], version: str) -> li
 
 
 def encode(document: Any) -> bytes:
-    """Serialize deterministically, so an unchanged document is byte-identical on every poll."""
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """Serialize deterministically, so an unchanged document is byte-identical on every poll.
+    ASCII with JSON escapes: any text an event was given (a lone surrogate included, which
+    JSON allows and UTF-8 cannot carry) is served as JSON can say it."""
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
 
 class IncarnationCounter:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = ["FAULT_KINDS", "PROXY_LOGIN_PAGE", "Fault", "FaultQueue", "RateLimiter"]
 
@@ -21,7 +21,10 @@ FAULT_KINDS: tuple[str, ...] = (
     "html",
     "slow_first",
     "reset",
+    "oversized",
 )
+# "oversized": the real document padded to this size (a broken or hostile endpoint).
+DEFAULT_OVERSIZED = 10 * 1024 * 1024
 _DEFAULT_SECONDS = {"hang": 30.0, "slow_first": 5.0}
 
 # What a client sees when a corporate proxy intercepts the request: a 200
@@ -50,12 +53,14 @@ class Fault:
         count: how many more requests it applies to.
         seconds: for "hang" and "slow_first", how long to hold the request (real seconds).
         status: for "status", the HTTP status to answer.
+        size: for "oversized", the answer's size in bytes.
     """
 
     kind: str
     count: int = 1
     seconds: float = 0.0
     status: int = 0
+    size: int = 0
 
     def applies_to(self, method: str, path: str) -> bool:
         """Whether this fault is consumed by a request (slow_first only by an events GET)."""
@@ -67,13 +72,19 @@ class Fault:
         """A short human-readable form, for logs."""
         if self.kind == "status":
             return f"status {self.status}"
+        if self.kind == "oversized":
+            return f"oversized {self.size} bytes"
         if self.kind in _DEFAULT_SECONDS:
             return f"{self.kind} {self.seconds:g}s"
         return self.kind
 
 
 def make_fault(
-    kind: str, count: int = 1, seconds: float | None = None, status: int | None = None
+    kind: str,
+    count: int = 1,
+    seconds: float | None = None,
+    status: int | None = None,
+    size: int | None = None,
 ) -> Fault:
     """Validate and build a fault; raises ValueError naming the bad argument."""
     if kind not in FAULT_KINDS:
@@ -94,8 +105,13 @@ def make_fault(
         code = status
     elif status is not None:
         raise ValueError(f"status: only fault 'status' takes a status, not {kind!r}")
+    if size is not None and (
+        kind != "oversized" or isinstance(size, bool) or not isinstance(size, int) or size < 1
+    ):
+        raise ValueError(f"size: only fault 'oversized' takes a size in bytes, got {size!r}")
     wait = float(seconds) if seconds is not None else _DEFAULT_SECONDS.get(kind, 0.0)
-    return Fault(kind=kind, count=count, seconds=wait, status=code)
+    length = (size or DEFAULT_OVERSIZED) if kind == "oversized" else 0
+    return Fault(kind=kind, count=count, seconds=wait, status=code, size=length)
 
 
 class FaultQueue:
@@ -119,7 +135,7 @@ class FaultQueue:
                     fault.count -= 1
                     if fault.count <= 0:
                         del self._faults[index]
-                    return Fault(fault.kind, 1, fault.seconds, fault.status)
+                    return replace(fault, count=1)
         return None
 
     def clear(self) -> int:

@@ -205,6 +205,13 @@ class ImdsHandler(BaseHTTPRequestHandler):
         elif fault.kind == "malformed":
             full = encode(self.imds.state.document(NEWEST))
             self._send(200, full[: len(full) // 2], JSON_TYPE)
+        elif fault.kind == "oversized":
+            full = encode(self.imds.state.document(NEWEST))
+            padded = full + b" " * max(0, fault.size - len(full))  # whitespace: still JSON
+            try:
+                self._send(200, padded, JSON_TYPE)
+            except OSError:  # the client stopped reading, as it should
+                self.close_connection = True
         elif fault.kind == "html":
             self._send(200, PROXY_LOGIN_PAGE.encode(), "text/html; charset=utf-8")
         elif fault.kind == "reset":

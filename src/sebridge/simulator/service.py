@@ -212,16 +212,24 @@ class Simulator:
         return [self._state.schedule(spec, base=base) for spec in scenario.events]
 
     def inject(
-        self, kind: str, count: int = 1, seconds: float | None = None, status: int | None = None
+        self,
+        kind: str,
+        count: int = 1,
+        seconds: float | None = None,
+        status: int | None = None,
+        size: int | None = None,
     ) -> None:
         """Queue a fault for the next `count` /metadata/ requests it applies to.
 
         Args:
-            kind: "500", "429", "status", "hang", "malformed", "html", "slow_first" or "reset".
+            kind: "500", "429", "status", "hang", "malformed", "html", "slow_first", "reset"
+                or "oversized".
             seconds: how long "hang" (default 30) or "slow_first" (default 5) holds a request.
             status: the HTTP status for kind "status".
+            size: the answer's size for kind "oversized" (default 10 MiB): the document
+                padded with spaces, valid JSON.
         """
-        self._faults.push(make_fault(kind, count, seconds, status))
+        self._faults.push(make_fault(kind, count, seconds, status, size))
 
     def clear_faults(self) -> int:
         """Drop all queued faults; returns how many there were."""

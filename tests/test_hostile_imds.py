@@ -1,0 +1,130 @@
+"""What IMDS may throw at the daemon: hostile text in an event, odd or unfollowable events,
+a document far over the size cap. The daemon records what it can read, says once what was
+odd, refuses what is too big with one log line, and keeps polling; every sink delivers."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fakes.imds_fixture import FixtureImds
+from sebridge.daemon import Daemon
+from sebridge.errors import MalformedDocumentError
+from sebridge.imds import ImdsClient
+from sebridge.imds.client import MAX_DOCUMENT
+from sebridge.integrations.registry import config_from_mapping as from_mapping
+from sebridge.runtime import build_daemon
+from sebridge.simulator import Simulator
+
+HOSTILE = "Host\ud800 update\x1b[2J\x07\x00 \u202eexe.txt\nINFO forged line"
+
+
+@pytest.fixture
+def sim() -> Iterator[Simulator]:
+    with Simulator(port=0, vm_name="vm0", approval_delay=3600) as simulator:
+        yield simulator
+
+
+def daemon_for(tmp_path: Path, endpoint: str, console: io.StringIO) -> Daemon:
+    config = from_mapping(
+        {
+            "imds": {"endpoint": endpoint, "vm_name": "vm0"},
+            "store": {"url": f"sqlite:///{tmp_path / 'state.db'}"},
+            "jsonl": {"path": str(tmp_path / "events.jsonl")},
+        },
+        environ={},
+    )
+    return build_daemon(config, stdout=console)
+
+
+def deliver(daemon: Daemon) -> None:
+    for sink in ("console", "jsonl"):
+        daemon.dispatcher.deliver_due(sink)
+
+
+def test_hostile_text_is_delivered_to_every_sink_once(tmp_path: Path, sim: Simulator) -> None:
+    console = io.StringIO()
+    daemon = daemon_for(tmp_path, sim.url, console)
+    try:
+        event_id = sim.schedule("Reboot", description=HOSTILE, resources=["vm0", "\u202evm1"])
+        assert daemon.tick().transitions
+        deliver(daemon)
+        rows = daemon.store.db.all("SELECT sink, state, attempts FROM outbox")
+    finally:
+        daemon.imds.close()
+        daemon.store.close()
+    assert sorted(rows) == [("console", "delivered", 1), ("jsonl", "delivered", 1)]
+    (line,) = console.getvalue().splitlines()
+    assert event_id in line
+    assert "Host\\ud800 update\\x1b[2J\\x07\\x00 \\u202eexe.txt\\nINFO forged line" in line
+    (written,) = (tmp_path / "events.jsonl").read_bytes().splitlines()
+    assert json.loads(written)["description"] == HOSTILE  # as IMDS sent it, surrogate and all
+
+
+def test_odd_events_are_read_and_said_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    odd = {
+        "DocumentIncarnation": 1,
+        "Events": [
+            {"EventId": 42, "EventType": "Reboot", "EventStatus": "Scheduled", "Resources": "vm0"},
+            {"EventId": "B", "EventType": "Freeze", "EventStatus": "Scheduled", "Resources": [7]},
+            "not an event",
+        ],
+    }
+    caplog.set_level(logging.WARNING, logger="sebridge")
+    with FixtureImds(odd) as imds:
+        daemon = daemon_for(tmp_path, imds.url, io.StringIO())
+        try:
+            for _ in range(3):  # the same document again: nothing said again
+                daemon.tick()
+            ids = {r.event.event_id: r.event.resources for r in daemon.store.events()}
+        finally:
+            daemon.imds.close()
+            daemon.store.close()
+    assert ids == {"42": ("vm0",), "B": ("7",)}
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("IMDS document")]
+    assert len(said) == 4, said
+    assert any("EventId int 42, expected text: read as text" in s for s in said)
+    assert any('Resources str "vm0", expected a list: read as one name' in s for s in said)
+    assert any('Events[2] is str "not an event", not an object: skipped' in s for s in said)
+
+
+def test_a_document_over_the_cap_is_refused_and_polling_goes_on(
+    tmp_path: Path, sim: Simulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="sebridge")
+    event_id = sim.schedule("Reboot")
+    sim.inject("oversized", count=3, size=10 * MAX_DOCUMENT)
+    daemon = daemon_for(tmp_path, sim.url, io.StringIO())
+    try:
+        results = [daemon.tick() for _ in range(4)]
+    finally:
+        daemon.imds.close()
+        daemon.store.close()
+    assert [r.polled for r in results] == [False, False, False, True]
+    assert "over the 1,048,576-byte cap" in (results[0].error or "")
+    assert [t.event_id for t in results[3].transitions] == [event_id]
+    refused = [r for r in caplog.records if "over the 1,048,576-byte cap" in r.getMessage()]
+    assert len(refused) == 1  # one line for the outage, not one per poll
+    assert any(r.getMessage() == "IMDS answers again" for r in caplog.records)
+
+
+@pytest.mark.parametrize("size", [MAX_DOCUMENT, MAX_DOCUMENT + 1])
+def test_the_cap_is_a_size_in_bytes(sim: Simulator, size: int) -> None:
+    sim.inject("oversized", size=size)
+    client = ImdsClient(sim.url, timeout=5.0)
+    try:
+        if size > MAX_DOCUMENT:
+            with pytest.raises(MalformedDocumentError, match="refused unread"):
+                client.get_document()
+        else:
+            assert client.get_document().events == ()
+        assert client.get_document().events == ()  # and the next poll is served
+    finally:
+        client.close()
