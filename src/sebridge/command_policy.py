@@ -129,7 +129,7 @@ def _from_file(path: Path) -> ScheduledEvent:
             "document (an object with Events)"
         )
     try:
-        document = parse_document(json.dumps(raw))
+        document = parse_document(json.dumps(raw), warn=_refuse)
     except MalformedDocumentError as exc:
         raise _BadInput(f"{path}: {exc}") from None
     if len(document.events) != 1:
@@ -138,6 +138,14 @@ def _from_file(path: Path) -> ScheduledEvent:
             "(or a document with one)"
         )
     return document.events[0]
+
+
+def _refuse(problem: str) -> None:
+    """A person's event file is read strictly: what the daemon would read tolerantly (and
+    log) is refused here, so the rule explained is the one for the event as written."""
+    # Without what the daemon would do with it.
+    what = problem.partition(": read as")[0].partition(": skipped")[0]
+    raise MalformedDocumentError(f"IMDS {what}")
 
 
 def _decision_json(d: Decision) -> dict[str, Any]:

@@ -138,7 +138,7 @@ def _event(raw: Any, index: int, warn: Warn) -> ScheduledEvent | None:
     if not event_id or not event_id.strip():
         warn(f"{where} has EventId {_kind(raw.get('EventId'))}: skipped (no id to follow it by)")
         return None
-    where = f"event {_kind(event_id)}"
+    where = f"event {event_id[:80]}"  # logs show it escaped (kernel/text.py)
     not_before_text = _text(raw, "NotBefore", where, warn)
     duration = raw.get("DurationInSeconds")
     try:
