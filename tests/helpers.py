@@ -256,3 +256,9 @@ class ListSink:
 
     def by_event(self, event_id: str) -> list[Message]:
         return [m for m in self.sent if m.transition.event_id == event_id]
+
+    def kinds(self, event_id: str) -> list[str]:
+        return [m.transition.kind for m in self.by_event(event_id)]
+
+    def of(self, event_id: str, kind: str) -> list[Message]:
+        return [m for m in self.by_event(event_id) if m.transition.kind == kind]

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from helpers import ListSink
 from sebridge.approval.request import ApprovalRequest, OutcomeKind
 from sebridge.approval.states import ApprovalState
 from sebridge.config import from_mapping
@@ -22,31 +23,9 @@ from sebridge.daemon import Daemon
 from sebridge.hooks.words import hook_news
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import utcnow
-from sebridge.model import Receipt
 from sebridge.policy.compile import build_policy
 from sebridge.simulator import Simulator
-from sebridge.sink import Message
 from sebridge.store import Store
-
-
-class ListSink:
-    def __init__(self) -> None:
-        self.sent: list[Message] = []
-
-    def send(self, message: Message) -> Receipt | None:
-        self.sent.append(message)
-        return None
-
-    def close(self) -> None:
-        pass
-
-    def kinds(self, event_id: str) -> list[str]:
-        return [m.transition.kind for m in self.sent if m.transition.event_id == event_id]
-
-    def of(self, event_id: str, kind: str) -> list[Message]:
-        return [
-            m for m in self.sent if m.transition.event_id == event_id and m.transition.kind == kind
-        ]
 
 
 def hook_script(tmp_path: Path, name: str, body: str) -> list[str]:
