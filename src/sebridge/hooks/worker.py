@@ -134,6 +134,9 @@ class HookWorker:
     def round(self) -> int:
         """Run every hook that is due now; returns how many ran."""
         if self._dry_run or not self._hooks:
+            # Nothing ever comes due: left at its start value, _idle_wait() was 0 and the
+            # loop spun (a core's worth) until a tick's poke() happened to clear it.
+            self._next_due = None
             return 0
         now = self._clock()
         vm = self._vm_name()
