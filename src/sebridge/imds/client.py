@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import urlsplit
 
 import urllib3
 from urllib3.exceptions import HTTPError as Urllib3Error
@@ -25,6 +24,7 @@ from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
 from sebridge.errors import ImdsError, ImdsUnavailableError, MalformedDocumentError
 from sebridge.imds.answers import check_status, failure_reason, too_large
+from sebridge.imds.endpoint import split_endpoint
 from sebridge.imds.parse import parse_document
 from sebridge.imds.wire import BodyTooLarge, FastGet, RawResponse
 from sebridge.kernel.backoff import backoff_delay
@@ -98,7 +98,7 @@ class ImdsClient:
                 f"api-version {api_version!r} is not a Scheduled Events version; "
                 f"use one of {', '.join(API_VERSIONS)}"
             )
-        scheme, host, port = _split_endpoint(endpoint)
+        scheme, host, port = split_endpoint(endpoint)
         self.endpoint = f"{scheme}://{host}:{port}"
         self.api_version = api_version
         self._first_timeout = max(first_timeout, timeout)
@@ -287,16 +287,3 @@ class _Timeout(ImdsUnavailableError):
 # Waiting again for a hanging IMDS, or asking a proxy for its page again, only
 # delays the tick; the next poll is the retry.
 _NOT_RETRIED_IN_CALL = (_Timeout, MalformedDocumentError)
-
-
-def _split_endpoint(endpoint: str) -> tuple[str, str, int]:
-    parts = urlsplit(endpoint.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"IMDS endpoint {endpoint!r} must look like http://host[:port]")
-    if parts.path not in ("", "/") or parts.query:
-        raise ValueError(f"IMDS endpoint {endpoint!r} must not carry a path or query")
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        raise ValueError(f"IMDS endpoint {endpoint!r} has an invalid port") from None
-    return parts.scheme, parts.hostname, port
