@@ -128,7 +128,7 @@ class Daemon:
             on_recorded=self.dispatcher.wake,
             metrics=self.metrics,
         )
-        self._wakeups.bind(Parts(self.carrier, self.dispatcher, self.hooks.worker, self.reminders))
+        self._wakeups.bind(Parts(self.carrier, self.dispatcher, self.hooks.worker))
         self._previous: Document | None = store.last_document()
         self._last_object: Document | None = None
         self._imds_failing: str | None = None
@@ -178,10 +178,12 @@ class Daemon:
             # Only once recorded: after a store failure the same document is tried again.
             self._last_object = document
         now = self.clock()
-        if result.changed or written:
-            # Before the carrier: without threads (`once`) the hooks an approval waits for
-            # run first; with them, the worker starts while the carrier looks.
+        if result.changed:  # new events, or ones that ended: their leads and hooks
             self.reminders.reschedule()
+        # Before the carrier: without threads (`once`) the hooks an approval waits for run
+        # first. With threads, the carrier wakes the worker for an approval that waits; a
+        # write alone (a busy outbox) must not make the worker read every event again.
+        if result.changed or (written and not self.hooks.worker.threaded):
             self.hooks.worker.wake()
         else:
             self.hooks.worker.poke(now)

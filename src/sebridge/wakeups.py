@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from sebridge.approval.carrier import Carrier
 from sebridge.dispatch import Dispatcher
 from sebridge.hooks.worker import HookWorker
-from sebridge.reminders import Reminders
 
 __all__ = ["Parts", "Wakeups"]
 
@@ -27,7 +26,6 @@ class Parts:
     carrier: Carrier
     dispatcher: Dispatcher
     worker: HookWorker
-    reminders: Reminders
 
 
 class Wakeups:
@@ -48,12 +46,11 @@ class Wakeups:
     def heard(self, tables: frozenset[str]) -> None:
         """Commits were heard (store listener's thread). New approvals go to the carrier
         first, which wakes the dispatcher when it is done; they start this VM's prepare
-        hooks and end reminders."""
+        hooks. (A reminder looks for an approval when its lead comes.)"""
         p = self.parts
         if "approvals" in tables:
             p.carrier.wake()
             p.worker.wake()
-            p.reminders.reschedule()
         elif "hook_runs" in tables:
             p.carrier.wake()  # a VM's readiness changed
         else:
