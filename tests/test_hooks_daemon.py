@@ -238,18 +238,34 @@ def test_an_unapproved_ask_event_is_reminded_once_per_lead(
     sim: Simulator, make_daemon: MakeDaemon
 ) -> None:
     sink = ListSink()
-    rules = [{"action": "ask", "remind": [900, 120]}]
-    d = make_daemon(rules, sink)
+    shift = [timedelta(0)]
+    rules = [{"action": "ask", "remind": [900, 300, 120]}]
+
+    def clock() -> datetime:
+        return utcnow() + shift[0]
+
+    d = make_daemon(rules, sink, clock=clock)
     event_id = sim.schedule("Redeploy", notice=600)
     tick(d)
-    reminders = sink.of(event_id, "reminder")
-    assert [m.transition.remind_before for m in reminders] == [900]
+
+    def leads() -> list[int | None]:
+        return [m.transition.remind_before for m in sink.of(event_id, "reminder")]
+
+    # 600 s of notice: the 900 s lead had passed when it was first seen (its first
+    # announcement said it), so no reminder a second later.
+    assert sink.of(event_id, "scheduled") and leads() == []
+    shift[0] = timedelta(seconds=310)
+    tick(d)
+    assert leads() == [300]
     tick(d)
     d.store.close()
-    # A restart does not say it again.
-    again = make_daemon(rules, sink)
+    # A restart does not say it again; the next lead comes in its time.
+    again = make_daemon(rules, sink, clock=clock)
     tick(again)
-    assert len(sink.of(event_id, "reminder")) == 1
+    assert leads() == [300]
+    shift[0] = timedelta(seconds=490)
+    tick(again)
+    assert leads() == [300, 120]
 
 
 def test_approved_events_are_not_reminded(sim: Simulator, make_daemon: MakeDaemon) -> None:

@@ -4,7 +4,7 @@ Once per lead, across restarts and across a fleet: a reminder is a transition
 keyed by its lead (store/codec.py: transition_key), so whichever agent records
 it first is the only one that delivers it. A lead that passed while sebridge
 was down is said late, once, and only the latest one (the earlier would be
-stale). The tick asks `due()` at every poll: no store access until a lead
+stale); one that had passed when the event was first seen is not said at all. The tick asks `due()` at every poll: no store access until a lead
 comes, so lateness stays within one poll interval. See docs/ARCHITECTURE.md,
 "Reminders".
 """
@@ -73,7 +73,11 @@ def _leads(record: EventRecord, now: datetime) -> tuple[int | None, datetime | N
     if not waiting or event.not_before is None or now >= event.not_before:
         return None, None
     left = (event.not_before - now).total_seconds()
-    passed = [lead for lead in decision.remind if lead >= left]
-    coming = [lead for lead in decision.remind if lead < left]
+    # A lead already passed when the event was first seen is no reminder: the first
+    # announcement said it (a 10-minute notice must not remind at 600 s a second later).
+    notice = (event.not_before - record.first_seen).total_seconds()
+    leads = [lead for lead in decision.remind if lead < notice]
+    passed = [lead for lead in leads if lead >= left]
+    coming = [lead for lead in leads if lead < left]
     upcoming = event.not_before - timedelta(seconds=max(coming)) if coming else None
     return (min(passed) if passed else None), upcoming
