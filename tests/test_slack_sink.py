@@ -394,6 +394,20 @@ def test_mention_only_for_chosen_types_and_only_on_the_first_post(fake: _FakeWeb
     assert all(group not in r["text"] for rs in fake.replies.values() for r in rs)
 
 
+def test_a_reminder_mentions_the_group_in_its_thread_reply_only(fake: _FakeWebApi) -> None:
+    group = "<!subteam^S0456EFGH>"
+    sink = make_sink(fake, remind_mention=group)
+    receipt = sink.send(message())
+    assert receipt is not None
+    reminder = Transition("reminder", event(), NOW, remind_before=600)
+    sink.send(Message(transition=reminder, vm_name="vm1", policy="ask", receipt=receipt))
+
+    (reply,) = fake.replies[CHANNEL, receipt.data["ts"]]
+    assert reply["text"].startswith(f":alarm_clock: {group} Reminder:"), reply["text"]
+    parent_now = fake.messages[CHANNEL, receipt.data["ts"]]
+    assert group not in parent_now["text"] and group not in json.dumps(parent_now["blocks"])
+
+
 def test_hostile_imds_text_is_escaped_in_blocks_and_text(
     fake: _FakeWebApi, sink: SlackSink
 ) -> None:

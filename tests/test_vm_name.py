@@ -6,8 +6,8 @@ need an identity work without IMDS, and invent none."""
 from __future__ import annotations
 
 import signal
-import sqlite3
 import socket
+import sqlite3
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime

@@ -4,10 +4,10 @@ Once per lead, across restarts and across a fleet: a reminder is a transition
 keyed by its lead (store/codec.py: transition_key), so whichever agent records
 it first is the only one that delivers it. A lead that passed while sebridge
 was down is said late, once, and only the latest one (the earlier would be
-stale); one that had passed when the event was first seen is not said at all. The tick asks `due()` at every poll: no store access until a lead
-comes, so lateness stays within one poll interval. See docs/ARCHITECTURE.md,
-"Reminders".
-"""
+stale); one that had passed when the event was first seen is not said at all.
+The tick asks `due()` at every poll: no store access until a lead comes, so
+lateness stays within one poll interval. See docs/ARCHITECTURE.md,
+"Reminders"."""
 
 from __future__ import annotations
 

@@ -127,7 +127,11 @@ class SlackSink:
         channel, ts = where
         context = self._context(message, first=False)
         blocks, text = self._blocks(context), self._text(TEXT, context)
-        reply = self._text(REPLY, context)  # rendered first: a broken template changes nothing
+        # The reminder's mention goes in its thread reply alone, never into the message's
+        # headline (which would keep it until the next update).
+        reminder = message.transition.kind == TransitionKind.REMINDER
+        remind = {"mention": self._remind_mention} if reminder else {}
+        reply = self._text(REPLY, {**context, **remind})  # first: a broken template changes nothing
         try:
             self._call("chat.update", channel, ts=ts, text=text, blocks=blocks)
         except _MessageGone:
@@ -234,8 +238,6 @@ class SlackSink:
         approving = (TransitionKind.APPROVED, TransitionKind.WOULD_APPROVE)
         approved_by = t.actor if t.kind in approving and t.actor else m.approved_by
         mention = self._mention if first and t.event.event_type in self._mention_types else ""
-        if t.kind == TransitionKind.REMINDER:
-            mention = self._remind_mention
         return dict(
             t=t, e=t.event, vm=m.vm_name, policy=m.policy, dry_run=m.dry_run or t.dry_run,
             approvable=m.approvable, approved_by=approved_by, mention=mention, now=self._clock(),
