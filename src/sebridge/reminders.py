@@ -7,7 +7,8 @@ was down is said late, once, and only the latest one (the earlier would be
 stale); one that had passed when the event was first seen is not said at all.
 The tick asks `due()` at every poll: no store access until a lead comes, so
 lateness stays within one poll interval. See docs/ARCHITECTURE.md,
-"Reminders"."""
+"Reminders".
+"""
 
 from __future__ import annotations
 
