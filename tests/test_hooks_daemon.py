@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from helpers import ListSink
+from helpers import ListSink, wait_until
 from sebridge.approval.request import ApprovalRequest, OutcomeKind
 from sebridge.approval.states import ApprovalState
 from sebridge.config import from_mapping
@@ -47,6 +47,14 @@ def ran(tmp_path: Path) -> list[str]:
 
 MakeDaemon = Callable[..., Daemon]
 
+_WAIT_FOR_RELEASE = (
+    "import pathlib, time\n"
+    "release = pathlib.Path(__file__).parent / 'release'\n"
+    "deadline = time.monotonic() + 30\n"
+    "while not release.exists() and time.monotonic() < deadline:\n"
+    "    time.sleep(0.05)\n"
+)
+
 
 @pytest.fixture
 def make_daemon(sim: Simulator, store_url: str, tmp_path: Path) -> Iterator[MakeDaemon]:
@@ -55,6 +63,8 @@ def make_daemon(sim: Simulator, store_url: str, tmp_path: Path) -> Iterator[Make
         "drain": {"command": hook_script(tmp_path, "drain", "print('drained web1')\n")},
         "fails": {"command": hook_script(tmp_path, "fails", "print('lb said 503'); sys.exit(1)\n")},
         "undrain": {"command": hook_script(tmp_path, "undrain", "")},
+        # Runs until the test creates tmp_path/release (at most 30 s).
+        "slow": {"command": hook_script(tmp_path, "slow", _WAIT_FOR_RELEASE)},
     }
 
     def make(
@@ -124,6 +134,43 @@ def test_an_approve_rule_posts_only_after_its_prepare_hooks_succeeded(
     tick(d)
     assert ran(tmp_path) == ["drain:prepare:vm0", "undrain:recover:vm0"]
     assert sink.kinds(event_id)[-2:] == ["hook_started", "hook_succeeded"]
+
+
+def test_one_events_long_drain_does_not_keep_anothers_hooks_waiting(
+    sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    sink = ListSink()
+    rules = [
+        {"event_types": ["Reboot"], "action": "approve", "prepare": ["slow"]},
+        {"event_types": ["Preempt"], "action": "approve", "prepare": ["drain"]},
+    ]
+    d = make_daemon(rules, sink)
+    d.hooks.worker.start()  # as in `sebridge run`: the worker on threads of its own
+    try:
+        reboot = sim.schedule("Reboot", notice=900)
+        tick(d)
+        wait_until(lambda: "slow:prepare:vm0" in ran(tmp_path), 10)
+        preempt = sim.schedule("Preempt", notice=30)
+
+        def preempt_released() -> bool:
+            tick(d)
+            return preempt in sim.start_requests
+
+        # The Reboot's drain is still running; the Preempt's ran beside it and went out.
+        wait_until(preempt_released, 15)
+        assert "drain:prepare:vm0" in ran(tmp_path)
+        assert reboot not in sim.start_requests and not (tmp_path / "release").exists()
+        (tmp_path / "release").touch()
+
+        def reboot_released() -> bool:
+            tick(d)
+            return reboot in sim.start_requests
+
+        wait_until(reboot_released, 15)
+    finally:
+        (tmp_path / "release").touch()
+        d.hooks.worker.stop(5.0)
+    assert sim.start_requests.count(reboot) == sim.start_requests.count(preempt) == 1
 
 
 def test_a_failed_prepare_hook_holds_the_approval_and_says_why(

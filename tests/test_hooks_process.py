@@ -114,7 +114,7 @@ def test_a_failed_drain_holds_and_a_persons_approval_is_held_too(
     )
     rules = (
         '[[policy.rules]]\nname = "ask with a drain"\naction = "ask"\nprepare = ["drain"]\n'
-        "remind = [1800]\n"
+        "remind = [1195]\n"  # 5 s after the first sight of a 1200 s notice
     )
     config = hooks_config(tmp_path, sim, rules, {"drain": drain})
     out = tmp_path / "out.jsonl"
@@ -122,7 +122,7 @@ def test_a_failed_drain_holds_and_a_persons_approval_is_held_too(
     daemon = DaemonProcess(config, tmp_path / "daemon.log")
     daemons.append(daemon)
     reminder = wait_line(out, event_id, "reminder", timeout=START)
-    assert reminder["remind_before"] == 1800
+    assert reminder["remind_before"] == 1195
     env = cli_env()
     approved = run_cli("approve", event_id, "--config", str(config), "--as", "alice", env=env)
     # Recorded; the drain the approval started runs: the person hears what it waits for.
@@ -144,7 +144,7 @@ def test_a_failed_drain_holds_and_a_persons_approval_is_held_too(
     shown = run_cli("history", event_id, "--config", str(config), env=env)
     assert shown.returncode == 0, shown.stderr
     said = shown.stdout
-    assert "reminder" in said and "1800 s before NotBefore, nobody has approved it" in said
+    assert "reminder" in said and "1195 s before NotBefore, nobody has approved it" in said
     assert "hook_started" in said and "drain started on vm0" in said
     assert "drain failed (exit 1) on vm0: pool web: 3 sessions left" in said
     assert "Approval by alice held: drain failed (exit 1) on vm0" in said

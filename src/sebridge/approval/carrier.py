@@ -91,6 +91,7 @@ class Carrier:
         self._thread: threading.Thread | None = None
         self._rounds = 0
         self._round_done = threading.Condition()
+        self._turn = threading.Lock()
         self._unrecorded: list[_Finish] = []
         # Whether approvals may wait (a failed POST is put back): the tick wakes us then.
         self.due = True
@@ -115,7 +116,10 @@ class Carrier:
         if self._thread is not None:
             self._wake.set()
             return 0
-        return self._round()
+        # Without our thread, callers on several threads (the tick, a hook chain ending)
+        # take turns: two rounds at once would claim and POST one approval twice.
+        with self._turn:
+            return self._round()
 
     # -- waiting for an outcome ------------------------------------------------------------------
 

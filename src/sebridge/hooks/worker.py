@@ -1,4 +1,4 @@
-"""The hook worker: the one thread of an agent that runs this VM's readiness hooks.
+"""The hook worker: the thread of an agent that runs this VM's readiness hooks.
 
 For each event that lists this VM and whose policy decision names hooks:
 - prepare hooks, in order, once the event is approved (by a rule or a
@@ -9,21 +9,25 @@ For each event that lists this VM and whose policy decision names hooks:
   prepare hooks began here (or it had none).
 Each run is begun and ended in the store with its transition (hook_started,
 hook_succeeded, hook_failed), at most once per event, hook and VM; a run a
-crash cut short runs again at the next start. Dry run runs nothing (the
-messages say which hooks would have run). After each run the carrier and the
-dispatcher are woken. See docs/ARCHITECTURE.md, "Readiness hooks".
+crash cut short runs again at the next start. In the daemon, each event's
+chain runs on a thread of its own (chains.py), so one event's long drain never
+keeps another's hooks waiting: a Preempt has 30 s. Dry run runs nothing. After
+each run the carrier and the dispatcher are woken. See docs/ARCHITECTURE.md,
+"Readiness hooks".
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from sebridge.errors import StoreError
-from sebridge.hooks.process import HookCommand, end_group, run_hook
+from sebridge.hooks.chains import Chains
+from sebridge.hooks.process import HookCommand, run_hook
 from sebridge.hooks.readiness import listed_vms
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import HookRun
@@ -59,8 +63,7 @@ class HookWorker:
         prepare_lead: prepare hooks start by NotBefore minus this, approved or not.
         on_begun: called after a run was recorded as begun (wakes the dispatcher).
         on_run: called after each run's end was recorded (wakes the carrier and dispatcher).
-        on_ended: called with (stage, "succeeded" | "failed" | "timeout") as each run ends
-            (the daemon's metrics count them).
+        on_ended: called with (stage, "succeeded" | "failed" | "timeout") as each run ends.
     """
 
     def __init__(
@@ -94,7 +97,7 @@ class HookWorker:
         self._thread: threading.Thread | None = None
         # When a prepare lead comes next; at start, at once: runs a crash cut short go again.
         self._next_due: datetime | None = datetime.min.replace(tzinfo=UTC)
-        self._running: int | None = None  # the process group of the hook running now
+        self._chains = Chains(on_done=self._wake.set)
 
     def start(self) -> None:
         """Run hooks on a thread of our own from now on (the daemon)."""
@@ -106,12 +109,10 @@ class HookWorker:
         next start, as after a crash."""
         self._stopping.set()
         self._wake.set()
-        running = self._running
-        if running is not None:
-            log.warning("stopping: hook in progress ended; it runs again at the next start")
-            end_group(running)
+        deadline = time.monotonic() + max(0.0, timeout)
+        self._chains.stop(deadline)
         if self._thread is not None:
-            self._thread.join(max(0.0, timeout))
+            self._thread.join(max(0.0, deadline - time.monotonic()))
 
     @property
     def threaded(self) -> bool:
@@ -150,7 +151,7 @@ class HookWorker:
             plan = self._plan_of(record)
             stage, names = self._due(record, plan, now)
             if stage:
-                ran += self._run_chain(record, stage, names, vm)
+                ran += self._begin_chain(record, stage, names, vm)
             elif plan.prepare and record.present and record.event.not_before is not None:
                 start = record.event.not_before - self._lead
                 next_due = start if next_due is None or start < next_due else next_due
@@ -174,24 +175,43 @@ class HookWorker:
         lead_passed = event.not_before is not None and now >= event.not_before - self._lead
         return ("prepare", plan.prepare) if approved or lead_passed else ("", ())
 
-    def _run_chain(self, record: EventRecord, stage: str, names: Sequence[str], vm: str) -> int:
-        """The stage's hooks in order, each at most once. A failed prepare hook ends the
-        chain (the VM is not ready: the carrier holds or goes on); recover hooks all run
-        (re-adding to the load balancer must not wait for another hook's success)."""
-        ran = 0
+    def _begin_chain(self, record: EventRecord, stage: str, names: Sequence[str], vm: str) -> int:
+        """Run what is left of the chain here (`once`) or on a thread of its own (the daemon),
+        unless this event's chain runs already; returns how many hooks or chains began."""
+        left = self._left(record, stage, names, vm)
+        if not left:
+            return 0
+        args = (record, stage, left, vm)
+        if self._thread is None:
+            return self._run_chain(*args)
+        return int(self._chains.begin(record.event.event_id, lambda: self._run_chain(*args)))
+
+    def _left(self, record: EventRecord, stage: str, names: Sequence[str], vm: str) -> list[str]:
+        """The stage's hooks still to run, in order, each at most once. A failed prepare hook
+        ends the chain (the VM is not ready: the carrier holds or goes on); recover hooks all
+        run (re-adding to the load balancer must not wait for another hook's success)."""
         done = {
             r.run.hook: r.state
             for r in self._store.hook_runs(record.event.event_id)
             if r.run.vm == vm and r.run.stage == stage
         }
+        left: list[str] = []
         for name in names:
             if done.get(name) == "failed" and stage == "prepare":
-                return ran
-            if done.get(name) in ("succeeded", "failed") or self._stopping.is_set():
-                continue
+                break
+            if done.get(name) not in ("succeeded", "failed"):
+                left.append(name)
+        return left
+
+    def _run_chain(self, record: EventRecord, stage: str, names: Sequence[str], vm: str) -> int:
+        """`names` in order (from _left); a failed prepare hook ends the chain."""
+        ran = 0
+        for name in names:
+            if self._stopping.is_set():
+                break
             ran += 1
             if not self._run_one(record, stage, name, vm) and stage == "prepare":
-                return ran
+                break
         return ran
 
     def _run_one(self, record: EventRecord, stage: str, name: str, vm: str) -> bool:
@@ -213,8 +233,12 @@ class HookWorker:
             ended = HookRun(name, stage, vm, run.attempt, why=f"hook {name!r} is not defined")
         else:
             log.info("%s hook %s for %s (attempt %d)", stage, name, event.event_id, run.attempt)
-            outcome = run_hook(spec, event, stage=stage, vm_name=vm, started=self._started)
-            self._running = None
+            groups: list[int] = []
+            outcome = run_hook(
+                spec, event, stage=stage, vm_name=vm, started=lambda g: self._started(g, groups)
+            )
+            for group in groups:
+                self._chains.ended(group)
             if self._stopping.is_set():  # ended by stop(): left `running`, run again at start
                 return False
             ended = HookRun(
@@ -242,10 +266,9 @@ class HookWorker:
         self._finish(record, ended, sinks)
         return not ended.why
 
-    def _started(self, pgid: int) -> None:
-        self._running = pgid
-        if self._stopping.is_set():  # stop() came between the start and now
-            end_group(pgid)
+    def _started(self, pgid: int, groups: list[int]) -> None:
+        groups.append(pgid)
+        self._chains.started(pgid)
 
     def _finish(self, record: EventRecord, run: HookRun, sinks: Sequence[str]) -> None:
         """Record the end; a store away now is tried until it takes it (the row stays

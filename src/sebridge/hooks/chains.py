@@ -1,0 +1,79 @@
+"""The hook worker's running chains: one thread per event at a time, and the process groups
+of the hooks running now (so stopping the daemon ends them all). See docs/ARCHITECTURE.md,
+"Readiness hooks".
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from sebridge.errors import StoreError
+from sebridge.hooks.process import end_group
+
+__all__ = ["Chains"]
+
+log = logging.getLogger("sebridge.hooks")
+
+
+class Chains:
+    """Threads running hook chains, keyed by event, and the process groups they started."""
+
+    def __init__(self, on_done: Callable[[], None]) -> None:
+        self._on_done = on_done  # a chain ended: what came due meanwhile may run now
+        self._lock = threading.Lock()
+        self._threads: dict[str, threading.Thread] = {}
+        self._groups: set[int] = set()
+        self._stopping = False
+
+    def begin(self, event_id: str, chain: Callable[[], object]) -> bool:
+        """Run `chain` on a thread of its own unless this event's chain runs already."""
+        with self._lock:
+            running = self._threads.get(event_id)
+            if self._stopping or (running is not None and running.is_alive()):
+                return False
+            thread = threading.Thread(
+                target=self._run, args=(event_id, chain), name="hook-chain", daemon=True
+            )
+            self._threads[event_id] = thread
+        thread.start()
+        return True
+
+    def started(self, pgid: int) -> None:
+        """A hook's process group began (ended at once if stopping came first)."""
+        with self._lock:
+            self._groups.add(pgid)
+            stopping = self._stopping
+        if stopping:
+            end_group(pgid)
+
+    def ended(self, pgid: int) -> None:
+        with self._lock:
+            self._groups.discard(pgid)
+
+    def stop(self, deadline: float) -> None:
+        """End every hook in progress (its process group) and wait for the chains until
+        `deadline` (time.monotonic())."""
+        with self._lock:
+            self._stopping = True
+            groups, threads = set(self._groups), list(self._threads.values())
+        for group in groups:
+            log.warning("stopping: hook in progress ended; it runs again at the next start")
+            end_group(group)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _run(self, event_id: str, chain: Callable[[], object]) -> None:
+        try:
+            chain()
+        except StoreError as exc:  # the worker looks again once the store answers
+            log.debug("hooks of %s not run: %s", event_id, exc)
+        except Exception:  # a bug must not end the hooks
+            log.exception("running hooks of %s failed; looking again later", event_id)
+        finally:
+            with self._lock:
+                if self._threads.get(event_id) is threading.current_thread():
+                    del self._threads[event_id]
+            self._on_done()
