@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sebridge.hooks.process import OUTPUT_LIMIT, HookSpec, run_hook
+from sebridge.imds import parse_document
 from sebridge.model import ScheduledEvent
 
 EVENT = ScheduledEvent(
@@ -184,3 +185,31 @@ def test_output_that_is_not_utf8_is_kept_readable(tmp_path: Path) -> None:
     command = script(tmp_path, "bytes", "import sys\nsys.stdout.buffer.write(b'bad \\xff byte')\n")
     outcome = run_hook(HookSpec("b", command), EVENT, stage="recover", vm_name="vm1")
     assert outcome.succeeded and outcome.output == "bad \ufffd byte"
+
+
+def test_an_event_read_from_hostile_text_still_runs_its_hook(tmp_path: Path) -> None:
+    """NUL and lone surrogates cannot be in an environment: parse reads them as U+FFFD."""
+    hostile = {
+        "EventId": "E-HOOK-2",
+        "EventType": "Reb\ud800oot",
+        "EventStatus": "Scheduled",
+        "EventSource": "Plat\x00form",
+        "Resources": ["vm1", "v\udc80m2"],
+        "Description": "kept \x00 \ud800",
+    }
+    (event,) = parse_document(json.dumps({"DocumentIncarnation": 1, "Events": [hostile]})).events
+    out = tmp_path / "seen.json"
+    command = script(
+        tmp_path,
+        "seen",
+        "import json, os, sys\n"
+        f"env = {{k: v for k, v in os.environ.items() if k.startswith('SEBRIDGE_')}}\n"
+        f"json.dump({{'env': env, 'stdin': json.load(sys.stdin)}}, open({str(out)!r}, 'w'))\n",
+    )
+    outcome = run_hook(HookSpec("drain", command), event, stage="prepare", vm_name="vm1")
+    assert outcome.succeeded, outcome
+    seen = json.loads(out.read_text())
+    assert seen["env"]["SEBRIDGE_EVENT_TYPE"] == "Reb\ufffdoot"
+    assert seen["env"]["SEBRIDGE_EVENT_SOURCE"] == "Plat\ufffdform"
+    assert seen["env"]["SEBRIDGE_RESOURCES"] == "vm1,v\ufffdm2"
+    assert seen["stdin"]["Description"] == "kept \x00 \ud800"

@@ -30,11 +30,13 @@ def sim() -> Iterator[Simulator]:
         yield simulator
 
 
-def daemon_for(tmp_path: Path, endpoint: str, console: io.StringIO) -> Daemon:
+def daemon_for(
+    tmp_path: Path, endpoint: str, console: io.StringIO, store_url: str | None = None
+) -> Daemon:
     config = from_mapping(
         {
             "imds": {"endpoint": endpoint, "vm_name": "vm0"},
-            "store": {"url": f"sqlite:///{tmp_path / 'state.db'}"},
+            "store": {"url": store_url or f"sqlite:///{tmp_path / 'state.db'}"},
             "jsonl": {"path": str(tmp_path / "events.jsonl")},
         },
         environ={},
@@ -64,6 +66,43 @@ def test_hostile_text_is_delivered_to_every_sink_once(tmp_path: Path, sim: Simul
     assert "Host\\ud800 update\\x1b[2J\\x07\\x00 \\u202eexe.txt\\nINFO forged line" in line
     (written,) = (tmp_path / "events.jsonl").read_bytes().splitlines()
     assert json.loads(written)["description"] == HOSTILE  # as IMDS sent it, surrogate and all
+
+
+def test_an_id_that_cannot_be_stored_stops_only_its_own_event(
+    tmp_path: Path, sim: Simulator, store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A lone surrogate cannot be encoded for SQLite, a NUL cannot be in PostgreSQL text: such
+    an EventId is skipped (said once); the same in EventType is read as U+FFFD (said once)."""
+    caplog.set_level(logging.WARNING, logger="sebridge")
+    sim.schedule("Reboot", event_id="SURR\ud800ID")
+    sim.schedule("Reboot", event_id="ID\x00NUL")
+    odd_type = sim.schedule("Reb\ud800oot", description="Said \x00 and \udc80 as sent")
+    normal = sim.schedule("Freeze")
+    console = io.StringIO()
+    daemon = daemon_for(tmp_path, sim.url, console, store_url)
+    try:
+        for _ in range(3):  # the same document again: nothing said again
+            assert daemon.tick().error is None
+        deliver(daemon)
+        events = {r.event.event_id: r.event for r in daemon.store.events()}
+        rows = daemon.store.db.all("SELECT event_id, sink, state FROM outbox")
+    finally:
+        daemon.imds.close()
+        daemon.store.close()
+    assert sorted(events) == sorted([odd_type, normal])
+    assert events[odd_type].event_type == "Reb\ufffdoot"
+    assert events[odd_type].description == "Said \x00 and \udc80 as sent"  # kept as sent
+    assert sorted(rows) == sorted(
+        (event_id, sink, "delivered")
+        for event_id in (odd_type, normal)
+        for sink in ("console", "jsonl")
+    )
+    assert normal in console.getvalue()
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("IMDS document")]
+    assert len(said) == 3, said
+    assert sum('EventId str "SURR\\ud800ID"' in s and "skipped" in s for s in said) == 1
+    assert sum('EventId str "ID\\u0000NUL"' in s and "skipped" in s for s in said) == 1
+    assert sum(f"event {odd_type} has EventType" in s for s in said) == 1
 
 
 def test_odd_events_are_read_and_said_once(

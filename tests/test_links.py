@@ -42,6 +42,13 @@ def test_tokens_are_url_safe() -> None:
     assert set(token) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
 
 
+@pytest.mark.parametrize("event_id", ["SURR\ud800ID", "ID\x00NUL", "\udcff\n\u202e"])
+def test_any_id_text_gets_a_token_that_names_it(event_id: str) -> None:
+    """The dispatcher makes links outside its guarded send: a token must never raise."""
+    token = signer().token(event_id, NOW + timedelta(minutes=15))
+    assert signer().verify(token) == event_id
+
+
 def _forged_expiry() -> str:
     """A token whose payload was edited to a later expiry, keeping the old MAC."""
     token = signer().token(EVENT_ID, NOW + timedelta(minutes=1))

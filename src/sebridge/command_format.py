@@ -1,4 +1,9 @@
-"""How the commands show what they found: tables for people, JSON for scripts."""
+"""How the commands show what they found: tables for people, JSON for scripts.
+
+Text for people passes through `visible()`: IMDS may send any string (an EventId with a
+newline, a type with a terminal escape), and one row must stay one line that shows what
+was sent (docs/ARCHITECTURE.md, "Hostile text"). JSON keeps the original.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from sebridge.hooks.words import hook_news
+from sebridge.kernel.text import visible
 from sebridge.model import TransitionKind
 from sebridge.render import countdown
 from sebridge.store import AuditEntry, EventRecord, HistoryEntry
@@ -86,7 +92,8 @@ def history_json(e: HistoryEntry) -> dict[str, Any]:
 
 
 def table(head: list[str], rows: list[list[str]], out: TextIO) -> None:
-    """Columns padded to their widest cell."""
+    """Columns padded to their widest cell, each cell `visible()`."""
+    rows = [[visible(str(c)) for c in row] for row in rows]
     widths = [max(len(str(c)) for c in col) for col in zip(head, *rows, strict=False)]
     for row in (head, *rows):
         print(
@@ -101,7 +108,8 @@ def dump(data: Any, out: TextIO) -> None:
 
 
 def history_lines(entries: list[HistoryEntry], audit: list[AuditEntry]) -> list[str]:
-    """`sebridge history` for people: transitions and refused actions in one time order.
+    """`sebridge history` for people: transitions and refused actions in one time order,
+    each line `visible()`.
 
     Actions refused after their event ended changed nothing and decided nothing:
     they are one line per event at the end of its story, not the last word on it.
@@ -132,7 +140,7 @@ def history_lines(entries: list[HistoryEntry], audit: list[AuditEntry]) -> list[
             )
         )
     rows.sort(key=lambda row: (row[0], row[1]))
-    return [line for _, _, lines in rows for line in lines]
+    return [visible(line) for _, _, lines in rows for line in lines]
 
 
 def _transition_lines(e: HistoryEntry) -> list[str]:

@@ -19,6 +19,7 @@ from sebridge.approval.states import ApprovalState
 from sebridge.config import Config
 from sebridge.errors import BridgeError
 from sebridge.kernel.clock import utcnow
+from sebridge.kernel.text import visible
 from sebridge.runner import stop_signals_exit
 from sebridge.runtime import (
     build_daemon,
@@ -133,7 +134,7 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
     for r in records:
         for d in r.deliveries:
             if d.state == "failed":
-                print(f"! {r.event.event_id} {d.sink}: {d.last_error}", file=out)
+                print(visible(f"! {r.event.event_id} {d.sink}: {d.last_error}"), file=out)
     return OK
 
 

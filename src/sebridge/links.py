@@ -89,7 +89,9 @@ class LinkSigner:
 
     def token(self, event_id: str, expires: datetime) -> str:
         """The token for approving `event_id` until `expires`."""
-        payload = f"{event_id}\n{int(expires.timestamp())}".encode()
+        # surrogatepass: never raises, whatever text an id holds (imds/parse.py skips ids
+        # with lone surrogates, but a link must not be what stops a delivery).
+        payload = f"{event_id}\n{int(expires.timestamp())}".encode("utf-8", "surrogatepass")
         return f"{_b64(payload)}.{_b64(self._mac(payload))}"
 
     def token_for(self, event: ScheduledEvent) -> str:
@@ -107,7 +109,7 @@ class LinkSigner:
             raise LinkError("malformed approval link") from None
         if not hmac.compare_digest(given, self._mac(payload)):
             raise LinkError("approval link signature does not match")
-        event_id, _, expiry = payload.decode("utf-8", "replace").rpartition("\n")
+        event_id, _, expiry = payload.decode("utf-8", "surrogatepass").rpartition("\n")
         if not event_id or not expiry.isdigit():
             raise LinkError("malformed approval link")
         if self._clock() > datetime.fromtimestamp(int(expiry), UTC):

@@ -8,8 +8,12 @@ the document's shape (JSON, an object, a DocumentIncarnation, an Events
 list): anything else raises MalformedDocumentError, and only that. An event
 that is odd is read as well as it can be (a number where text belongs read
 as text, a lone Resources name as a list, a field of the wrong type as
-absent), and one that cannot be followed (not an object, no EventId) is
-skipped; each is said to `warn` (the client logs it once per document).
+absent), and one that cannot be followed (not an object, no EventId, an
+EventId holding a lone surrogate or NUL) is skipped; each is said to `warn`
+(the client logs it once per document). Lone surrogates and NUL in the other
+fields we store or hand to hooks become U+FFFD, said as odd; Description keeps
+them (only ever stored and sent JSON-escaped). See docs/ARCHITECTURE.md,
+"Hostile text".
 """
 
 from __future__ import annotations
@@ -57,6 +61,10 @@ _RFC1123 = re.compile(
 )
 
 _ISO_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
+
+# Text no store can hold as it is (SQLite and PostgreSQL take UTF-8, which has no lone
+# surrogates; PostgreSQL text has no NUL), nor a hook's environment (no NUL).
+_UNWRITABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 Warn = Callable[[str], None]
@@ -134,9 +142,13 @@ def _event(raw: Any, index: int, warn: Warn) -> ScheduledEvent | None:
     if not isinstance(raw, dict):
         warn(f"{where} is {_kind(raw)}, not an object: skipped")
         return None
-    event_id = _text(raw, "EventId", where, warn)
+    event_id = _text(raw, "EventId", where, warn, keep=True)
     if not event_id or not event_id.strip():
         warn(f"{where} has EventId {_kind(raw.get('EventId'))}: skipped (no id to follow it by)")
+        return None
+    if _UNWRITABLE.search(event_id):  # another id would be another event: not ours to send
+        warn(f"{where} has EventId {_kind(event_id)} holding a lone surrogate or NUL: "
+             "skipped (it can be neither stored nor sent back as it is)")  # fmt: skip
         return None
     where = f"event {event_id[:80]}"  # logs show it escaped (kernel/text.py)
     not_before_text = _text(raw, "NotBefore", where, warn)
@@ -154,16 +166,21 @@ def _event(raw: Any, index: int, warn: Warn) -> ScheduledEvent | None:
         resource_type=_text(raw, "ResourceType", where, warn) or "",
         not_before=parse_not_before(not_before_text) if not_before_text is not None else None,
         not_before_text=not_before_text,
-        description=_text(raw, "Description", where, warn),
+        description=_text(raw, "Description", where, warn, keep=True),
         source=_text(raw, "EventSource", where, warn),
         duration_seconds=duration_seconds,
         extra=_extra(raw, _KNOWN_EVENT_FIELDS),
     )
 
 
-def _text(raw: dict[str, Any], key: str, where: str, warn: Warn) -> str | None:
-    """The field as text: a number read as its text (said), another type as absent (said)."""
+def _text(
+    raw: dict[str, Any], key: str, where: str, warn: Warn, *, keep: bool = False
+) -> str | None:
+    """The field as text: a number read as its text (said), another type as absent (said);
+    lone surrogates and NUL as U+FFFD (said) unless `keep`."""
     value = raw.get(key)
+    if isinstance(value, str) and not keep:
+        return _writable(value, f"{where} has {key} {_kind(value)}", warn)
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -189,7 +206,7 @@ def _resources(value: Any, where: str, warn: Warn) -> tuple[str, ...]:
         return ()
     if isinstance(value, str):
         warn(f"{where} has Resources {_kind(value)}, expected a list: read as one name")
-        return (value,)
+        value = [value]
     if not isinstance(value, list):
         warn(f"{where} has Resources {_kind(value)}, expected a list of names: read as none")
         return ()
@@ -197,7 +214,19 @@ def _resources(value: Any, where: str, warn: Warn) -> tuple[str, ...]:
     if len(names) != len(value) or not all(isinstance(r, str) for r in value):
         warn(f"{where} has Resources {_kind(value)}, expected names: numbers read as text, "
              "other values left out")  # fmt: skip
+    if any(_UNWRITABLE.search(name) for name in names):
+        names = [_UNWRITABLE.sub("\ufffd", name) for name in names]
+        warn(f"{where} has Resources {_kind(value)} holding a lone surrogate or NUL: "
+             "read with U+FFFD in their place")  # fmt: skip
     return tuple(names)
+
+
+def _writable(text: str, what: str, warn: Warn) -> str:
+    """`text` with each lone surrogate and NUL as U+FFFD (said)."""
+    if not _UNWRITABLE.search(text):
+        return text
+    warn(f"{what} holding a lone surrogate or NUL: read with U+FFFD in their place")
+    return _UNWRITABLE.sub("\ufffd", text)
 
 
 def _scalar(value: Any) -> bool:
