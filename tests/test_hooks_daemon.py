@@ -257,6 +257,20 @@ def test_dry_run_runs_no_hook_and_says_which_would_have(
     assert len(would) == 1 and would[0].prepare == ("drain",)
 
 
+def test_dry_run_shows_hooks_as_not_run_not_as_waiting(
+    sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    sink = ListSink()
+    # An ask event inside its prepare lead: outside dry run its drain would run now.
+    d = make_daemon([{"action": "ask", "prepare": ["drain"]}], sink, dry_run=True, lead=900)
+    event_id = sim.schedule("Redeploy", notice=600)
+    tick(d)
+    tick(d)
+    assert ran(tmp_path) == []
+    (scheduled,) = sink.of(event_id, "scheduled")
+    assert [v.line() for v in scheduled.readiness] == ["vm0: dry run (drain not run)"]
+
+
 def test_a_run_cut_short_by_a_crash_runs_again_and_says_so(
     sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
 ) -> None:

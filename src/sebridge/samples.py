@@ -65,6 +65,7 @@ def _readiness_samples(event: ScheduledEvent, vm: str, now: datetime) -> list[Me
         VmReadiness("vm3", VmState.PREPARING, "drain"),
         VmReadiness("vm4", VmState.WAITING, "drain"),
         VmReadiness("vm5", VmState.NO_AGENT),
+        VmReadiness("vm6", VmState.DRY_RUN, "drain"),
     )
     failed = HookRun("drain", "prepare", "vm2", exit_code=1, seconds=3.2, output="lb said 503\n",
                      why="exit 1")  # fmt: skip

@@ -48,7 +48,7 @@ class AgentHooks:
         on_ended: Callable[[str, str], None] = lambda stage, outcome: None,
     ) -> None:
         self._store = store
-        self.gate = ReadinessGate(store, vm_name, _decision, clock=clock)
+        self.gate = ReadinessGate(store, vm_name, _decision, dry_run=dry_run, clock=clock)
         self.worker = HookWorker(
             store,
             hooks,

@@ -39,8 +39,10 @@ class ReadinessGate:
         vm_name: Callable[[], str],
         plan_of: Callable[[EventRecord], GatePlan],
         *,
+        dry_run: bool = False,
         clock: Clock = utcnow,
     ) -> None:
+        self._dry_run = dry_run
         self._store = store
         self._vm_name = vm_name
         self._plan_of = plan_of
@@ -53,7 +55,7 @@ class ReadinessGate:
             return Readiness()
         live = self._store.live_agents(self._clock()) | {self._vm_name()}
         runs = self._store.hook_runs(record.event.event_id)
-        return readiness(record.event, plan.prepare, runs, live=live)
+        return readiness(record.event, plan.prepare, runs, live=live, dry_run=self._dry_run)
 
     def __call__(self, record: EventRecord) -> GateAnswer:
         ready = self.readiness(record)

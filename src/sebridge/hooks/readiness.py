@@ -30,6 +30,7 @@ class VmState(StrEnum):
     PREPARING = "preparing"  # a prepare hook runs now
     FAILED = "failed"  # a prepare hook failed: `why` and `output` say how
     NO_AGENT = "no agent"  # no live sebridge agent on that VM: not waited for
+    DRY_RUN = "dry run"  # [policy] dry_run: its hooks are never run, nothing waits for them
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,8 @@ class VmReadiness:
         """For people."""
         if self.state == VmState.FAILED:
             return f"{self.vm}: failed: {self.hook} {self.why}"
+        if self.state == VmState.DRY_RUN:
+            return f"{self.vm}: dry run ({self.hook} not run)"
         if self.state in (VmState.PREPARING, VmState.WAITING):
             verb = "running" if self.state == VmState.PREPARING else "not started"
             return f"{self.vm}: {self.state} ({self.hook} {verb})"
@@ -61,7 +64,7 @@ class Readiness:
     @property
     def ready(self) -> bool:
         """Every VM that can prepare has: StartRequests may go."""
-        return all(v.state in (VmState.READY, VmState.NO_AGENT) for v in self.vms)
+        return all(v.state in (VmState.READY, VmState.NO_AGENT, VmState.DRY_RUN) for v in self.vms)
 
     @property
     def failed(self) -> VmReadiness | None:
@@ -86,11 +89,20 @@ def readiness(
     runs: Iterable[HookRunRecord],
     *,
     live: frozenset[str],
+    dry_run: bool = False,
 ) -> Readiness:
     """Each listed VM's readiness for `prepare` (the decision's prepare hooks, in order).
-    No prepare hooks: nothing to wait for, nothing to show."""
+    No prepare hooks: nothing to wait for, nothing to show. Dry run: no hook runs, and the
+    messages say so instead of "waiting" for ever."""
     if not prepare:
         return Readiness()
+    if dry_run:
+        return Readiness(
+            tuple(
+                VmReadiness(vm, VmState.DRY_RUN if vm in live else VmState.NO_AGENT, prepare[0])
+                for vm in listed_vms(event)
+            )
+        )
     by_vm: dict[tuple[str, str], HookRunRecord] = {
         (r.run.vm, r.run.hook): r for r in runs if r.run.stage == "prepare"
     }
