@@ -240,6 +240,15 @@ def test_policy_approve_says_so(fake: _FakeWebApi, sink: SlackSink) -> None:
     assert "sebridge will approve this at once" in texts(parent(fake)["blocks"])
 
 
+def test_policy_approve_after_prepare_hooks_says_it_waits_for_them(
+    fake: _FakeWebApi, sink: SlackSink
+) -> None:
+    sink.send(message(policy="approve", prepare=("drain", "stop_jobs")))
+    shown = texts(parent(fake)["blocks"])
+    assert "at once" not in shown
+    assert "sebridge will approve this once its prepare hooks (drain, stop_jobs) have run" in shown
+
+
 def test_policy_inform_offers_no_approval(fake: _FakeWebApi, sink: SlackSink) -> None:
     sink.send(message(policy="inform"))
     posted = parent(fake)
