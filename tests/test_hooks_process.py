@@ -71,7 +71,10 @@ def test_a_hook_cut_short_runs_again_after_the_restart(
     first = DaemonProcess(config, tmp_path / "first.log")
     daemons.append(first)
     wait_line(out, event_id, "hook_started", timeout=START)
-    first_hook = int((tmp_path / "drain.runs").read_text().split()[0])
+    # hook_started is recorded before the process starts: wait for the process itself.
+    runs = tmp_path / "drain.runs"
+    wait_until(lambda: runs.exists() and runs.read_text().endswith("\n"), START)
+    first_hook = int(runs.read_text().split()[0])
     first.signal(stop)
     if stop == signal.SIGTERM:
         assert first.wait(15) == 0
@@ -79,15 +82,17 @@ def test_a_hook_cut_short_runs_again_after_the_restart(
         assert "hook in progress ended; it runs again at the next start" in first.log_text()
     else:
         first.wait(10)
-        # The hook's own process group outlives a kill -9 of the daemon (systemd's stop
-        # ends the unit's whole cgroup); end it as systemd would.
-        os.killpg(first_hook, signal.SIGKILL)
+        # The hook's own process group outlives a kill -9 of the daemon (unless systemd
+        # ends the unit's cgroup): still running, waiting for `go`.
+        assert _alive(first_hook)
     assert sim.start_requests == []
     assert lines_of(out, event_id, "hook_failed") == []
 
     second = DaemonProcess(config, tmp_path / "second.log")
     daemons.append(second)
     wait_until(lambda: len((tmp_path / "drain.runs").read_text().split()) == 2, START)
+    # Never two attempts at once: the restart ended what the first left running.
+    wait_until(lambda: not _alive(first_hook), 5)
     go.touch()
     done = wait_line(out, event_id, "approved", timeout=START)
     assert done["actor"] == "policy"

@@ -25,7 +25,7 @@ class Chains:
         self._on_done = on_done  # a chain ended: what came due meanwhile may run now
         self._lock = threading.Lock()
         self._threads: dict[str, threading.Thread] = {}
-        self._groups: set[int] = set()
+        self._groups: dict[int, int] = {}  # thread ident -> the process group it runs now
         self._stopping = False
 
     def begin(self, event_id: str, chain: Callable[[], object]) -> bool:
@@ -42,23 +42,25 @@ class Chains:
         return True
 
     def started(self, pgid: int) -> None:
-        """A hook's process group began (ended at once if stopping came first)."""
+        """The calling thread's hook began its process group (ended at once if stopping
+        came first)."""
         with self._lock:
-            self._groups.add(pgid)
+            self._groups[threading.get_ident()] = pgid
             stopping = self._stopping
         if stopping:
             end_group(pgid)
 
-    def ended(self, pgid: int) -> None:
+    def ended(self) -> None:
+        """The calling thread's hook ended."""
         with self._lock:
-            self._groups.discard(pgid)
+            self._groups.pop(threading.get_ident(), None)
 
     def stop(self, deadline: float) -> None:
         """End every hook in progress (its process group) and wait for the chains until
         `deadline` (time.monotonic())."""
         with self._lock:
             self._stopping = True
-            groups, threads = set(self._groups), list(self._threads.values())
+            groups, threads = set(self._groups.values()), list(self._threads.values())
         for group in groups:
             log.warning("stopping: hook in progress ended; it runs again at the next start")
             end_group(group)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -26,7 +27,17 @@ from typing import IO, Protocol
 from sebridge.imds.echo import as_imds
 from sebridge.model import ScheduledEvent
 
-__all__ = ["HookCommand", "HookOutcome", "HookSpec", "end_group", "hook_environment", "run_hook"]
+__all__ = [
+    "HookCommand",
+    "HookOutcome",
+    "HookSpec",
+    "end_group",
+    "end_leftovers",
+    "hook_environment",
+    "run_hook",
+]
+
+log = logging.getLogger("sebridge.hooks")
 
 # Bytes of output kept (the tail); a hook that prints megabytes costs this much.
 OUTPUT_LIMIT = 16 * 1024
@@ -182,6 +193,40 @@ def end_group(pgid: int, grace: float = 0.5) -> None:
     while time.monotonic() < deadline and _group_alive(pgid):
         time.sleep(0.02)
     _kill_group(pgid, signal.SIGKILL)
+
+
+def end_leftovers(event_id: str, *, hook: str, stage: str, vm_name: str) -> int:
+    """End what an earlier attempt of this hook left running: a daemon killed -9 mid-hook
+    leaves the hook's own process group behind (unless systemd ends the unit's cgroup), and
+    two attempts must never run at once. Found by the SEBRIDGE_* variables every process of
+    the hook inherits (Linux /proc; elsewhere nothing is found). Returns the groups ended."""
+    wanted = {
+        os.fsencode(f"{name}={value}")
+        for name, value in (
+            ("SEBRIDGE_EVENT_ID", event_id),
+            ("SEBRIDGE_HOOK", hook),
+            ("SEBRIDGE_STAGE", stage),
+            ("SEBRIDGE_VM_NAME", vm_name),
+        )
+    }
+    groups: set[int] = set()
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return 0
+    for pid in entries:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                if wanted <= set(fh.read().split(b"\0")):
+                    groups.add(os.getpgid(int(pid)))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    groups.discard(os.getpgrp())
+    for group in groups:
+        log.warning("%s hook %s: ended process group %d, left by an attempt cut short", stage,
+                    hook, group)  # fmt: skip
+        end_group(group)
+    return len(groups)
 
 
 def _group_alive(pgid: int) -> bool:

@@ -27,7 +27,7 @@ from typing import Protocol
 
 from sebridge.errors import StoreError
 from sebridge.hooks.chains import Chains
-from sebridge.hooks.process import HookCommand, run_hook
+from sebridge.hooks.process import HookCommand, end_leftovers, run_hook
 from sebridge.hooks.readiness import listed_vms
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import HookRun
@@ -233,12 +233,10 @@ class HookWorker:
             ended = HookRun(name, stage, vm, run.attempt, why=f"hook {name!r} is not defined")
         else:
             log.info("%s hook %s for %s (attempt %d)", stage, name, event.event_id, run.attempt)
-            groups: list[int] = []
-            outcome = run_hook(
-                spec, event, stage=stage, vm_name=vm, started=lambda g: self._started(g, groups)
-            )
-            for group in groups:
-                self._chains.ended(group)
+            if run.attempt > 1:  # never two attempts at once
+                end_leftovers(event.event_id, hook=name, stage=stage, vm_name=vm)
+            outcome = run_hook(spec, event, stage=stage, vm_name=vm, started=self._chains.started)
+            self._chains.ended()
             if self._stopping.is_set():  # ended by stop(): left `running`, run again at start
                 return False
             ended = HookRun(
@@ -265,10 +263,6 @@ class HookWorker:
         self._on_ended(stage, ended_as)
         self._finish(record, ended, sinks)
         return not ended.why
-
-    def _started(self, pgid: int, groups: list[int]) -> None:
-        groups.append(pgid)
-        self._chains.started(pgid)
 
     def _finish(self, record: EventRecord, run: HookRun, sinks: Sequence[str]) -> None:
         """Record the end; a store away now is tried until it takes it (the row stays
