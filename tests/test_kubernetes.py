@@ -115,6 +115,20 @@ def test_the_probes_ask_healthz_and_readyz_where_the_config_listens(
     assert container["args"] == ["run", "--config", "/etc/sebridge/sebridge.toml"]
 
 
+def test_liveness_outlasts_a_database_outage_of_ten_minutes(
+    objects: list[dict[str, Any]],
+) -> None:
+    """/healthz is 503 while the store cannot be written; a restart would not bring the
+    database back and would lose the documents the agent keeps meanwhile. Liveness
+    restarts only after 10 minutes of failures; readiness reacts within seconds."""
+    (container,) = one(objects, "DaemonSet")["spec"]["template"]["spec"]["containers"]
+    live, ready = container["livenessProbe"], container["readinessProbe"]
+    window = live["periodSeconds"] * live["failureThreshold"]
+    assert window >= 600
+    assert live["timeoutSeconds"] < live["periodSeconds"]
+    assert ready["periodSeconds"] * ready.get("failureThreshold", 3) <= 60
+
+
 def test_rbac_allows_what_drain_and_uncordon_need_and_nothing_more(
     objects: list[dict[str, Any]],
 ) -> None:
