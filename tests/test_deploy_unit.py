@@ -7,7 +7,12 @@ install and verifies the unit with systemd-analyze."""
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from sebridge.config import DispatchConfig
 from sebridge.integrations.registry import config_from_mapping as from_mapping
@@ -94,3 +99,62 @@ def test_the_unit_starts_the_sebridge_the_readme_installs() -> None:
         "/etc/sebridge/sebridge.toml",
     ]
     assert f"deploy/systemd/{UNIT.name} /etc/systemd/system/{UNIT.name}" in readme
+
+
+DROP_IN = UNIT.parent / f"{UNIT.name}.d" / "lb-hooks.conf"
+HOOKS = ROOT / "deploy" / "hooks"
+
+
+def drop_in_directives() -> dict[str, str]:
+    found = {}
+    for line in DROP_IN.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith(("#", ";", "[")):
+            key, _, value = line.partition("=")
+            found[key.strip()] = value.strip()
+    return found
+
+
+def test_the_lb_hooks_drop_in_lets_the_sandbox_write_where_the_hooks_write() -> None:
+    """The unit's sandbox is read-only (ProtectSystem=strict) for a dynamic user that
+    gains no privileges: lb-drain and lb-undrain can change their file only through the
+    drop-in, which opens that folder and nothing more, to the group the README makes."""
+    assert directives()["NoNewPrivileges"] == ["yes"]
+    assert directives()["ProtectSystem"] == ["strict"]
+    written = {
+        match
+        for hook in ("lb-drain", "lb-undrain")
+        for match in re.findall(r"^(?:rm -f|touch) (/\S+)$", (HOOKS / hook).read_text(), re.M)
+    }
+    assert len(written) == 1
+    folder = str(Path(written.pop()).parent)
+    drop_in = drop_in_directives()
+    assert drop_in == {
+        "SupplementaryGroups": drop_in["SupplementaryGroups"],
+        "ReadWritePaths": folder,
+    }
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    group = drop_in["SupplementaryGroups"]
+    assert f"\ngroupadd --system {group}\n" in readme
+    assert f"\ninstall -d -o root -g {group} -m 0775 {folder}\n" in readme
+    installed = f"/etc/systemd/system/{UNIT.name}.d/{DROP_IN.name}"
+    assert f"\ninstall -D -m 0644 {DROP_IN.relative_to(ROOT)} {installed}\n" in readme
+
+
+def test_the_unit_with_the_drop_in_verifies(tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed")
+    # ExecStart must name an executable: this Python's sebridge stands in for /opt's.
+    sebridge = Path(sys.executable).parent / "sebridge"
+    unit = tmp_path / UNIT.name
+    unit.write_text(
+        UNIT.read_text(encoding="utf-8").replace("/opt/sebridge/bin/sebridge", str(sebridge)),
+        encoding="utf-8",
+    )
+    (tmp_path / f"{UNIT.name}.d").mkdir()
+    shutil.copy(DROP_IN, tmp_path / f"{UNIT.name}.d" / DROP_IN.name)
+    done = subprocess.run(
+        [analyze, "verify", str(unit)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert DROP_IN.name not in done.stderr and UNIT.name not in done.stderr, done.stderr
