@@ -94,7 +94,8 @@ def _examine(
     renderer = Renderer(config.templates.dir or None)
     passed: list[Integration[Any]] = []
     for integration in registry.enabled(config):
-        failed = report.add(integration.check(registry.context(integration, config, renderer)))
+        ctx = registry.context(integration, config, renderer, send_test=send_test)
+        failed = report.add(integration.check(ctx))
         if not failed and integration.outbound:  # a failed one's problem says what to fix
             passed.append(integration)
     if send_test:
