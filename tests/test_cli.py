@@ -226,6 +226,23 @@ def test_check_never_shows_secrets(tmp_path: Path) -> None:
         assert "SECRET" not in err
 
 
+def test_check_says_an_unreachable_slack_once(tmp_path: Path) -> None:
+    """As a process, with sebridge's logging set up: slack_sdk's own ERROR line about the
+    failed request said the problem a second time, on stderr."""
+    path = write_config(
+        tmp_path / "slack.toml",
+        endpoint="http://127.0.0.1:9",
+        db=tmp_path / "state.db",
+        extra=SLACK_SECRETS,
+    )
+    code, out, err = run_process("check", "--config", str(path))
+    assert code == 1, err
+    assert out.count("cannot reach Slack") == 1
+    assert "problem: slack: cannot reach Slack" in out
+    assert "Connection refused" not in err and "slack_sdk" not in err, err
+    assert err == ""
+
+
 def test_bad_secret_is_reported_without_its_value(tmp_path: Path) -> None:
     path = write_config(
         tmp_path / "secrets.toml",

@@ -101,7 +101,7 @@ def test_check_from_a_shell_reads_the_units_credentials_folder(tmp_path: Path) -
     env = {**shell_env(), "CREDENTIALS_DIRECTORY": str(service)}
     done = run_cli("check", "--config", str(config), "--credentials", str(folder), env=env)
     assert done.returncode == 2
-    assert "teams.webhook_url: is a link to a Teams page" in done.stderr
+    assert "teams.webhook_url_file: is a link to a Teams page" in done.stderr
 
 
 def test_a_missing_credential_names_the_file_in_the_folder(tmp_path: Path) -> None:

@@ -283,6 +283,17 @@ def test_a_secret_naming_an_unset_variable_is_an_error(env: dict[str, str], stat
     assert "slack.bot_token_file: environment variable DIR is not set" in message
 
 
+@pytest.mark.parametrize(("env", "state"), [({}, "not set"), ({"PG_PASSWORD": ""}, "empty")])
+def test_a_store_url_naming_an_unset_variable_is_an_error(env: dict[str, str], state: str) -> None:
+    # It once loaded as postgresql://sebridge:@db/sebridge: a login with no password.
+    url = "postgresql://sebridge:${PG_PASSWORD}@db.example.net/sebridge"
+    message = error_of({"store": {"url": url}}, env)
+    assert f"store.url: environment variable PG_PASSWORD is {state}" in message
+    assert message.count("store.url") == 1
+    given = build({"store": {"url": url}}, {"PG_PASSWORD": SEKRIT})
+    assert given.store.url == f"postgresql://sebridge:{SEKRIT}@db.example.net/sebridge"
+
+
 @given(st.text().filter(lambda s: "$" not in s))
 def test_text_without_dollar_is_unchanged(text: str) -> None:
     assert Expander({}).expand(text, "k") == text

@@ -6,8 +6,15 @@ install and verifies the unit with systemd-analyze."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import stat
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from sebridge.config import DispatchConfig
 from sebridge.integrations.registry import config_from_mapping as from_mapping
@@ -94,3 +101,109 @@ def test_the_unit_starts_the_sebridge_the_readme_installs() -> None:
         "/etc/sebridge/sebridge.toml",
     ]
     assert f"deploy/systemd/{UNIT.name} /etc/systemd/system/{UNIT.name}" in readme
+
+
+DROP_IN = UNIT.parent / f"{UNIT.name}.d" / "lb-hooks.conf"
+HOOKS = ROOT / "deploy" / "hooks"
+
+
+def drop_in_directives() -> dict[str, str]:
+    found = {}
+    for line in DROP_IN.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith(("#", ";", "[")):
+            key, _, value = line.partition("=")
+            found[key.strip()] = value.strip()
+    return found
+
+
+def test_the_lb_hooks_drop_in_lets_the_sandbox_write_where_the_hooks_write() -> None:
+    """The unit's sandbox is read-only (ProtectSystem=strict) for a dynamic user that
+    gains no privileges: lb-drain and lb-undrain can change their file only through the
+    drop-in, which opens that folder and nothing more, to the group the README makes."""
+    assert directives()["NoNewPrivileges"] == ["yes"]
+    assert directives()["ProtectSystem"] == ["strict"]
+    written = {
+        match
+        for hook in ("lb-drain", "lb-undrain")
+        for match in re.findall(r"^(?:rm -f|touch) (/\S+)$", (HOOKS / hook).read_text(), re.M)
+    }
+    assert len(written) == 1
+    folder = str(Path(written.pop()).parent)
+    drop_in = drop_in_directives()
+    assert drop_in == {
+        "SupplementaryGroups": drop_in["SupplementaryGroups"],
+        "ReadWritePaths": folder,
+    }
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    group = drop_in["SupplementaryGroups"]
+    assert f"\ngroupadd --system {group}\n" in readme
+    assert f"\ninstall -d -o root -g {group} -m 0775 {folder}\n" in readme
+    installed = f"/etc/systemd/system/{UNIT.name}.d/{DROP_IN.name}"
+    assert f"\ninstall -D -m 0644 {DROP_IN.relative_to(ROOT)} {installed}\n" in readme
+
+
+def test_the_unit_with_its_drop_ins_verifies(tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed")
+    # ExecStart must name an executable: this Python's sebridge stands in for /opt's.
+    sebridge = Path(sys.executable).parent / "sebridge"
+    unit = tmp_path / UNIT.name
+    unit.write_text(
+        UNIT.read_text(encoding="utf-8").replace("/opt/sebridge/bin/sebridge", str(sebridge)),
+        encoding="utf-8",
+    )
+    drop_ins = sorted((UNIT.parent / f"{UNIT.name}.d").glob("*.conf"))
+    assert [d.name for d in drop_ins] == ["environment.conf", DROP_IN.name]
+    shutil.copytree(UNIT.parent / f"{UNIT.name}.d", tmp_path / f"{UNIT.name}.d")
+    done = subprocess.run(
+        [analyze, "verify", str(unit)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert UNIT.name not in done.stderr, done.stderr  # the drop-ins' paths name it too
+
+
+ENV_MARK = "<!-- tests/test_deploy_unit.py runs the first and third lines"
+
+
+def test_check_in_a_shell_reads_the_environment_file_the_drop_in_gives_the_service(
+    tmp_path: Path,
+) -> None:
+    """README's lines, /etc/sebridge moved into tmp_path: the file they write is the one
+    environment.conf names, and `check` run as they say sees the variable it sets (here
+    named in a SQLite store.url); without the file, store.url's variable is an error."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    after = readme[readme.index(ENV_MARK) :]
+    block = re.search(r"```sh\n(.*?)```", after, re.S)
+    assert block is not None
+    write, install, check, _ = block.group(1).splitlines()
+    drop_in = UNIT.parent / f"{UNIT.name}.d" / "environment.conf"
+    (env_file,) = re.findall(r"^EnvironmentFile=(\S+)$", drop_in.read_text(), re.M)
+    assert f"> {env_file})" in write and f". {env_file} &&" in check
+    assert install.endswith(f"/etc/systemd/system/{UNIT.name}.d/{drop_in.name}")
+    (variable,) = re.findall(r'"(\w+)=', write)
+
+    etc = tmp_path / "etc" / "sebridge"
+    etc.mkdir(parents=True)
+    (etc / "sebridge.toml").write_text(
+        f'[store]\nurl = "sqlite:///{tmp_path}/${{{variable}}}.db"\n', encoding="utf-8"
+    )
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env.pop(variable, None)
+    env.pop("SEBRIDGE_CONFIG", None)
+
+    def run(command: str) -> subprocess.CompletedProcess[str]:
+        command = command.replace("/etc/sebridge", str(etc))
+        return subprocess.run(
+            ["sh", "-c", command], env=env, capture_output=True, text=True, timeout=120,
+            check=False,
+        )  # fmt: skip
+
+    assert run(write).returncode == 0
+    assert stat.S_IMODE((etc / "environment").stat().st_mode) == 0o600
+    done = run(check)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"ok: store: {tmp_path}/....db does not exist yet" in done.stdout
+    alone = run(check.replace(f"set -a && . {env_file} && ", ""))
+    assert alone.returncode == 2
+    assert f"store.url: environment variable {variable} is not set" in alone.stderr

@@ -9,6 +9,7 @@ Secret and no vm_name (learnt from IMDS).
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tomllib
@@ -23,6 +24,8 @@ from sebridge.integrations.registry import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 KUSTOMIZE_DIR = ROOT / "deploy" / "kubernetes"
+# The DaemonSet's image: deploy/kubernetes/Containerfile on top of deploy/container's.
+CONTAINERFILES = (ROOT / "deploy" / "container" / "Containerfile", KUSTOMIZE_DIR / "Containerfile")
 # A version AKS supports and kubernetes-validate ships schemas of.
 KUBERNETES_VERSION = "1.32.0"
 # What `kubectl drain` and `kubectl uncordon` call, per (API group, resource).
@@ -115,6 +118,20 @@ def test_the_probes_ask_healthz_and_readyz_where_the_config_listens(
     assert container["args"] == ["run", "--config", "/etc/sebridge/sebridge.toml"]
 
 
+def test_liveness_outlasts_a_database_outage_of_ten_minutes(
+    objects: list[dict[str, Any]],
+) -> None:
+    """/healthz is 503 while the store cannot be written; a restart would not bring the
+    database back and would lose the documents the agent keeps meanwhile. Liveness
+    restarts only after 10 minutes of failures; readiness reacts within seconds."""
+    (container,) = one(objects, "DaemonSet")["spec"]["template"]["spec"]["containers"]
+    live, ready = container["livenessProbe"], container["readinessProbe"]
+    window = live["periodSeconds"] * live["failureThreshold"]
+    assert window >= 600
+    assert live["timeoutSeconds"] < live["periodSeconds"]
+    assert ready["periodSeconds"] * ready.get("failureThreshold", 3) <= 60
+
+
 def test_rbac_allows_what_drain_and_uncordon_need_and_nothing_more(
     objects: list[dict[str, Any]],
 ) -> None:
@@ -149,6 +166,38 @@ def test_the_config_is_a_fleet_with_drain_and_uncordon_hooks(
     (timeout,) = [a for a in drain["command"] if a.startswith("--timeout=")]
     assert int(timeout.removeprefix("--timeout=").removesuffix("s")) < drain["timeout"]
     assert uncordon["command"] == ["/usr/local/bin/kubectl", "uncordon", "${NODE_NAME}"]
+
+
+def installed_by_the_containerfiles() -> set[str]:
+    """The paths the images' COPY lines put files at."""
+    installed: set[str] = set()
+    for containerfile in CONTAINERFILES:
+        for line in containerfile.read_text(encoding="utf-8").splitlines():
+            words = line.split()
+            if words[:1] != ["COPY"]:
+                continue
+            *sources, dest = [w for w in words[1:] if not w.startswith("--")]
+            for source in sources:
+                installed.add(dest + Path(source).name if dest.endswith("/") else dest)
+    return installed
+
+
+def test_every_hook_runs_a_program_the_image_has(objects: list[dict[str, Any]]) -> None:
+    """In the pod /etc/sebridge is the ConfigMap: a hook must name a file the image holds."""
+    installed = installed_by_the_containerfiles()
+    assert "/usr/local/bin/kubectl" in installed
+    hooks = config_of(objects)["hooks"]
+    assert hooks
+    for name, hook in hooks.items():
+        assert hook["command"][0] in installed, f"hooks.{name}: {hook['command'][0]}"
+
+
+def test_the_readmes_kubernetes_hooks_are_the_configmaps(objects: list[dict[str, Any]]) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("## Readiness hooks and reminders")
+    section = readme[start : readme.index("\n## ", start + 1)]
+    (example,) = [t for t in re.findall(r"```toml\n(.*?)```", section, re.S) if "kubectl" in t]
+    assert tomllib.loads(example)["hooks"] == config_of(objects)["hooks"]
 
 
 def test_sebridge_accepts_the_config_as_the_pod_sees_it(

@@ -27,22 +27,30 @@ def _policy_examples() -> list[str]:
     return re.findall(r"```toml\n(.*?)```", section, re.S)
 
 
-def test_the_worked_policies_of_the_readme_are_valid_configs() -> None:
+def test_the_worked_policies_of_the_readme_are_valid_configs(tmp_path: Path) -> None:
     from sebridge.integrations.registry import config_from_mapping
     from sebridge.policy.compile import build_policy
 
     examples = _policy_examples()
     assert len(examples) == 4
     hooks = str(ROOT / "deploy" / "hooks") + "/"
+    # The Kubernetes example runs the image's kubectl (tests/test_kubernetes.py checks the
+    # image has it); here a stand-in at a temporary path.
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text("#!/bin/sh\n")
+    kubectl.chmod(0o755)
+    environ = {"NODE_NAME": "node-1"}
     for text in examples:
-        data = tomllib.loads(text.replace("/etc/sebridge/hooks/", hooks))
+        local = text.replace("/etc/sebridge/hooks/", hooks)
+        data = tomllib.loads(local.replace("/usr/local/bin/kubectl", str(kubectl)))
         if "slack" in data:  # the example shows one key of a [slack] that has the rest
             data["slack"].update(bot_token="xoxb-1", app_token="xapp-1", channel="C1")
-        config = config_from_mapping(data)
+        config = config_from_mapping(data, environ=environ)
         policy = build_policy(config.policy)
         assert [r.name for r in policy.rules] == [r["name"] for r in data["policy"]["rules"]]
         for name, hook in data.get("hooks", {}).items():
-            assert config.hooks[name].command == tuple(hook["command"])
+            expected = [arg.replace("${NODE_NAME}", "node-1") for arg in hook["command"]]
+            assert config.hooks[name].command == tuple(expected)
 
 
 def _section(title: str) -> str:

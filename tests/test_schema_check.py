@@ -3,6 +3,7 @@ lacks: `check` reports it, `run` exits 1 saying so (no traceback)."""
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from helpers import run_cli, write_config
 from sebridge.errors import StoreError
 from sebridge.store import Store
+from sebridge.store.schema import MIGRATIONS
 from sebridge.store.schema_check import expected_columns
 
 
@@ -74,3 +76,50 @@ def test_check_reports_a_missing_table_and_run_refuses_it(tmp_path: Path, comman
     assert "Traceback" not in said
     if command == "check":
         assert "problem: store: the store at" in done.stdout
+
+
+def older_store(path: Path, version: int) -> None:
+    """What a sebridge of schema `version` left on disk (its daemon may still run)."""
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA journal_mode=WAL")
+        for ddl in MIGRATIONS[:version]:
+            db.executescript(ddl.replace("{id}", "INTEGER PRIMARY KEY AUTOINCREMENT"))
+        db.executescript("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+        db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(version),))
+    db.close()
+
+
+def test_reading_commands_refuse_an_older_schema_and_write_nothing(tmp_path: Path) -> None:
+    """`events`, `history` and `policy explain` beside an older daemon: they once moved
+    its store to the new schema in passing. Now they say which version it has and what
+    moves it, exit 1, and the file is as it was; `check` then moves it, and they read."""
+    path = tmp_path / "state.db"
+    older = len(MIGRATIONS) - 1
+    older_store(path, older)
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    config = str(write_config(tmp_path / "sebridge.toml", endpoint="http://127.0.0.1:9", db=path))
+    for argv in (["events"], ["history"], ["policy", "explain", "E1"]):
+        done = run_cli(*argv, "--config", config)
+        assert done.returncode == 1, (argv, done.stdout, done.stderr)
+        said = done.stderr
+        assert f"has schema version {older}, older than this sebridge's ({len(MIGRATIONS)})" in said
+        assert "`sebridge check`, or starting the daemon (`sebridge run`), moves" in said
+        assert "Traceback" not in said
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM meta").fetchall() == [(str(older),)]
+    db.close()
+
+    moved = run_cli("check", "--config", config)
+    assert f"from version {older} to {len(MIGRATIONS)}" in moved.stdout, moved.stdout
+    done = run_cli("events", "--config", config)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_reader_refuses_a_store_with_no_tables_and_creates_none(store_url: str) -> None:
+    with pytest.raises(StoreError, match="has no tables yet, older than this sebridge's"):
+        Store(store_url, migrate=False)
+    writer = Store(store_url)
+    assert writer.db.migrated_from == 0  # the reader created nothing: the writer did
+    writer.close()
+    Store(store_url, migrate=False).close()  # current: read as it is

@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,9 @@ from tests.helpers import free_port, toml_str
 
 from sebridge import config as config_module
 from sebridge.cli import main
+from sebridge.integrations.jsonl.sink import JsonlSink
+from sebridge.model import ScheduledEvent, Transition, TransitionKind
+from sebridge.sink import Message
 
 MARKED = "sebridge test message — no action needed (from vm7: sebridge check --send-test)"
 
@@ -76,12 +80,28 @@ def test_every_channel_gets_one_marked_message(
     (shown,) = teams.wait_shown(1)
     assert MARKED in json.dumps(shown.card, ensure_ascii=False)
     assert "ok: teams: test card accepted by the webhook (HTTP 202)" in out
+    assert "a test card is posted to try it" in out and "nothing is posted" not in out
     (line,) = [json.loads(x) for x in lines.read_text().splitlines()]
     assert (line["transition"], line["note"], line["vm"]) == ("test", MARKED, "vm7")
     assert f"ok: jsonl: test line appended to {lines}" in out
     assert out.count(MARKED) == 1  # the console's line, printed here
     assert "ok: console: test line printed here" in out
     assert teams.sig not in out
+
+
+def test_the_jsonl_test_line_has_the_keys_of_a_real_line(tmp_path: Path) -> None:
+    """A reader keyed on a transition's line (maybe_repeat is false on every line but a
+    possible repeat: README) reads the test line too, told apart by "transition": "test"."""
+    lines = tmp_path / "events.jsonl"
+    event = ScheduledEvent("E1", "Reboot", "Scheduled", ("vm7",), not_before_text="")
+    sent = Message(Transition(TransitionKind.SCHEDULED, event, datetime.now(UTC)), "vm7", "ask")
+    JsonlSink(str(lines)).send(sent)
+    code, out = check(tmp_path, f"[jsonl]\npath = {toml_str(str(lines))}\n")
+    assert code == 0, out
+    real, test = [json.loads(x) for x in lines.read_text().splitlines()]
+    assert list(test) == list(real)
+    assert (test["transition"], test["note"], test["maybe_repeat"]) == ("test", MARKED, False)
+    assert test["event_id"] is None and test["hook"] is None and test["remind_before"] is None
 
 
 def test_without_send_test_nothing_is_posted(

@@ -111,6 +111,19 @@ def test_webhook_url_from_a_file(tmp_path: Path) -> None:
     assert c.section("teams").webhook_url.reveal() == LOGIC
 
 
+def test_a_channel_link_is_refused_naming_the_key_that_gave_it(tmp_path: Path) -> None:
+    link = "https://teams.microsoft.com/l/channel/19%3aabc%40thread.tacv2/ops?groupId=1&tenantId=2"
+    path = tmp_path / "teams-url"
+    path.write_text(link + "\n")
+    for teams, key in (
+        ({"webhook_url_file": str(path)}, "teams.webhook_url_file"),
+        ({"webhook_url": link}, "teams.webhook_url"),
+    ):
+        with pytest.raises(ConfigError) as caught:
+            config(tmp_path, teams)
+        assert f"{key}: is a link to a Teams page" in str(caught.value)
+
+
 def test_without_public_url_cards_have_no_button_and_we_say_so(tmp_path: Path) -> None:
     # Valid: Teams then alerts without approval (tests/test_cli_deployed.py says it once).
     c = config(tmp_path, {"webhook_url": LOGIC}, http={})

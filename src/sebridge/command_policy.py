@@ -96,7 +96,7 @@ def _from_store(config: Config, event_id: str) -> tuple[ScheduledEvent, Decision
     unknown = f"unknown event {event_id}: not in the store (see `sebridge events --all`)"
     if missing_store(config) is not None:
         raise _BadInput(f"{unknown}; sebridge has not run with this store yet")
-    store = open_store(config)
+    store = open_store(config, migrate=False)
     try:
         record = store.event(event_id.strip())
         learnt = store.setting("vm_name") or ""

@@ -87,7 +87,7 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
     if missing_store(config) is not None:  # looked at, never created
         print("[]" if as_json else f"no events: {_not_yet(config)}", file=out)
         return OK
-    store = open_store(config)
+    store = open_store(config, migrate=False)  # reads: an older schema is refused, not moved
     now = utcnow()
     try:
         records = store.events(include_gone_since=now - timedelta(days=1) if show_all else None)
@@ -220,7 +220,7 @@ def history(
             return FAILED
         print("[]" if as_json else f"no history yet: {_not_yet(config)}", file=out)
         return OK
-    store = open_store(config)
+    store = open_store(config, migrate=False)
     try:
         known = event_id is None or store.event(event_id) is not None
         entries = store.history(event_id=event_id, limit=limit)

@@ -170,11 +170,16 @@ def check_core(sections: dict[str, Any], rd: Reader) -> dict[str, Any]:
         imds = replace(imds, endpoint=checks.endpoint(imds.endpoint))
     except ValueError as exc:
         rd.error("imds.endpoint", str(exc))
-    try:
-        sqlite_path = checks.store_url(store.url)[1]
-    except ValueError as exc:
-        rd.error("store.url", str(exc))
-        sqlite_path = ""
+    sqlite_path = ""
+    unset = rd.env.empty_variables("store.url")
+    if unset:
+        # Not "": postgresql://u:${PW}@h/db must not connect as u:@h (README, "The store").
+        rd.error("store.url", f"{unset}: set it in the service's environment, or remove it")
+    else:
+        try:
+            sqlite_path = checks.store_url(store.url)[1]
+        except ValueError as exc:
+            rd.error("store.url", str(exc))
     if checks.on_temp_disk(sqlite_path):
         rd.warnings.append(
             "store.url: the SQLite file is on the temporary disk (/mnt, D:), which Redeploy"

@@ -75,6 +75,7 @@ class Reader:
         self._locate = locate or (lambda path: path)
         self.problems: list[str] = []
         self.warnings: list[str] = []
+        self._from_file: set[str] = set()  # secrets given as `key_file`
 
     def raise_problems(self) -> None:
         """Raise one ConfigError carrying every problem so far, if there is any."""
@@ -86,6 +87,10 @@ class Reader:
 
     def error(self, key: str, message: str) -> None:
         self.problems.append(f"{key}: {message}")
+
+    def secret_key(self, key: str) -> str:
+        """The key a secret was given by: `key`, or `key_file` (for errors about its value)."""
+        return f"{key}_file" if key in self._from_file else key
 
     def required(self, key: str, when: str) -> None:
         """`key` is empty but needed; say why it is empty when an env variable emptied it."""
@@ -178,6 +183,7 @@ class Reader:
         if inline and path:
             self.problems.append(f"{section}: set {name} or {name}_file, not both")
         elif path:
+            self._from_file.add(key)
             try:
                 secret = Secret(read_secret_file(self._locate(path)))
                 return self._long_enough(secret, f"{key}_file", meta)

@@ -11,8 +11,10 @@ what to fix.
 
 from __future__ import annotations
 
+import logging
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -62,6 +64,13 @@ def examine(
         send_test: then post one test message through each integration that passed.
         stdout: where the console and JSON lines on stdout write their test lines.
     """
+    with _libraries_quiet():
+        return _examine(config, credentials, send_test, stdout)
+
+
+def _examine(
+    config: Config, credentials: str | None, send_test: bool, stdout: TextIO | None
+) -> Report:
     report = Report()
     if credentials:
         report.add(
@@ -85,7 +94,8 @@ def examine(
     renderer = Renderer(config.templates.dir or None)
     passed: list[Integration[Any]] = []
     for integration in registry.enabled(config):
-        failed = report.add(integration.check(registry.context(integration, config, renderer)))
+        ctx = registry.context(integration, config, renderer, send_test=send_test)
+        failed = report.add(integration.check(ctx))
         if not failed and integration.outbound:  # a failed one's problem says what to fix
             passed.append(integration)
     if send_test:
@@ -98,6 +108,28 @@ def examine(
             ]
             report.add(said)
     return report
+
+
+@contextmanager
+def _libraries_quiet() -> Iterator[None]:
+    """Hide libraries' log records below CRITICAL while check looks: their own line
+    (slack_sdk's "Failed to send a request") says again what a `problem:` line says
+    (docs/ARCHITECTURE.md, "Check"). sebridge's own records still show, and with -v
+    (DEBUG) everything does."""
+    root = logging.getLogger()
+    handlers = [] if root.level <= logging.DEBUG else list(root.handlers)
+    for handler in handlers:
+        handler.addFilter(_ours_or_critical)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(_ours_or_critical)
+
+
+def _ours_or_critical(record: logging.LogRecord) -> bool:
+    ours = record.name == "sebridge" or record.name.startswith("sebridge.")
+    return ours or record.levelno >= logging.CRITICAL
 
 
 def _store(config: Config, report: Report) -> Store | None:

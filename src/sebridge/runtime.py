@@ -107,17 +107,20 @@ def vm_name(config: Config, *, wait: float | None = None) -> str:
     return learn_vm_name(config.imds.endpoint, wait=wait)
 
 
-def open_store(config: Config, *, agent: str = "", exclusive: bool = False) -> Store:
+def open_store(
+    config: Config, *, agent: str = "", exclusive: bool = False, migrate: bool = True
+) -> Store:
     """The store from [store], migrated to the current schema.
 
     Args:
         agent: this VM's name (vm_name()): who claims and sights. Empty for a process
             that only reads and records (the CLI beside daemons): it claims nothing.
         exclusive: for the daemon (and a CLI carrying an approval out itself).
+        migrate: False for a command that only reads: an older schema is refused.
     """
     if exclusive and not agent:
         raise ValueError("a store held as an agent needs the agent's name")
-    return Store(config.store.url, agent=agent, exclusive=exclusive)
+    return Store(config.store.url, agent=agent, exclusive=exclusive, migrate=migrate)
 
 
 def missing_store(config: Config) -> str | None:

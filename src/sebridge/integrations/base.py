@@ -71,12 +71,14 @@ class Context(Generic[S]):
     Args:
         settings: the integration's own config section.
         stdout: where console-like sinks write (None: sys.stdout at write time).
+        send_test: `sebridge check --send-test` will post a test message after the check.
     """
 
     settings: S
     core: Core
     renderer: Renderer
     stdout: TextIO | None = None
+    send_test: bool = False
 
 
 class Desk(Protocol):

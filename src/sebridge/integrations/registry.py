@@ -109,7 +109,13 @@ def enabled(config: Config) -> list[Integration[Any]]:
 
 
 def context(
-    integration: Integration[Any], config: Config, renderer: Renderer, stdout: TextIO | None = None
+    integration: Integration[Any],
+    config: Config,
+    renderer: Renderer,
+    stdout: TextIO | None = None,
+    *,
+    send_test: bool = False,
 ) -> Context[Any]:
     """What building `integration`'s parts may use: its own settings and the core's facts."""
-    return Context(settings_of(integration, config), core_of(config), renderer, stdout)
+    core = core_of(config)
+    return Context(settings_of(integration, config), core, renderer, stdout, send_test)

@@ -165,6 +165,13 @@ class Database:
             )
         return len(MIGRATIONS)
 
+    def schema_version(self) -> int:
+        """The store's schema version, read without writing anything (0: no tables yet)."""
+        if "meta" not in {str(table) for table, _ in self.all(self.COLUMNS_SQL)}:
+            return 0
+        row = self.one("SELECT value FROM meta WHERE key = 'schema_version'")
+        return _schema_version(row[0], self.location) if row else 0
+
     def claimant_gone(self, column: str) -> str:
         """SQL, true when the agent named in `column` (a claim's claimed_by) is gone, so its
         claim is void before its lease ends. One daemon per SQLite file: it releases its

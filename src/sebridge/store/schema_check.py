@@ -6,6 +6,8 @@ as a failing statement later, in the middle of a tick. Every open compares
 the store's tables and columns with what the migrations build (found by
 running them on an empty in-memory SQLite database, so the list cannot drift
 from schema.py) and refuses a store that lacks any, naming what is missing.
+A command that only reads (`events`, `history`, `policy explain`) migrates
+nothing: it refuses an older schema, saying which version and what moves it.
 See docs/ARCHITECTURE.md, "Seams".
 """
 
@@ -15,8 +17,9 @@ from functools import cache
 
 from sebridge.errors import StoreError
 from sebridge.store.database import Database
+from sebridge.store.schema import MIGRATIONS
 
-__all__ = ["expected_columns", "verify_schema"]
+__all__ = ["expected_columns", "open_schema", "require_current", "verify_schema"]
 
 
 @cache
@@ -46,6 +49,34 @@ def verify_schema(db: Database) -> None:
             f"the store at {db.location} lacks {', '.join(missing)}, which its schema_version "
             "says it has: it was changed outside sebridge; restore it from a backup, or move "
             "it aside and let sebridge start a new one"
+        )
+
+
+def open_schema(db: Database, *, migrate: bool = True) -> None:
+    """Migrate the schema (or, not `migrate`, require it current), then verify its tables."""
+    if migrate:
+        db.migrate()
+    else:
+        require_current(db)
+    verify_schema(db)
+
+
+def require_current(db: Database) -> None:
+    """For a command that only reads (`events`, `history`): refuse a schema older than this
+    sebridge's rather than write it, e.g. after an upgrade while the old daemon still runs
+    (docs/ARCHITECTURE.md, "Seams")."""
+    version, current = db.schema_version(), len(MIGRATIONS)
+    if version > current:
+        raise StoreError(
+            f"the store at {db.location} has schema version {version}, newer than this "
+            f"sebridge knows ({current}): upgrade sebridge"
+        )
+    if version < current:
+        has = "has no tables yet" if version == 0 else f"has schema version {version}"
+        raise StoreError(
+            f"the store at {db.location} {has}, older than this sebridge's ({current}), and "
+            "this command only reads: it changed nothing. `sebridge check`, or starting the "
+            f"daemon (`sebridge run`), moves the store to version {current}"
         )
 
 

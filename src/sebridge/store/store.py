@@ -27,7 +27,7 @@ from sebridge.store.events import EventReads
 from sebridge.store.history import HistoryLog
 from sebridge.store.hook_runs import HookRunTable
 from sebridge.store.outbox import Outbox
-from sebridge.store.schema_check import verify_schema
+from sebridge.store.schema_check import open_schema
 from sebridge.store.settings import SettingsTable
 
 __all__ = ["NOTES", "Store"]
@@ -60,16 +60,19 @@ class Store(EventReads, ApprovalTable, HookRunTable, HistoryLog, SettingsTable):
             a second daemon on a SQLite file (its flock, store/lock.py), or
             against a second daemon of the same name on PostgreSQL (shared by
             a fleet: each agent its own name). StoreError names the holder.
+        migrate: bring the schema up to date; False (a command that only reads):
+            refuse an older one instead, writing nothing (schema_check.open_schema).
     """
 
-    def __init__(self, url: str, agent: str = "local", *, exclusive: bool = False) -> None:
+    def __init__(
+        self, url: str, agent: str = "local", *, exclusive: bool = False, migrate: bool = True
+    ) -> None:
         self.db = open_database(url)
         self._lock: Held | None = None
         try:
             if exclusive:
                 self._lock = self.db.hold_exclusive(agent)
-            self.db.migrate()
-            verify_schema(self.db)
+            open_schema(self.db, migrate=migrate)
         except BaseException:
             self.close()
             raise

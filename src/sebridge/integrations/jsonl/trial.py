@@ -1,8 +1,9 @@
 """`sebridge check --send-test` for JSON lines: one line whose transition is "test".
 
-The line has every key a transition's line has (sink.record), empty where
-there is no event, so a reader keyed on them does not break; `transition` is
-"test" and `note` the test text. A file that does not exist yet is not
+The line has every key a transition's line has (sink.record), in its order,
+empty where there is no event and `maybe_repeat` false, so a reader keyed on
+them does not break; `transition` is "test" (the marker) and `note` the test
+text. A file that does not exist yet is not
 created: the daemon creates it (as its own user) with its first line.
 """
 
@@ -63,4 +64,8 @@ def _line(note: TrialNote) -> dict[str, object]:
         "policy": None,
         "dry_run": False,
         "note": note.text,
+        # sink.record's hook fields, then the rest of its keys: no hook, no reminder.
+        **dict.fromkeys(("hook", "hook_vm", "stage", "attempt", "exit_code", "timed_out")),
+        **dict.fromkeys(("seconds", "output", "remind_before")),
+        "maybe_repeat": False,
     }

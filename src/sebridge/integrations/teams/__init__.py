@@ -51,7 +51,7 @@ class Teams(Integration[TeamsSettings]):
     def check(self, ctx: Context[TeamsSettings]) -> Sequence[Finding]:
         from sebridge.integrations.teams.doctor import check_teams
 
-        return check_teams(ctx.settings, ctx.core.links)
+        return check_teams(ctx.settings, ctx.core.links, send_test=ctx.send_test)
 
     def send_test(self, ctx: Context[TeamsSettings], note: TrialNote) -> Sequence[Finding]:
         from sebridge.integrations.teams.sink import TeamsSink

@@ -1,9 +1,10 @@
 """Teams' part of `sebridge check`: the URL's kind against the format, and approval links.
 
 A Teams webhook cannot be tried without posting a message into the channel,
-so check posts nothing unless asked (`--send-test`, trial.py): it says what
-it can tell from the URL (never the URL itself). A MessageCard aimed at a
-Workflows URL is refused when the configuration is loaded (settings.validate).
+so check posts nothing unless asked (`--send-test`, trial.py; its line then
+says a test card follows): it says what it can tell from the URL (never the
+URL itself). A MessageCard aimed at a Workflows URL is refused when the
+configuration is loaded (settings.validate).
 """
 
 from __future__ import annotations
@@ -22,17 +23,24 @@ from sebridge.integrations.teams.settings import (
 __all__ = ["check_teams"]
 
 
-def check_teams(settings: TeamsSettings, links: bool) -> list[Finding]:
-    """Findings a person can act on; ok ones say what was (and was not) checked."""
+def check_teams(settings: TeamsSettings, links: bool, *, send_test: bool = False) -> list[Finding]:
+    """Findings a person can act on; ok ones say what was (and was not) checked.
+
+    send_test: a test card follows (its own line says how it went)."""
     kind = url_kind(settings.webhook_url.reveal())
     fits = {WORKFLOWS: ADAPTIVE, CONNECTOR: None}.get(kind)
+    tried = (
+        "; a test card is posted to try it (--send-test)"
+        if send_test
+        else "; nothing is posted to test it (`sebridge check --send-test` posts a test card)"
+    )
     findings = [
         Finding(
             "teams",
             True,
             f"webhook_url is {KIND_NAMES[kind]}; format {settings.format}"
             + ("" if fits in (None, settings.format) else " (does not fit)")
-            + "; nothing is posted to test it (`sebridge check --send-test` posts a test card)",
+            + tried,
         )
     ]
     if kind == OTHER:

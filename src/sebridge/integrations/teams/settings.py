@@ -97,14 +97,15 @@ def validate(s: TeamsSettings, rd: Reader) -> TeamsSettings:
     if not s.enabled or s.webhook_url.is_unread:
         return s
     url = s.webhook_url.reveal()
+    key = rd.secret_key("teams.webhook_url")  # or teams.webhook_url_file
     try:
         webhook_url(url)
     except ValueError as exc:
-        rd.error("teams.webhook_url", str(exc))
+        rd.error(key, str(exc))
         return s
     if _is_teams_page(url):
         rd.error(
-            "teams.webhook_url",
+            key,
             "is a link to a Teams page (a channel or chat link), not a webhook: in the channel,"
             ' ... -> Workflows -> "Post to a channel when a webhook request is received", and'
             " use the URL it shows",
@@ -119,7 +120,7 @@ def validate(s: TeamsSettings, rd: Reader) -> TeamsSettings:
         )
     elif s.format == ADAPTIVE and kind == CONNECTOR:
         rd.warnings.append(
-            "teams.webhook_url is an Office 365 connector URL (retired by Microsoft): it may take"
+            f"{key} is an Office 365 connector URL (retired by Microsoft): it may take"
             " Adaptive Cards, but it may stop working; create a Workflows webhook, or set format ="
             ' "messagecard" for a connector that only takes MessageCards'
         )
