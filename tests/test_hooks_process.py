@@ -143,7 +143,8 @@ def test_a_failed_drain_holds_and_a_persons_approval_is_held_too(
     assert "held: drain failed (exit 1) on vm0: pool web: 3 sessions left" in held["note"]
     again = run_cli("approve", event_id, "--config", str(config), "--as", "bob", env=env)
     assert again.returncode == 1
-    assert "held: drain failed (exit 1) on vm0" in again.stdout
+    assert f"approval of {event_id} by bob: held: drain failed (exit 1) on vm0" in again.stdout
+    assert again.stdout.rstrip().endswith("(approved by alice first)"), again.stdout
     assert sim.start_requests == []
     assert len(lines_of(out, event_id, "reminder")) == 1
     shown = run_cli("history", event_id, "--config", str(config), env=env)

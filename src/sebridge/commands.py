@@ -184,16 +184,17 @@ def approve(
             out,
         )
     else:
-        print(_approval_line(final, outcome, new=new), file=out)
+        print(_approval_line(final, outcome, new=new, asked_by=who), file=out)
     refused = outcome.kind == OutcomeKind.REFUSED or final.state == ApprovalState.HELD
     return FAILED if refused else OK
 
 
-def _approval_line(final: ApprovalRecord, outcome: Outcome, *, new: bool) -> str:
+def _approval_line(final: ApprovalRecord, outcome: Outcome, *, new: bool, asked_by: str) -> str:
     """What `sebridge approve` says of the approval it made (or found)."""
     event_id, who = final.event_id, final.actor
     if final.state in (ApprovalState.HELD, ApprovalState.WAITING):  # readiness hooks
-        return f"approval of {event_id} by {who}: {outcome.reason}"
+        first = "" if who == asked_by else f" (approved by {who} first)"
+        return f"approval of {event_id} by {asked_by}: {outcome.reason}{first}"
     if not new:
         return f"{event_id} was already approved by {who} ({final.state})"
     if final.state == ApprovalState.POSTED:
