@@ -195,6 +195,10 @@ class Database:
         connection. StoreError names the holder."""
         raise NotImplementedError
 
+    def keep_name(self) -> None:
+        """At each heartbeat: hold the agent's name again if a reconnection could not
+        (PostgreSQL: store/pg_name.py). A file is held for as long as it is open."""
+
     def close(self) -> None:
         """Close the connection."""
         raise NotImplementedError
