@@ -102,8 +102,8 @@ def vm_name(config: Config, *, wait: float | None = None) -> str:
     imds.vm_name when IMDS does not say. See docs/ARCHITECTURE.md, "Agent name"."""
     if config.imds.vm_name:
         return config.imds.vm_name
-    if wait is None:
-        return learn_vm_name(config.imds.endpoint)
+    if wait is None:  # a start: its wait is said (it may last NAME_WAIT)
+        return learn_vm_name(config.imds.endpoint, announce=True)
     return learn_vm_name(config.imds.endpoint, wait=wait)
 
 
