@@ -197,14 +197,38 @@ def known_event(tmp_path: Path) -> tuple[Path, str]:
     return write_config(tmp_path / "sebridge.toml", endpoint=endpoint, db=db), "E-1"
 
 
-@pytest.mark.parametrize("command", ["events", "history", "check"])
+@pytest.mark.parametrize("command", ["events", "history"])
 def test_commands_that_only_read_need_no_imds(known_event: tuple[Path, str], command: str) -> None:
     cfg, event_id = known_event
     done = run_cli(command, "--config", str(cfg), timeout=30)
     assert done.returncode == 0, done.stdout + done.stderr
-    if command != "check":
-        assert event_id in done.stdout
+    assert event_id in done.stdout
     assert "sebridge has not polled" not in done.stdout
+
+
+def test_check_says_run_would_not_start_without_vm_name_or_imds(
+    known_event: tuple[Path, str],
+) -> None:
+    """`run` would wait 30 s and exit 2: check says so, naming the key, within seconds."""
+    cfg, _ = known_event
+    started = time.monotonic()
+    done = run_cli("check", "--config", str(cfg), timeout=30)
+    assert time.monotonic() - started < 15
+    assert done.returncode == 1, done.stdout + done.stderr
+    (problem,) = [line for line in done.stdout.splitlines() if line.startswith("problem:")]
+    assert problem.startswith(
+        "problem: imds.vm_name: not set, and `sebridge run` would exit 2: "
+        "cannot learn this VM's name from IMDS at http://127.0.0.1:"
+    )
+    assert "within 3 s (" in problem and "connection refused" in problem
+
+
+def test_check_names_the_vm_imds_gives(tmp_path: Path) -> None:
+    with Simulator(port=0, vm_name="vmss_2") as sim:
+        cfg = write_config(tmp_path / "c.toml", endpoint=sim.url, db=tmp_path / "s.db")
+        done = run_cli("check", "--config", str(cfg), timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ok: imds: this VM's name is vmss_2 (IMDS's compute name" in done.stdout
 
 
 @pytest.mark.slow
