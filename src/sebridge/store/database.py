@@ -53,6 +53,8 @@ class Database:
     ID_COLUMN = ""
     # (table, column) of every table in the store's schema (store/schema_check.py).
     COLUMNS_SQL = ""
+    # (index, table) of every index in the store's schema (store/schema_check.py).
+    INDEXES_SQL = ""
     # How often an idle dispatcher looks at the outbox unwoken (a safety net: the
     # daemon's tick wakes it whenever anyone writes). A local file's look is free.
     IDLE_CHECK_SECONDS = 60.0

@@ -64,6 +64,7 @@ class PostgresDatabase(Database):
         "SELECT table_name, column_name FROM information_schema.columns "
         "WHERE table_schema = current_schema()"
     )
+    INDEXES_SQL = "SELECT indexname, tablename FROM pg_indexes WHERE schemaname = current_schema()"
     # Each look is four round trips, NOTIFY wakes the dispatcher (a lost LISTEN connection
     # counts as a write) and the heartbeat asks after what no NOTIFY announces: an idle
     # fleet stays quiet.
