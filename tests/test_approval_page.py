@@ -204,7 +204,11 @@ def test_check_reports_links_without_the_key(
 
 def test_check_before_first_start_says_a_key_will_be_made(tmp_path: Path) -> None:
     config = from_mapping(
-        {"store": {"url": f"sqlite:///{tmp_path / 's.db'}"}, "http": {"public_url": PUBLIC}},
+        {
+            "imds": {"vm_name": "vm0"},
+            "store": {"url": f"sqlite:///{tmp_path / 's.db'}"},
+            "http": {"public_url": PUBLIC},
+        },
         environ={},
     )
     out = io.StringIO()

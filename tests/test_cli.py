@@ -170,7 +170,7 @@ def test_sebridge_config_variable_is_honoured(cfg: str, tmp_path: Path) -> None:
 
     # --config wins over the variable.
     other = write_config(
-        tmp_path / "other.toml", endpoint="http://127.0.0.1:9", db=tmp_path / "o.db"
+        tmp_path / "other.toml", endpoint="http://127.0.0.1:9", db=tmp_path / "o.db", vm_name="vm0"
     )
     code, out, _ = run_process(
         "check", "--json", "--config", str(other), env=cli_env(SEBRIDGE_CONFIG=cfg)

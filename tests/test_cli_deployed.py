@@ -86,7 +86,8 @@ def test_check_from_a_shell_reads_the_units_credentials_folder(tmp_path: Path) -
     (folder / "teams-url").write_text(WORKFLOWS + "\n")
     store = toml_str(f"sqlite:///{tmp_path / 's.db'}")
     config = tmp_path / "c.toml"
-    config.write_text(f"[store]\nurl = {store}\n[teams]{SECRETS.split('[teams]')[1]}")
+    teams = SECRETS.split("[teams]")[1]
+    config.write_text(f'[imds]\nvm_name = "vm0"\n[store]\nurl = {store}\n[teams]{teams}')
     done = run_cli("check", "--config", str(config), "--credentials", str(folder), env=shell_env())
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"ok: secrets: *_file paths under ${{CREDENTIALS_DIRECTORY}} read from {folder}" in (
@@ -152,7 +153,7 @@ def test_an_unread_secret_turns_its_integration_on_but_has_no_value() -> None:
 
 def test_check_says_a_missing_store_and_creates_nothing(tmp_path: Path) -> None:
     db = tmp_path / "var" / "lib" / "sebridge" / "state.db"
-    config = write_config(tmp_path / "c.toml", endpoint="http://127.0.0.1:9", db=db)
+    config = write_config(tmp_path / "c.toml", endpoint="http://127.0.0.1:9", db=db, vm_name="vm0")
     done = run_cli("check", "--config", str(config))
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"ok: store: {db} does not exist yet; `sebridge run` creates it" in done.stdout
@@ -167,7 +168,11 @@ def test_check_says_a_missing_store_and_creates_nothing(tmp_path: Path) -> None:
 
 def test_teams_without_public_url_is_valid_and_check_says_links_are_off(tmp_path: Path) -> None:
     config = config_from_mapping(
-        {"store": {"url": f"sqlite:///{tmp_path / 's.db'}"}, "teams": {"webhook_url": WORKFLOWS}},
+        {
+            "imds": {"vm_name": "vm0"},
+            "store": {"url": f"sqlite:///{tmp_path / 's.db'}"},
+            "teams": {"webhook_url": WORKFLOWS},
+        },
         environ={},
     )
     assert not config.warnings
@@ -199,7 +204,9 @@ def test_a_teams_page_link_is_refused_naming_the_key(tmp_path: Path, url: str) -
 def test_check_says_when_opening_the_store_wrote_its_schema(tmp_path: Path, store_url: str) -> None:
     if store_url.startswith("sqlite"):  # a file that is there, but empty
         Path(store_url.removeprefix("sqlite:///")).touch()
-    config = config_from_mapping({"store": {"url": store_url}}, environ={})
+    config = config_from_mapping(
+        {"imds": {"vm_name": "vm0"}, "store": {"url": store_url}}, environ={}
+    )
     out = io.StringIO()
     assert commands.check(config, as_json=False, out=out) == 0
     (said,) = [line for line in out.getvalue().splitlines() if "created the tables" in line]

@@ -186,7 +186,8 @@ def test_check_in_a_shell_reads_the_environment_file_the_drop_in_gives_the_servi
     etc = tmp_path / "etc" / "sebridge"
     etc.mkdir(parents=True)
     (etc / "sebridge.toml").write_text(
-        f'[store]\nurl = "sqlite:///{tmp_path}/${{{variable}}}.db"\n', encoding="utf-8"
+        f'[imds]\nvm_name = "vm0"\n[store]\nurl = "sqlite:///{tmp_path}/${{{variable}}}.db"\n',
+        encoding="utf-8",
     )
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     env.pop(variable, None)

@@ -350,3 +350,28 @@ def test_healthz_after_imds_is_gone_longer_than_ten_polls(tmp_path: Path, sim: S
     finally:
         daemon.imds.close()
         daemon.store.close()
+
+
+def test_a_listen_address_in_use_is_one_line_naming_the_key(tmp_path: Path, sim: Simulator) -> None:
+    """`sebridge run` as a process: no traceback, exit 2 as for a configuration error."""
+    from tests.helpers import run_cli, write_config
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cfg = write_config(
+            tmp_path / "sebridge.toml",
+            endpoint=sim.url,
+            db=tmp_path / "s.db",
+            vm_name="vm0",
+            extra=f'[http]\nlisten = "127.0.0.1:{port}"\n',
+        )
+        done = run_cli("run", "--config", str(cfg), timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = [s for s in done.stderr.splitlines() if "http.listen" in s]
+    assert line == (
+        f"sebridge: configuration error: http.listen: cannot listen on 127.0.0.1:{port}: "
+        "Address already in use"
+    )

@@ -89,8 +89,15 @@ def test_the_readmes_install_commands_run_and_the_unit_verifies(tmp_path: Path) 
             timeout=600,
             check=False,
         )
-        assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
         outputs.append((command, done.stdout))
+        if command.startswith("sebridge check") and done.returncode == 1:
+            # This machine is no Azure VM: IMDS cannot name it, which on a VM it does (the
+            # example config leaves imds.vm_name to IMDS). That must be the one problem.
+            problems = [line for line in done.stdout.splitlines() if line.startswith("problem:")]
+            assert len(problems) == 1, done.stdout
+            assert problems[0].startswith("problem: imds.vm_name: not set"), done.stdout
+            continue
+        assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
 
     venv = root / "opt" / "sebridge"
     version = subprocess.run(

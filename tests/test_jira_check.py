@@ -37,7 +37,7 @@ def check(tmp_path: Path, jira: FakeJira, **keys: Any) -> tuple[int, str]:
     )
     section = {"url": jira.url, "project": "OPS", **auth, **keys}
     store = toml_str(f"sqlite:///{tmp_path / 'state.db'}")
-    text = f"[store]\nurl = {store}\n[jira]\n" + "".join(
+    text = f'[imds]\nvm_name = "vm0"\n[store]\nurl = {store}\n[jira]\n' + "".join(
         f"{k} = {toml_str(str(v))}\n" for k, v in section.items()
     )
     path = tmp_path / "sebridge.toml"

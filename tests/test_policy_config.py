@@ -28,7 +28,9 @@ def script(tmp_path: Path) -> str:
 def check(tmp_path: Path, text: str) -> tuple[int, str, str]:
     """`sebridge check` on a file holding `text` (store in tmp_path), in this process."""
     path = tmp_path / "sebridge.toml"
-    path.write_text(f'[store]\nurl = "sqlite:///{tmp_path}/state.db"\n{text}', encoding="utf-8")
+    # Named: check asks IMDS for the name otherwise (and says when it cannot).
+    store = f'[imds]\nvm_name = "vm0"\n[store]\nurl = "sqlite:///{tmp_path}/state.db"\n'
+    path.write_text(store + text, encoding="utf-8")
     return cli_main("check", "--config", str(path))
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from helpers import cli_main, run_cli, write_config
+from helpers import cli_main, free_port, run_cli, write_config
 from sebridge.config import from_mapping
 from sebridge.config_core import PolicyConfig
 from sebridge.model import ScheduledEvent
@@ -244,3 +244,31 @@ def test_explain_decides_as_decide(policy_number: int) -> None:
                                duration_seconds=duration)  # fmt: skip
         now = _T0 + timedelta(hours=hour)
         assert explain(event, policy, "vm0", now).decision == decide(event, policy, "vm0", now)
+
+
+def test_without_vm_name_the_vm_is_the_one_imds_names(tmp_path: Path) -> None:
+    """Never the host name: IMDS's compute name, as `run` learns it."""
+    with Simulator(port=0, vm_name="vm1") as sim:
+        cfg = write_config(tmp_path / "c.toml", endpoint=sim.url, db=tmp_path / "s.db", extra=RULES)
+        code, out, err = run(
+            "policy", "explain", "--config", str(cfg), "--event", write(tmp_path, "e.json", EVENT),
+            "--json",
+        )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["vm_name"] == "vm1"
+
+
+def test_without_vm_name_and_imds_the_vm_is_said_to_be_unknown(tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    cfg = write_config(tmp_path / "c.toml", endpoint=dead, db=tmp_path / "s.db", extra=RULES)
+    code, out, err = run(
+        "policy", "explain", "--config", str(cfg), "--event", write(tmp_path, "e.json", EVENT)
+    )
+    assert (code, out) == (2, "")
+    (line,) = err.splitlines()
+    assert line.startswith(
+        f"sebridge: policy explain: cannot learn this VM's name from IMDS at {dead}"
+    )
+    assert line.endswith(
+        "set imds.vm_name to this VM's name as Scheduled Events' Resources list it, or give --vm-name"
+    )

@@ -14,7 +14,7 @@ from helpers import run_cli, write_config
 from sebridge.errors import StoreError
 from sebridge.store import Store
 from sebridge.store.schema import MIGRATIONS
-from sebridge.store.schema_check import expected_columns
+from sebridge.store.schema_check import expected_columns, expected_indexes
 
 
 def alter(url: str, sql: str) -> None:
@@ -37,14 +37,24 @@ def test_the_expected_tables_come_from_the_migrations() -> None:
     assert "documents_v3" not in tables  # renamed away by the migration that made it
 
 
+def test_the_expected_indexes_come_from_the_migrations() -> None:
+    indexes = expected_indexes()
+    assert {"outbox_pending", "events_lower_id", "transitions_said"} <= set(indexes)
+    assert indexes["outbox_pending"] == "outbox"
+    assert "outbox_due" not in indexes  # dropped by the migration that replaced it
+
+
 @pytest.mark.parametrize(
     ("change", "named"),
     [
         ("DROP TABLE outbox", "table outbox"),
         ("ALTER TABLE approvals DROP COLUMN claimed_by", "column approvals.claimed_by"),
+        ("DROP INDEX outbox_pending", "index outbox_pending"),
+        ("DROP INDEX events_lower_id", "index events_lower_id"),
+        ("DROP INDEX transitions_said", "index transitions_said"),
     ],
 )
-def test_a_store_missing_a_table_or_column_is_refused_naming_it(
+def test_a_store_missing_a_table_column_or_index_is_refused_naming_it(
     store_url: str, change: str, named: str
 ) -> None:
     Store(store_url).close()
@@ -123,3 +133,17 @@ def test_a_reader_refuses_a_store_with_no_tables_and_creates_none(store_url: str
     assert writer.db.migrated_from == 0  # the reader created nothing: the writer did
     writer.close()
     Store(store_url, migrate=False).close()  # current: read as it is
+
+
+def test_check_reports_a_missing_index(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    cfg = write_config(
+        tmp_path / "sebridge.toml", endpoint="http://127.0.0.1:1", db=db, vm_name="vm0"
+    )
+    Store(f"sqlite:///{db}").close()
+    alter(f"sqlite:///{db}", "DROP INDEX outbox_pending")
+    done = run_cli("check", "--config", str(cfg), timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (problem,) = [line for line in done.stdout.splitlines() if line.startswith("problem:")]
+    assert problem.startswith("problem: store: the store at")
+    assert "lacks index outbox_pending, which its schema_version says it has" in problem

@@ -20,6 +20,7 @@ from sebridge import config as config_module
 from sebridge.cli import main
 from sebridge.integrations.jsonl.sink import JsonlSink
 from sebridge.model import ScheduledEvent, Transition, TransitionKind
+from sebridge.simulator import Simulator
 from sebridge.sink import Message
 
 MARKED = "sebridge test message — no action needed (from vm7: sebridge check --send-test)"
@@ -110,7 +111,7 @@ def test_without_send_test_nothing_is_posted(
     store = toml_str(f"sqlite:///{tmp_path / 'state.db'}")
     path = tmp_path / "sebridge.toml"
     path.write_text(
-        f"[store]\nurl = {store}\n{slack_section(slack)}"
+        f'[imds]\nvm_name = "vm7"\n[store]\nurl = {store}\n{slack_section(slack)}'
         f"[teams]\nwebhook_url = {toml_str(teams.workflows_url)}\n"
     )
     with contextlib.redirect_stdout(io.StringIO()):
@@ -231,3 +232,34 @@ def test_a_missing_read_scope_is_one_problem(tmp_path: Path) -> None:
     (problem,) = [line for line in out.splitlines() if line.startswith("problem:")]
     assert "missing scopes channels:history, channels:read" in problem
     assert not slack.messages  # a channel that failed its check gets no test message
+
+
+def _check_without_vm_name(tmp_path: Path, endpoint: str) -> tuple[int, str]:
+    store = toml_str(f"sqlite:///{tmp_path / 'state.db'}")
+    path = tmp_path / "sebridge.toml"
+    path.write_text(f"[imds]\nendpoint = {toml_str(endpoint)}\n[store]\nurl = {store}\n")
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["check", "--send-test", "--config", str(path)])
+    return code, out.getvalue() + err.getvalue()
+
+
+def test_without_vm_name_the_test_message_names_the_vm_imds_names(tmp_path: Path) -> None:
+    with Simulator(port=0, vm_name="vmss_5") as sim:
+        code, out = _check_without_vm_name(tmp_path, sim.url)
+    assert code == 0, out
+    assert (
+        "ok: imds: this VM's name is vmss_5 (IMDS's compute name; imds.vm_name is not set)" in out
+    )
+    assert (
+        "sebridge test message — no action needed (from vmss_5: sebridge check --send-test)" in out
+    )
+
+
+def test_without_vm_name_and_imds_the_test_message_says_the_name_is_unknown(tmp_path: Path) -> None:
+    code, out = _check_without_vm_name(tmp_path, f"http://127.0.0.1:{free_port()}")
+    assert code == 1, out
+    assert (
+        "sebridge test message — no action needed (from a VM whose name is unknown: "
+        "sebridge check --send-test)"
+    ) in out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,11 @@ import pytest
 
 import pg
 from helpers import DaemonProcess, event_gets, free_port, wait_line, wait_until, write_config
+from sebridge.errors import StoreError
+from sebridge.kernel.clock import utcnow
 from sebridge.simulator import Simulator
+from sebridge.store import Store, postgres
+from sebridge.store.duties import advisory_key
 
 pytestmark = pytest.mark.slow
 
@@ -98,3 +103,58 @@ def test_a_frozen_database_stops_neither_polling_nor_healthz_and_loses_nothing(
     assert log.count("the store does not answer") == 1, log
     assert log.count("the store answers again") == 1, log
     assert "Traceback" not in log, log
+
+
+def test_after_a_freeze_the_agent_takes_its_name_back_from_its_own_old_session(
+    pg_url: str, relay: pg.Relay, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The old session, frozen behind the relay, still holds the agent's name when the store
+    reconnects (here, deterministically, straight to the server: the URL's second host).
+    The store says so plainly, not as another daemon, and takes the name back at the
+    heartbeat after the old session ended, saying so once."""
+    monkeypatch.setattr(postgres, "DEADLINE_SECONDS", 2.0)  # the frozen statement fails sooner
+    url = relay.url(pg_url).replace(
+        f"@127.0.0.1:{relay.port}/", f"@127.0.0.1:{relay.port},{pg.HOST}:{pg.PORT}/"
+    )
+    url += "&connect_timeout=2"  # a held connection through the frozen relay: the next host
+    key = advisory_key("sebridge.agent.simvm")  # the name lock (store/postgres.py)
+    store = Store(url, agent="simvm", exclusive=True)
+    try:
+        first = _holder(pg_url, key)
+        assert first is not None
+        caplog.set_level(logging.INFO, logger="sebridge.store")
+        relay.freeze()
+        with pytest.raises(StoreError):
+            store.heartbeat(utcnow())  # frozen: cut at the deadline, reconnecting begins
+        wait_until(lambda: _beats(store), 30, message="the store reconnected")
+        assert _holder(pg_url, key) == first  # the frozen old session still holds the name
+        said = caplog.text
+        assert "another sebridge daemon" not in said and "ERROR" not in said, said
+        assert "most likely this daemon's own" in said, said
+        relay.thaw()  # the old session ends
+        wait_until(lambda: _holder(pg_url, key) != first, 15, message="the old session ended")
+        wait_until(lambda: _beats(store) and _holder(pg_url, key) is not None, 15)
+        ours = store.db.one("SELECT pg_backend_pid()")
+        assert ours is not None and _holder(pg_url, key) == ours[0]
+        store.heartbeat(utcnow())  # held: nothing more is said
+        assert caplog.text.count("holds its name 'simvm' again") == 1, caplog.text
+    finally:
+        store.close()
+
+
+def _beats(store: Store) -> bool:
+    try:
+        store.heartbeat(utcnow())
+    except StoreError:
+        return False
+    return True
+
+
+def _holder(url: str, key: int) -> object:
+    """The pid of the session holding advisory lock `key`, or None."""
+    rows = pg.query(
+        url,
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
+        f"AND ((classid::bigint << 32) | objid::bigint) = {key}",
+    )
+    return rows[0][0] if rows else None

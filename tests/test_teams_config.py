@@ -32,6 +32,7 @@ CONNECTOR_URL = (
 def config(tmp_path: Path, teams: dict[str, Any], http: dict[str, Any] | None = None) -> Any:
     return from_mapping(
         {
+            "imds": {"vm_name": "vm0"},
             "store": {"url": f"sqlite:///{tmp_path / 's.db'}"},
             "http": http if http is not None else {"public_url": "https://vm1.example.net"},
             "teams": teams,

@@ -9,7 +9,6 @@ whole Scheduled Events document holding one event). Rules are evaluated now
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,14 +16,16 @@ from typing import Any, TextIO
 
 from sebridge import command_format as fmt
 from sebridge.config import Config
-from sebridge.errors import MalformedDocumentError
+from sebridge.errors import ConfigError, MalformedDocumentError
 from sebridge.imds.parse import parse_document
+from sebridge.imds.vm_name import BRIEF_WAIT
 from sebridge.kernel.clock import utcnow
 from sebridge.model import ScheduledEvent
 from sebridge.policy.compile import build_policy
 from sebridge.policy.decision import Decision
 from sebridge.policy.explain import explain as explain_rules
 from sebridge.runtime import missing_store, open_store
+from sebridge.runtime import vm_name as learn_vm_name
 
 __all__ = ["explain"]
 
@@ -53,14 +54,14 @@ def explain(
         if (event_id is None) == (event_file is None):
             raise _BadInput("give an EVENT_ID (see `sebridge events`) or --event FILE.json")
         if event_file is not None:
-            event, recorded, learnt = _from_file(event_file), None, ""
+            event, recorded = _from_file(event_file), None
         else:
             assert event_id is not None
-            event, recorded, learnt = _from_store(config, event_id)
+            event, recorded = _from_store(config, event_id)
+        vm = vm_name or _this_vm(config)
     except _BadInput as exc:
         print(f"sebridge: policy explain: {exc}", file=sys.stderr)
         return USAGE
-    vm = vm_name or config.imds.vm_name or learnt or socket.gethostname()
     result = explain_rules(event, build_policy(config.policy), vm, now)
     if as_json:
         data = result.as_json()
@@ -80,6 +81,15 @@ def explain(
     return OK
 
 
+def _this_vm(config: Config) -> str:
+    """This VM's name as `run` learns it (imds.vm_name, else IMDS's compute name, asked for
+    BRIEF_WAIT); never the host name (docs/ARCHITECTURE.md, "Agent name")."""
+    try:
+        return learn_vm_name(config, wait=BRIEF_WAIT)
+    except ConfigError as exc:
+        raise _BadInput(f"{exc}, or give --vm-name") from None
+
+
 def _moment(at: str | None) -> datetime:
     if at is None:
         return utcnow()
@@ -92,19 +102,18 @@ def _moment(at: str | None) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _from_store(config: Config, event_id: str) -> tuple[ScheduledEvent, Decision, str]:
+def _from_store(config: Config, event_id: str) -> tuple[ScheduledEvent, Decision]:
     unknown = f"unknown event {event_id}: not in the store (see `sebridge events --all`)"
     if missing_store(config) is not None:
         raise _BadInput(f"{unknown}; sebridge has not run with this store yet")
     store = open_store(config, migrate=False)
     try:
         record = store.event(event_id.strip())
-        learnt = store.setting("vm_name") or ""
     finally:
         store.close()
     if record is None:
         raise _BadInput(unknown)
-    return record.event, record.decision, learnt
+    return record.event, record.decision
 
 
 def _from_file(path: Path) -> ScheduledEvent:

@@ -12,7 +12,6 @@ what to fix.
 from __future__ import annotations
 
 import logging
-import socket
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,11 +19,13 @@ from typing import Any, TextIO
 
 from sebridge import command_format as fmt
 from sebridge.config import Config
-from sebridge.errors import BridgeError
+from sebridge.errors import BridgeError, ConfigError
+from sebridge.imds.vm_name import BRIEF_WAIT
 from sebridge.integrations import registry
 from sebridge.integrations.base import Finding, Integration, TrialNote
+from sebridge.kernel.text import visible
 from sebridge.render import Renderer
-from sebridge.runtime import build_imds, missing_store, open_store
+from sebridge.runtime import build_imds, missing_store, open_store, vm_name
 from sebridge.store import Store
 from sebridge.store.schema import MIGRATIONS
 from sebridge.web.link_check import check_links
@@ -87,10 +88,13 @@ def _examine(
     report.add(check_links(config, store))
     if store is not None:
         store.close()
+    vm = config.imds.vm_name
     try:
         build_imds(config).close()
     except ValueError as exc:
         report.problems.append(f"imds: {exc}")
+    else:
+        vm = _vm_name(config, report)
     renderer = Renderer(config.templates.dir or None)
     passed: list[Integration[Any]] = []
     for integration in registry.enabled(config):
@@ -99,8 +103,8 @@ def _examine(
         if not failed and integration.outbound:  # a failed one's problem says what to fix
             passed.append(integration)
     if send_test:
-        vm = config.imds.vm_name or socket.gethostname()
-        note = TrialNote(TEST_TEXT.format(vm=vm), vm)
+        # Never the host name: on a scale set it is not the name Resources list.
+        note = TrialNote(TEST_TEXT.format(vm=vm or "a VM whose name is unknown"), vm)
         for integration in passed:
             ctx = registry.context(integration, config, renderer, stdout)
             said = integration.send_test(ctx, note) or [
@@ -130,6 +134,21 @@ def _libraries_quiet() -> Iterator[None]:
 def _ours_or_critical(record: logging.LogRecord) -> bool:
     ours = record.name == "sebridge" or record.name.startswith("sebridge.")
     return ours or record.levelno >= logging.CRITICAL
+
+
+def _vm_name(config: Config, report: Report) -> str:
+    """This VM's name as `run` learns it (docs/ARCHITECTURE.md, "Agent name"), asked for
+    BRIEF_WAIT; "" when IMDS does not say: a problem, as `run` would exit 2."""
+    if config.imds.vm_name:
+        return config.imds.vm_name
+    try:
+        name = vm_name(config, wait=BRIEF_WAIT)
+    except ConfigError as exc:
+        report.problems.append(f"imds.vm_name: not set, and `sebridge run` would exit 2: {exc}")
+        return ""
+    said = f"this VM's name is {visible(name)} (IMDS's compute name; imds.vm_name is not set)"
+    report.passed.append(f"imds: {said}")
+    return name
 
 
 def _store(config: Config, report: Report) -> Store | None:

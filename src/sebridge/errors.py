@@ -29,6 +29,7 @@ __all__ = [
     "ImdsError",
     "ImdsRequestError",
     "ImdsThrottledError",
+    "ImdsTimeoutError",
     "ImdsUnavailableError",
     "MalformedDocumentError",
     "PermanentDeliveryError",
@@ -77,6 +78,10 @@ class ImdsThrottledError(ImdsError):
 
 class ImdsUnavailableError(ImdsError):
     """IMDS could not be reached or failed (404, 410, 5xx, timeout, refused, reset)."""
+
+
+class ImdsTimeoutError(ImdsUnavailableError):
+    """IMDS did not answer in time: retryable by the caller, but not inside the same call."""
 
 
 class MalformedDocumentError(ImdsError):

@@ -102,8 +102,8 @@ def vm_name(config: Config, *, wait: float | None = None) -> str:
     imds.vm_name when IMDS does not say. See docs/ARCHITECTURE.md, "Agent name"."""
     if config.imds.vm_name:
         return config.imds.vm_name
-    if wait is None:
-        return learn_vm_name(config.imds.endpoint)
+    if wait is None:  # a start: its wait is said (it may last NAME_WAIT)
+        return learn_vm_name(config.imds.endpoint, announce=True)
     return learn_vm_name(config.imds.endpoint, wait=wait)
 
 
@@ -223,8 +223,9 @@ def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store]:
         return sinks_for(decision, names)
 
     # No hooks run here: an approval whose rule names prepare hooks waits for the daemon's.
-    vm = config.imds.vm_name or store.setting("vm_name") or ""
-    gate = ReadinessGate(store, lambda: vm, lambda record: record.decision)
+    # The gate counts this VM (the daemon's own name, `name`) as live even while its daemon
+    # is stopped, so its prepare hooks are waited for, never skipped as "no agent".
+    gate = ReadinessGate(store, lambda: name, lambda record: record.decision)
     carrier = (
         Carrier(store, imds, audience, dry_run=config.policy.dry_run, gate=gate) if holds else None
     )

@@ -22,7 +22,12 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import NewConnectionError
 from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
-from sebridge.errors import ImdsError, ImdsUnavailableError, MalformedDocumentError
+from sebridge.errors import (
+    ImdsError,
+    ImdsTimeoutError,
+    ImdsUnavailableError,
+    MalformedDocumentError,
+)
 from sebridge.imds.answers import check_status, failure_reason, too_large
 from sebridge.imds.endpoint import split_endpoint
 from sebridge.imds.parse import parse_document
@@ -250,7 +255,7 @@ class ImdsClient:
 
     def _check_interrupted(self, method: str, path: str) -> None:
         if self._interrupted:
-            raise _Timeout(f"IMDS {method} {path} abandoned: sebridge is stopping")
+            raise ImdsTimeoutError(f"IMDS {method} {path} abandoned: sebridge is stopping")
 
     def _fast_get(self, timeout: urllib3.Timeout) -> RawResponse | None:
         assert self._fast is not None
@@ -263,8 +268,8 @@ class ImdsClient:
             except BodyTooLarge as exc:
                 raise too_large("GET", SCHEDULED_EVENTS_PATH, exc.length, MAX_DOCUMENT) from None
 
-    def _timed_out(self, method: str, path: str, seconds: float | None) -> _Timeout:
-        return _Timeout(
+    def _timed_out(self, method: str, path: str, seconds: float | None) -> ImdsTimeoutError:
+        return ImdsTimeoutError(
             f"IMDS at {self.endpoint} did not answer {method} {path} within "
             f"{seconds or 0:g}s; it is slow or hanging"
         )
@@ -280,10 +285,6 @@ def _said(problem: str) -> None:
     log.warning("IMDS document: %s", problem)
 
 
-class _Timeout(ImdsUnavailableError):
-    """A timeout: retryable by the caller, but not inside the same call."""
-
-
 # Waiting again for a hanging IMDS, or asking a proxy for its page again, only
 # delays the tick; the next poll is the retry.
-_NOT_RETRIED_IN_CALL = (_Timeout, MalformedDocumentError)
+_NOT_RETRIED_IN_CALL = (ImdsTimeoutError, MalformedDocumentError)

@@ -11,20 +11,26 @@ configuration error naming `imds.vm_name`. See docs/ARCHITECTURE.md, "Agent name
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable
 
-from sebridge.errors import ConfigError, ImdsError
+from sebridge.errors import ConfigError, ImdsError, ImdsTimeoutError
 from sebridge.imds.client import ImdsClient
 from sebridge.kernel.backoff import backoff_delay
 
-__all__ = ["NAME_WAIT", "learn_vm_name"]
+__all__ = ["BRIEF_WAIT", "NAME_WAIT", "learn_vm_name"]
+
+log = logging.getLogger(__name__)
 
 # How long a start waits for IMDS to say the VM's name. IMDS answers in
 # milliseconds; a VM whose IMDS is silent this long is better told at once
 # (exit 2, systemd starts it again) than polling under a name it may not have.
 NAME_WAIT = 30.0
+# A command that only looks (check, policy explain) asks this long: it says what `run`
+# would find without making a person wait as long as a start does.
+BRIEF_WAIT = 3.0
 _CALL_TIMEOUT = 5.0  # one attempt; IMDS answers in milliseconds
 
 
@@ -34,9 +40,18 @@ def learn_vm_name(
     wait: float = NAME_WAIT,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    announce: bool = False,
 ) -> str:
     """The compute name IMDS gives at `endpoint`, asked until it answers or `wait` seconds
-    have passed. Raises ConfigError naming imds.vm_name (and why IMDS did not say)."""
+    have passed. Raises ConfigError naming imds.vm_name (and why IMDS did not say).
+
+    announce: log that the wait begins (a start: it may last `wait` seconds)."""
+    if announce:
+        log.info(
+            "asking IMDS at %s for this VM's name (imds.vm_name is not set), for up to %g s",
+            endpoint,
+            wait,
+        )
     deadline = clock() + wait
     attempt = 0
     while True:
@@ -48,6 +63,8 @@ def learn_vm_name(
         )
         try:
             return client.instance_name()
+        except ImdsTimeoutError:  # its text names the attempt's share of the wait, not it
+            why = "it did not answer; it is slow or hanging"
         except ImdsError as exc:
             why = str(exc)
         finally:

@@ -53,6 +53,8 @@ class Database:
     ID_COLUMN = ""
     # (table, column) of every table in the store's schema (store/schema_check.py).
     COLUMNS_SQL = ""
+    # (index, table) of every index in the store's schema (store/schema_check.py).
+    INDEXES_SQL = ""
     # How often an idle dispatcher looks at the outbox unwoken (a safety net: the
     # daemon's tick wakes it whenever anyone writes). A local file's look is free.
     IDLE_CHECK_SECONDS = 60.0
@@ -201,6 +203,10 @@ class Database:
         shared store, one of the same name); None: nothing to release but the
         connection. StoreError names the holder."""
         raise NotImplementedError
+
+    def keep_name(self) -> None:
+        """At each heartbeat: hold the agent's name again if a reconnection could not
+        (PostgreSQL: store/pg_name.py). A file is held for as long as it is open."""
 
     def close(self) -> None:
         """Close the connection."""

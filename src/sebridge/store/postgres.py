@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
-from datetime import UTC
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -37,7 +36,7 @@ from sebridge.config_checks import redact_url
 from sebridge.errors import StoreError, StoreInUseError
 from sebridge.kernel.redact import scrub
 from sebridge.store.database import Database, Held
-from sebridge.store.duties import LOCK_KEY, Duties, advisory_key
+from sebridge.store.duties import LOCK_KEY, Duties
 from sebridge.store.pg_deadline import (
     DEADLINE_SECONDS,
     MIGRATION_SECONDS,
@@ -45,6 +44,7 @@ from sebridge.store.pg_deadline import (
     connect_options,
 )
 from sebridge.store.pg_listen import WriteListener
+from sebridge.store.pg_name import AgentName
 from sebridge.store.pg_reconnect import Reconnect
 from sebridge.store.pg_triggers import renew_triggers
 
@@ -54,12 +54,6 @@ log = logging.getLogger(__name__)
 
 # Advisory lock keys (per database): any fixed 64-bit numbers of our own.
 MIGRATE_LOCK = 0x5EB21D6E0001
-# Who holds an advisory lock (by key): for a message naming the other daemon.
-_HOLDER = (
-    "SELECT a.client_addr, a.backend_start FROM pg_locks l JOIN pg_stat_activity a "
-    "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted "
-    f"AND {LOCK_KEY} = %s"
-)
 
 
 class PostgresDatabase(Database):
@@ -70,6 +64,7 @@ class PostgresDatabase(Database):
         "SELECT table_name, column_name FROM information_schema.columns "
         "WHERE table_schema = current_schema()"
     )
+    INDEXES_SQL = "SELECT indexname, tablename FROM pg_indexes WHERE schemaname = current_schema()"
     # Each look is four round trips, NOTIFY wakes the dispatcher (a lost LISTEN connection
     # counts as a write) and the heartbeat asks after what no NOTIFY announces: an idle
     # fleet stays quiet.
@@ -95,7 +90,7 @@ class PostgresDatabase(Database):
         self._listener: WriteListener | None = None
         self._on_write: Callable[[frozenset[str]], None] | None = None
         self._heard = 0
-        self._agent: str | None = None  # the daemon's name, once held (hold_exclusive)
+        self._name = AgentName(self.location)  # the daemon's, once held (hold_exclusive)
         self._reconnect = Reconnect(self._reopen)
         self._deadline = StatementDeadline(DEADLINE_SECONDS)
         self._statement_seconds = DEADLINE_SECONDS
@@ -235,60 +230,49 @@ class PostgresDatabase(Database):
 
     def hold_exclusive(self, agent: str) -> Held | None:
         """Hold this agent's name (a session advisory lock on the work connection, taken
-        again when it is reopened): a second daemon of the same imds.vm_name would
-        share its sightings, and one's empty document would mark the other's events
-        gone. Nothing else is held alone: agents of other names share the database."""
-        self._agent = agent
+        again when it is reopened: store/pg_name.py): a second daemon of the same
+        imds.vm_name would share its sightings, and one's empty document would mark the
+        other's events gone. Nothing else is held alone: agents of other names share it."""
         try:
             with self._deadline.bound(self._conn.pgconn.socket):
-                held = _try_lock(self._conn, _agent_key(agent))
+                held = self._name.take(self._conn, agent)
         except psycopg.Error as exc:
             raise StoreError(f"store error ({self.location}): {self._scrub(exc)}") from None
         if not held:
-            raise StoreInUseError(self._agent_taken(self._conn))
+            raise StoreInUseError(self._name.taken_by(self._conn))
         return None  # let go with the connection
+
+    def keep_name(self) -> None:
+        """At each heartbeat: take the agent's name again if a reconnection found it still
+        held (most likely by our own old session: store/pg_name.py)."""
+        if self._name.agent is None or self._name.held:
+            return
+        with self._lock:
+            if self._depth:
+                return
+            conn = self._usable()
+            try:
+                with self._deadline.bound(conn.pgconn.socket):
+                    self._name.take_again(conn, reopened=False)
+            except psycopg.Error as exc:
+                raise self._error(exc) from None
 
     def _reopen(self) -> psycopg.Connection[Any]:
         """A new work connection, holding the agent's name again if this daemon holds it."""
         conn = self._open()
-        if self._agent is not None:
+        if self._name.agent is not None:
             try:
                 with self._deadline.bound(conn.pgconn.socket):
-                    held = _try_lock(conn, _agent_key(self._agent))
+                    self._name.take_again(conn, reopened=True)
             except psycopg.Error as exc:
                 conn.close()
                 raise StoreError(f"store error ({self.location}): {self._scrub(exc)}") from None
-            if not held:  # another daemon of our name started while the store was away
-                log.error("%s", self._agent_taken(conn))
         return conn
-
-    def _agent_taken(self, conn: psycopg.Connection[Any]) -> str:
-        who = ""
-        with contextlib.suppress(psycopg.Error):
-            row = conn.execute(_HOLDER, (_agent_key(self._agent or ""),))
-            found = row.fetchone()
-            if found is not None:
-                where = f"from {found[0]}" if found[0] else "over the local socket"
-                who = f" (connected {where} since {found[1].astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC)"
-        return (
-            f"another sebridge daemon named {self._agent!r} is running on the store at "
-            f"{self.location}{who}: give each VM's agent its own imds.vm_name"
-        )
 
     def _scrub(self, exc: BaseException) -> str:
         """The error's text without the password, should libpq ever quote it."""
         text = " ".join(str(exc).split())  # libpq's messages span lines: logs want one
         return scrub(text, [self._password])
-
-
-def _agent_key(agent: str) -> int:
-    """The advisory lock a daemon holds its name by (claimant_gone() derives it in SQL)."""
-    return advisory_key(f"sebridge.agent.{agent}")
-
-
-def _try_lock(conn: psycopg.Connection[Any], key: int) -> bool:
-    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-    return bool(row and row[0])
 
 
 def _password(url: str) -> str:

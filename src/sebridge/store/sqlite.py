@@ -40,6 +40,10 @@ class SqliteDatabase(Database):
         "SELECT m.name, c.name FROM sqlite_master m, pragma_table_info(m.name) c "
         "WHERE m.type = 'table'"
     )
+    # Named by CREATE INDEX (SQLite's own for keys have no SQL).
+    INDEXES_SQL = (
+        "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+    )
 
     def __init__(self, url: str) -> None:
         super().__init__()

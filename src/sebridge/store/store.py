@@ -199,6 +199,7 @@ class Store(EventReads, ApprovalTable, HookRunTable, HistoryLog, SettingsTable):
         outbox rows due that nobody claims (a dead agent's among them: nothing else
         tells the living of a death), an approval put back after a failed POST, or
         one whose claimant died or whose lease ended."""
+        self.db.keep_name()  # before the beat: a live agent should hold its name
         at = iso(now)
         row = self.db.one(
             "UPDATE documents SET seen_at = ? WHERE agent = ? RETURNING "

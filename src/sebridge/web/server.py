@@ -20,6 +20,7 @@ from typing import Any
 
 from waitress import wasyncore
 
+from sebridge.errors import ConfigError
 from sebridge.web.deadlines import deadline_server, room_for
 from sebridge.web.headers import secure_waitress_errors, secured
 from sebridge.web.wsgi import StartResponse, WsgiApp
@@ -75,21 +76,26 @@ class HttpServer:
         self._routes = dict(routes)
         health = health or (lambda: (200, {"status": "ok"}))
         self._probes = {"/healthz": health, "/readyz": ready or health}
-        self._server = deadline_server(
-            secured(self._app),  # security headers on every answer (web/headers.py)
-            header_timeout=header_timeout,
-            body_timeout=body_timeout,
-            host=host,
-            port=port,
-            threads=4,
-            ident="sebridge",
-            clear_untrusted_proxy_headers=True,
-            max_request_body_size=MAX_BODY + 1,  # waitress refuses sizes >= its limit
-            channel_timeout=idle_timeout,
-            cleanup_interval=1,
-            connection_limit=room_for(connection_limit),
-            asyncore_use_poll=True,  # select() fails on a descriptor over 1023
-        )
+        try:
+            self._server = deadline_server(
+                secured(self._app),  # security headers on every answer (web/headers.py)
+                header_timeout=header_timeout,
+                body_timeout=body_timeout,
+                host=host,
+                port=port,
+                threads=4,
+                ident="sebridge",
+                clear_untrusted_proxy_headers=True,
+                max_request_body_size=MAX_BODY + 1,  # waitress refuses sizes >= its limit
+                channel_timeout=idle_timeout,
+                cleanup_interval=1,
+                connection_limit=room_for(connection_limit),
+                asyncore_use_poll=True,  # select() fails on a descriptor over 1023
+            )
+        except OSError as exc:  # in use, not ours to bind, no such address: a start-up error
+            why = exc.strerror or str(exc)
+            where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            raise ConfigError(f"http.listen: cannot listen on {where}: {why}") from None
         secure_waitress_errors(self._server)  # and on the answers waitress writes itself
         self._thread: threading.Thread | None = None
 

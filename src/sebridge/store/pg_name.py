@@ -1,0 +1,101 @@
+"""The daemon's name on a shared PostgreSQL store: a session advisory lock on its work
+connection, held for as long as the daemon runs.
+
+A second daemon of the same imds.vm_name would share the first's sightings (one's
+empty document would mark the other's events gone), so a start whose name is held
+is refused (StoreInUseError, naming the holder). Claims name their claimant, and a
+claimant whose name is not held is taken for dead (postgres.claimant_gone).
+
+A lost connection is opened again (store/pg_reconnect.py); the name is taken again
+with it. The session that held it may outlive the loss on the server's side (a
+frozen server or network: it ends when the server notices), so a name still held
+then is most likely our own old session, not another daemon: the store says so in
+one line and takes the name again at each heartbeat until it has it, then says so
+once. The holder is waited for, never ended: it could be a live daemon of the same
+name. See docs/ARCHITECTURE.md, "Fleet mode".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from datetime import UTC
+from typing import Any
+
+import psycopg
+
+from sebridge.store.duties import LOCK_KEY, advisory_key
+
+__all__ = ["AgentName", "agent_key"]
+
+log = logging.getLogger(__name__)
+
+# Who holds an advisory lock (by key): for a message naming the other session.
+_HOLDER = (
+    "SELECT a.client_addr, a.backend_start FROM pg_locks l JOIN pg_stat_activity a "
+    "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted "
+    f"AND {LOCK_KEY} = %s"
+)
+
+
+def agent_key(agent: str) -> int:
+    """The advisory lock a daemon holds its name by (claimant_gone() derives it in SQL)."""
+    return advisory_key(f"sebridge.agent.{agent}")
+
+
+class AgentName:
+    """The agent's name lock: whether this process holds it, and taking it (again)."""
+
+    def __init__(self, location: str) -> None:
+        self.agent: str | None = None  # the daemon's name, once it asked to hold it
+        self.held = False
+        self._location = location
+
+    def take(self, conn: psycopg.Connection[Any], agent: str) -> bool:
+        """At the start: try to hold `agent` on `conn`; False when another session holds it
+        (taken_by() says which). psycopg.Error when the store does not answer."""
+        self.agent = agent
+        self.held = _try_lock(conn, agent_key(agent))
+        return self.held
+
+    def take_again(self, conn: psycopg.Connection[Any], *, reopened: bool) -> None:
+        """After a reconnection (`reopened`) or at a heartbeat while not held: try again;
+        say when it is still held elsewhere (once per connection) and when it is ours."""
+        if self.agent is None or (self.held and not reopened):
+            return
+        was = self.held
+        self.held = _try_lock(conn, agent_key(self.agent))
+        if self.held and not was:
+            log.info("%s: this daemon holds its name %r again", self._location, self.agent)
+        elif not self.held and (reopened or was):
+            log.warning(
+                "%s: this daemon's name %r is still held by an earlier session%s, most likely "
+                "this daemon's own from before the connection was lost (the server ends it "
+                "when it notices); taking the name again once it is free",
+                self._location,
+                self.agent,
+                _holder(conn, self.agent),
+            )
+
+    def taken_by(self, conn: psycopg.Connection[Any]) -> str:
+        """Why a start was refused: the other daemon of this name, as far as we can tell."""
+        return (
+            f"another sebridge daemon named {self.agent!r} is running on the store at "
+            f"{self._location}{_holder(conn, self.agent or '')}: give each VM's agent its own "
+            "imds.vm_name"
+        )
+
+
+def _holder(conn: psycopg.Connection[Any], agent: str) -> str:
+    """What names the session holding `agent`'s name: " (connected from ADDRESS since ...)"."""
+    with contextlib.suppress(psycopg.Error):
+        found = conn.execute(_HOLDER, (agent_key(agent),)).fetchone()
+        if found is not None:
+            where = f"from {found[0]}" if found[0] else "over the local socket"
+            return f" (connected {where} since {found[1].astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC)"
+    return ""
+
+
+def _try_lock(conn: psycopg.Connection[Any], key: int) -> bool:
+    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+    return bool(row and row[0])

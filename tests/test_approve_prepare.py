@@ -1,0 +1,65 @@
+"""`sebridge approve` while no daemon runs carries the approval out itself: it must gate it
+on the rule's prepare hooks exactly as the daemon does, under the same agent name (the
+one IMDS gives when imds.vm_name is not set). See docs/ARCHITECTURE.md, "Agent name" and
+"Readiness hooks"."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from helpers import cli_main, query, write_config
+from sebridge.simulator import Simulator
+from sebridge.store.codec import iso
+from sebridge.store.store import STALE
+
+RULES = (
+    '[[policy.rules]]\nname = "ask with a drain"\naction = "ask"\nprepare = ["drain"]\n'
+    '[hooks.drain]\ncommand = ["{command}"]\ntimeout = 60\n'
+)
+
+
+def _config(tmp_path: Path, sim: Simulator, vm_name: str) -> Path:
+    drain = tmp_path / "drain"
+    drain.write_text(f"#!{sys.executable}\nopen({str(tmp_path / 'drained')!r}, 'w')\n")
+    drain.chmod(0o755)
+    return write_config(
+        tmp_path / "sebridge.toml",
+        endpoint=sim.url,
+        db=tmp_path / "state.db",
+        jsonl=tmp_path / "out.jsonl",
+        vm_name=vm_name,
+        extra=RULES.format(command=drain),
+    )
+
+
+@pytest.mark.usefixtures("cli_in_process")
+@pytest.mark.parametrize("vm_name", ["", "vm0"], ids=["learnt-from-imds", "configured"])
+def test_approve_without_a_daemon_waits_for_this_vms_prepare_hooks(
+    sim: Simulator, tmp_path: Path, vm_name: str
+) -> None:
+    config = _config(tmp_path, sim, vm_name)
+    event_id = sim.schedule("Redeploy", notice=1200)  # prepare lead (300 s) not reached
+    code, _, err = cli_main("once", "--config", str(config))
+    assert code == 0, err
+    db = tmp_path / "state.db"
+    _stopped_long_ago(db)
+    code, out, err = cli_main("approve", event_id, "--as", "alice", "--config", str(config))
+    assert code == 0, err
+    assert "StartRequests sent" not in out
+    assert f"approval of {event_id} by alice: waiting for prepare hooks: vm0: " in out
+    assert sim.start_requests == []  # the drain has not run here: nothing POSTed
+    assert not (tmp_path / "drained").exists()
+    assert query(db, "SELECT actor, state FROM approvals") == [("alice", "waiting")]
+
+
+def _stopped_long_ago(db: Path) -> None:
+    """The daemon stopped longer ago than a heartbeat's STALE: no live agent is known."""
+    past = iso(datetime.now(UTC) - 2 * STALE)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE documents SET seen_at = ?", (past,))
+    conn.close()
