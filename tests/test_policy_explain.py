@@ -155,9 +155,15 @@ def test_an_event_from_the_store_shows_what_was_recorded(cfg: str, sim: Simulato
     code, out, _ = run("policy", "explain", "--config", cfg, eid, "--at", SATURDAY_NIGHT)
     assert out.splitlines()[-2:] == [
         "recorded when first seen: ask (rule: reboots)",
-        "  the recorded decision is the one that counts for this event; the rules (or the "
-        "time) have changed since",
+        "  the recorded decision is the one that counts for this event: the rules, the time "
+        "or the event changed since",
     ]
+    sim.start_event(eid)
+    assert run("once", "--config", cfg)[0] == 0
+    code, out, _ = run("policy", "explain", "--config", cfg, eid, "--at", SATURDAY_NIGHT)
+    assert out.splitlines()[-1].endswith(
+        "the rules, the time or the event (it has started) changed since"
+    )
 
 
 def test_builtin_rules_are_named_after_their_keys(tmp_path: Path, sim: Simulator) -> None:

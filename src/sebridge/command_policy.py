@@ -73,10 +73,10 @@ def explain(
     if recorded is not None:
         print(f"recorded when first seen: {recorded.action} (rule: {recorded.rule})", file=out)
         if recorded != result.decision:
+            event_now = "the event (it has started)" if event.started else "the event"
+            since = f"the rules, the time or {event_now} changed since"
             print(
-                "  the recorded decision is the one that counts for this event; the rules "
-                "(or the time) have changed since",
-                file=out,
+                f"  the recorded decision is the one that counts for this event: {since}", file=out
             )
     return OK
 
