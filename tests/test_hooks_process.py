@@ -17,6 +17,9 @@ from sebridge.simulator import Simulator
 pytestmark = pytest.mark.slow
 
 START = 30.0
+# A hook that waits for the test gives up after two minutes: a failed test leaves nothing
+# running for long.
+WAIT_LIMIT = "time.monotonic() - T0 < 120"
 
 
 def hook(tmp_path: Path, name: str, body: str) -> str:
@@ -25,6 +28,7 @@ def hook(tmp_path: Path, name: str, body: str) -> str:
     path.write_text(
         f"#!{sys.executable}\n"
         "import os, sys, time\n"
+        "T0 = time.monotonic()\n"
         f"open({str(tmp_path / (name + '.runs'))!r}, 'a').write(str(os.getpid()) + '\\n')\n" + body
     )
     path.chmod(0o755)
@@ -62,7 +66,7 @@ def test_a_hook_cut_short_runs_again_after_the_restart(
     drain = hook(
         tmp_path,
         "drain",
-        f"while not os.path.exists({str(go)!r}): time.sleep(0.05)\nprint('drained')\n",
+        f"while not os.path.exists({str(go)!r}) and {WAIT_LIMIT}: time.sleep(0.05)\nprint('drained')\n",
     )
     rules = '[[policy.rules]]\nname = "drain first"\naction = "approve"\nprepare = ["drain"]\n'
     config = hooks_config(tmp_path, sim, rules, {"drain": drain})
@@ -114,7 +118,7 @@ def test_a_failed_drain_holds_and_a_persons_approval_is_held_too(
     drain = hook(
         tmp_path,
         "drain",
-        f"while not os.path.exists({str(go)!r}): time.sleep(0.05)\n"
+        f"while not os.path.exists({str(go)!r}) and {WAIT_LIMIT}: time.sleep(0.05)\n"
         "print('pool web: 3 sessions left'); sys.exit(1)\n",
     )
     rules = (
