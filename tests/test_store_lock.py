@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from helpers import (
 from sebridge.errors import StoreError
 from sebridge.simulator import Simulator
 from sebridge.store import Store
+from sebridge.store.sqlite import SqliteDatabase
 
 START_TIMEOUT = 20.0
 
@@ -175,3 +177,26 @@ def test_an_in_memory_store_needs_no_lock() -> None:
     first, second = Store("sqlite://", exclusive=True), Store("sqlite://", exclusive=True)
     first.close()
     second.close()
+
+
+def test_another_process_commit_in_the_same_clock_tick_is_still_seen(tmp_path: Path) -> None:
+    """The daemon notices `sebridge approve` on a SQLite file by its write marker. A commit
+    into a WAL that SQLite reuses in place leaves the file's size as it was, and within one
+    tick of the kernel's clock its time too: the marker must change all the same."""
+    path = tmp_path / "s.db"
+    mine = SqliteDatabase(f"sqlite:///{path}")
+    mine.execute("CREATE TABLE t (x INTEGER)")
+    other = sqlite3.connect(path, isolation_level=None)
+    for i in range(50):  # a WAL of some size
+        other.execute("INSERT INTO t VALUES (?)", (i,))
+    mine.one("PRAGMA wal_checkpoint(PASSIVE)")  # every frame in the file: the WAL restarts
+    wal = Path(f"{path}-wal")
+    before = mine.write_marker()
+    stats = [os.stat(path), os.stat(wal)]
+    other.execute("INSERT INTO t VALUES (99)")  # written from the WAL's start
+    other.close()
+    for name, stat in zip((path, wal), stats, strict=True):  # the same clock tick
+        os.utime(name, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert wal.stat().st_size == stats[1].st_size  # reused in place: the files say nothing
+    assert mine.write_marker() != before
+    mine.close()

@@ -67,9 +67,12 @@ class SqliteDatabase(Database):
         self._sql: dict[str, str] = {}
 
     def write_marker(self) -> tuple[int, ...]:
-        """The database and WAL files' modification times and sizes: they change
-        whenever anyone commits. A stat() costs a few microseconds, a query a
-        hundred on a cold cache: this runs every tick."""
+        """The database and WAL files' modification times and sizes (they change when
+        this process commits), and SQLite's data_version, which changes whenever another
+        connection has: the files alone miss a commit that lands in the same
+        clock tick as the last one into a WAL reused in place (same time, same size),
+        and the daemon then missed a `sebridge approve` until its heartbeat. Two stat()s and
+        the pragma cost about 15 us together: this runs every tick."""
         marker: list[int] = []
         if self.path == ":memory:":
             return ()
@@ -80,7 +83,8 @@ class SqliteDatabase(Database):
                 marker += [0, 0]
                 continue
             marker += [stat.st_mtime_ns, stat.st_size]
-        return tuple(marker)
+        version = self.one("PRAGMA data_version")
+        return (*marker, int(version[0]) if version else 0)
 
     def check_integrity(self) -> None:
         """SQLite's own check of every page (PRAGMA quick_check); StoreError if one is bad."""
