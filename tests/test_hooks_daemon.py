@@ -8,6 +8,7 @@ worker runs before the carrier in each tick, so every step is deterministic.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -20,6 +21,7 @@ from sebridge.approval.request import ApprovalRequest, OutcomeKind
 from sebridge.approval.states import ApprovalState
 from sebridge.config import from_mapping
 from sebridge.daemon import Daemon
+from sebridge.errors import StoreError
 from sebridge.hooks.words import hook_news
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import utcnow
@@ -171,6 +173,31 @@ def test_one_events_long_drain_does_not_keep_anothers_hooks_waiting(
         (tmp_path / "release").touch()
         d.hooks.worker.stop(5.0)
     assert sim.start_requests.count(reboot) == sim.start_requests.count(preempt) == 1
+
+
+def test_a_store_that_refuses_a_hook_run_is_not_asked_again_in_a_loop(
+    sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink = ListSink()
+    d = make_daemon([{"action": "approve", "prepare": ["drain"]}], sink)
+    asked = []
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        asked.append(time.monotonic())
+        raise StoreError("the store does not answer")
+
+    monkeypatch.setattr(d.store, "begin_hook_run", refuse)
+    d.hooks.worker.start()
+    try:
+        sim.schedule("Reboot")
+        tick(d)
+        wait_until(lambda: asked, 10)
+        time.sleep(1.0)
+    finally:
+        d.hooks.worker.stop(5.0)
+    # Looked at again by a wake or the heartbeat, not at once: a failed chain must not spin.
+    assert len(asked) <= 2, len(asked)
+    assert ran(tmp_path) == []
 
 
 def test_a_failed_prepare_hook_holds_the_approval_and_says_why(

@@ -68,9 +68,11 @@ class Chains:
             thread.join(max(0.0, deadline - time.monotonic()))
 
     def _run(self, event_id: str, chain: Callable[[], object]) -> None:
+        ended = False
         try:
             chain()
-        except StoreError as exc:  # the worker looks again once the store answers
+            ended = True
+        except StoreError as exc:  # looked at again later (a wake, the heartbeat), not now
             log.debug("hooks of %s not run: %s", event_id, exc)
         except Exception:  # a bug must not end the hooks
             log.exception("running hooks of %s failed; looking again later", event_id)
@@ -78,4 +80,5 @@ class Chains:
             with self._lock:
                 if self._threads.get(event_id) is threading.current_thread():
                     del self._threads[event_id]
+        if ended:  # what came due meanwhile may run now; a failed chain must not spin
             self._on_done()

@@ -222,9 +222,9 @@ class HookWorker:
             run = self._store.begin_hook_run(
                 event, vm=vm, stage=stage, hook=name, now=self._clock(), sinks=sinks
             )
-        except StoreError as exc:
+        except StoreError as exc:  # ends the chain, which nothing wakes again at once
             log.warning("hook %s for %s not started: %s", name, event.event_id, exc)
-            return False
+            raise
         if run is None:  # ended before (another round of ours): nothing to do
             return True
         self._on_begun()
