@@ -45,15 +45,20 @@ def alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
 
 
-def test_a_hook_gets_the_event_in_its_environment_and_on_stdin(tmp_path: Path) -> None:
-    out = tmp_path / "seen.json"
-    command = script(
+def seen_script(tmp_path: Path, out: Path) -> tuple[str, ...]:
+    """A hook that writes its SEBRIDGE_* environment and its stdin to `out` as JSON."""
+    return script(
         tmp_path,
         "seen",
         "import json, os, sys\n"
         f"env = {{k: v for k, v in os.environ.items() if k.startswith('SEBRIDGE_')}}\n"
         f"json.dump({{'env': env, 'stdin': json.load(sys.stdin)}}, open({str(out)!r}, 'w'))\n",
     )
+
+
+def test_a_hook_gets_the_event_in_its_environment_and_on_stdin(tmp_path: Path) -> None:
+    out = tmp_path / "seen.json"
+    command = seen_script(tmp_path, out)
     outcome = run_hook(HookSpec("drain", command), EVENT, stage="prepare", vm_name="vm1")
     assert outcome.succeeded and outcome.exit_code == 0
     seen = json.loads(out.read_text())
@@ -199,13 +204,7 @@ def test_an_event_read_from_hostile_text_still_runs_its_hook(tmp_path: Path) -> 
     }
     (event,) = parse_document(json.dumps({"DocumentIncarnation": 1, "Events": [hostile]})).events
     out = tmp_path / "seen.json"
-    command = script(
-        tmp_path,
-        "seen",
-        "import json, os, sys\n"
-        f"env = {{k: v for k, v in os.environ.items() if k.startswith('SEBRIDGE_')}}\n"
-        f"json.dump({{'env': env, 'stdin': json.load(sys.stdin)}}, open({str(out)!r}, 'w'))\n",
-    )
+    command = seen_script(tmp_path, out)
     outcome = run_hook(HookSpec("drain", command), event, stage="prepare", vm_name="vm1")
     assert outcome.succeeded, outcome
     seen = json.loads(out.read_text())
