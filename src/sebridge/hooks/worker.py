@@ -235,8 +235,12 @@ class HookWorker:
             log.info("%s hook %s for %s (attempt %d)", stage, name, event.event_id, run.attempt)
             if run.attempt > 1:  # never two attempts at once
                 end_leftovers(event.event_id, hook=name, stage=stage, vm_name=vm)
-            outcome = run_hook(spec, event, stage=stage, vm_name=vm, started=self._chains.started)
-            self._chains.ended()
+            try:
+                outcome = run_hook(
+                    spec, event, stage=stage, vm_name=vm, started=self._chains.started
+                )
+            finally:
+                self._chains.ended()
             if self._stopping.is_set():  # ended by stop(): left `running`, run again at start
                 return False
             ended = HookRun(

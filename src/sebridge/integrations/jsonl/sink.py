@@ -26,7 +26,7 @@ from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError
 from sebridge.model import HookRun, Receipt
 from sebridge.sink import Message
 
-__all__ = ["TAIL", "JsonlSink", "record"]
+__all__ = ["TAIL", "JsonlSink", "hook_fields", "record"]
 
 TAIL = 64 * 1024  # bytes read back from the end of the file to find an earlier attempt's line
 
@@ -60,13 +60,14 @@ def record(message: Message, maybe_repeat: bool = False) -> dict[str, Any]:
         "dry_run": message.dry_run or t.dry_run,
         "note": t.note,
         # Hook transitions: which hook ran on which VM, and how it ended (else nulls).
-        **_hook_fields(t.hook),
+        **hook_fields(t.hook),
         "remind_before": t.remind_before,
         "maybe_repeat": maybe_repeat,
     }
 
 
-def _hook_fields(run: HookRun | None) -> dict[str, Any]:
+def hook_fields(run: HookRun | None) -> dict[str, Any]:
+    """A line's hook keys: which hook ran on which VM and how it ended (None: all null)."""
     fields = ("hook", "vm", "stage", "attempt", "exit_code", "timed_out", "seconds", "output")
     values = asdict(run) if run else {}
     return {"hook_vm" if f == "vm" else f: values.get(f) for f in fields}

@@ -15,6 +15,7 @@ import sys
 from typing import TextIO
 
 from sebridge.integrations.base import Finding, TrialNote
+from sebridge.integrations.jsonl.sink import hook_fields
 from sebridge.kernel.clock import utcnow
 
 __all__ = ["send_trial"]
@@ -64,8 +65,7 @@ def _line(note: TrialNote) -> dict[str, object]:
         "policy": None,
         "dry_run": False,
         "note": note.text,
-        # sink.record's hook fields, then the rest of its keys: no hook, no reminder.
-        **dict.fromkeys(("hook", "hook_vm", "stage", "attempt", "exit_code", "timed_out")),
-        **dict.fromkeys(("seconds", "output", "remind_before")),
+        **hook_fields(None),  # sink.record's hook fields, all null: no hook ran
+        "remind_before": None,
         "maybe_repeat": False,
     }
