@@ -40,8 +40,8 @@ from tests.fakes.teams import FakeTeams  # noqa: E402
 
 import harness  # noqa: E402
 import pg  # noqa: E402
+from sebridge.imds.simulator import Simulator  # noqa: E402
 from sebridge.model import Document, ScheduledEvent, Transition, TransitionKind  # noqa: E402
-from sebridge.simulator import Simulator  # noqa: E402
 from sebridge.store import Store  # noqa: E402
 
 SINKS = ("console", "jsonl", "teams")

@@ -30,7 +30,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import pg  # tests/pg.py: the temporary database and the round-trip tap

@@ -22,8 +22,8 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from harness import BenchError, log_tail
-from sebridge.simulator import Simulator
-from sebridge.simulator.records import PostRecord
+from sebridge.imds.simulator import Simulator
+from sebridge.imds.simulator.records import PostRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]

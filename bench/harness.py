@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from sebridge.simulator import Simulator
-from sebridge.simulator.records import PostRecord
+from sebridge.imds.simulator import Simulator
+from sebridge.imds.simulator.records import PostRecord
 
 T = TypeVar("T")
 

@@ -27,12 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import ms, percentile
 from sebridge.approval.request import ApprovalRequest
-from sebridge.daemon import Daemon
+from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping
 from sebridge.model import TransitionKind
 from sebridge.policy.compile import build_policy
-from sebridge.simulator import Simulator
 from sebridge.store import Store
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from sebridge.simulator import Simulator  # noqa: E402
+from sebridge.imds.simulator import Simulator  # noqa: E402
 
 BASELINE = """
 import sys

@@ -49,7 +49,7 @@ from harness import (
     simulator,
     write_sections,
 )
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the fake Jira lives in tests/fakes

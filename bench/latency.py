@@ -56,7 +56,7 @@ from harness import (
     run_parts,
     sample,
 )
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

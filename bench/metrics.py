@@ -45,7 +45,7 @@ from harness import (
     wait_for,
     write_sections,
 )
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = ROOT / ".cache" / "container" / "result.json"

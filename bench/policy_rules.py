@@ -27,8 +27,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sebridge.config import from_mapping
-from sebridge.config_core import PolicyConfig
+from sebridge.config.core import PolicyConfig
+from sebridge.config.loader import from_mapping
 from sebridge.model import ScheduledEvent
 from sebridge.policy import Policy, decide
 from sebridge.policy.compile import build_policy

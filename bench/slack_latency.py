@@ -60,7 +60,7 @@ from harness import (
     wait_for,
     write_sections,
 )
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the fake Slack lives in tests/fakes

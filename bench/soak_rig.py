@@ -37,7 +37,7 @@ from helpers import (  # noqa: E402
     run_cli,
     write_config,
 )
-from sebridge.simulator import Simulator  # noqa: E402
+from sebridge.imds.simulator import Simulator  # noqa: E402
 
 AGENTS = 3
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the stand-in IMDS lives in tests/fakes

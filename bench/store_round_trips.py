@@ -35,11 +35,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from sebridge.daemon import Daemon
+from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
+from sebridge.imds.simulator import Simulator
 from sebridge.model import Receipt
-from sebridge.simulator import Simulator
-from sebridge.sink import Message
+from sebridge.model.message import Message
 from sebridge.store import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))

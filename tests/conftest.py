@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 import pg
-from sebridge import config
-from sebridge.simulator import Simulator
+from sebridge.config import loader as config
+from sebridge.imds.simulator import Simulator
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

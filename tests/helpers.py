@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from sebridge.imds.simulator import Simulator
 from sebridge.model import Receipt
-from sebridge.simulator import Simulator
-from sebridge.sink import Message
+from sebridge.model.message import Message
 
 T = TypeVar("T")
 
@@ -230,7 +230,7 @@ class DaemonProcess:
 
 def cli_main(*argv: str) -> tuple[int, str, str]:
     """`sebridge ARGV` in this process -> (exit code, stdout, stderr)."""
-    from sebridge.cli import main
+    from sebridge.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

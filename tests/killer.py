@@ -42,7 +42,7 @@ from typing import Any
 
 from tests.fakes.slack import FakeSlack
 
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 from sebridge.store.codec import transition_from_json
 
 __all__ = ["KillReport", "SinkCount", "run_kill_test"]

@@ -9,11 +9,11 @@ from typing import Any
 import requests
 from tests.helpers import wait_until
 
-from sebridge.config import Config
+from sebridge.cli.runtime import build_runner, link_signer
+from sebridge.config.loader import Config
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping as from_mapping
-from sebridge.links import LinkSigner
-from sebridge.runtime import build_runner, link_signer
-from sebridge.simulator import Simulator
+from sebridge.web.links import LinkSigner
 from sebridge.web.server import HttpServer
 
 PUBLIC = "https://sebridge.example.net"  # what a TLS proxy in front would be reached at

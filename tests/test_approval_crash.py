@@ -19,9 +19,9 @@ import pytest
 import requests
 
 from helpers import DaemonProcess, free_port, lines_of, wait_until, write_config
-from sebridge.links import LinkSigner
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 from sebridge.store import Store
+from sebridge.web.links import LinkSigner
 
 pytestmark = pytest.mark.slow
 

@@ -15,10 +15,10 @@ import requests
 from tests.helpers import wait_until
 from tests.link_bridge import PUBLIC, LinkBridge
 
-from sebridge import commands
+from sebridge.cli import commands
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping as from_mapping
-from sebridge.links import LinkSigner
-from sebridge.simulator import Simulator
+from sebridge.web.links import LinkSigner
 
 Bridge = LinkBridge
 

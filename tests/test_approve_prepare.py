@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import cli_main, query, write_config
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 from sebridge.store.codec import iso
 from sebridge.store.store import STALE
 

@@ -19,11 +19,11 @@ from tests.fakes.teams import FakeTeams
 from tests.helpers import wait_until
 from tests.link_bridge import LinkBridge
 
+from sebridge.imds.simulator import Simulator
+from sebridge.integrations.render import Renderer
 from sebridge.integrations.teams.card import CardBuilder, samples
 from sebridge.model import ScheduledEvent, Transition
-from sebridge.render import Renderer
-from sebridge.simulator import Simulator
-from sebridge.sink import Message
+from sebridge.model.message import Message
 
 # chromium and chromium-driver (tests/browser.py)
 pytestmark = pytest.mark.browser

@@ -21,8 +21,8 @@ import pytest
 
 from helpers import cli_env, cli_main, free_port, query, run_cli, write_config
 from sebridge import __version__
-from sebridge.cli import main
-from sebridge.simulator import Simulator
+from sebridge.cli.main import main
+from sebridge.imds.simulator import Simulator
 
 COMMANDS = ("run", "once", "events", "approve", "history", "check", "policy", "simulate", "demo")
 WITH_CONFIG = ("run", "once", "events", "approve", "history", "check")
@@ -504,7 +504,7 @@ def test_history_text_and_json(cfg: str, sim: Simulator) -> None:
 def test_main_writes_to_the_stdout_of_the_moment(cfg: str) -> None:
     # Regression: commands once bound `out=sys.stdout` at import, so a later
     # redirection (capsys, redirect_stdout) was ignored.
-    importlib.import_module("sebridge.commands")  # as in any process that imported it before
+    importlib.import_module("sebridge.cli.commands")  # as in any process that imported it before
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         code = main(["check", "--config", cfg])

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from tests.helpers import cli_env, run_cli, toml_str, write_config
 
-from sebridge import commands
-from sebridge.config_secrets import Secret
-from sebridge.errors import ConfigError
+from sebridge.cli import commands
+from sebridge.config.secrets import Secret
+from sebridge.config.unit_credentials import UnitCredentials
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping
-from sebridge.simulator import Simulator
-from sebridge.unit_credentials import UnitCredentials
+from sebridge.kernel.errors import ConfigError
 
 WORKFLOWS = "https://prod-27.westeurope.logic.azure.com/workflows/0123/triggers/manual/paths/invoke?sig=S3CR3TSIG"
 # As the unit's comments tell a person to write them (deploy/systemd/sebridge.service).

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from helpers import run_cli, write_config
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 
 
 @pytest.fixture

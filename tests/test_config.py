@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sebridge import config
-from sebridge.config import Config, Secret
-from sebridge.config_secrets import Expander
-from sebridge.errors import ConfigError
+from sebridge.config import loader as config
+from sebridge.config.loader import Config, Secret
+from sebridge.config.secrets import Expander
 from sebridge.integrations.registry import REGISTRY
 from sebridge.integrations.registry import config_from_mapping as from_mapping
 from sebridge.integrations.registry import enabled as enabled_integrations
 from sebridge.integrations.registry import load_config as load
+from sebridge.kernel.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "config" / "example.toml"
 SEKRIT = "SEKRIT-7f3a9c"  # recognisable: must never show up in a message or repr

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from helpers import DaemonProcess, run_cli, wait_line
-from sebridge.config import Config
-from sebridge.simulator import Simulator
+from sebridge.config.loader import Config
+from sebridge.imds.simulator import Simulator
 
 
 def numeric_keys() -> Iterator[tuple[str, Field[Any]]]:

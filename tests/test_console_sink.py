@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from sebridge import cli
-from sebridge.errors import PermanentDeliveryError
+from sebridge.cli import main as cli
 from sebridge.integrations.console.sink import ConsoleSink
+from sebridge.integrations.render import Renderer
+from sebridge.kernel.errors import PermanentDeliveryError
 from sebridge.model import ScheduledEvent, Transition, TransitionKind
-from sebridge.render import Renderer
-from sebridge.sink import Message
+from sebridge.model.message import Message
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 EVENT = ScheduledEvent(

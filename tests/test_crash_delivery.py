@@ -20,12 +20,12 @@ import pytest
 from tests.fakes.slack import FakeSlack
 
 from helpers import read_jsonl
-from sebridge.dispatch import Dispatcher
+from sebridge.engine.dispatch import Dispatcher
 from sebridge.integrations.jsonl.sink import TAIL, JsonlSink
+from sebridge.integrations.render import Renderer
 from sebridge.integrations.slack.sink import SlackSink, build_slack_client
 from sebridge.model import Document, Receipt, ScheduledEvent, Transition, TransitionKind
-from sebridge.render import Renderer
-from sebridge.sink import Message, Sink
+from sebridge.model.message import Message, Sink
 from sebridge.store import Store
 from sebridge.store.codec import event_to_dict, transition_to_json
 from sebridge.store.schema import MIGRATIONS

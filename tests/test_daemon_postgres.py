@@ -25,7 +25,7 @@ from helpers import (
     wait_until,
     write_config,
 )
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 
 START_TIMEOUT = 20.0
 

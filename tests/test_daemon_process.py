@@ -37,9 +37,9 @@ from helpers import (
     wait_until,
     write_config,
 )
+from sebridge.cli.runtime import build_daemon
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import load_config as load
-from sebridge.runtime import build_daemon
-from sebridge.simulator import Simulator
 
 # real `sebridge run` processes: about 17 s for the module, up to 3 s a test
 pytestmark = pytest.mark.slow

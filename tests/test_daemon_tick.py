@@ -12,14 +12,15 @@ from datetime import UTC, datetime
 import pytest
 
 from helpers import wait_until
-from sebridge.approval.request import ApprovalRequest, OutcomeKind
-from sebridge.config_core import PolicyConfig
-from sebridge.daemon import Daemon
+from sebridge.approval.request import ApprovalRequest
+from sebridge.config.core import PolicyConfig
+from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
+from sebridge.imds.simulator import Simulator
 from sebridge.model import Approval, Receipt
+from sebridge.model.approval import OutcomeKind
+from sebridge.model.message import Message
 from sebridge.policy.compile import build_policy
-from sebridge.simulator import Simulator
-from sebridge.sink import Message
 from sebridge.store import Store
 
 

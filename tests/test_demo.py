@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import cli_env, run_cli
-from sebridge import demo
+from sebridge.cli import demo
 
 # real `sebridge demo` runs: about 12 s for the module, up to 6 s a test
 pytestmark = pytest.mark.slow

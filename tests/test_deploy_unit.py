@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from sebridge.config import DispatchConfig
+from sebridge.config.loader import DispatchConfig
+from sebridge.config.unit_credentials import CREDENTIAL_ID, FOLDER, UnitCredentials
 from sebridge.integrations.registry import config_from_mapping as from_mapping
-from sebridge.unit_credentials import CREDENTIAL_ID, FOLDER, UnitCredentials
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "deploy" / "systemd" / "sebridge.service"

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sebridge.diff import CHANGE_FIELDS, diff
+from sebridge.engine.diff import CHANGE_FIELDS, diff
 from sebridge.imds import parse_document
 from sebridge.model import Document, ScheduledEvent, Transition, TransitionKind
 

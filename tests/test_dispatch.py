@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from sebridge.dispatch import Dispatcher
-from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError
+from sebridge.engine.dispatch import Dispatcher
+from sebridge.kernel.errors import PermanentDeliveryError, RetryableDeliveryError
 from sebridge.model import Document, Receipt, ScheduledEvent, Transition, TransitionKind
-from sebridge.sink import Message
+from sebridge.model.message import Message
 from sebridge.store import Store
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

@@ -36,7 +36,7 @@ from helpers import (
     wait_until,
     write_config,
 )
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 
 # fleets of real `sebridge run` processes (pg too, given by conftest.py)
 pytestmark = pytest.mark.slow

@@ -23,7 +23,7 @@ import pytest
 
 import pg
 from helpers import DaemonProcess, event_gets, lines_of, read_jsonl, wait_until, write_config
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 
 pytestmark = pytest.mark.slow
 

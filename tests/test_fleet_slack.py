@@ -22,7 +22,7 @@ from tests.fakes.slack import FakeMessage, FakeSlack
 
 import pg
 from helpers import DaemonProcess, event_gets, toml_str, wait_until, write_config
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 
 # fleets of real `sebridge run` processes (pg too, given by conftest.py)
 pytestmark = pytest.mark.slow

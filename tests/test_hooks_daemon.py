@@ -17,16 +17,16 @@ from typing import Any
 import pytest
 
 from helpers import ListSink, wait_until
-from sebridge.approval.request import ApprovalRequest, OutcomeKind
-from sebridge.approval.states import ApprovalState
-from sebridge.config import from_mapping
-from sebridge.daemon import Daemon
-from sebridge.errors import StoreError
+from sebridge.approval.request import ApprovalRequest
+from sebridge.config.loader import from_mapping
+from sebridge.engine.daemon import Daemon
 from sebridge.hooks.words import hook_news
 from sebridge.imds import ImdsClient
+from sebridge.imds.simulator import Simulator
 from sebridge.kernel.clock import utcnow
+from sebridge.kernel.errors import StoreError
+from sebridge.model.approval import ApprovalState, OutcomeKind
 from sebridge.policy.compile import build_policy
-from sebridge.simulator import Simulator
 from sebridge.store import Store
 
 

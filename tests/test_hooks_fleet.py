@@ -12,7 +12,7 @@ import pytest
 
 import test_fleet
 from helpers import wait_until
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 from test_fleet import Fleet
 
 # The fleet of test_fleet.py: three agents on this run's PostgreSQL database.

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers import DaemonProcess, cli_env, lines_of, run_cli, wait_line, wait_until, write_config
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 
 pytestmark = pytest.mark.slow
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from fakes.imds_fixture import FixtureImds
-from sebridge.daemon import Daemon
-from sebridge.errors import MalformedDocumentError
+from sebridge.cli.runtime import build_daemon
+from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
 from sebridge.imds.client import MAX_DOCUMENT
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping as from_mapping
-from sebridge.runtime import build_daemon
-from sebridge.simulator import Simulator
+from sebridge.kernel.errors import MalformedDocumentError
 
 HOSTILE = "Host\ud800 update\x1b[2J\x07\x00 \u202eexe.txt\nINFO forged line"
 

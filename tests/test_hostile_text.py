@@ -25,19 +25,19 @@ from hypothesis import strategies as st
 
 from fakes.jira import FakeJira
 from fakes.teams import FakeTeams
-from sebridge.config_secrets import Secret
+from sebridge.config.secrets import Secret
 from sebridge.integrations.console.sink import ConsoleSink
 from sebridge.integrations.jira.client import JiraApi
 from sebridge.integrations.jira.settings import JiraSettings
 from sebridge.integrations.jira.sink import JiraSink
 from sebridge.integrations.jsonl.sink import JsonlSink, record
+from sebridge.integrations.render import Renderer
 from sebridge.integrations.slack import limits
 from sebridge.integrations.teams.card import MAX_PAYLOAD
 from sebridge.integrations.teams.sink import TeamsSink
 from sebridge.kernel.text import VisibleFormatter, displayable, visible
 from sebridge.model import ScheduledEvent, Transition, TransitionKind
-from sebridge.render import Renderer
-from sebridge.sink import Message
+from sebridge.model.message import Message
 from test_slack_sink import _FakeWebApi
 from test_slack_sink import make_sink as slack_sink
 

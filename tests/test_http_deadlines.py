@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from sebridge.kernel.wsgi import StartResponse
 from sebridge.web.server import HttpServer
-from sebridge.web.wsgi import StartResponse
 
 
 def echo(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from tests.helpers import wait_until
 
+from sebridge.cli.runtime import build_daemon, build_runner
+from sebridge.engine.runner import Runner
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping as from_mapping
-from sebridge.runner import Runner
-from sebridge.runtime import build_daemon, build_runner
-from sebridge.simulator import Simulator
 from sebridge.web.server import MAX_BODY, HttpServer
 
 
@@ -299,7 +299,7 @@ def test_healthz_of_a_running_daemon(tmp_path: Path, sim: Simulator) -> None:
 
 
 def test_healthz_fails_when_imds_has_not_answered_for_long(tmp_path: Path) -> None:
-    from sebridge.health import Health
+    from sebridge.engine.health import Health
 
     daemon = build_daemon(config_for(tmp_path, "http://127.0.0.1:9"))
     try:
@@ -318,7 +318,7 @@ def test_healthz_fails_when_imds_has_not_answered_for_long(tmp_path: Path) -> No
 
 
 def test_healthz_fails_when_the_store_cannot_be_written(tmp_path: Path, sim: Simulator) -> None:
-    from sebridge.health import Health
+    from sebridge.engine.health import Health
 
     daemon = build_daemon(config_for(tmp_path, sim.url))
     try:
@@ -335,7 +335,7 @@ def test_healthz_fails_when_the_store_cannot_be_written(tmp_path: Path, sim: Sim
 
 
 def test_healthz_after_imds_is_gone_longer_than_ten_polls(tmp_path: Path, sim: Simulator) -> None:
-    from sebridge.health import Health
+    from sebridge.engine.health import Health
 
     daemon = build_daemon(config_for(tmp_path, sim.url))
     try:

@@ -7,14 +7,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from sebridge.errors import (
+from sebridge.imds import API_VERSIONS, ImdsClient
+from sebridge.imds.simulator import Simulator
+from sebridge.kernel.errors import (
     ImdsRequestError,
     ImdsThrottledError,
     ImdsUnavailableError,
     MalformedDocumentError,
 )
-from sebridge.imds import API_VERSIONS, ImdsClient
-from sebridge.simulator import Simulator
 
 
 class Sleeps:

@@ -12,8 +12,8 @@ import pytest
 from tests.fakes.jira import FakeJira
 from tests.helpers import toml_str
 
-from sebridge import config as config_module
-from sebridge.cli import main
+from sebridge.cli.main import main
+from sebridge.config import loader as config_module
 
 
 @pytest.fixture(autouse=True)

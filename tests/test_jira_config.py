@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from sebridge import config
-from sebridge.config import Config
-from sebridge.errors import ConfigError
+from sebridge.config import loader as config
+from sebridge.config.loader import Config
 from sebridge.integrations.jira import JiraSettings
 from sebridge.integrations.registry import config_from_mapping as from_mapping
 from sebridge.integrations.registry import enabled as enabled_integrations
 from sebridge.integrations.registry import load_config
+from sebridge.kernel.errors import ConfigError
 
 SEKRIT = "SEKRIT-7f3a9c"
 CLOUD = {"url": "https://x.atlassian.net", "project": "OPS", "email": "a@b.c", "api_token": "t"}

@@ -17,13 +17,13 @@ import pytest
 from tests.fakes.jira import FakeJira
 from tests.helpers import wait_until
 
-from sebridge import config as config_module
-from sebridge.daemon import Daemon
+from sebridge.cli.runtime import build_runner
+from sebridge.config import loader as config_module
+from sebridge.engine.daemon import Daemon
+from sebridge.engine.runner import Runner
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations.jira.watcher import actor_of
 from sebridge.integrations.registry import config_from_mapping as from_mapping
-from sebridge.runner import Runner
-from sebridge.runtime import build_runner
-from sebridge.simulator import Simulator
 
 POLL = 0.2
 

@@ -24,7 +24,7 @@ from tests.helpers import (
     write_config,
 )
 
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 
 # real `sebridge run` processes killed mid-delivery: up to 4 s a test
 pytestmark = pytest.mark.slow

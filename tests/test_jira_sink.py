@@ -15,14 +15,14 @@ from urllib.parse import urlsplit
 import pytest
 from tests.fakes.jira import FakeJira
 
-from sebridge.config_secrets import Secret
-from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError
+from sebridge.config.secrets import Secret
 from sebridge.integrations.jira.client import JiraApi
 from sebridge.integrations.jira.settings import JiraSettings
 from sebridge.integrations.jira.sink import JiraSink
+from sebridge.integrations.render import Renderer
+from sebridge.kernel.errors import PermanentDeliveryError, RetryableDeliveryError
 from sebridge.model import Receipt, ScheduledEvent, Transition
-from sebridge.render import Renderer
-from sebridge.sink import Message
+from sebridge.model.message import Message
 
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 NOT_BEFORE = datetime(2026, 11, 23, 22, 26, 58, tzinfo=UTC)

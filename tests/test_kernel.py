@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 import sebridge.kernel
-from sebridge.config_checks import redact_url as checks_redact_url
 from sebridge.imds.answers import check_status
 from sebridge.integrations.jira import errors as jira_errors
 from sebridge.integrations.slack import errors as slack_errors
@@ -21,6 +20,7 @@ from sebridge.integrations.teams import errors as teams_errors
 from sebridge.kernel.backoff import MAX_DOUBLINGS, backoff_delay
 from sebridge.kernel.clock import utcnow
 from sebridge.kernel.redact import redact_url, scrub, url_secrets
+from sebridge.kernel.redact import redact_url as checks_redact_url
 from sebridge.kernel.retry_after import parse_retry_after, retry_after
 
 NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
@@ -217,7 +217,7 @@ def test_each_integration_keeps_its_default_and_cap(
 
 
 def test_imds_429_has_no_retry_after_when_absent() -> None:
-    from sebridge.errors import ImdsThrottledError
+    from sebridge.kernel.errors import ImdsThrottledError
 
     for headers, expected in (
         ({}, None),

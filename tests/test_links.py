@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from sebridge.errors import ConfigError
+from sebridge.cli.runtime import link_signer
 from sebridge.integrations.registry import config_from_mapping as from_mapping
-from sebridge.links import UNKNOWN_EXPIRY, LinkError, LinkSigner, approval_link
+from sebridge.kernel.errors import ConfigError
 from sebridge.model import ScheduledEvent
-from sebridge.runtime import link_signer
 from sebridge.store import Store
+from sebridge.web.links import UNKNOWN_EXPIRY, LinkError, LinkSigner, approval_link
 
 NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"

@@ -11,8 +11,8 @@ import pytest
 
 from fakes.imds_fixture import FixtureImds
 from helpers import run_cli, write_config
+from sebridge.cli.runtime import configure_logging
 from sebridge.integrations.registry import config_from_mapping as from_mapping
-from sebridge.runtime import configure_logging
 
 
 @pytest.fixture(autouse=True)

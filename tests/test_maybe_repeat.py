@@ -16,9 +16,9 @@ import pytest
 
 from sebridge.integrations.console.sink import MAYBE_REPEAT, ConsoleSink
 from sebridge.integrations.jsonl.sink import JsonlSink
+from sebridge.integrations.render import Renderer
 from sebridge.model import ScheduledEvent, Transition, TransitionKind
-from sebridge.render import Renderer
-from sebridge.sink import Message
+from sebridge.model.message import Message
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 MESSAGE = Message(

@@ -15,17 +15,17 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from sebridge.config import from_mapping
-from sebridge.daemon import Daemon
+from sebridge.config.loader import from_mapping
+from sebridge.engine.daemon import Daemon
+from sebridge.engine.metrics import Metrics
+from sebridge.engine.store_gauges import StoreGauges
 from sebridge.imds import ImdsClient
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations.jsonl.sink import JsonlSink
-from sebridge.metrics import Metrics
 from sebridge.model import Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.policy.compile import build_policy
-from sebridge.simulator import Simulator
 from sebridge.store import Store
 from sebridge.store.tallies import Tallies, read_tallies
-from sebridge.store_gauges import StoreGauges
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 

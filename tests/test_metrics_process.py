@@ -32,7 +32,7 @@ from tests.helpers import (
 )
 
 from sebridge import __version__
-from sebridge.metrics import (
+from sebridge.engine.metrics import (
     APPROVAL_OUTCOMES,
     DELIVERY_OUTCOMES,
     HOOK_OUTCOMES,
@@ -40,9 +40,9 @@ from sebridge.metrics import (
     POLL_OUTCOMES,
     VIAS,
 )
+from sebridge.engine.store_gauges import EVENT_STATES
+from sebridge.imds.simulator import Simulator
 from sebridge.model import TransitionKind
-from sebridge.simulator import Simulator
-from sebridge.store_gauges import EVENT_STATES
 
 # one real `sebridge run` process through a whole scenario: about 15 s for the module
 pytestmark = pytest.mark.slow

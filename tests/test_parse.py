@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sebridge.errors import MalformedDocumentError
 from sebridge.imds import parse_document, parse_not_before
+from sebridge.kernel.errors import MalformedDocumentError
 from sebridge.model import EventStatus, EventType, ScheduledEvent
 
 # The live-migration sequence from the 2020-07-01 documentation, verbatim.

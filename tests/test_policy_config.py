@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from helpers import cli_main, run_cli
-from sebridge.config import HookSettings, from_mapping
-from sebridge.config_policy import RuleSettings, WindowSettings
-from sebridge.errors import ConfigError
+from sebridge.config.loader import HookSettings, from_mapping
+from sebridge.config.policy import RuleSettings, WindowSettings
+from sebridge.kernel.errors import ConfigError
 
 pytestmark = pytest.mark.usefixtures("cli_in_process")
 

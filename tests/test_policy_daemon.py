@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 
 from helpers import ListSink
-from sebridge.approval.request import ApprovalRequest, OutcomeKind
-from sebridge.config import from_mapping
-from sebridge.daemon import Daemon
+from sebridge.approval.request import ApprovalRequest
+from sebridge.config.loader import from_mapping
+from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
+from sebridge.imds.simulator import Simulator
+from sebridge.model.approval import OutcomeKind
 from sebridge.policy import Decision
 from sebridge.policy.compile import build_policy
-from sebridge.simulator import Simulator
 from sebridge.store import Store
 
 RULES: list[dict[str, Any]] = [

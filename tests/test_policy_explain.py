@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from helpers import cli_main, free_port, run_cli, write_config
-from sebridge.config import from_mapping
-from sebridge.config_core import PolicyConfig
+from sebridge.config.core import PolicyConfig
+from sebridge.config.loader import from_mapping
+from sebridge.imds.simulator import Simulator
 from sebridge.model import ScheduledEvent
 from sebridge.policy import decide
 from sebridge.policy.compile import build_policy
 from sebridge.policy.explain import explain
-from sebridge.simulator import Simulator
 
 RULES = """
 [[policy.rules]]

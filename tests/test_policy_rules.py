@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from sebridge.config import from_mapping
-from sebridge.config_core import PolicyConfig
+from sebridge.config.core import PolicyConfig
+from sebridge.config.loader import from_mapping
 from sebridge.model import EventType, ScheduledEvent
 from sebridge.policy import NO_RULE, Decision, Policy, decide
 from sebridge.policy.compile import build_policy

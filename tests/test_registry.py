@@ -15,12 +15,12 @@ from typing import Any, ClassVar
 import pytest
 
 from helpers import cli_env, query, run_cli, write_config
+from sebridge.cli.runtime import build_daemon, build_sinks
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations.base import Integration
 from sebridge.integrations.registry import REGISTRY
 from sebridge.integrations.registry import config_from_mapping as from_mapping
 from sebridge.integrations.registry import enabled as enabled_integrations
-from sebridge.runtime import build_daemon, build_sinks
-from sebridge.simulator import Simulator
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "sebridge"
 INTEGRATIONS = SRC / "integrations"
@@ -126,10 +126,10 @@ import json
 import urllib.request
 from dataclasses import dataclass
 
-from sebridge.errors import RetryableDeliveryError
+from sebridge.kernel.errors import RetryableDeliveryError
 from sebridge.integrations.base import Context, Integration
 from sebridge.model import Receipt
-from sebridge.sink import Message
+from sebridge.model.message import Message
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from helpers import run_cli, write_config
-from sebridge.errors import StoreError
+from sebridge.kernel.errors import StoreError
 from sebridge.store import Store
 from sebridge.store.schema import MIGRATIONS
 from sebridge.store.schema_check import expected_columns, expected_indexes

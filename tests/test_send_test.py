@@ -16,12 +16,12 @@ from tests.fakes.slack import FakeSlack
 from tests.fakes.teams import FakeTeams
 from tests.helpers import free_port, toml_str
 
-from sebridge import config as config_module
-from sebridge.cli import main
+from sebridge.cli.main import main
+from sebridge.config import loader as config_module
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations.jsonl.sink import JsonlSink
 from sebridge.model import ScheduledEvent, Transition, TransitionKind
-from sebridge.simulator import Simulator
-from sebridge.sink import Message
+from sebridge.model.message import Message
 
 MARKED = "sebridge test message — no action needed (from vm7: sebridge check --send-test)"
 

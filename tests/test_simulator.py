@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from sebridge.simulator import API_VERSIONS, Simulator, demo_scenario, read_scenario, serve
+from sebridge.imds.simulator import API_VERSIONS, Simulator, demo_scenario, read_scenario, serve
 
 START = float(
     calendar.timegm((2022, 4, 11, 22, 11, 58))
@@ -858,14 +858,14 @@ def test_serve_rejects_a_bad_scenario(tmp_path: Path) -> None:
 
 
 def test_simulator_imports_nothing_else_from_sebridge() -> None:
-    import sebridge.simulator
+    import sebridge.imds.simulator
 
-    package = Path(sebridge.simulator.__file__).parent
+    package = Path(sebridge.imds.simulator.__file__).parent
     for source in package.glob("*.py"):
         for node in ast.walk(ast.parse(source.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
                 assert not node.module.startswith("sebridge.") or node.module.startswith(
-                    "sebridge.simulator"
+                    "sebridge.imds.simulator"
                 ), f"{source.name} imports {node.module}"
             if isinstance(node, ast.Import):
                 for alias in node.names:

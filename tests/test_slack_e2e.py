@@ -27,14 +27,15 @@ import pytest
 from tests.fakes.slack import FakeMessage, FakeSlack
 from tests.helpers import read_jsonl, wait_until
 
-from sebridge import cli, commands
-from sebridge import config as config_module
-from sebridge.config import Config
-from sebridge.daemon import Daemon
+from sebridge.cli import commands
+from sebridge.cli import main as cli
+from sebridge.cli.runtime import build_runner
+from sebridge.config import loader as config_module
+from sebridge.config.loader import Config
+from sebridge.engine.daemon import Daemon
+from sebridge.engine.runner import Runner
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping as from_mapping
-from sebridge.runner import Runner
-from sebridge.runtime import build_runner
-from sebridge.simulator import Simulator
 from sebridge.web.server import HttpServer
 
 OPS = "C0123456789"

@@ -19,16 +19,16 @@ from typing import Any
 
 import pytest
 
-from sebridge.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
+from sebridge.integrations.render import Renderer
 from sebridge.integrations.slack.sink import (
     SlackSink,
     build_slack_client,
     escape_mrkdwn,
     slack_user,
 )
+from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
 from sebridge.model import Receipt, ScheduledEvent, Transition
-from sebridge.render import Renderer
-from sebridge.sink import Message
+from sebridge.model.message import Message
 
 TOKEN = "xoxb-1111-2222-SECRETSECRET"
 CHANNEL = "C0TEST"

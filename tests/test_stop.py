@@ -16,7 +16,7 @@ import pytest
 
 from fakes.imds_fixture import FixtureImds
 from helpers import DaemonProcess, wait_line, wait_until, write_config
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 
 GRACE = 2.0  # write_config's shutdown_grace_seconds
 BOUND = GRACE + 8.0

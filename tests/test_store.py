@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sebridge.errors import StoreError
+from sebridge.kernel.errors import StoreError
 from sebridge.model import Approval, Document, Receipt, ScheduledEvent, Transition, TransitionKind
 from sebridge.policy import Decision
 from sebridge.store import Store

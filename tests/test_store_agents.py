@@ -16,11 +16,11 @@ import pytest
 
 import pg
 from helpers import wait_until
-from sebridge.daemon import Daemon
+from sebridge.engine.daemon import Daemon
+from sebridge.engine.runner import Runner
 from sebridge.imds import ImdsClient
+from sebridge.imds.simulator import Simulator
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
-from sebridge.runner import Runner
-from sebridge.simulator import Simulator
 from sebridge.store import Store
 from sebridge.store.store import STALE
 
@@ -164,8 +164,12 @@ def test_a_dead_agents_claimed_rows_pass_at_once_and_the_heartbeat_says_so(
         # b waits for the lease, not looking again and again while a sends; a's own
         # row in flight is due now for a (its flush at shutdown waits for it).
         assert (b.outbox.next_due("slack"), a.outbox.next_due("slack")) == (T0 + LEASE, T0)
+        a_pid = a.db.one("SELECT pg_backend_pid()")[0]
     finally:
         a.close()  # kill -9 ends the session the same way: the server lets go of a's name
+    # The server ends a's backend after the client hung up, a moment later: until then its
+    # locks stand (the daemon's next heartbeat finds it gone; this test looks at once).
+    pg.wait_gone(url, a_pid)
     try:
         assert b.heartbeat(T0)  # nothing else tells b that a is gone
         assert b.outbox.next_due("slack") == T0

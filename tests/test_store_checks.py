@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from helpers import query, run_cli, write_config
+from sebridge.cli.runtime import build_daemon
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import load_config as load
 from sebridge.model import Document, ScheduledEvent
-from sebridge.runtime import build_daemon
-from sebridge.simulator import Simulator
 from sebridge.store import Store
 
 

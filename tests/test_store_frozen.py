@@ -20,9 +20,9 @@ import pytest
 
 import pg
 from helpers import DaemonProcess, event_gets, free_port, wait_line, wait_until, write_config
-from sebridge.errors import StoreError
+from sebridge.imds.simulator import Simulator
 from sebridge.kernel.clock import utcnow
-from sebridge.simulator import Simulator
+from sebridge.kernel.errors import StoreError
 from sebridge.store import Store, postgres
 from sebridge.store.duties import advisory_key
 

@@ -27,8 +27,8 @@ from helpers import (
     wait_until,
     write_config,
 )
-from sebridge.errors import StoreError
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
+from sebridge.kernel.errors import StoreError
 from sebridge.store import Store
 from sebridge.store.sqlite import SqliteDatabase
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from sebridge.errors import StoreError
+from sebridge.kernel.errors import StoreError
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.store import Store
 

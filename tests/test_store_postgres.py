@@ -16,12 +16,12 @@ import pytest
 
 import pg
 from helpers import free_port, wait_until
-from sebridge.daemon import Daemon
-from sebridge.errors import StoreError
+from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
+from sebridge.imds.simulator import Simulator
+from sebridge.kernel.errors import StoreError
 from sebridge.model import Approval, Document, Receipt, ScheduledEvent, Transition
-from sebridge.simulator import Simulator
-from sebridge.sink import Message
+from sebridge.model.message import Message
 from sebridge.store import Store
 from sebridge.store.schema import MIGRATIONS
 

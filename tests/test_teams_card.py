@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from sebridge.errors import ConfigError, PermanentDeliveryError
+from sebridge.cli.runtime import build_sinks
 from sebridge.integrations.registry import config_from_mapping as from_mapping
+from sebridge.integrations.render import Renderer, relative
 from sebridge.integrations.teams.card import CardBuilder, escape_markdown, samples
-from sebridge.render import Renderer, relative
-from sebridge.runtime import build_sinks
+from sebridge.kernel.errors import ConfigError, PermanentDeliveryError
 
 NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from sebridge import commands
-from sebridge.errors import ConfigError
+from sebridge.cli import commands
 from sebridge.integrations.registry import config_from_mapping as from_mapping
 from sebridge.integrations.teams.settings import CONNECTOR, OTHER, WORKFLOWS, url_kind
+from sebridge.kernel.errors import ConfigError
 
 SIG = "Zq9xY8w7VvUu6Tt5Ss4Rr3Qq2Pp1Oo0Nn_-AaBbCcD"
 LOGIC = (

@@ -17,7 +17,7 @@ from tests.fakes.teams import FakeTeams, Shown
 from tests.helpers import wait_until
 from tests.link_bridge import PUBLIC, LinkBridge
 
-from sebridge.simulator import Simulator
+from sebridge.imds.simulator import Simulator
 
 PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 

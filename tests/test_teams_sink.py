@@ -12,12 +12,12 @@ import pytest
 from tests.fakes.teams import FakeTeams
 from tests.helpers import free_port
 
-from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError
+from sebridge.integrations.render import Renderer
 from sebridge.integrations.teams.card import MAX_PAYLOAD
 from sebridge.integrations.teams.sink import TeamsSink
+from sebridge.kernel.errors import PermanentDeliveryError, RetryableDeliveryError
 from sebridge.model import ScheduledEvent, Transition
-from sebridge.render import Renderer
-from sebridge.sink import Message
+from sebridge.model.message import Message
 
 NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
 LINK = "https://vm0.example.net/approve/abc.def"

@@ -20,10 +20,10 @@ import pytest
 import pg
 from fakes.imds_fixture import FixtureImds
 from helpers import DaemonProcess, free_port, query, run_cli, wait_until, write_config
-from sebridge.errors import ConfigError
+from sebridge.imds.simulator import Simulator
 from sebridge.imds.vm_name import learn_vm_name
+from sebridge.kernel.errors import ConfigError
 from sebridge.model import Document, ScheduledEvent, Transition, TransitionKind
-from sebridge.simulator import Simulator
 from sebridge.store import Store
 
 

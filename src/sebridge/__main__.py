@@ -1,5 +1,5 @@
 """`python -m sebridge`: the same as the `sebridge` command."""
 
-from sebridge.cli import main
+from sebridge.cli.main import main
 
 raise SystemExit(main())

@@ -21,13 +21,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from sebridge.approval.counts import NOT_COUNTED, ApprovalCounts
 from sebridge.approval.gate import GO, Gate, GateAnswer
-from sebridge.approval.states import ApprovalState
-from sebridge.errors import ImdsError, ImdsRequestError, StoreError
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
-from sebridge.metrics import Metrics
+from sebridge.kernel.errors import ImdsError, ImdsRequestError, StoreError
 from sebridge.model import Transition, TransitionKind
+from sebridge.model.approval import ApprovalState
 from sebridge.store import ApprovalRecord, EventRecord, Store
 
 __all__ = ["CLAIM_LEASE", "Carrier"]
@@ -61,7 +61,7 @@ class Carrier:
             dispatcher: an event's messages then show its approval as carried out).
         gate: whether an event's VMs are ready for StartRequests (readiness hooks).
         on_waiting: called when an approval waits for readiness (wakes the hook worker).
-        metrics: counts the approvals this carrier settles (default: a registry of its own).
+        metrics: counts the approvals this carrier settles (default: nothing counts them).
     """
 
     def __init__(
@@ -75,13 +75,13 @@ class Carrier:
         on_recorded: Callable[[], None] = lambda: None,
         gate: Gate = lambda record: GO,
         on_waiting: Callable[[], None] = lambda: None,
-        metrics: Metrics | None = None,
+        metrics: ApprovalCounts = NOT_COUNTED,
     ) -> None:
         self._store = store
         self._gate = gate
         self._on_waiting = on_waiting
         self._imds = imds
-        self._metrics = metrics or Metrics()
+        self._metrics = metrics
         self._sinks_for = sinks_for
         self._dry_run = dry_run
         self._clock = clock

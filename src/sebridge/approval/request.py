@@ -8,12 +8,11 @@ ephemeral message, a page, a comment, a line and an exit code).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
-from sebridge.approval.states import Blocker
+from sebridge.model.approval import Blocker, OutcomeKind
 from sebridge.store.records import ApprovalRecord, EventRecord
 
-__all__ = ["ApprovalRequest", "Outcome", "OutcomeKind"]
+__all__ = ["ApprovalRequest", "Outcome"]
 
 
 @dataclass(frozen=True)
@@ -29,15 +28,6 @@ class ApprovalRequest:
     event_id: str
     actor: str
     via: str
-
-
-class OutcomeKind(StrEnum):
-    """The four answers a person can get."""
-
-    APPROVED = "approved"  # this request's approval was carried out (dry run: would have been)
-    ALREADY = "already"  # someone approved it before: `approval` says who, when, what became of it
-    REFUSED = "refused"  # not approved: `reason` says why (unknown, gone, started, IMDS refused)
-    HELD = "held"  # recorded, not carried out yet: `reason` says what it waits for
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,12 @@ import time
 from collections.abc import Callable, Sequence
 
 from sebridge.approval.carrier import Carrier
-from sebridge.approval.request import ApprovalRequest, Outcome, OutcomeKind
-from sebridge.approval.states import ApprovalState, Blocker
+from sebridge.approval.counts import NOT_COUNTED, ApprovalCounts
+from sebridge.approval.request import ApprovalRequest, Outcome
 from sebridge.kernel.clock import Clock, utcnow
-from sebridge.metrics import Metrics
 from sebridge.model import Approval, Transition, TransitionKind
-from sebridge.policy.decision import offers_approval
+from sebridge.model.approval import ApprovalState, Blocker, OutcomeKind
+from sebridge.model.decision import offers_approval
 from sebridge.store import ApprovalRecord, AuditEntry, EventRecord, Store
 
 __all__ = ["DEFAULT_WAIT", "Approvals"]
@@ -53,11 +53,11 @@ class Approvals:
         *,
         clock: Clock = utcnow,
         on_recorded: Callable[[], None] = lambda: None,
-        metrics: Metrics | None = None,
+        metrics: ApprovalCounts = NOT_COUNTED,
     ) -> None:
         self._store = store
         self._carrier = carrier
-        self._metrics = metrics or Metrics()
+        self._metrics = metrics
         self._sinks_for = sinks_for
         self._clock = clock
         self._on_recorded = on_recorded

@@ -11,10 +11,10 @@ from datetime import timedelta
 
 from sebridge.hooks.gate import ReadinessGate
 from sebridge.hooks.process import HookCommand
-from sebridge.hooks.readiness import VmReadiness
 from sebridge.hooks.worker import HookWorker
 from sebridge.kernel.clock import Clock, utcnow
-from sebridge.policy.decision import Decision
+from sebridge.model.decision import Decision
+from sebridge.model.readiness import VmReadiness
 from sebridge.store import EventRecord, Store
 
 __all__ = ["AgentHooks"]

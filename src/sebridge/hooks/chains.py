@@ -10,8 +10,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from sebridge.errors import StoreError
 from sebridge.hooks.process import end_group
+from sebridge.kernel.errors import StoreError
 
 __all__ = ["Chains"]
 

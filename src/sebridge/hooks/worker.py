@@ -25,11 +25,11 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from sebridge.errors import StoreError
 from sebridge.hooks.chains import Chains
 from sebridge.hooks.process import HookCommand, end_leftovers, run_hook
 from sebridge.hooks.readiness import listed_vms
 from sebridge.kernel.clock import Clock, utcnow
+from sebridge.kernel.errors import StoreError
 from sebridge.model import HookRun
 from sebridge.store import EventRecord, Store
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from sebridge.errors import (
+from sebridge.kernel.errors import (
     ImdsRequestError,
     ImdsThrottledError,
     ImdsUnavailableError,

@@ -22,17 +22,17 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import NewConnectionError
 from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
-from sebridge.errors import (
-    ImdsError,
-    ImdsTimeoutError,
-    ImdsUnavailableError,
-    MalformedDocumentError,
-)
 from sebridge.imds.answers import check_status, failure_reason, too_large
 from sebridge.imds.endpoint import split_endpoint
 from sebridge.imds.parse import parse_document
 from sebridge.imds.wire import BodyTooLarge, FastGet, RawResponse
 from sebridge.kernel.backoff import backoff_delay
+from sebridge.kernel.errors import (
+    ImdsError,
+    ImdsTimeoutError,
+    ImdsUnavailableError,
+    MalformedDocumentError,
+)
 from sebridge.model import Document, Incarnation
 
 __all__ = ["API_VERSIONS", "DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "MAX_DOCUMENT", "ImdsClient"]

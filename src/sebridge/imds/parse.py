@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-from sebridge.errors import MalformedDocumentError
+from sebridge.kernel.errors import MalformedDocumentError
 from sebridge.model import Document, Incarnation, ScheduledEvent
 
 __all__ = ["parse_document", "parse_not_before"]

@@ -16,9 +16,9 @@ import random
 import time
 from collections.abc import Callable
 
-from sebridge.errors import ConfigError, ImdsError, ImdsTimeoutError
 from sebridge.imds.client import ImdsClient
 from sebridge.kernel.backoff import backoff_delay
+from sebridge.kernel.errors import ConfigError, ImdsError, ImdsTimeoutError
 
 __all__ = ["BRIEF_WAIT", "NAME_WAIT", "learn_vm_name"]
 

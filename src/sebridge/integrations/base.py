@@ -27,15 +27,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TextIO, TypeVar, cast
 
-from sebridge.services import Job, Service
+from sebridge.engine.services import Job, Service
 
 if TYPE_CHECKING:
     from sebridge.approval.request import ApprovalRequest, Outcome
-    from sebridge.config_reader import Reader
-    from sebridge.render import Renderer
-    from sebridge.sink import Sink
+    from sebridge.config.reader import Reader
+    from sebridge.integrations.render import Renderer
+    from sebridge.kernel.wsgi import WsgiApp
+    from sebridge.model.message import Sink
     from sebridge.store.records import EventRecord
-    from sebridge.web.wsgi import WsgiApp
 
 __all__ = [
     "Context",

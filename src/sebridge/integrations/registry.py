@@ -13,16 +13,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, TextIO
 
-from sebridge import config as config_loader
-from sebridge.config import Config
-from sebridge.config_reader import Reader
+from sebridge.config import loader as config_loader
+from sebridge.config.loader import Config
+from sebridge.config.reader import Reader
 from sebridge.integrations.base import Context, Core, Integration
 from sebridge.integrations.console import Console
 from sebridge.integrations.jira import Jira
 from sebridge.integrations.jsonl import Jsonl
+from sebridge.integrations.render import Renderer
 from sebridge.integrations.slack import Slack
 from sebridge.integrations.teams import Teams
-from sebridge.render import Renderer
 
 __all__ = [
     "REGISTRY",

@@ -8,7 +8,7 @@ docs/ARCHITECTURE.md, "Policy".
 
 from __future__ import annotations
 
-from sebridge.policy.decision import (
+from sebridge.model.decision import (
     ACTIONS,
     APPROVE,
     ASK,
@@ -17,12 +17,10 @@ from sebridge.policy.decision import (
     NO_MATCH,
     NO_RULE,
     Decision,
-    Policy,
-    Rule,
-    decide,
     offers_approval,
     sinks_for,
 )
+from sebridge.policy.rules import Policy, Rule, decide
 
 __all__ = [
     "ACTIONS",

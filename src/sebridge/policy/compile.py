@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from zoneinfo import ZoneInfo
 
-from sebridge.config_core import PolicyConfig
-from sebridge.config_policy import DAYS, RuleSettings, WindowSettings, seconds_of_day
-from sebridge.policy.decision import APPROVE, ASK, IGNORE, Decision, Policy, Rule
+from sebridge.config.core import PolicyConfig
+from sebridge.config.policy import DAYS, RuleSettings, WindowSettings, seconds_of_day
+from sebridge.model.decision import APPROVE, ASK, IGNORE, Decision
 from sebridge.policy.matchers import (
     Description,
     Duration,
@@ -26,6 +26,7 @@ from sebridge.policy.matchers import (
     ThisVm,
     Window,
 )
+from sebridge.policy.rules import Policy, Rule
 
 __all__ = ["build_policy", "builtin_rules", "compile_rule"]
 

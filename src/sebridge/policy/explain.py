@@ -14,8 +14,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sebridge.model import ScheduledEvent
-from sebridge.policy.decision import APPROVE, NO_MATCH, Decision, Policy, effective
+from sebridge.model.decision import APPROVE, NO_MATCH, Decision, effective
 from sebridge.policy.matchers import Facts
+from sebridge.policy.rules import Policy
 
 __all__ = ["Explanation", "RuleVerdict", "explain"]
 

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sebridge.approval.states import CARRIED_OUT, ApprovalState
 from sebridge.model import Approval, Transition
+from sebridge.model.approval import CARRIED_OUT, ApprovalState
 from sebridge.store.codec import from_iso, iso
 from sebridge.store.database import Database, Row
 from sebridge.store.records import ApprovalRecord

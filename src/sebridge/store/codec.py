@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import Any
 
 from sebridge.model import HookRun, Incarnation, ScheduledEvent, Transition
-from sebridge.policy.decision import ASK, Decision
+from sebridge.model.decision import ASK, Decision
 
 __all__ = [
     "decision_from_db",

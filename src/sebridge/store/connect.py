@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sebridge.errors import StoreError
+from sebridge.kernel.errors import StoreError
 from sebridge.store.database import Database
 
 __all__ = ["open_database"]

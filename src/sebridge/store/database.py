@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from sebridge.errors import StoreError
+from sebridge.kernel.errors import StoreError
 from sebridge.store.duties import Duties
 from sebridge.store.schema import MIGRATIONS
 

@@ -18,8 +18,8 @@ import json
 import os
 import socket
 
-from sebridge.errors import StoreError, StoreInUseError
 from sebridge.kernel.clock import utcnow
+from sebridge.kernel.errors import StoreError, StoreInUseError
 
 __all__ = ["StoreLock"]
 

@@ -11,8 +11,8 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 
-from sebridge.approval.states import CARRIED_OUT
 from sebridge.model import Receipt
+from sebridge.model.approval import CARRIED_OUT
 from sebridge.store.codec import from_iso, iso, transition_from_json
 from sebridge.store.database import Database
 from sebridge.store.records import Delivery

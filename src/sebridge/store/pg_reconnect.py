@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from sebridge.errors import StoreError
+from sebridge.kernel.errors import StoreError
 
 __all__ = ["RECONNECT_SECONDS", "Reconnect"]
 

@@ -32,9 +32,8 @@ from urllib.parse import urlsplit
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from sebridge.config_checks import redact_url
-from sebridge.errors import StoreError, StoreInUseError
-from sebridge.kernel.redact import scrub
+from sebridge.kernel.errors import StoreError, StoreInUseError
+from sebridge.kernel.redact import redact_url, scrub
 from sebridge.store.database import Database, Held
 from sebridge.store.duties import LOCK_KEY, Duties
 from sebridge.store.pg_deadline import (

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sebridge.approval.states import CARRIED_OUT, OPEN, Blocker, blocker
 from sebridge.model import HookRun, Receipt, ScheduledEvent, Transition
-from sebridge.policy.decision import Decision
+from sebridge.model.approval import CARRIED_OUT, OPEN, Blocker, blocker
+from sebridge.model.decision import Decision
 
 __all__ = [
     "ApprovalRecord",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from sebridge.errors import StoreError
+from sebridge.kernel.errors import StoreError
 from sebridge.store.database import Database
 from sebridge.store.schema import MIGRATIONS
 

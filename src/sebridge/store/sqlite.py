@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from sebridge.errors import StoreError
+from sebridge.kernel.errors import StoreError
 from sebridge.store.database import Database, Held
 from sebridge.store.lock import StoreLock
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
-from sebridge.policy.decision import NO_MATCH, Decision
+from sebridge.model.decision import NO_MATCH, Decision
 from sebridge.store.approvals import ApprovalTable
 from sebridge.store.codec import (
     decision_to_json,

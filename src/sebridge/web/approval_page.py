@@ -22,16 +22,16 @@ from urllib.parse import parse_qs
 
 import jinja2
 
-from sebridge.approval.request import ApprovalRequest, Outcome, OutcomeKind
-from sebridge.approval.states import Blocker
+from sebridge.approval.request import ApprovalRequest, Outcome
 from sebridge.approval.usecase import DEFAULT_WAIT
-from sebridge.errors import ConfigError
-from sebridge.hooks.readiness import VmReadiness
+from sebridge.integrations.render import Renderer
 from sebridge.kernel.clock import Clock, utcnow
-from sebridge.links import LinkError, LinkSigner
-from sebridge.render import Renderer
+from sebridge.kernel.errors import ConfigError
+from sebridge.kernel.wsgi import StartResponse
+from sebridge.model.approval import Blocker, OutcomeKind
+from sebridge.model.readiness import VmReadiness
 from sebridge.store.records import EventRecord
-from sebridge.web.wsgi import StartResponse
+from sebridge.web.links import LinkError, LinkSigner
 
 __all__ = ["PREFIX", "ApprovalPage", "PageHost", "link_actor"]
 

@@ -28,7 +28,7 @@ from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 
-from sebridge.web.wsgi import WsgiApp
+from sebridge.kernel.wsgi import WsgiApp
 
 __all__ = ["DeadlineServer", "deadline_server", "room_for"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from waitress.task import ErrorTask
 
-from sebridge.web.wsgi import StartResponse, WsgiApp
+from sebridge.kernel.wsgi import StartResponse, WsgiApp
 
 __all__ = ["SECURITY_HEADERS", "secure_waitress_errors", "secured"]
 

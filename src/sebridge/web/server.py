@@ -20,10 +20,10 @@ from typing import Any
 
 from waitress import wasyncore
 
-from sebridge.errors import ConfigError
+from sebridge.kernel.errors import ConfigError
+from sebridge.kernel.wsgi import StartResponse, WsgiApp
 from sebridge.web.deadlines import deadline_server, room_for
 from sebridge.web.headers import secure_waitress_errors, secured
-from sebridge.web.wsgi import StartResponse, WsgiApp
 
 __all__ = ["CORE_PATHS", "MAX_BODY", "HttpServer"]
 

@@ -11,7 +11,7 @@ from sebridge.integrations.base import Context, Finding, Integration, TrialNote
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sebridge.sink import Sink
+    from sebridge.model.message import Sink
 
 __all__ = ["Console", "ConsoleSettings"]
 

@@ -6,13 +6,13 @@ import sys
 import threading
 from typing import TextIO
 
-from sebridge.errors import RetryableDeliveryError
+from sebridge.integrations.render import Renderer
+from sebridge.integrations.samples import sample_messages
 from sebridge.kernel.clock import Clock, utcnow
+from sebridge.kernel.errors import RetryableDeliveryError
 from sebridge.kernel.text import visible
 from sebridge.model import Receipt
-from sebridge.render import Renderer
-from sebridge.samples import sample_messages
-from sebridge.sink import Message
+from sebridge.model.message import Message
 
 __all__ = ["ConsoleSink"]
 

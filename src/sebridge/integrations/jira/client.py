@@ -16,9 +16,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sebridge.errors import DeliveryError
 from sebridge.integrations.jira.errors import delivery_error
 from sebridge.integrations.jira.settings import JiraSettings
+from sebridge.kernel.errors import DeliveryError
 
 if TYPE_CHECKING:
     from jira import JIRA

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sebridge.errors import DeliveryError
 from sebridge.integrations.base import Finding
 from sebridge.integrations.jira.client import JiraApi
+from sebridge.kernel.errors import DeliveryError
 
 __all__ = ["check_jira"]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sebridge.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
 from sebridge.kernel import retry_after as _retry_after
+from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
 from sebridge.kernel.redact import scrub
 
 __all__ = ["DEFAULT_RETRY_AFTER", "delivery_error", "jira_messages", "retry_after", "scrub"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
-from sebridge.config_checks import http_url
-from sebridge.config_reader import Reader, option
-from sebridge.config_secrets import Secret
+from sebridge.config.checks import http_url
+from sebridge.config.reader import Reader, option
+from sebridge.config.secrets import Secret
 
 __all__ = ["JiraSettings", "validate"]
 

@@ -21,13 +21,13 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from sebridge.errors import DeliveryError, PermanentDeliveryError
 from sebridge.integrations.jira.client import JiraApi, jql_string
+from sebridge.integrations.render import Renderer
+from sebridge.integrations.samples import sample_messages
 from sebridge.kernel.clock import Clock, utcnow
+from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError
 from sebridge.model import Receipt, TransitionKind
-from sebridge.render import Renderer
-from sebridge.samples import sample_messages
-from sebridge.sink import Message, shown, shown_field
+from sebridge.model.message import Message, shown, shown_field
 
 if TYPE_CHECKING:
     from jira import JIRA

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sebridge.errors import DeliveryError
 from sebridge.integrations.base import Finding, TrialNote
 from sebridge.integrations.jira.client import JiraApi
+from sebridge.kernel.errors import DeliveryError
 
 __all__ = ["NEEDED", "send_trial"]
 

@@ -6,13 +6,13 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sebridge.config_reader import Reader
+from sebridge.config.reader import Reader
 from sebridge.integrations.base import Context, Core, Finding, Integration, TrialNote
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sebridge.sink import Sink
+    from sebridge.model.message import Sink
 
 __all__ = ["Jsonl", "JsonlSettings"]
 

@@ -22,9 +22,9 @@ import threading
 from dataclasses import asdict
 from typing import Any, BinaryIO, TextIO
 
-from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError
+from sebridge.kernel.errors import PermanentDeliveryError, RetryableDeliveryError
 from sebridge.model import HookRun, Receipt
-from sebridge.sink import Message
+from sebridge.model.message import Message
 
 __all__ = ["TAIL", "JsonlSink", "hook_fields", "record"]
 

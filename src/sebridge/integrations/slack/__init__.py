@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sebridge.config_reader import Reader
+from sebridge.config.reader import Reader
 from sebridge.integrations.base import (
     Context,
     Core,
@@ -19,7 +19,7 @@ from sebridge.integrations.slack.settings import SlackSettings, validate
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sebridge.sink import Sink
+    from sebridge.model.message import Sink
 
 __all__ = ["Slack", "SlackSettings"]
 

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from sebridge.approval.request import ApprovalRequest, OutcomeKind
+from sebridge.approval.request import ApprovalRequest
 from sebridge.integrations.base import Desk
 from sebridge.integrations.slack.approvers import SlackApprovers
+from sebridge.model.approval import OutcomeKind
 from sebridge.store.records import EventRecord
 
 __all__ = ["APPROVE", "TAKE", "Click", "SlackActions"]

@@ -14,8 +14,8 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-from sebridge.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
 from sebridge.kernel import retry_after as _retry_after
+from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
 from sebridge.kernel.redact import scrub
 
 __all__ = ["RETRYABLE_CODES", "delivery_error", "retry_after"]

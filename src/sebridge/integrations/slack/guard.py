@@ -18,7 +18,7 @@ from typing import Any
 
 from slack_sdk.signature import SignatureVerifier
 
-from sebridge.web.wsgi import StartResponse, WsgiApp
+from sebridge.kernel.wsgi import StartResponse, WsgiApp
 
 __all__ = ["guarded"]
 

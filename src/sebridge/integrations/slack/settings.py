@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from sebridge.config_checks import http_url
-from sebridge.config_reader import Reader, option
-from sebridge.config_secrets import Secret
+from sebridge.config.checks import http_url
+from sebridge.config.reader import Reader, option
+from sebridge.config.secrets import Secret
 from sebridge.model import EventType
 
 __all__ = ["SlackSettings", "slack_token_kind", "validate"]

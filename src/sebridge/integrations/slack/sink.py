@@ -20,16 +20,16 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web import SlackResponse
 
-from sebridge.errors import PermanentDeliveryError
+from sebridge.integrations.render import Renderer
+from sebridge.integrations.samples import sample_messages
 from sebridge.integrations.slack.errors import delivery_error
 from sebridge.integrations.slack.limits import MAX_TEXT, fit_blocks
 from sebridge.integrations.slack.lookup import PARENT_TYPE, REPLY_TYPE, find_parent, reply_posted
 from sebridge.kernel.clock import Clock, utcnow
+from sebridge.kernel.errors import PermanentDeliveryError
 from sebridge.kernel.text import clip
 from sebridge.model import Receipt, TransitionKind
-from sebridge.render import Renderer
-from sebridge.samples import sample_messages
-from sebridge.sink import Message, shown
+from sebridge.model.message import Message, shown
 
 __all__ = ["SlackSink", "build_slack_client", "escape_mrkdwn", "slack_date", "slack_user"]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+from sebridge.engine.services import Service, SingleHolder
 from sebridge.integrations.base import Host, Inbound
 from sebridge.integrations.slack.actions import SlackActions
 from sebridge.integrations.slack.approvers import SlackApprovers
@@ -17,8 +18,7 @@ from sebridge.integrations.slack.settings import SlackSettings
 from sebridge.integrations.slack.sink import SlackSink
 from sebridge.kernel.clock import utcnow
 from sebridge.model import Transition
-from sebridge.services import Service, SingleHolder
-from sebridge.sink import Message
+from sebridge.model.message import Message
 from sebridge.store.records import EventRecord
 
 __all__ = ["SlackClickService", "click_inbound"]

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sebridge.config_reader import Reader
+from sebridge.config.reader import Reader
 from sebridge.integrations.base import Context, Core, Finding, Integration, TrialNote
 from sebridge.integrations.teams.settings import TeamsSettings, validate
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sebridge.sink import Sink
+    from sebridge.model.message import Sink
 
 __all__ = ["Teams", "TeamsSettings"]
 

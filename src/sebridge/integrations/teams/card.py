@@ -15,12 +15,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from sebridge.errors import PermanentDeliveryError
+from sebridge.integrations.render import Renderer
+from sebridge.integrations.samples import sample_messages
 from sebridge.kernel.clock import Clock, utcnow
+from sebridge.kernel.errors import PermanentDeliveryError
 from sebridge.model import TransitionKind
-from sebridge.render import Renderer
-from sebridge.samples import sample_messages
-from sebridge.sink import Message
+from sebridge.model.message import Message
 
 __all__ = [
     "CARD",

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sebridge.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
 from sebridge.kernel import redact
 from sebridge.kernel import retry_after as _retry_after
+from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
 
 __all__ = ["DEFAULT_RETRY_AFTER", "answer_error", "retry_after", "scrub", "transport_error"]
 

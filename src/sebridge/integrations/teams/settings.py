@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
-from sebridge.config_checks import webhook_url
-from sebridge.config_reader import Reader, option
-from sebridge.config_secrets import Secret
+from sebridge.config.checks import webhook_url
+from sebridge.config.reader import Reader, option
+from sebridge.config.secrets import Secret
 
 __all__ = [
     "ADAPTIVE",

@@ -17,14 +17,14 @@ from typing import Any
 import pymsteams
 import requests
 
-from sebridge.errors import PermanentDeliveryError
+from sebridge.integrations.render import Renderer
 from sebridge.integrations.teams.card import ADAPTIVE_TYPE, CardBuilder
 from sebridge.integrations.teams.errors import answer_error, scrub, transport_error
 from sebridge.integrations.teams.settings import ADAPTIVE
 from sebridge.kernel.clock import Clock, utcnow
+from sebridge.kernel.errors import PermanentDeliveryError
 from sebridge.model import Receipt
-from sebridge.render import Renderer
-from sebridge.sink import Message, shown
+from sebridge.model.message import Message, shown
 
 __all__ = ["TeamsSink"]
 

@@ -7,10 +7,10 @@ it: the finding says accepted, not shown. Errors come from the sink's table
 
 from __future__ import annotations
 
-from sebridge.errors import DeliveryError
 from sebridge.integrations.base import Finding, TrialNote
 from sebridge.integrations.teams.settings import ADAPTIVE
 from sebridge.integrations.teams.sink import TeamsSink
+from sebridge.kernel.errors import DeliveryError
 
 __all__ = ["send_trial"]
 

@@ -1,0 +1,276 @@
+"""What each `sebridge` subcommand does, given a loaded Config.
+
+Exit codes: 0 done; 1 something failed at run time (IMDS, store); 2 bad
+usage or configuration; 3 an approval was refused.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+from datetime import timedelta
+from typing import TextIO
+
+from sebridge.approval.request import ApprovalRequest, Outcome
+from sebridge.cli import doctor
+from sebridge.cli import format as fmt
+from sebridge.cli.runtime import (
+    build_daemon,
+    build_desk,
+    build_imds,
+    build_runner,
+    missing_store,
+    open_store,
+)
+from sebridge.config.loader import Config
+from sebridge.engine.runner import stop_signals_exit
+from sebridge.kernel.clock import utcnow
+from sebridge.kernel.errors import BridgeError
+from sebridge.kernel.text import visible
+from sebridge.model.approval import ApprovalState, OutcomeKind
+from sebridge.store import ApprovalRecord
+
+__all__ = ["approve", "check", "events", "history", "once", "run"]
+
+OK, FAILED, USAGE, REFUSED = 0, 1, 2, 3
+
+
+def run(config: Config) -> int:
+    """The daemon, until SIGTERM/SIGINT."""
+    with stop_signals_exit():  # building waits for IMDS to say this VM's name
+        runner = build_runner(config)
+    daemon = runner.daemon
+    try:
+        daemon.store.check_integrity()
+    except BridgeError:
+        daemon.imds.close()
+        daemon.store.close()
+        raise
+    return runner.run()
+
+
+def once(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
+    """One tick, then deliver what it produced (bounded by the shutdown grace)."""
+    out = out or sys.stdout
+    daemon = build_daemon(config, stdout=sys.stderr if as_json else None)
+    try:
+        daemon.take_back_claims()
+        result = daemon.tick()
+        daemon.dispatcher.start()
+        daemon.dispatcher.flush(config.dispatch.shutdown_grace_seconds)
+        daemon.dispatcher.stop(timeout=1.0)
+    finally:
+        daemon.imds.close()
+        daemon.store.close()
+    if as_json:
+        fmt.dump(
+            {
+                "polled": result.polled,
+                "error": result.error,
+                "transitions": [
+                    {"kind": t.kind, "event_id": t.event_id, "event_type": t.event.event_type}
+                    for t in result.transitions
+                ],
+                "approvals_done": result.approvals_done,
+            },
+            out,
+        )
+    elif result.error:
+        print(f"sebridge: {result.error}", file=sys.stderr)
+    return OK if result.polled else FAILED
+
+
+def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None = None) -> int:
+    """The events in the latest document (and, with --all, those gone in the last day)."""
+    out = out or sys.stdout
+    if missing_store(config) is not None:  # looked at, never created
+        print("[]" if as_json else f"no events: {_not_yet(config)}", file=out)
+        return OK
+    store = open_store(config, migrate=False)  # reads: an older schema is refused, not moved
+    now = utcnow()
+    try:
+        records = store.events(include_gone_since=now - timedelta(days=1) if show_all else None)
+        polled = store.polled()
+    finally:
+        store.close()
+    if as_json:
+        fmt.dump([fmt.event_json(r) for r in records], out)
+        return OK
+    if not records:
+        said = (
+            "no events (IMDS's latest document is empty)"
+            if polled
+            else "no events: sebridge has not polled IMDS yet (is `sebridge run` running?)"
+        )
+        print(said, file=out)
+        return OK
+    rows = [
+        [
+            r.event.event_id,
+            r.event.event_type,
+            r.state if r.present else f"{r.state} (gone)",
+            fmt.when(r, now),
+            r.event.source or "-",
+            ",".join(r.event.resources) or "-",
+            r.policy,
+            f"{r.approval.actor} ({r.approval.state})" if r.approval else "-",
+            " ".join(f"{d.sink}:{d.state}" for d in r.deliveries) or "-",
+        ]
+        for r in records
+    ]
+    head = [
+        "EVENT ID",
+        "TYPE",
+        "STATE",
+        "NOT BEFORE",
+        "SOURCE",
+        "RESOURCES",
+        "POLICY",
+        "APPROVED BY",
+        "DELIVERIES",
+    ]
+    fmt.table(head, rows, out)
+    for r in records:
+        for d in r.deliveries:
+            if d.state == "failed":
+                print(visible(f"! {r.event.event_id} {d.sink}: {d.last_error}"), file=out)
+    return OK
+
+
+def approve(
+    config: Config, event_id: str, *, actor: str | None, as_json: bool, out: TextIO | None = None
+) -> int:
+    """Approve an event and show what became of it: the daemon carries it out (or this
+    process, when no daemon holds the store); the daemon retries a POST that failed."""
+    out = out or sys.stdout
+    who = actor or os.environ.get("SUDO_USER") or getpass.getuser()
+    if missing_store(config) is not None:
+        print(
+            f"sebridge: approval refused: unknown event {event_id}: {_not_yet(config)}",
+            file=sys.stderr,
+        )
+        return REFUSED
+    imds = build_imds(config)
+    try:
+        desk, store = build_desk(config, imds)
+    except BaseException:
+        imds.close()
+        raise
+    request = ApprovalRequest(event_id, who, "cli")
+    try:
+        outcome = desk.request(request)
+        if outcome.approval is None:  # refused before anything was recorded
+            # Kept beside Slack's refused clicks: `sebridge history` shows both.
+            desk.refuse(request, outcome.reason)
+    finally:
+        imds.close()
+        store.close()
+    final = outcome.approval
+    if final is None:
+        print(f"sebridge: approval refused: {outcome.reason}", file=sys.stderr)
+        return REFUSED
+    new = outcome.kind != OutcomeKind.ALREADY
+    if as_json:
+        fmt.dump(
+            {
+                "event_id": final.event_id,
+                "actor": final.actor,
+                "via": final.via,
+                "state": final.state,
+                "new": new,
+                "error": final.last_error,
+            },
+            out,
+        )
+    else:
+        print(_approval_line(final, outcome, new=new, asked_by=who), file=out)
+    refused = outcome.kind == OutcomeKind.REFUSED or final.state == ApprovalState.HELD
+    return FAILED if refused else OK
+
+
+def _approval_line(final: ApprovalRecord, outcome: Outcome, *, new: bool, asked_by: str) -> str:
+    """What `sebridge approve` says of the approval it made (or found)."""
+    event_id, who = final.event_id, final.actor
+    if final.state in (ApprovalState.HELD, ApprovalState.WAITING):  # readiness hooks
+        first = "" if who == asked_by else f" (approved by {who} first)"
+        return f"approval of {event_id} by {asked_by}: {outcome.reason}{first}"
+    if not new:
+        return f"{event_id} was already approved by {who} ({final.state})"
+    if final.state == ApprovalState.POSTED:
+        return f"approved {event_id} as {who}: StartRequests sent to IMDS"
+    if final.state == ApprovalState.DRY_RUN:
+        return f"would approve {event_id} as {who}: dry run (policy.dry_run), nothing sent to IMDS"
+    if outcome.kind == OutcomeKind.REFUSED:  # IMDS refused it, or the event went first
+        why = outcome.reason
+    elif final.last_error is None:  # this VM's IMDS does not list it: a daemon's that does POSTs
+        why = "a daemon whose IMDS lists the event sends StartRequests"
+    else:
+        why = f"{final.last_error}; the daemon retries it"
+    return f"approval of {event_id} recorded ({final.state}): {why}"
+
+
+def history(
+    config: Config, *, event_id: str | None, limit: int, as_json: bool, out: TextIO | None = None
+) -> int:
+    """Transitions with their deliveries and refused actions, in time order, oldest first."""
+    out = out or sys.stdout
+    if missing_store(config) is not None:
+        if event_id is not None:
+            print(f"sebridge: unknown event {event_id}: {_not_yet(config)}", file=sys.stderr)
+            return FAILED
+        print("[]" if as_json else f"no history yet: {_not_yet(config)}", file=out)
+        return OK
+    store = open_store(config, migrate=False)
+    try:
+        known = event_id is None or store.event(event_id) is not None
+        entries = store.history(event_id=event_id, limit=limit)
+        audit = store.audit_entries(event_id=event_id, limit=limit)
+    finally:
+        store.close()
+    if not known:
+        print(
+            f"sebridge: unknown event {event_id}: sebridge has not seen it in any IMDS document "
+            "(see `sebridge events --all`)",
+            file=sys.stderr,
+        )
+        return FAILED
+    if as_json:
+        fmt.dump([fmt.history_json(e) for e in entries], out)
+        return OK
+    for line in fmt.history_lines(entries, audit):
+        print(line, file=out)
+    if not entries and not audit:
+        print("no history yet", file=out)
+    return OK
+
+
+def _not_yet(config: Config) -> str:
+    return (
+        f"sebridge has not polled IMDS yet: there is no store at {missing_store(config)}"
+        " (is `sebridge run` running?)"
+    )
+
+
+def check(
+    config: Config,
+    *,
+    as_json: bool,
+    out: TextIO | None = None,
+    credentials: str | None = None,
+    send_test: bool = False,
+) -> int:
+    """Validate the configuration (done by loading it), look at the store, try each sink
+    (doctor.py).
+
+    Args:
+        credentials: the folder the unit's secrets were read from, when check read them
+            there itself (unit_credentials.py).
+        send_test: post one test message to each channel that passed.
+    """
+    out = out or sys.stdout
+    # With --json, stdout is the report's: the console's test line goes to stderr.
+    lines = sys.stderr if as_json else out
+    report = doctor.examine(config, credentials=credentials, send_test=send_test, stdout=lines)
+    doctor.show(config, report, out, as_json=as_json)
+    return FAILED if report.problems else OK

@@ -1,0 +1,154 @@
+"""How the commands show what they found: tables for people, JSON for scripts.
+
+Text for people passes through `visible()`: IMDS may send any string (an EventId with a
+newline, a type with a terminal escape), and one row must stay one line that shows what
+was sent (docs/ARCHITECTURE.md, "Hostile text"). JSON keeps the original.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any, TextIO
+
+from sebridge.hooks.words import hook_news
+from sebridge.integrations.render import countdown
+from sebridge.kernel.text import visible
+from sebridge.model import TransitionKind
+from sebridge.store import AuditEntry, EventRecord, HistoryEntry
+from sebridge.store.codec import event_to_dict
+
+__all__ = ["dump", "event_json", "history_json", "history_lines", "table", "when"]
+
+_ENDS = (TransitionKind.COMPLETED, TransitionKind.CANCELLED)
+
+
+def when(r: EventRecord, now: datetime) -> str:
+    """NOT BEFORE: a countdown; text IMDS sent that is no time we can read; else "-"."""
+    text = (r.event.not_before_text or "").strip()
+    return countdown(r.event.not_before, now) or (f'unknown ("{text}")' if text else "-")
+
+
+def event_json(r: EventRecord) -> dict[str, Any]:
+    """One event as `sebridge events --json` shows it."""
+    return {
+        **event_to_dict(r.event),
+        "state": r.state,
+        "policy": r.policy,
+        "rule": r.decision.rule,
+        "present": r.present,
+        "first_seen": r.first_seen.isoformat(),
+        "gone_at": r.gone_at.isoformat() if r.gone_at else None,
+        "approval": {
+            "actor": r.approval.actor,
+            "via": r.approval.via,
+            "state": r.approval.state,
+            "error": r.approval.last_error,
+        }
+        if r.approval
+        else None,
+        "deliveries": [
+            {"sink": d.sink, "state": d.state, "attempts": d.attempts, "error": d.last_error}
+            for d in r.deliveries
+        ],
+    }
+
+
+def history_line(e: HistoryEntry) -> str:
+    """One transition as `sebridge history` prints it (without its deliveries)."""
+    t = e.transition
+    who = f" by {t.actor} via {t.via}" if t.actor else ""
+    said = hook_news(t) or t.note
+    if t.remind_before is not None:
+        said = f"{t.remind_before} s before NotBefore, nobody has approved it"
+    return (
+        f"{e.at:%Y-%m-%d %H:%M:%S} {t.kind:<9} {t.event.event_type:<9} {t.event_id}{who}"
+        f"{' [DRY RUN]' if t.dry_run else ''}{': ' + said if said else ''}"
+    )
+
+
+def history_json(e: HistoryEntry) -> dict[str, Any]:
+    """One transition as `sebridge history --json` shows it."""
+    t = e.transition
+    return {
+        "id": e.id,
+        "at": e.at.isoformat(),
+        "kind": t.kind,
+        "event_id": t.event_id,
+        "event_type": t.event.event_type,
+        "changes": list(t.changes),
+        "actor": t.actor,
+        "via": t.via,
+        "dry_run": t.dry_run,
+        "note": t.note,
+        "hook": asdict(t.hook) if t.hook else None,
+        "remind_before": t.remind_before,
+        "deliveries": [
+            {"sink": d.sink, "state": d.state, "attempts": d.attempts, "error": d.last_error}
+            for d in e.deliveries
+        ],
+    }
+
+
+def table(head: list[str], rows: list[list[str]], out: TextIO) -> None:
+    """Columns padded to their widest cell, each cell `visible()`."""
+    rows = [[visible(str(c)) for c in row] for row in rows]
+    widths = [max(len(str(c)) for c in col) for col in zip(head, *rows, strict=False)]
+    for row in (head, *rows):
+        print(
+            "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip(), file=out
+        )
+
+
+def dump(data: Any, out: TextIO) -> None:
+    """Indented JSON and a newline."""
+    json.dump(data, out, indent=2)
+    out.write("\n")
+
+
+def history_lines(entries: list[HistoryEntry], audit: list[AuditEntry]) -> list[str]:
+    """`sebridge history` for people: transitions and refused actions in one time order,
+    each line `visible()`.
+
+    Actions refused after their event ended changed nothing and decided nothing:
+    they are one line per event at the end of its story, not the last word on it.
+    """
+    ended = {e.transition.event_id.lower(): e.at for e in entries if e.transition.kind in _ENDS}
+    rows: list[tuple[datetime, int, list[str]]] = []
+    late: dict[str, list[AuditEntry]] = {}
+    for e in entries:
+        rows.append((e.at, len(rows), _transition_lines(e)))
+    for a in audit:
+        end = ended.get(a.event_id.lower())
+        if end is not None and a.at >= end:
+            late.setdefault(a.event_id, []).append(a)
+            continue
+        line = f"{a.at:%Y-%m-%d %H:%M:%S} {a.action:<9} {a.event_id} by {a.actor} via {a.via}"
+        rows.append((a.at, len(rows), [f"{line}: {a.detail}"]))
+    for event_id, after in late.items():
+        who = ", ".join(dict.fromkeys(f"{a.actor} via {a.via}" for a in after))
+        last = after[-1].at
+        rows.append(
+            (
+                last,
+                len(rows),
+                [
+                    f"{last:%Y-%m-%d %H:%M:%S} {'late':<9} {event_id} {len(after)} refused after"
+                    f" the event ended ({who}): nothing was done"
+                ],
+            )
+        )
+    rows.sort(key=lambda row: (row[0], row[1]))
+    return [visible(line) for _, _, lines in rows for line in lines]
+
+
+def _transition_lines(e: HistoryEntry) -> list[str]:
+    sent = " ".join(f"{d.sink}:{d.state}" for d in e.deliveries) or "no sinks"
+    lines = [f"{history_line(e)}  [{sent}]"]
+    lines += [
+        f"    {d.sink} ({d.attempts} attempts): {d.last_error}"
+        for d in e.deliveries
+        if d.last_error
+    ]
+    return lines

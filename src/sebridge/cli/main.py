@@ -1,0 +1,233 @@
+"""The `sebridge` command: parse argv, load the config, call one function."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sebridge import __version__
+from sebridge.config.unit_credentials import FOLDER as CREDENTIALS_FOLDER
+from sebridge.config.unit_credentials import UnitCredentials
+
+if TYPE_CHECKING:
+    from sebridge.config.loader import Config
+
+__all__ = ["main"]
+
+USAGE_ERROR = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the sebridge command line; returns the process exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return USAGE_ERROR
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # stdout's reader went away (`sebridge events | head`): not an error worth a
+        # traceback; point stdout at devnull so the exit-time flush is quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sebridge",
+        description="Azure Scheduled Events to Slack, Teams and Jira, with approvals back to IMDS.",
+    )
+    parser.add_argument("--version", action="version", version=f"sebridge {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        metavar="FILE",
+        help="config file (default: $SEBRIDGE_CONFIG, else /etc/sebridge/sebridge.toml)",
+    )
+    common.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    as_json = argparse.ArgumentParser(add_help=False)
+    as_json.add_argument("--json", action="store_true", help="machine-readable output")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(
+        name: str, help_text: str, *parents: argparse.ArgumentParser
+    ) -> argparse.ArgumentParser:
+        return commands.add_parser(
+            name, help=help_text, description=help_text, parents=list(parents)
+        )
+
+    command("run", "run the daemon: poll IMDS, notify, carry out approvals", common).set_defaults(
+        run=_with_config(lambda cmd, c, a: cmd.run(c))
+    )
+    command(
+        "once", "one tick: poll, record, deliver, approve; then exit", common, as_json
+    ).set_defaults(run=_with_config(lambda cmd, c, a: cmd.once(c, as_json=a.json)))
+    events = command("events", "current events and their state", common, as_json)
+    events.add_argument("--all", action="store_true", help="also events gone in the last day")
+    events.set_defaults(
+        run=_with_config(
+            lambda cmd, c, a: cmd.events(c, as_json=a.json, show_all=a.all), secrets=False
+        )
+    )
+    approve = command("approve", "approve an event: IMDS may start it now", common, as_json)
+    approve.add_argument("event_id", metavar="EVENT_ID")
+    approve.add_argument("--as", dest="actor", help="who approves (default: your user name)")
+    approve.set_defaults(
+        run=_with_config(
+            lambda cmd, c, a: cmd.approve(c, a.event_id, actor=a.actor, as_json=a.json),
+            secrets=False,
+        )
+    )
+    history = command(
+        "history", "transitions, deliveries and approvals, oldest first", common, as_json
+    )
+    history.add_argument("event_id", nargs="?", metavar="EVENT_ID", help="only this event")
+    history.add_argument("--limit", type=int, default=100, help="newest N transitions (100)")
+    history.set_defaults(
+        run=_with_config(
+            lambda cmd, c, a: cmd.history(c, event_id=a.event_id, limit=a.limit, as_json=a.json),
+            secrets=False,
+        )
+    )
+    check = command("check", "validate the configuration and open the store", common, as_json)
+    check.add_argument(
+        "--credentials",
+        metavar="DIR",
+        default=CREDENTIALS_FOLDER,
+        help="outside the service (CREDENTIALS_DIRECTORY unset), read the unit's "
+        "${CREDENTIALS_DIRECTORY}/sebridge_NAME secrets as DIR/NAME "
+        f"(default: {CREDENTIALS_FOLDER})",
+    )
+    check.add_argument(
+        "--send-test",
+        action="store_true",
+        help="post one test message to each configured channel and say where it arrived",
+    )
+    check.set_defaults(
+        run=_with_config(
+            lambda cmd, c, a: cmd.check(
+                c, as_json=a.json, credentials=a.credentials_read, send_test=a.send_test
+            ),
+            unit_credentials=True,
+        )
+    )
+
+    policy = command("policy", "the policy's rules: which one decides an event, and why")
+    policy_commands = policy.add_subparsers(
+        dest="policy_command", metavar="SUBCOMMAND", required=True
+    )
+    explain = policy_commands.add_parser(
+        "explain",
+        help="which rule matches an event, its action and hooks, why earlier rules did not",
+        description="Which rule matches an event (from the store, or a file), its action "
+        "and hooks, and why each earlier rule did not match. Exit 0; 2 on bad input.",
+        parents=[common, as_json],
+    )
+    explain.add_argument("event_id", nargs="?", metavar="EVENT_ID", help="an event in the store")
+    explain.add_argument(
+        "--event",
+        dest="event_file",
+        type=Path,
+        metavar="FILE.json",
+        help="one event object as IMDS sends it, or a Scheduled Events document with one event",
+    )
+    explain.add_argument("--vm-name", help="this VM's name (default: [imds] vm_name, else learnt)")
+    explain.add_argument("--at", metavar="TIME", help="evaluate at this ISO 8601 time (now)")
+    explain.set_defaults(run=_with_config(_policy_explain, secrets=False))
+
+    simulate = command("simulate", "run the IMDS Scheduled Events simulator (test drain logic)")
+    simulate.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    simulate.add_argument("--port", type=int, default=8080, help="port (8080; 0 = any free)")
+    simulate.add_argument("--scenario", type=Path, help="TOML or JSON file of events to play")
+    simulate.add_argument("--time-scale", type=float, help="run X times faster than real time")
+    simulate.add_argument("--vm-name", help="this VM's name (vm0)")
+    simulate.set_defaults(run=_simulate)
+
+    demo = command("demo", "simulator + daemon + console: the whole flow, no accounts needed")
+    demo.add_argument("--time-scale", type=float, default=60.0, help="speed-up (60)")
+    demo.add_argument("--yes", action="store_true", help="approve the Redeploy without asking")
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def _with_config(
+    command: Callable[..., int], *, secrets: bool = True, unit_credentials: bool = False
+) -> Callable[[argparse.Namespace], int]:
+    """Load the config, then run `command`.
+
+    Args:
+        secrets: False for a command that sends nothing: secrets are not read, so
+            `events`, `history` and `approve` work where only the service has them.
+        unit_credentials: read the unit's credentials from their folder when
+            CREDENTIALS_DIRECTORY is unset (`check`; unit_credentials.py).
+    """
+
+    def run(args: argparse.Namespace) -> int:
+        from sebridge.cli.runtime import configure_logging
+        from sebridge.integrations.registry import load_config as load
+        from sebridge.kernel.errors import BridgeError, ConfigError
+
+        environ: Mapping[str, str] = os.environ
+        locate = None
+        args.credentials_read = None
+        if unit_credentials and UnitCredentials(args.credentials).applies(environ):
+            unit = UnitCredentials(args.credentials)
+            environ, locate, args.credentials_read = unit.environ(environ), unit.locate, unit.folder
+        try:
+            config = load(args.config, environ=environ, read_secrets=secrets, locate=locate)
+        except ConfigError as exc:
+            print(f"sebridge: configuration error: {exc}", file=sys.stderr)
+            return USAGE_ERROR
+        configure_logging(config, verbose=args.verbose)
+        # Imported only now, so `--help` and `simulate` stay fast.
+        from sebridge.cli import commands
+
+        try:
+            return command(commands, config, args)
+        except ConfigError as exc:  # found while building (a broken template)
+            print(f"sebridge: configuration error: {exc}", file=sys.stderr)
+            return USAGE_ERROR
+        except BridgeError as exc:
+            print(f"sebridge: {exc}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+def _policy_explain(_commands: object, config: Config, args: argparse.Namespace) -> int:
+    from sebridge.cli.policy import explain
+
+    return explain(
+        config,
+        event_id=args.event_id,
+        event_file=args.event_file,
+        vm_name=args.vm_name,
+        at=args.at,
+        as_json=args.json,
+    )
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from sebridge.imds.simulator import serve
+
+    return serve(
+        host=args.host,
+        port=args.port,
+        scenario_path=args.scenario,
+        time_scale=args.time_scale,
+        vm_name=args.vm_name,
+    )
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from sebridge.cli.demo import run_demo
+
+    return run_demo(time_scale=args.time_scale, assume_yes=args.yes)

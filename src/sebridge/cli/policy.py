@@ -1,0 +1,161 @@
+"""`sebridge policy explain`: which rule decides an event, and why each earlier one did not.
+
+The event comes from the store (EVENT_ID, as `sebridge events` lists it) or
+from a file (`--event FILE.json`: one event object as IMDS sends it, or a
+whole Scheduled Events document holding one event). Rules are evaluated now
+(or `--at`), on this VM (or `--vm-name`). Exit 0; 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from sebridge.cli import format as fmt
+from sebridge.cli.runtime import missing_store, open_store
+from sebridge.cli.runtime import vm_name as learn_vm_name
+from sebridge.config.loader import Config
+from sebridge.imds.parse import parse_document
+from sebridge.imds.vm_name import BRIEF_WAIT
+from sebridge.kernel.clock import utcnow
+from sebridge.kernel.errors import ConfigError, MalformedDocumentError
+from sebridge.model import ScheduledEvent
+from sebridge.model.decision import Decision
+from sebridge.policy.compile import build_policy
+from sebridge.policy.explain import explain as explain_rules
+
+__all__ = ["explain"]
+
+OK, USAGE = 0, 2
+_MAX_FILE = 1 << 20  # an IMDS document is a few KiB
+
+
+class _BadInput(Exception):
+    """Input the command cannot use; the message is the line printed."""
+
+
+def explain(
+    config: Config,
+    *,
+    event_id: str | None,
+    event_file: Path | None,
+    vm_name: str | None,
+    at: str | None,
+    as_json: bool,
+    out: TextIO | None = None,
+) -> int:
+    """Print which rule matches the event and why each earlier rule did not."""
+    out = out or sys.stdout
+    try:
+        now = _moment(at)
+        if (event_id is None) == (event_file is None):
+            raise _BadInput("give an EVENT_ID (see `sebridge events`) or --event FILE.json")
+        if event_file is not None:
+            event, recorded = _from_file(event_file), None
+        else:
+            assert event_id is not None
+            event, recorded = _from_store(config, event_id)
+        vm = vm_name or _this_vm(config)
+    except _BadInput as exc:
+        print(f"sebridge: policy explain: {exc}", file=sys.stderr)
+        return USAGE
+    result = explain_rules(event, build_policy(config.policy), vm, now)
+    if as_json:
+        data = result.as_json()
+        data["recorded"] = _decision_json(recorded) if recorded else None
+        fmt.dump(data, out)
+        return OK
+    for line in result.lines():
+        print(line, file=out)
+    if recorded is not None:
+        print(f"recorded when first seen: {recorded.action} (rule: {recorded.rule})", file=out)
+        if recorded != result.decision:
+            event_now = "the event (it has started)" if event.started else "the event"
+            since = f"the rules, the time or {event_now} changed since"
+            print(
+                f"  the recorded decision is the one that counts for this event: {since}", file=out
+            )
+    return OK
+
+
+def _this_vm(config: Config) -> str:
+    """This VM's name as `run` learns it (imds.vm_name, else IMDS's compute name, asked for
+    BRIEF_WAIT); never the host name (docs/ARCHITECTURE.md, "Agent name")."""
+    try:
+        return learn_vm_name(config, wait=BRIEF_WAIT)
+    except ConfigError as exc:
+        raise _BadInput(f"{exc}, or give --vm-name") from None
+
+
+def _moment(at: str | None) -> datetime:
+    if at is None:
+        return utcnow()
+    try:
+        moment = datetime.fromisoformat(at)
+    except ValueError:
+        raise _BadInput(
+            f'--at "{at}" is no ISO 8601 time (e.g. 2024-05-04T02:30:00+02:00)'
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _from_store(config: Config, event_id: str) -> tuple[ScheduledEvent, Decision]:
+    unknown = f"unknown event {event_id}: not in the store (see `sebridge events --all`)"
+    if missing_store(config) is not None:
+        raise _BadInput(f"{unknown}; sebridge has not run with this store yet")
+    store = open_store(config, migrate=False)
+    try:
+        record = store.event(event_id.strip())
+    finally:
+        store.close()
+    if record is None:
+        raise _BadInput(unknown)
+    return record.event, record.decision
+
+
+def _from_file(path: Path) -> ScheduledEvent:
+    try:
+        with path.open("rb") as fh:
+            body = fh.read(_MAX_FILE + 1)
+    except OSError as exc:
+        raise _BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(body) > _MAX_FILE:
+        raise _BadInput(f"{path}: over {_MAX_FILE} bytes; an IMDS document is a few KiB")
+    try:
+        raw: Any = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise _BadInput(f"{path}: not JSON: {str(exc).splitlines()[0]}") from None
+    if isinstance(raw, dict) and "Events" not in raw and "EventId" in raw:
+        raw = {"DocumentIncarnation": 0, "Events": [raw]}  # one event object
+    elif isinstance(raw, dict) and "Events" in raw:
+        raw.setdefault("DocumentIncarnation", 0)
+    else:
+        raise _BadInput(
+            f"{path}: neither an event (an object with EventId) nor a Scheduled Events "
+            "document (an object with Events)"
+        )
+    try:
+        document = parse_document(json.dumps(raw), warn=_refuse)
+    except MalformedDocumentError as exc:
+        raise _BadInput(f"{path}: {exc}") from None
+    if len(document.events) != 1:
+        raise _BadInput(
+            f"{path}: the document holds {len(document.events)} events; give one event "
+            "(or a document with one)"
+        )
+    return document.events[0]
+
+
+def _refuse(problem: str) -> None:
+    """A person's event file is read strictly: what the daemon would read tolerantly (and
+    log) is refused here, so the rule explained is the one for the event as written."""
+    # Without what the daemon would do with it.
+    what = problem.partition(": read as")[0].partition(": skipped")[0]
+    raise MalformedDocumentError(f"IMDS {what}")
+
+
+def _decision_json(d: Decision) -> dict[str, Any]:
+    return {"action": d.action, "rule": d.rule}

@@ -1,0 +1,297 @@
+"""Builds the daemon's parts from a Config: IMDS client, store, integrations, HTTP server.
+
+The composition root beside the registry: it turns the configuration into
+a Daemon (the tick), a Runner (its life, with what the integrations bring
+inbound) or an approval desk for a process that is not the daemon (the CLI).
+See docs/ARCHITECTURE.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from datetime import timedelta
+from typing import Any, TextIO
+
+from sebridge.approval.carrier import Carrier
+from sebridge.approval.usecase import Approvals
+from sebridge.config.loader import Config
+from sebridge.engine.daemon import Daemon
+from sebridge.engine.health import Health
+from sebridge.engine.readiness import Readiness
+from sebridge.engine.runner import Runner
+from sebridge.engine.store_gauges import StoreGauges
+from sebridge.hooks.gate import ReadinessGate
+from sebridge.imds import ImdsClient
+from sebridge.imds.vm_name import learn_vm_name
+from sebridge.integrations import registry
+from sebridge.integrations.base import Integration
+from sebridge.integrations.render import Renderer
+from sebridge.kernel.errors import ConfigError, PermanentDeliveryError, StoreInUseError
+from sebridge.kernel.text import VisibleFormatter
+from sebridge.kernel.wsgi import WsgiApp
+from sebridge.model.message import Sink
+from sebridge.policy import sinks_for
+from sebridge.policy.compile import build_policy
+from sebridge.store import Store
+from sebridge.store.tallies import read_tallies
+from sebridge.web.approval_page import PREFIX, ApprovalPage
+from sebridge.web.links import LINK_KEY_SETTING, LinkSigner, approval_link, new_link_key
+from sebridge.web.server import CORE_PATHS, HttpServer
+
+__all__ = [
+    "build_daemon",
+    "build_desk",
+    "build_imds",
+    "build_runner",
+    "build_sinks",
+    "configure_logging",
+    "link_signer",
+    "missing_store",
+    "open_store",
+    "vm_name",
+]
+
+
+def configure_logging(config: Config, verbose: bool = False) -> None:
+    """Logs go to stderr (stdout belongs to the console and JSON lines sinks).
+
+    `[log] format = "json"`: one JSON object per line (python-json-logger does
+    the escaping, so a quote or a newline in a message cannot break a line);
+    a traceback is the "exception" field of its record.
+    """
+    level = logging.DEBUG if verbose else getattr(logging, config.log.level.upper())
+    handler = logging.StreamHandler(sys.stderr)
+    if config.log.format == "json":
+        from pythonjsonlogger.json import JsonFormatter
+
+        handler.setFormatter(
+            JsonFormatter(
+                "%(asctime)s %(levelname)s %(name)s %(message)s",
+                rename_fields=_JSON_FIELDS,
+                datefmt="%Y-%m-%dT%H:%M:%S%z",
+            )
+        )
+    else:
+        # IMDS text in a message is shown escaped: one record stays one line.
+        handler.setFormatter(VisibleFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+    # APScheduler logs every run at INFO: once a second is noise.
+    logging.getLogger("apscheduler").setLevel(max(level, logging.WARNING))
+
+
+_JSON_FIELDS = {
+    "asctime": "ts",
+    "levelname": "level",
+    "name": "logger",
+    "message": "msg",
+    "exc_info": "exception",
+}
+
+
+def build_imds(config: Config) -> ImdsClient:
+    """The IMDS client from [imds]."""
+    return ImdsClient(config.imds.endpoint, config.imds.api_version, timeout=config.imds.timeout)
+
+
+def vm_name(config: Config, *, wait: float | None = None) -> str:
+    """This VM's name, the agent's identity: `[imds] vm_name`, else IMDS's compute name
+    (asked for up to `wait` seconds, default imds.vm_name.NAME_WAIT). ConfigError naming
+    imds.vm_name when IMDS does not say. See docs/ARCHITECTURE.md, "Agent name"."""
+    if config.imds.vm_name:
+        return config.imds.vm_name
+    if wait is None:  # a start: its wait is said (it may last NAME_WAIT)
+        return learn_vm_name(config.imds.endpoint, announce=True)
+    return learn_vm_name(config.imds.endpoint, wait=wait)
+
+
+def open_store(
+    config: Config, *, agent: str = "", exclusive: bool = False, migrate: bool = True
+) -> Store:
+    """The store from [store], migrated to the current schema.
+
+    Args:
+        agent: this VM's name (vm_name()): who claims and sights. Empty for a process
+            that only reads and records (the CLI beside daemons): it claims nothing.
+        exclusive: for the daemon (and a CLI carrying an approval out itself).
+        migrate: False for a command that only reads: an older schema is refused.
+    """
+    if exclusive and not agent:
+        raise ValueError("a store held as an agent needs the agent's name")
+    return Store(config.store.url, agent=agent, exclusive=exclusive, migrate=migrate)
+
+
+def missing_store(config: Config) -> str | None:
+    """The SQLite file of [store] when it does not exist yet (`sebridge run` creates it);
+    commands that only look at the store say so instead of creating it."""
+    path = config.store.sqlite_path
+    if path and path != ":memory:" and not os.path.exists(path):
+        return path
+    return None
+
+
+def _sinks(
+    config: Config, renderer: Renderer, stdout: TextIO | None
+) -> list[tuple[Integration[Any], Sink]]:
+    built = []
+    for integration in registry.enabled(config):
+        try:
+            sink = integration.sink(registry.context(integration, config, renderer, stdout))
+        except PermanentDeliveryError as exc:  # a broken template
+            raise ConfigError(str(exc)) from None
+        if sink is not None:
+            built.append((integration, sink))
+    return built
+
+
+def build_sinks(config: Config, stdout: TextIO | None = None) -> dict[str, Sink]:
+    """Every enabled integration's sink, by its name. Templates are tried now: a broken
+    one fails here."""
+    renderer = Renderer(config.templates.dir or None)
+    return {i.name: sink for i, sink in _sinks(config, renderer, stdout)}
+
+
+def build_daemon(
+    config: Config, stdout: TextIO | None = None, *, renderer: Renderer | None = None
+) -> Daemon:
+    """The daemon (the tick) with everything it needs; for `sebridge once` as it is."""
+    renderer = renderer or Renderer(config.templates.dir or None)
+    sinks = {i.name: sink for i, sink in _sinks(config, renderer, stdout)}
+    # One delivering process per SQLite file: a second `run`, or `once` beside the
+    # daemon, would deliver everything again. PostgreSQL's claims let a fleet share one.
+    name = vm_name(config)  # before the store: it is the agent's identity there
+    store = open_store(config, agent=name, exclusive=True)
+    signer = link_signer(config, store)
+    return Daemon(
+        build_imds(config),
+        store,
+        sinks,
+        policy=build_policy(config.policy),
+        dry_run=config.policy.dry_run,
+        vm_name=name,
+        retry_for=timedelta(seconds=config.dispatch.retry_for_seconds_after_gone),
+        max_backoff=config.dispatch.max_backoff_seconds,
+        approve_url=approval_link(config.http.public_url, signer) if signer else None,
+        hooks=config.hooks,
+    )
+
+
+def build_runner(config: Config, stdout: TextIO | None = None) -> Runner:
+    """`sebridge run`: the daemon, what receives approvals and runs beside the polling
+    (routes, services, jobs), and the HTTP server that serves the routes."""
+    renderer = Renderer(config.templates.dir or None)
+    daemon = build_daemon(config, stdout, renderer=renderer)
+    runner = Runner(
+        daemon,
+        poll_interval=config.imds.poll_interval,
+        shutdown_grace=config.dispatch.shutdown_grace_seconds,
+        retention=timedelta(days=config.store.retention_days),
+    )
+    try:
+        _attach_inbound(config, renderer, runner)
+    except BaseException:
+        daemon.imds.close()
+        daemon.store.close()
+        raise
+    return runner
+
+
+def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store]:
+    """The approval use case for a process that is not the daemon (`sebridge approve`).
+
+    When no daemon holds the store (SQLite: its lock; PostgreSQL: this agent's
+    name), this process carries the approval out itself, holding it meanwhile;
+    otherwise the daemon does, and the request waits for what it recorded. Carrying
+    it out needs this VM's name; when IMDS does not say it within one call, the
+    approval is only recorded, for a daemon whose IMDS lists the event.
+    """
+    try:
+        name = vm_name(config, wait=config.imds.timeout)
+    except ConfigError:
+        name = ""  # no identity: record only (never a host name standing in for one)
+    held: Store | None = None
+    if name:
+        with contextlib.suppress(StoreInUseError):  # the daemon holds it and carries it out
+            held = open_store(config, agent=name, exclusive=True)
+    holds = held is not None
+    store = held or open_store(config)
+    names = [i.name for i in registry.enabled(config) if i.outbound]
+
+    def audience(decision: str) -> tuple[str, ...]:
+        return sinks_for(decision, names)
+
+    # No hooks run here: an approval whose rule names prepare hooks waits for the daemon's.
+    # The gate counts this VM (the daemon's own name, `name`) as live even while its daemon
+    # is stopped, so its prepare hooks are waited for, never skipped as "no agent".
+    gate = ReadinessGate(store, lambda: name, lambda record: record.decision)
+    carrier = (
+        Carrier(store, imds, audience, dry_run=config.policy.dry_run, gate=gate) if holds else None
+    )
+    return Approvals(store, carrier, audience), store
+
+
+def link_signer(config: Config, store: Store) -> LinkSigner | None:
+    """The approval links' signer when `[http] public_url` is set: under `link_secret`, else
+    under a key generated once and kept in the store (a fleet sharing the store shares it)."""
+    if not config.http.public_url:
+        return None
+    key = config.http.link_secret.reveal() or store.setting(LINK_KEY_SETTING)
+    return LinkSigner(key or store.remember_first(LINK_KEY_SETTING, new_link_key()))
+
+
+def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
+    daemon = runner.daemon
+    sinks = daemon.dispatcher.sinks
+    routes: dict[str, WsgiApp] = {}
+    signer = link_signer(config, daemon.store)
+    if signer is not None:  # approval links are the core's, whichever sink carries them
+        page = ApprovalPage(
+            signer,
+            daemon,
+            renderer,
+            dry_run=config.policy.dry_run,
+            readiness_of=daemon.hooks.shown,
+        )
+        page.check_templates()
+        routes[PREFIX] = page
+    jobs = []
+    for integration in registry.enabled(config):
+        ctx = registry.context(integration, config, renderer)
+        inbound = integration.inbound(ctx, daemon, sinks.get(integration.name))
+        for path, app in inbound.routes.items():
+            if path in routes or path in CORE_PATHS:
+                raise ConfigError(f"{integration.name}: HTTP path {path} is already served")
+            routes[path] = app
+        for service in inbound.services:
+            runner.add_service(service)
+        jobs.extend(inbound.jobs)
+    runner.add_jobs(jobs)
+    if routes or "http.listen" in config.given:
+        http = config.http
+        health = Health(runner, config.imds.poll_interval)
+        routes["/metrics"] = _metrics_route(daemon)
+        # Last to start, first to stop: no request reaches a part that has stopped.
+        runner.add_service(
+            HttpServer(
+                http.listen_host,
+                http.listen_port,
+                routes,
+                health.report,
+                ready=Readiness(runner).report,
+            )
+        )
+
+
+def _metrics_route(daemon: Daemon) -> WsgiApp:
+    """GET /metrics: the daemon's registry, with the store's figures read at scrape time."""
+    from prometheus_client import make_wsgi_app
+
+    metrics = daemon.metrics
+    store = daemon.store
+    metrics.registry.register(
+        StoreGauges(lambda: read_tallies(store.db, metrics.sinks), metrics.sinks)
+    )
+    app: WsgiApp = make_wsgi_app(metrics.registry)
+    return app

@@ -1,0 +1,205 @@
+"""The core's config sections: one frozen dataclass per section, and their checks.
+
+A dataclass field *is* a config key (config_reader.py reads it): its default
+is the key's default, `option()` holds its limits. `check_core()` runs once
+the types are right: formats of single values (config_checks.py) and keys
+together, reported to the Reader, with some values normalised. The
+integrations bring their own sections (integrations/registry.py).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from sebridge.config import checks
+from sebridge.config.policy import RuleSettings
+from sebridge.config.reader import Reader, option
+from sebridge.config.secrets import Secret
+from sebridge.imds.client import API_VERSIONS, DEFAULT_API_VERSION
+
+__all__ = [
+    "CORE_SECTIONS",
+    "DispatchConfig",
+    "HttpConfig",
+    "ImdsConfig",
+    "LogConfig",
+    "PolicyConfig",
+    "StoreConfig",
+    "TemplatesConfig",
+    "check_core",
+]
+
+_UNSET = Secret()  # immutable: one default serves every secret
+
+
+@dataclass(frozen=True)
+class ImdsConfig:
+    """[imds]: the Instance Metadata Service and how often to ask it."""
+
+    endpoint: str = "http://169.254.169.254"
+    api_version: str = option(DEFAULT_API_VERSION, choices=API_VERSIONS)
+    poll_interval: float = option(1.0, ge=0.2, le=3600.0, why="IMDS allows 5 requests/s")
+    timeout: float = option(
+        5.0, gt=0.0, le=120.0, why="IMDS answers in milliseconds; its first call waits 120 s anyway"
+    )
+    vm_name: str = ""  # empty: ask IMDS for the compute name
+
+
+@dataclass(frozen=True, repr=False)
+class StoreConfig:
+    """[store]: where state lives: a SQLite file, in memory, or PostgreSQL (a fleet of daemons)."""
+
+    url: str = "sqlite:////var/lib/sebridge/state.db"
+    retention_days: int = option(90, ge=1, le=3650, why="ten years")
+
+    @property
+    def backend(self) -> str:
+        """ "sqlite" or "postgresql"."""
+        return checks.store_url(self.url)[0]
+
+    @property
+    def sqlite_path(self) -> str:
+        """The SQLite file (":memory:" for in memory); "" for PostgreSQL."""
+        return checks.store_url(self.url)[1]
+
+    def __repr__(self) -> str:
+        url = checks.redact_url(self.url)
+        return f"StoreConfig(url={url!r}, retention_days={self.retention_days!r})"
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """[policy]: what is approved without a human, what a person is asked, what is ignored.
+
+    `rules` ([[policy.rules]], config_policy.py) decide per event; without them the
+    three keys below shape the built-in rules (policy/compile.py), as before rules existed.
+    """
+
+    dry_run: bool = False
+    approve_user_events: bool = True
+    # 0 disables
+    approve_freeze_under_seconds: int = option(
+        9, ge=0, le=3600, why="a Freeze lasts seconds; 3600 already approves every Freeze"
+    )
+    only_this_vm: bool = False
+    prepare_lead_seconds: int = option(300, ge=0, le=86400, why="a day")
+    rules: tuple[RuleSettings, ...] = ()
+
+
+@dataclass(frozen=True)
+class DispatchConfig:
+    """[dispatch]: delivery retries and shutdown."""
+
+    retry_for_seconds_after_gone: int = option(3600, ge=0, le=604800, why="a week")
+    max_backoff_seconds: float = option(300.0, gt=0.0, le=3600.0, why="an hour")
+    shutdown_grace_seconds: float = option(
+        5.0,
+        ge=0.0,
+        le=25.0,
+        why="a stop takes this plus a second; systemd's TimeoutStopSec is 30 s",
+    )
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    """[http]: the daemon's one HTTP server (integrations' routes, approval links, /healthz).
+
+    It starts when an integration needs a route, when `public_url` is set
+    (approval links), or when `listen` is in the file. `public_url` is where
+    people reach it (a TLS proxy in front), normalised without a trailing "/";
+    `link_secret` signs approval links (empty: one is generated and kept in the store).
+    """
+
+    listen: str = "127.0.0.1:8787"
+    public_url: str = ""
+    # Anyone holding one link can test keys offline: a short one is found in seconds.
+    # (A Secret is immutable: one default object may serve every instance.)
+    link_secret: Secret = option(  # noqa: RUF009
+        _UNSET,
+        min_bytes=32,
+        why="make one with `openssl rand -base64 32`, or leave it unset and sebridge"
+        " generates one and keeps it in the store",
+    )
+
+    @property
+    def listen_host(self) -> str:
+        return checks.listen(self.listen)[0]
+
+    @property
+    def listen_port(self) -> int:
+        return checks.listen(self.listen)[1]
+
+
+@dataclass(frozen=True)
+class TemplatesConfig:
+    """[templates]: a folder whose files override the built-in templates."""
+
+    dir: str = ""
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """[log]: the daemon's own logging."""
+
+    level: str = option("info", choices=("debug", "info", "warning", "error"))
+    format: str = option("text", choices=("text", "json"))
+
+
+CORE_SECTIONS: dict[str, type[Any]] = {
+    "imds": ImdsConfig,
+    "store": StoreConfig,
+    "policy": PolicyConfig,
+    "dispatch": DispatchConfig,
+    "http": HttpConfig,
+    "templates": TemplatesConfig,
+    "log": LogConfig,
+}
+
+
+def check_core(sections: dict[str, Any], rd: Reader) -> dict[str, Any]:
+    """Checks of the core's values by format, and of keys together; returns the sections
+    with some values normalised (an endpoint without its trailing "/")."""
+    imds: ImdsConfig = sections["imds"]
+    store: StoreConfig = sections["store"]
+    http: HttpConfig = sections["http"]
+    templates: TemplatesConfig = sections["templates"]
+    try:
+        imds = replace(imds, endpoint=checks.endpoint(imds.endpoint))
+    except ValueError as exc:
+        rd.error("imds.endpoint", str(exc))
+    sqlite_path = ""
+    unset = rd.env.empty_variables("store.url")
+    if unset:
+        # Not "": postgresql://u:${PW}@h/db must not connect as u:@h (README, "The store").
+        rd.error("store.url", f"{unset}: set it in the service's environment, or remove it")
+    else:
+        try:
+            sqlite_path = checks.store_url(store.url)[1]
+        except ValueError as exc:
+            rd.error("store.url", str(exc))
+    if checks.on_temp_disk(sqlite_path):
+        rd.warnings.append(
+            "store.url: the SQLite file is on the temporary disk (/mnt, D:), which Redeploy"
+            " and Preempt wipe; put it on the OS disk, e.g. sqlite:////var/lib/sebridge/state.db"
+        )
+    try:
+        checks.listen(http.listen)
+    except ValueError as exc:
+        rd.error("http.listen", str(exc))
+    if http.public_url:
+        try:
+            http = replace(http, public_url=checks.public_url(http.public_url))
+        except ValueError as exc:
+            rd.error("http.public_url", str(exc))
+        else:
+            if urlsplit(http.public_url).scheme == "http" and not checks.local_url(http.public_url):
+                rd.warnings.append(
+                    "http.public_url is plain http://: anyone on the path can read and use an"
+                    " approval link; put a TLS reverse proxy in front and use https://"
+                )
+    if templates.dir and not os.path.isdir(templates.dir):
+        rd.error("templates.dir", f'"{templates.dir}" is not a directory')
+    return {**sections, "imds": imds, "http": http}

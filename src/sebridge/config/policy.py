@@ -1,0 +1,212 @@
+"""The policy's config: `[[policy.rules]]`, their `window`, and `[hooks.<name>]`.
+
+Plain settings, read by config_reader.py like every section (a field is a
+key), then checked here with messages naming the key, one line each:
+`policy.rules[2].description: bad regular expression: ...`. Rules are
+numbered from 1, in file order. The policy package compiles them
+(policy/compile.py); the hook runner reads `HookSettings`. See
+docs/ARCHITECTURE.md, "Policy".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from sebridge.config.reader import Reader, option
+
+__all__ = [
+    "ACTIONS",
+    "DAYS",
+    "OLD_KEYS",
+    "HookSettings",
+    "RuleSettings",
+    "WindowSettings",
+    "check_rules",
+    "read_hooks",
+    "seconds_of_day",
+]
+
+ACTIONS = ("approve", "ask", "inform", "ignore")
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")  # date.weekday() order
+# The keys that shape the built-in rules; with [[policy.rules]] they would do nothing.
+OLD_KEYS = ("approve_user_events", "approve_freeze_under_seconds", "only_this_vm")
+_KNOWN_TYPES = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")
+_CLOCK = re.compile(r"([01]\d|2[0-3]):([0-5]\d)|24:00")
+
+
+@dataclass(frozen=True)
+class WindowSettings:
+    """A rule's `window`: `days` name the day the window starts on (a window crossing
+    midnight runs into the next day); `end` before `start` crosses midnight."""
+
+    days: tuple[str, ...] = option(DAYS, choices=DAYS)
+    start: str = "00:00"
+    end: str = "24:00"
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True)
+class RuleSettings:
+    """One `[[policy.rules]]` table. A matcher left out (None) matches any event."""
+
+    name: str = ""  # "" -> "rule N"
+    event_types: tuple[str, ...] | None = None
+    sources: tuple[str, ...] | None = option(None, choices=("Platform", "User"))
+    min_duration_seconds: int | None = option(None, ge=0)
+    max_duration_seconds: int | None = option(None, ge=0)
+    this_vm: bool | None = None
+    description: str | None = None
+    window: WindowSettings | None = None
+    action: str = option("", choices=ACTIONS)  # required: checked in check_rules
+    prepare: tuple[str, ...] = ()
+    recover: tuple[str, ...] = ()
+    remind: tuple[int, ...] = option((), ge=1)
+    on_prepare_failure: str = option("hold", choices=("hold", "approve"))
+
+
+@dataclass(frozen=True)
+class HookSettings:
+    """One `[hooks.<name>]`: an argv run without a shell, killed after `timeout` seconds."""
+
+    name: str = ""
+    command: tuple[str, ...] = ()
+    timeout: float = option(300.0, gt=0.0, le=86400.0)
+
+
+def seconds_of_day(clock: str) -> int:
+    """ "HH:MM" (or "24:00") as seconds since midnight; ValueError otherwise."""
+    if not _CLOCK.fullmatch(clock):
+        raise ValueError(f'expected a time as "HH:MM" (00:00 to 24:00), got "{clock}"')
+    hours, minutes = clock.split(":")
+    return int(hours) * 3600 + int(minutes) * 60
+
+
+def read_hooks(raw: Any, rd: Reader) -> dict[str, HookSettings]:
+    """[hooks.<name>] tables, each checked: a non-empty argv whose program is an
+    executable file (a bare name is looked up on PATH, as the runner will)."""
+    if not isinstance(raw, Mapping):
+        rd.problems.append(f"[hooks] must be a table of [hooks.<name>] tables, got {raw!r}")
+        return {}
+    hooks: dict[str, HookSettings] = {}
+    for name, table in raw.items():
+        key = f"hooks.{name}"
+        if not isinstance(table, Mapping):
+            rd.error(key, 'expected a table, e.g. [hooks.drain] command = ["/usr/local/bin/drain"]')
+            continue
+        hook = rd.section(key, table, HookSettings, {"name": name})
+        if "name" in table:
+            rd.error(f"{key}.name", "a hook's name is its table's name; remove the key")
+        if not hook.command:
+            if table.get("command", []) == []:  # else its type was wrong: said already
+                rd.error(
+                    f"{key}.command", 'required: the program and its arguments, e.g. ["drain"]'
+                )
+        elif not hook.command[0]:
+            rd.error(f"{key}.command", "the program (its first item) is empty")
+        else:
+            problem = _not_executable(hook.command[0])
+            if problem:
+                rd.error(f"{key}.command", problem)
+        hooks[name] = hook
+    return hooks
+
+
+def _not_executable(program: str) -> str:
+    if os.sep not in program:
+        if shutil.which(program) is None:
+            return f'"{program}" is not an executable file on PATH; give its full path'
+        return ""
+    if not os.path.isfile(program):
+        return f'"{program}" is not a file'
+    if not os.access(program, os.X_OK):
+        return f'"{program}" is not executable (chmod +x)'
+    return ""
+
+
+def check_rules(
+    rules: tuple[RuleSettings, ...],
+    hooks: Mapping[str, HookSettings],
+    given: frozenset[str],
+    rd: Reader,
+) -> tuple[RuleSettings, ...]:
+    """Checks of the rules together and against [hooks]; returns them with their names
+    filled in ("rule N") and `remind` in descending order."""
+    old = [f"policy.{k}" for k in OLD_KEYS if f"policy.{k}" in given]
+    if rules and old:
+        rd.error(
+            ", ".join(old),
+            "set together with [[policy.rules]]: these keys shape only the built-in rules, "
+            "so beside rules they would do nothing; remove them or write them as rules",
+        )
+    checked: list[RuleSettings] = []
+    seen: dict[str, int] = {}
+    for n, rule in enumerate(rules, 1):
+        key = f"policy.rules[{n}]"
+        name = rule.name or f"rule {n}"
+        if name in seen:
+            rd.error(f"{key}.name", f'"{name}" is also the name of rule {seen[name]}')
+        seen[name] = n
+        _check_rule(key, rule, hooks, rd)
+        checked.append(replace(rule, name=name, remind=tuple(sorted(set(rule.remind))[::-1])))
+    used = {h for r in rules for h in (*r.prepare, *r.recover)}
+    for name in hooks:
+        if name not in used:
+            rd.warnings.append(f"hooks.{name}: no rule names it, so it never runs")
+    return tuple(checked)
+
+
+def _check_rule(
+    key: str, rule: RuleSettings, hooks: Mapping[str, HookSettings], rd: Reader
+) -> None:
+    if not rule.action:
+        rd.error(f"{key}.action", f"required: one of {', '.join(ACTIONS)}")
+    for kind in rule.event_types or ():
+        if kind not in _KNOWN_TYPES:
+            rd.warnings.append(
+                f'{key}.event_types: "{kind}" is no documented event type '
+                f"({', '.join(_KNOWN_TYPES)}); the rule matches it only if IMDS sends exactly that"
+            )
+    low, high = rule.min_duration_seconds, rule.max_duration_seconds
+    if low is not None and high is not None and low > high:
+        rd.error(f"{key}.min_duration_seconds", f"{low} is above max_duration_seconds ({high})")
+    if rule.description is not None:
+        try:
+            re.compile(rule.description, re.IGNORECASE)
+        except re.error as exc:
+            rd.error(f"{key}.description", f"bad regular expression: {exc}")
+    if rule.window is not None:
+        _check_window(f"{key}.window", rule.window, rd)
+    for stage in ("prepare", "recover"):
+        for hook in getattr(rule, stage):
+            if hook not in hooks:
+                known = ", ".join(hooks) or "none"
+                rd.error(f"{key}.{stage}", f'no hook "{hook}" ([hooks.{hook}]; defined: {known})')
+        if getattr(rule, stage) and rule.action == "ignore":
+            rd.error(f"{key}.{stage}", "an ignored event runs no hooks")
+    if rule.remind and rule.action != "ask":
+        rd.error(f"{key}.remind", f'only an "ask" event is reminded of (action is "{rule.action}")')
+
+
+def _check_window(key: str, window: WindowSettings, rd: Reader) -> None:
+    try:
+        ZoneInfo(window.timezone)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        rd.error(f"{key}.timezone", f'unknown time zone "{window.timezone}" (e.g. Europe/Berlin)')
+    bounds = []
+    for part in ("start", "end"):
+        try:
+            bounds.append(seconds_of_day(getattr(window, part)))
+        except ValueError as exc:
+            rd.error(f"{key}.{part}", str(exc))
+    if window.start == "24:00":
+        rd.error(f"{key}.start", "a window starts at 23:59 at the latest")
+    if len(bounds) == 2 and bounds[0] == bounds[1]:
+        rd.error(f"{key}.end", 'equals start: for the whole day use start "00:00", end "24:00"')
+    if not window.days:
+        rd.error(f"{key}.days", "empty: the window would never open; leave days out for every day")

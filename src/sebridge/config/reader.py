@@ -1,0 +1,278 @@
+"""Reading one TOML table into a frozen dataclass, strictly, for config.py.
+
+A dataclass field is a config key: its annotation says how to read it (bool,
+int, float, str, tuple[str, ...], tuple[int, ...], Secret, another such
+dataclass (a nested table), a tuple of them (an array of tables, each named
+`key[N]` from 1), or `X | None`: None when the key is absent), its default is the key's default,
+and its metadata (see `option`) holds limits and choices. Secret fields
+also accept `<name>_file`, whose path `locate` may map (config_files: where
+`check` outside the service finds the unit's credentials). Strings are
+interpolated (config_secrets.Expander). With `read_secrets=False` a secret
+is only known to be set (Secret.unread): nothing is expanded or read for it.
+Problems are collected, each naming its full key, and raised together as one
+ConfigError; values that failed keep their defaults meanwhile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import field, fields
+from typing import Any, TypeVar
+
+from sebridge.config.secrets import Expander, Secret, read_secret_file
+from sebridge.kernel.errors import ConfigError
+
+__all__ = ["Reader", "did_you_mean", "option"]
+
+_T = TypeVar("_T")
+
+
+def option(
+    default: _T,
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    choices: tuple[str, ...] = (),
+    min_bytes: int = 0,
+    why: str = "",
+) -> _T:
+    """A config field with a default and limits: numbers in range, strings (or items) in
+    choices, a secret (when set) at least `min_bytes` long in UTF-8."""
+    return field(
+        default=default,
+        metadata={
+            "ge": ge,
+            "gt": gt,
+            "le": le,
+            "choices": choices,
+            "min_bytes": min_bytes,
+            "why": why,
+        },
+    )
+
+
+class Reader:
+    """Typed reads of config tables from one environment snapshot, collecting problems."""
+
+    def __init__(
+        self,
+        environ: Mapping[str, str],
+        source: str,
+        *,
+        read_secrets: bool = True,
+        locate: Callable[[str], str] | None = None,
+    ) -> None:
+        self.env = Expander(environ)
+        self.source = source
+        self.read_secrets = read_secrets
+        self._locate = locate or (lambda path: path)
+        self.problems: list[str] = []
+        self.warnings: list[str] = []
+        self._from_file: set[str] = set()  # secrets given as `key_file`
+
+    def raise_problems(self) -> None:
+        """Raise one ConfigError carrying every problem so far, if there is any."""
+        if len(self.problems) == 1:
+            raise ConfigError(f"{self.source}: {self.problems[0]}")
+        if self.problems:
+            lines = "".join(f"\n  - {p}" for p in self.problems)
+            raise ConfigError(f"{self.source}: {len(self.problems)} problems:{lines}")
+
+    def error(self, key: str, message: str) -> None:
+        self.problems.append(f"{key}: {message}")
+
+    def secret_key(self, key: str) -> str:
+        """The key a secret was given by: `key`, or `key_file` (for errors about its value)."""
+        return f"{key}_file" if key in self._from_file else key
+
+    def required(self, key: str, when: str) -> None:
+        """`key` is empty but needed; say why it is empty when an env variable emptied it."""
+        self.problems.append(f"{key} is empty{self.env.why_empty(key)}; it is required {when}")
+
+    def section(self, name: str, raw: Any, cls: type[_T], defaults: Mapping[str, Any]) -> _T:
+        """Build `cls` from the table `raw` (absent: {}); `defaults` override class defaults."""
+        if not isinstance(raw, Mapping):
+            self.problems.append(f"[{name}] must be a table, got {type(raw).__name__}")
+            raw = {}
+        known: list[str] = []
+        values: dict[str, Any] = dict(defaults)
+        hints = typing.get_type_hints(cls)
+        for f in fields(cls):  # type: ignore[arg-type]
+            kind, key = hints[f.name], f"{name}.{f.name}"
+            known.append(f.name)
+            if kind is Secret:
+                known.append(f"{f.name}_file")
+                values[f.name] = self._secret(raw, name, f.name, f.metadata)
+            elif f.name in raw:
+                try:
+                    values[f.name] = self._value(kind, raw[f.name], key, f.metadata)
+                except ValueError as exc:
+                    self.error(key, str(exc))
+        for k in raw:
+            if k not in known:
+                hint = did_you_mean(k, known)
+                self.problems.append(
+                    f'unknown key "{k}" in [{name}]{hint}; known keys: {", ".join(known)}'
+                )
+        return cls(**values)
+
+    def _value(self, kind: Any, raw: Any, key: str, meta: Mapping[str, Any]) -> Any:
+        if typing.get_origin(kind) in (types.UnionType, typing.Union):
+            # `X | None`: None is only ever the default (TOML has no null).
+            kind = next(k for k in typing.get_args(kind) if k is not type(None))
+        item = typing.get_args(kind)[0] if typing.get_origin(kind) is tuple else None
+        if dataclasses.is_dataclass(kind) or dataclasses.is_dataclass(item):
+            return self._tables(kind, item, raw, key)
+        if kind == tuple[int, ...]:
+            if not isinstance(raw, list) or not all(
+                isinstance(i, int) and not isinstance(i, bool) for i in raw
+            ):
+                raise ValueError(f"expected a list of integers, got {_describe(raw)}")
+            for number in raw:
+                _check_range(number, meta)
+            return tuple(raw)
+        return self._scalar(kind, raw, key, meta)
+
+    def _tables(self, kind: Any, item: Any, raw: Any, key: str) -> Any:
+        """A nested table (a dataclass), or an array of them: each `key[N]`, from 1."""
+        if item is None:
+            return self.section(key, raw, kind, {})
+        if not isinstance(raw, list):
+            raise ValueError(f"expected an array of tables, got {_describe(raw)}")
+        return tuple(self.section(f"{key}[{n}]", t, item, {}) for n, t in enumerate(raw, 1))
+
+    def _scalar(self, kind: Any, raw: Any, key: str, meta: Mapping[str, Any]) -> Any:
+        if kind is bool:
+            if not isinstance(raw, bool):
+                raise ValueError(f"expected true or false, got {_describe(raw)}")
+            return raw
+        if kind is int or kind is float:
+            accepted = (int, float) if kind is float else int
+            if isinstance(raw, bool) or not isinstance(raw, accepted):
+                what = "a number" if kind is float else "an integer"
+                raise ValueError(f"expected {what}, got {_describe(raw)}")
+            if not math.isfinite(raw):
+                raise ValueError(f"expected a finite number, got {_describe(raw)}")
+            _check_range(raw, meta)
+            return kind(raw)
+        if kind is str:
+            if not isinstance(raw, str):
+                raise ValueError(f"expected a string, got {_describe(raw)}")
+            return _check_choice(self.env.expand(raw, key), meta)
+        if kind == tuple[str, ...]:
+            if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
+                raise ValueError(f"expected a list of strings, got {_describe(raw)}")
+            return tuple(_check_choice(self.env.expand(item, key), meta) for item in raw)
+        raise TypeError(f"{key}: no reader for {kind!r}")  # a field type this module lacks
+
+    def _secret(
+        self, raw: Mapping[str, Any], section: str, name: str, meta: Mapping[str, Any]
+    ) -> Secret:
+        key = f"{section}.{name}"
+        if not self.read_secrets:
+            return self._unread_secret(raw, section, name)
+        inline = self._string(raw, name, key, secret=True)
+        path = self._string(raw, f"{name}_file", f"{key}_file", secret=False)
+        if inline and path:
+            self.problems.append(f"{section}: set {name} or {name}_file, not both")
+        elif path:
+            self._from_file.add(key)
+            try:
+                secret = Secret(read_secret_file(self._locate(path)))
+                return self._long_enough(secret, f"{key}_file", meta)
+            except ValueError as exc:
+                self.error(f"{key}_file", str(exc))
+        return self._long_enough(Secret(inline), key, meta)
+
+    def _long_enough(self, secret: Secret, key: str, meta: Mapping[str, Any]) -> Secret:
+        """The secret, or an error naming `key` when it is set but too short (the value is
+        never shown, nor its length: a short key is guessed faster knowing it)."""
+        least: int = meta.get("min_bytes") or 0
+        if secret and len(secret.reveal().encode("utf-8")) < least:
+            why = f": {meta['why']}" if meta.get("why") else ""
+            self.error(key, f"is shorter than {least} bytes{why}")
+        return secret
+
+    def _unread_secret(self, raw: Mapping[str, Any], section: str, name: str) -> Secret:
+        """Whether the secret is set, from the raw strings alone: nothing is expanded or read."""
+        given = []
+        for k in (name, f"{name}_file"):
+            value = raw.get(k, "")
+            if not isinstance(value, str):
+                self.error(
+                    f"{section}.{k}", f"expected a string, got {_describe(value, secret=True)}"
+                )
+            elif value:
+                given.append(k)
+        if len(given) == 2:
+            self.problems.append(f"{section}: set {name} or {name}_file, not both")
+        return Secret.unread(f"{section}.{given[0]}") if given else Secret()
+
+    def _string(self, raw: Mapping[str, Any], name: str, key: str, *, secret: bool) -> str:
+        """Read a string that feeds a secret. A `${VAR}` that is unset or empty is an
+        error: a secret that silently became "" would turn its integration off."""
+        value = raw.get(name, "")
+        try:
+            if not isinstance(value, str):
+                raise ValueError(f"expected a string, got {_describe(value, secret=secret)}")
+            text = self.env.expand(value, key, secret=secret)
+        except ValueError as exc:
+            self.error(key, str(exc))
+            return ""
+        unset = self.env.empty_variables(key)
+        if unset:
+            self.error(key, f"{unset}: set it, or remove the key")
+            return ""
+        return text
+
+
+def did_you_mean(word: str, known: Iterable[str], *, quote: str = '"') -> str:
+    """' (did you mean "x"?)' for the closest of `known` (case-insensitive), else ""."""
+    by_lower = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    if not close:
+        return ""
+    end = "]" if quote == "[" else quote
+    return f" (did you mean {quote}{by_lower[close[0]]}{end}?)"
+
+
+def _check_range(value: float, meta: Mapping[str, Any]) -> None:
+    why = f" ({meta['why']})" if meta.get("why") else ""
+    ge, gt, le = meta.get("ge"), meta.get("gt"), meta.get("le")
+    if ge is not None and value < ge:
+        raise ValueError(f"must be >= {ge:g}{why}, got {value:g}")
+    if gt is not None and value <= gt:
+        raise ValueError(f"must be > {gt:g}{why}, got {value:g}")
+    if le is not None and value > le:
+        raise ValueError(f"must be <= {le:g}{why}, got {value:g}")
+
+
+def _check_choice(value: str, meta: Mapping[str, Any]) -> str:
+    choices: tuple[str, ...] = meta.get("choices", ())
+    if choices and value not in choices:
+        hint = did_you_mean(value, choices)
+        raise ValueError(f'must be one of {", ".join(choices)}; got "{value}"{hint}')
+    return value
+
+
+def _describe(value: Any, *, secret: bool = False) -> str:
+    """How an error shows a bad value: the value itself, or only its kind for secrets."""
+    if isinstance(value, bool):
+        return "a boolean" if secret else str(value).lower()
+    if isinstance(value, int | float):
+        return "a number" if secret else f"{value!r}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 60 else value[:57] + "..."
+        return "a string" if secret else json.dumps(shown, ensure_ascii=False)
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a table"
+    return "a date/time"

@@ -1,0 +1,286 @@
+"""The daemon's unit of work: tick() = poll, record, approve, wake.
+
+tick(): IMDS GET -> unchanged document? stop there (nothing parsed, nothing
+written) -> diff against the previous document -> one store transaction
+(events, transitions, outbox rows, the policy's approvals) -> wake the
+carrier when approvals may wait -> wake the dispatcher. A failed poll is not
+an empty document: no transition is ever invented from an IMDS outage.
+
+The Daemon holds the parts a tick drives (the carrier, the dispatcher, the
+approval use case the channels call); runner.py owns their life (threads,
+scheduler, signals, stop). `sebridge once` and the tests call tick() alone.
+See docs/ARCHITECTURE.md, "Poll".
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+
+from sebridge.approval.carrier import Carrier
+from sebridge.approval.usecase import Approvals
+from sebridge.config.core import PolicyConfig
+from sebridge.engine.diff import diff
+from sebridge.engine.dispatch import Dispatcher
+from sebridge.engine.metrics import Metrics
+from sebridge.engine.poll import Polled, PollState, TickResult
+from sebridge.engine.reminders import Reminders
+from sebridge.engine.wakeups import Parts, Wakeups
+from sebridge.hooks.agent import AgentHooks
+from sebridge.hooks.process import HookCommand
+from sebridge.imds import ImdsClient
+from sebridge.kernel.clock import Clock, utcnow
+from sebridge.kernel.errors import ImdsError
+from sebridge.model import Approval, Document, ScheduledEvent, TransitionKind
+from sebridge.model.message import Sink
+from sebridge.policy import APPROVE, NO_MATCH, Decision, Policy, decide, sinks_for
+from sebridge.policy.compile import build_policy
+from sebridge.store import Store
+
+__all__ = ["Daemon", "PollState", "Polled", "TickResult"]
+
+log = logging.getLogger("sebridge.daemon")  # the name operators filter on, kept across moves
+
+
+class Daemon:
+    """Polls IMDS, records transitions, hands approvals to the carrier, feeds the dispatcher.
+
+    Args:
+        sinks: each sink by its integration's name (the outbox key).
+        vm_name: this VM's name as Resources list it, known before the store was opened
+            (runtime.vm_name); the agent's identity, never a host name.
+        approve_url: an event's signed approval link, for messages (None: links are off).
+        hooks: the configured readiness hooks ([hooks.<name>]) by name.
+        policy: the rules that decide each new event (policy/compile.py: build_policy);
+            None: built-in rules with the default keys.
+        metrics: what the daemon counts (default: a registry of its own).
+    """
+
+    def __init__(
+        self,
+        imds: ImdsClient,
+        store: Store,
+        sinks: Mapping[str, Sink],
+        *,
+        vm_name: str,
+        policy: Policy | None = None,
+        dry_run: bool = False,
+        retry_for: timedelta = timedelta(hours=1),
+        max_backoff: float = 300.0,
+        clock: Clock = utcnow,
+        approve_url: Callable[[ScheduledEvent], str] | None = None,
+        hooks: Mapping[str, HookCommand] | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.imds = imds
+        self.store = store
+        self.metrics = metrics or Metrics(tuple(sinks))
+        store.on_transition(self.metrics.transition_recorded)
+        self._sink_names = tuple(sinks)
+        self.policy = policy or build_policy(PolicyConfig())
+        if not vm_name:
+            raise ValueError("the daemon needs this VM's name (runtime.vm_name)")
+        self._vm_name = vm_name
+        self.clock = clock
+        self._wakeups = Wakeups()
+        self.hooks = AgentHooks(
+            store,
+            hooks or {},
+            self.vm_name,
+            sinks_for=self.sinks_for,
+            prepare_lead=timedelta(seconds=self.policy.prepare_lead_seconds),
+            dry_run=dry_run,
+            clock=clock,
+            on_run=self._wakeups.hook_ended,
+            on_begun=self._wakeups.hook_began,
+            on_ended=self.metrics.hook_finished,
+        )
+        self.reminders = Reminders(store, self.sinks_for)
+        self.dispatcher = Dispatcher(
+            store,
+            sinks,
+            vm_name=self.vm_name,
+            dry_run=dry_run,
+            retry_for=retry_for,
+            max_backoff=max_backoff,
+            clock=clock,
+            approve_url=approve_url,
+            readiness_of=self.hooks.shown,
+            metrics=self.metrics,
+        )
+        self.carrier = Carrier(
+            store,
+            imds,
+            self.sinks_for,
+            dry_run=dry_run,
+            clock=clock,
+            on_recorded=self.dispatcher.wake,
+            gate=self.hooks.gate,
+            on_waiting=self._wakeups.hooks_awaited,
+            metrics=self.metrics,
+        )
+        self.approvals = Approvals(
+            store,
+            self.carrier,
+            self.sinks_for,
+            clock=clock,
+            on_recorded=self.dispatcher.wake,
+            metrics=self.metrics,
+        )
+        self._wakeups.bind(Parts(self.carrier, self.dispatcher, self.hooks.worker))
+        self._previous: Document | None = store.last_document()
+        self._last_object: Document | None = None
+        self._imds_failing: str | None = None
+        self.poll_state = PollState()
+        self._write_marker = store.db.write_marker()
+        # Whether the store tells us of writes as they are committed (watch_store);
+        # else each tick compares its write marker.
+        self._store_pushes = False
+
+    def vm_name(self) -> str:
+        """This VM's name, as IMDS's Resources spell it."""
+        return self._vm_name
+
+    def sinks_for(self, action: str) -> tuple[str, ...]:
+        """The sinks an event with this policy action is delivered to (policy.sinks_for)."""
+        return sinks_for(action, self._sink_names)
+
+    def tick(self) -> TickResult:
+        """One poll, end to end."""
+        return self.act(self.poll())
+
+    def poll(self) -> Polled:
+        """A tick's first half: the IMDS GET, and nothing that waits on the store."""
+        result = TickResult()
+        return Polled(self._poll(result), self.clock(), result)
+
+    def act(self, polled: Polled) -> TickResult:
+        """A tick's second half, for what poll() found: record it, wake who acts on it
+        (may wait on the store: the daemon runs it on the recorder's thread, record.py)."""
+        result, document = polled.result, polled.document
+        # Writes since the last tick (another process's `sebridge approve` on a SQLite
+        # file shows as one); looked at before this tick's own write, which the next sees.
+        written = not self._store_pushes and self._store_written()
+        approvals_recorded = False
+        changed = (
+            document is not None
+            and document is not self._last_object
+            and document != self._previous
+        )
+        self.metrics.polled(
+            "error" if document is None else "changed" if changed else "unchanged",
+            self.poll_state.last_ok if document is not None else None,
+        )
+        if document is not None and document is not self._last_object:
+            if changed:
+                approvals_recorded = self._record(document, result, polled.at)
+            # Only once recorded: after a store failure the same document is tried again.
+            self._last_object = document
+        now = self.clock()
+        if result.changed:  # new events, or ones that ended: their leads and hooks
+            self.reminders.reschedule()
+        # Before the carrier: without threads (`once`) the hooks an approval waits for run
+        # first. With threads, the carrier wakes the worker for an approval that waits; a
+        # write alone (a busy outbox) must not make the worker read every event again.
+        if result.changed or (written and not self.hooks.worker.threaded):
+            self.hooks.worker.wake()
+        else:
+            self.hooks.worker.poke(now)
+        if approvals_recorded or written or self.carrier.due:
+            result.approvals_done = self.carrier.wake()
+        if self.reminders.due(now) and self.reminders.round(now):
+            self.dispatcher.wake()
+        # After the policy approved, the carrier wakes the dispatcher once it is done: the
+        # event's first message then says "approved by policy" and offers no button.
+        if (result.changed and not approvals_recorded) or written:
+            self.dispatcher.wake()
+        return result
+
+    def take_back_claims(self) -> None:
+        """Put back what this agent had claimed when its process ended (deliveries, and
+        approvals a crash cut short mid-POST: sent again now, not after their lease). Only
+        a process that holds the store as this agent does this (`run`, `once`), never a CLI
+        beside the daemon."""
+        self.store.outbox.release_own_claims()
+        self.store.release_own_approvals()
+
+    def watch_store(self) -> None:
+        """Act on other processes' writes as they are committed (PostgreSQL: an approval
+        stored by another agent is carried out at once), not at the next poll."""
+        self._store_pushes = self.store.db.watch(self.heard)
+
+    def heard(self, tables: frozenset[str]) -> None:
+        """Commits were heard (store listener's thread): wake whoever acts on them."""
+        self._wakeups.heard(tables)
+
+    def look_again(self) -> None:
+        """Work may wait that no NOTIFY announced (the heartbeat says so)."""
+        self._wakeups.look_again()
+
+    def _poll(self, result: TickResult) -> Document | None:
+        try:
+            document = self.imds.get_document()
+        except ImdsError as exc:
+            result.error = self.poll_state.error = str(exc)
+            if self._imds_failing != type(exc).__name__:
+                log.warning("IMDS poll failed: %s (events kept as they were)", exc)
+            self._imds_failing = type(exc).__name__
+            return None
+        if self._imds_failing:
+            log.info("IMDS answers again")
+            self._imds_failing = None
+        result.polled = True
+        self.poll_state = PollState(self.clock())
+        return document
+
+    def _record(self, document: Document, result: TickResult, now: datetime) -> bool:
+        """Write the document's transitions as of `now`, when it was read; True when the
+        policy approved something."""
+        approved = self.store.approved_ids() if self._previous else frozenset()
+        transitions = diff(self._previous, document, now, approved)
+        # Decided once, when an event is first seen (by this agent: in a fleet the first
+        # agent's decision is the one the store keeps).
+        decisions: dict[str, Decision] = {}
+        approvals: list[Approval] = []
+        for t in transitions:
+            if t.kind in (TransitionKind.SCHEDULED, TransitionKind.UNPLANNED):
+                decision = decide(t.event, self.policy, self.vm_name(), now)
+                decisions[t.event_id] = decision
+                # decide() never approves a started event (nothing to approve).
+                if decision.action == APPROVE:
+                    approvals.append(Approval(t.event_id, "policy", "policy", now))
+        deliveries = [
+            (t, self.sinks_for(self._decision(t.event_id, decisions).action)) for t in transitions
+        ]
+        recorded = self.store.apply(
+            document, deliveries, now, decisions=decisions, approvals=approvals
+        )
+        self._previous = document
+        result.changed = True
+        result.transitions = transitions
+        for t in transitions:
+            # In a fleet every agent derives it; the log says it once, where it was recorded.
+            first = any(r is t for r in recorded)
+            log.log(
+                logging.INFO if first else logging.DEBUG,
+                "%s %s %s%s",
+                t.kind,
+                t.event.event_type,
+                t.event_id,
+                "" if first else " (recorded by another agent)",
+            )
+        return bool(approvals)
+
+    def _decision(self, event_id: str, fresh: dict[str, Decision]) -> Decision:
+        if event_id in fresh:
+            return fresh[event_id]
+        record = self.store.event(event_id)
+        return record.decision if record else NO_MATCH
+
+    def _store_written(self) -> bool:
+        """Whether anyone (this process included) wrote to the store since the last tick."""
+        marker = self.store.db.write_marker()
+        changed = marker != self._write_marker
+        self._write_marker = marker
+        return changed

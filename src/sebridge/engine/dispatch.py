@@ -1,0 +1,247 @@
+"""Dispatcher: outbox rows -> sinks, one worker thread per sink.
+
+A hanging or dead sink holds up only its own thread: Slack never waits for
+Jira. Retryable failures back off exponentially with jitter (honouring a
+sink's Retry-After); permanent ones are recorded and stop; retries end
+`retry_for` after the event left the document.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from sebridge.engine.metrics import Metrics
+from sebridge.kernel.backoff import backoff_delay
+from sebridge.kernel.clock import Clock, utcnow
+from sebridge.kernel.errors import PermanentDeliveryError, RetryableDeliveryError, StoreError
+from sebridge.model import ScheduledEvent
+from sebridge.model.message import Message, Sink
+from sebridge.model.readiness import VmReadiness
+from sebridge.store import Delivery, Store
+
+__all__ = ["Dispatcher", "SinkOutcome"]
+
+log = logging.getLogger("sebridge.dispatch")  # the name operators filter on, kept across moves
+
+# Idle workers look at the outbox this often even unwoken (at most; the store's
+# dialect may say less often: Database.IDLE_CHECK_SECONDS). The daemon's tick
+# wakes them whenever anyone (another process too) writes to the store, so
+# this is only a safety net.
+IDLE_WAIT = 60.0
+LEASE = timedelta(minutes=2)
+
+
+@dataclass(frozen=True)
+class SinkOutcome:
+    """How a sink's last delivery went: "delivered", "retrying" or "failed"."""
+
+    state: str
+    at: datetime
+    error: str | None = None
+
+
+class Dispatcher:
+    """Delivers outbox rows to every sink independently.
+
+    Args:
+        sinks: each sink by its integration's name, which is its outbox key.
+        vm_name: returns this VM's name (known after the first poll).
+        retry_for: how long after an event left the document its deliveries
+            are still retried.
+        approve_url: an event's signed approval link (None: links are off);
+            messages carry it while the event can be approved.
+        readiness_of: an event's VMs' readiness and its rule's prepare hooks, by event
+            id, as of now (messages show them).
+        metrics: counts deliveries by sink and outcome (default: a registry of its own).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        sinks: Mapping[str, Sink],
+        *,
+        vm_name: Callable[[], str],
+        dry_run: bool = False,
+        retry_for: timedelta = timedelta(hours=1),
+        max_backoff: float = 300.0,
+        clock: Clock = utcnow,
+        jitter: Callable[[], float] = random.random,
+        approve_url: Callable[[ScheduledEvent], str] | None = None,
+        readiness_of: Callable[[str], tuple[tuple[VmReadiness, ...], tuple[str, ...]]]
+        | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self._store = store
+        self._readiness_of = readiness_of
+        self._sinks = dict(sinks)
+        self._metrics = metrics or Metrics(tuple(sinks))
+        self._vm_name = vm_name
+        self._dry_run = dry_run
+        self._retry_for = retry_for
+        self._max_backoff = max_backoff
+        self._clock = clock
+        self._jitter = jitter
+        self._approve_url = approve_url
+        self._wake = {name: threading.Event() for name in self._sinks}
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._outcomes: dict[str, SinkOutcome] = {}
+
+    @property
+    def sinks(self) -> Mapping[str, Sink]:
+        """The sinks, by name."""
+        return dict(self._sinks)
+
+    def outcomes(self) -> dict[str, SinkOutcome]:
+        """Each sink's last delivery outcome (sinks that delivered nothing yet are absent)."""
+        return dict(self._outcomes)
+
+    def start(self) -> None:
+        """Start one worker thread per sink."""
+        for name in self._sinks:
+            thread = threading.Thread(
+                target=self._work, args=(name,), name=f"sink-{name}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def wake(self) -> None:
+        """New rows were committed: look now rather than at the next idle check."""
+        for event in self._wake.values():
+            event.set()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until no row is due now, at most `timeout` seconds; True if drained."""
+        deadline = self._clock() + timedelta(seconds=timeout)
+        while True:
+            due = [name for name in self._sinks if self._due_now(name)]
+            if not due:
+                return True
+            if self._clock() >= deadline:
+                log.warning("outbox not drained in %.1fs: %s still have rows due", timeout, due)
+                return False
+            self.wake()
+            self._stopping.wait(0.02)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the workers; a worker stuck in a sink is left behind (it is a daemon thread)."""
+        self._stopping.set()
+        self.wake()
+        deadline = self._clock() + timedelta(seconds=timeout)
+        for thread in self._threads:
+            thread.join(max(0.0, (deadline - self._clock()).total_seconds()))
+        for sink in self._sinks.values():
+            sink.close()
+
+    def deliver_due(self, name: str) -> int:
+        """Deliver every row of the sink called `name` that is due now; returns how many
+        were tried."""
+        tried = 0
+        while not self._stopping.is_set():
+            now = self._clock()
+            batch = self._store.outbox.claim(name, now, now + LEASE)
+            if not batch:
+                return tried
+            for delivery in batch:
+                self._deliver(name, delivery)
+                tried += 1
+        return tried
+
+    def _due_now(self, sink_name: str) -> bool:
+        due = self._store.outbox.next_due(sink_name)
+        return due is not None and due <= self._clock()
+
+    def _work(self, name: str) -> None:
+        wake = self._wake[name]
+        while not self._stopping.is_set():
+            wake.clear()
+            try:
+                if self.deliver_due(name):
+                    continue
+                due = self._store.outbox.next_due(name)
+            except StoreError as exc:  # the store away: the daemon's tick says so too
+                # Said once for the whole daemon (outage.py); the heartbeat wakes us after.
+                log.debug("dispatcher for %s cannot use the store (%s); retrying", name, exc)
+                due = None
+            except Exception:  # a bug must not kill the worker
+                log.exception("dispatcher for %s failed; retrying", name)
+                due = None
+            idle = max(IDLE_WAIT, self._store.db.IDLE_CHECK_SECONDS)
+            wait = idle
+            if due is not None:
+                wait = min(idle, max(0.01, (due - self._clock()).total_seconds()))
+            wake.wait(wait)
+
+    def _deliver(self, name: str, delivery: Delivery) -> None:
+        sink = self._sinks[name]
+        message = Message(
+            transition=delivery.transition,
+            vm_name=self._vm_name(),
+            policy=delivery.policy,
+            receipt=delivery.receipt,
+            dry_run=self._dry_run,
+            approved_by=delivery.approved_by,
+            # Attempts begun, not finished: a crash mid-send never finished one.
+            attempt=delivery.begun,
+            transition_id=delivery.transition_id,
+            begun_elsewhere=delivery.begun_by not in (None, self._store.agent),
+        )
+        if self._readiness_of is not None:
+            vms, prepare = self._readiness_of(delivery.transition.event_id)
+            message = replace(message, readiness=vms, prepare=prepare)
+        if self._approve_url is not None and message.approvable:
+            message = replace(message, approve_url=self._approve_url(delivery.transition.event))
+        what = f"{delivery.transition.kind} of {delivery.transition.event_id} to {name}"
+        # Committed before the send: a crash between send and ack is seen on restart.
+        self._store.outbox.begin(delivery)
+        try:
+            receipt = sink.send(message)
+        except PermanentDeliveryError as exc:
+            log.error("delivery of %s failed for good: %s", what, exc)
+            self._store.outbox.fail(delivery, str(exc))
+            self._outcomes[name] = SinkOutcome("failed", self._clock(), str(exc))
+            self._metrics.delivery_failed(name, retry=False)
+            return
+        except RetryableDeliveryError as exc:
+            self._retry(name, delivery, what, str(exc), exc.retry_after)
+            return
+        except Exception as exc:  # a sink's bug: keep it visible, keep trying
+            log.exception("delivery of %s raised unexpectedly", what)
+            self._retry(name, delivery, what, f"{type(exc).__name__}: {exc}", None)
+            return
+        self._store.outbox.ack(delivery, receipt, self._clock())
+        now = self._clock()
+        self._outcomes[name] = SinkOutcome("delivered", now)
+        self._metrics.delivered(name, (now - delivery.transition.at).total_seconds())
+
+    def _retry(
+        self, name: str, delivery: Delivery, what: str, error: str, retry_after: float | None
+    ) -> None:
+        now = self._clock()
+        self._outcomes[name] = SinkOutcome("retrying", now, error)
+        attempts = delivery.attempts + 1
+        if delivery.gone_at is not None and now > delivery.gone_at + self._retry_for:
+            log.error("giving up on %s after %d attempts: %s", what, attempts, error)
+            self._outcomes[name] = SinkOutcome("failed", now, error)
+            self._store.outbox.fail(delivery, f"gave up after {attempts} attempts: {error}")
+            self._metrics.delivery_failed(name, retry=False)
+            return
+        backoff = backoff_delay(
+            attempts - 1, base=1.0, cap=self._max_backoff, jitter=self._jitter()
+        )
+        if retry_after is not None:
+            backoff = max(backoff, retry_after)
+        log.warning(
+            "delivery of %s failed (attempt %d), retrying in %.1fs: %s",
+            what,
+            attempts,
+            backoff,
+            error,
+        )
+        self._store.outbox.retry(delivery, error, now + timedelta(seconds=backoff))
+        self._metrics.delivery_failed(name, retry=True)

@@ -1,0 +1,107 @@
+"""Jinja2 environment over the built-in templates, overridable from a user's folder."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from sebridge.hooks.words import hook_news
+from sebridge.kernel.errors import PermanentDeliveryError
+
+__all__ = ["Renderer", "countdown", "relative"]
+
+BUILTIN_TEMPLATES = Path(__file__).parents[1] / "templates"  # sebridge/templates/
+
+
+def countdown(moment: datetime | None, now: datetime) -> str:
+    """'in 14m05s', '3s ago'; '' without a time."""
+    if moment is None:
+        return ""
+    seconds = int((moment - now).total_seconds())
+    text = _span(abs(seconds))
+    return f"in {text}" if seconds >= 0 else f"{text} ago"
+
+
+def relative(moment: datetime | None, now: datetime) -> str:
+    """ "in 14 min", "in 40 s", "3 min ago"; "" without a time."""
+    if moment is None:
+        return ""
+    seconds = int((moment - now).total_seconds())
+    span = abs(seconds)
+    if span < 90:
+        text = f"{span} s"
+    elif span < 90 * 60:
+        text = f"{round(span / 60)} min"
+    elif span < 48 * 3600:
+        text = f"{span // 3600} h {span % 3600 // 60:02d} min"
+    else:
+        text = f"{span // 86400} days"
+    return f"in {text}" if seconds >= 0 else f"{text} ago"
+
+
+def _span(seconds: int) -> str:
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def _clock(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%H:%M:%S")
+
+
+def _utc(moment: datetime | None) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if moment else ""
+
+
+class Renderer:
+    """Renders named templates ("console/line.j2"); a file of the same name in
+    `override_dir` wins over the built-in one."""
+
+    def __init__(self, override_dir: str | Path | None = None) -> None:
+        folders = [str(override_dir)] if override_dir else []
+        self._env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader([*folders, str(BUILTIN_TEMPLATES)]),
+            undefined=jinja2.StrictUndefined,
+            # HTML pages are escaped by Jinja; chat formats escape with their own filters.
+            autoescape=jinja2.select_autoescape(["html", "htm"], default_for_string=False),
+            keep_trailing_newline=False,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self._env.filters.update(clock=_clock, utc=_utc, relative=relative)
+        self._env.globals.update(countdown=countdown, hook_news=hook_news)
+
+    def add_filters(self, **filters: Any) -> None:
+        """Sink-specific filters (e.g. Slack's mrkdwn escaping)."""
+        self._env.filters.update(filters)
+
+    def load(self, name: str) -> None:
+        """Compile a template now: a missing or broken one raises jinja2.TemplateError."""
+        self._env.get_template(name)
+
+    def render(self, name: str, **context: Any) -> str:
+        """Render a template. Raises jinja2.TemplateError (missing, broken, undefined name)."""
+        return self._env.get_template(name).render(**context)
+
+    def render_for(self, sink: str, name: str, **context: Any) -> str:
+        """Render a sink's template; what goes wrong is a PermanentDeliveryError saying
+        which template and where (a retry would render it the same way)."""
+        try:
+            return self.render(name, **context)
+        except jinja2.TemplateSyntaxError as exc:
+            where = exc.filename or exc.name or name
+            raise PermanentDeliveryError(
+                f"{sink}: template {name} is broken: {where}, line {exc.lineno}: {exc.message}"
+            ) from None
+        except jinja2.TemplateNotFound as exc:
+            raise PermanentDeliveryError(f"{sink}: template {name}: {exc.name} not found") from None
+        except (jinja2.TemplateError, TypeError, ValueError, AttributeError) as exc:
+            raise PermanentDeliveryError(f"{sink}: template {name} failed: {exc}") from None

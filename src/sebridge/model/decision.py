@@ -1,0 +1,75 @@
+"""What the policy decided for an event: the words every layer reads (the store keeps
+it with the event, messages offer an approval or not, the carrier holds or goes on).
+
+The rules that decide are policy/rules.py. See docs/ARCHITECTURE.md, "Policy".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from sebridge.model import ScheduledEvent
+
+__all__ = [
+    "ACTIONS",
+    "APPROVE",
+    "ASK",
+    "IGNORE",
+    "INFORM",
+    "NO_MATCH",
+    "NO_RULE",
+    "Decision",
+    "effective",
+    "offers_approval",
+    "sinks_for",
+]
+
+APPROVE, ASK, INFORM, IGNORE = "approve", "ask", "inform", "ignore"
+ACTIONS = (APPROVE, ASK, INFORM, IGNORE)
+NO_RULE = "no rule matched"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What happens to one event, decided when it is first seen and stored with it.
+
+    Args:
+        action: "approve" (at once, after the prepare hooks), "ask" (a person
+            decides), "inform" (announced, no approval offered), "ignore"
+            (recorded, sent nowhere).
+        rule: the matching rule's name; a built-in rule's readable name; or
+            "no rule matched".
+        prepare, recover: hook names ([hooks.<name>]).
+        remind: seconds before NotBefore at which an unapproved "ask" event is
+            announced again, descending.
+        on_prepare_failure: "hold" (nothing is POSTed) or "approve" (POST anyway).
+    """
+
+    action: str
+    rule: str
+    prepare: tuple[str, ...] = ()
+    recover: tuple[str, ...] = ()
+    remind: tuple[int, ...] = ()
+    on_prepare_failure: str = "hold"
+
+
+NO_MATCH = Decision(ASK, NO_RULE)
+
+
+def effective(decision: Decision, event: ScheduledEvent) -> Decision:
+    """The decision as it applies to this event: approve on a started event informs."""
+    if decision.action == APPROVE and event.started:
+        return replace(decision, action=INFORM)
+    return decision
+
+
+def offers_approval(action: str) -> bool:
+    """Whether people are offered an approval (buttons, links, Jira status) for an event
+    with this action: not for "inform" (Azure starts it at NotBefore) nor "ignore"."""
+    return action not in (INFORM, IGNORE)
+
+
+def sinks_for(action: str, sinks: Sequence[str]) -> tuple[str, ...]:
+    """Which sinks hear an event's transitions: none for an ignored event, else all of them."""
+    return () if action == IGNORE else tuple(sinks)

@@ -1,0 +1,131 @@
+"""The sink protocol: one attempt per call; a receipt, or a retryable/permanent error.
+
+Retries and backoff are not a sink's business: the dispatcher owns them, and
+the outbox's unique (transition, sink) rows mean one delivery per pair. What
+only the sink can tell is whether an attempt cut short (an answer lost, the
+process killed before the ack) landed anyway: `Message.maybe_sent` says one
+may have, and a sink that can look (Slack, a JSON-lines file) looks first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from sebridge.kernel.text import clip, displayable, map_text
+from sebridge.model import Receipt, Transition, TransitionKind
+from sebridge.model.approval import blocker
+from sebridge.model.decision import offers_approval
+from sebridge.model.readiness import VmReadiness
+
+__all__ = ["Message", "Sink", "shown", "shown_field"]
+
+# IMDS text in a chat message, card or ticket is cut to these (after escaping), so no
+# field can push a message past its API's limits: names and ids are short, a
+# description is prose (each template cuts it again to its API's limit), notes and
+# hook output are ours or tails already.
+FIELD_LIMIT = 300
+DESCRIPTION_LIMIT = 10_000
+OTHER_LIMIT = 2_000
+
+# Transitions that say the event has an approval (carried out, or not: a problem), and
+# those that say it left IMDS.
+_APPROVAL_NEWS = (TransitionKind.APPROVED, TransitionKind.WOULD_APPROVE, TransitionKind.PROBLEM)
+_ENDS = (TransitionKind.COMPLETED, TransitionKind.CANCELLED)
+
+
+@dataclass(frozen=True)
+class Message:
+    """What a sink is asked to say, once.
+
+    Args:
+        vm_name: this VM, so a sink can mark it among Resources.
+        policy: what the policy decided for the event: approve, ask (a person decides),
+            inform (announced, no approval offered) or ignore (never delivered).
+        receipt: what this sink returned for an earlier transition of the
+            same event (update that message or ticket instead of a new one).
+        dry_run: sebridge runs with policy.dry_run: nothing reaches IMDS.
+        approved_by: who approved the event, if anyone has by the time of delivery.
+        attempt: earlier attempts at this same delivery that reached the sink
+            (0 on the first), counted as begun in the store before each send, so
+            one cut short by a crash (kill -9, power loss) counts too.
+        approve_url: the event's signed approval link while it can be approved
+            and approval links are configured; else None.
+        transition_id: the transition's id in the store (0 when not from the
+            store): a key a sink may write, to find what an earlier attempt left.
+        readiness: each listed VM's readiness as of delivery, when the event's rule
+            names prepare hooks (empty otherwise).
+        prepare: the prepare hooks the event's rule names (dry run: "would have run").
+        begun_elsewhere: the latest earlier attempt was begun by another agent (it died
+            and this one took its delivery over): what it left on its own host (a
+            console, a JSON lines file) cannot be looked at from here.
+    """
+
+    transition: Transition
+    vm_name: str
+    policy: str
+    receipt: Receipt | None = None
+    dry_run: bool = False
+    approved_by: str | None = None
+    attempt: int = 0
+    approve_url: str | None = None
+    transition_id: int = 0
+    readiness: tuple[VmReadiness, ...] = ()
+    prepare: tuple[str, ...] = ()
+    begun_elsewhere: bool = False
+
+    @property
+    def maybe_sent(self) -> bool:
+        """An earlier attempt may have landed (its answer lost, or the process died
+        before recording it): a sink that can check looks before sending again."""
+        return self.attempt > 0
+
+    @property
+    def approvable(self) -> bool:
+        """Whether a person is offered an approval, as of this transition: the event can
+        still take one (approval.states) and the policy offers one (not for "inform")."""
+        t = self.transition
+        return offers_approval(self.policy) and (
+            blocker(
+                approved=self.approved_by is not None or t.kind in _APPROVAL_NEWS,
+                present=t.kind not in _ENDS,
+                started=t.event.started,
+            )
+            is None
+        )
+
+
+class Sink(Protocol):
+    """A place people hear about events. It has no name of its own: the dispatcher knows
+    it by its integration's name (the outbox key), so the two cannot differ."""
+
+    def send(self, message: Message) -> Receipt | None:
+        """Deliver once. Raises RetryableDeliveryError or PermanentDeliveryError."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and files."""
+        ...
+
+
+def shown(message: Message) -> Message:
+    """A copy of `message` safe to show in a chat message, card or ticket: every string
+    displayable (kernel/text.py: no lone surrogate, no control or bidi character acting)
+    and cut to its limit. Slack, Teams and Jira send this; JSON lines keep the original."""
+
+    def other(text: str) -> str:
+        return clip(displayable(text), OTHER_LIMIT)
+
+    safe = map_text(message, other)
+    e = message.transition.event
+    event = map_text(e, shown_field)
+    if e.description is not None:
+        event = replace(event, description=clip(displayable(e.description), DESCRIPTION_LIMIT))
+    return replace(safe, transition=replace(safe.transition, event=event))
+
+
+def shown_field(text: str) -> str:
+    """An event's field (id, type, a resource...) as `shown()` gives it to a sink. Applying
+    it again changes nothing, so a key derived from it (Jira's label) is the same whether
+    computed from the stored event or from the message a sink got."""
+    return clip(displayable(text), FIELD_LIMIT)
