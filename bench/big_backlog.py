@@ -7,7 +7,7 @@ lists `--events` events at once, and the same with `--baseline-events` in the sa
   every delivery is done (ms per delivery);
 - run 2, on a new store: SIGTERM the moment the document is recorded (the whole backlog
   owed): seconds to exit, beside the limit (dispatch.shutdown_grace_seconds, 5 s, plus the
-  second runner.py allows), and, restarted, seconds until the rest is delivered;
+  second engine/runner.py allows), and, restarted, seconds until the rest is delivered;
 - GET /healthz every 0.25 s throughout: p50/p99/max and how many were not 200.
 The big document's ms per delivery over the baseline's: 1.0 means a delivery costs the
 same whatever the backlog.
@@ -49,7 +49,7 @@ SINKS = ("console", "jsonl", "teams")
 # (begun, then delivered, each an fsync) cost more than everything else, the same at any
 # backlog; `--disk DIR` measures them.
 TMP = "/dev/shm" if Path("/dev/shm").is_dir() else None
-LIMIT = 5.0 + 1.0  # shutdown_grace_seconds (default) + runner.py's second
+LIMIT = 5.0 + 1.0  # shutdown_grace_seconds (default) + engine/runner.py's second
 
 
 class Prober:

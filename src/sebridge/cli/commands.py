@@ -261,11 +261,11 @@ def check(
     send_test: bool = False,
 ) -> int:
     """Validate the configuration (done by loading it), look at the store, try each sink
-    (doctor.py).
+    (cli/doctor.py).
 
     Args:
         credentials: the folder the unit's secrets were read from, when check read them
-            there itself (unit_credentials.py).
+            there itself (config/unit_credentials.py).
         send_test: post one test message to each channel that passed.
     """
     out = out or sys.stdout

@@ -167,7 +167,7 @@ def _with_config(
         secrets: False for a command that sends nothing: secrets are not read, so
             `events`, `history` and `approve` work where only the service has them.
         unit_credentials: read the unit's credentials from their folder when
-            CREDENTIALS_DIRECTORY is unset (`check`; unit_credentials.py).
+            CREDENTIALS_DIRECTORY is unset (`check`; config/unit_credentials.py).
     """
 
     def run(args: argparse.Namespace) -> int:

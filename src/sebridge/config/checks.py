@@ -1,6 +1,6 @@
 """Value validators for the configuration: one value in, the normalised value out.
 
-A leaf: the core's sections (config_core.py) and the integrations' settings
+A leaf: the core's sections (config/core.py) and the integrations' settings
 use these. Each returns the normalised value or raises ValueError with a
 message that completes "<key>: ...". A value is quoted back only when it
 cannot carry a credential (no user info, no query string); webhook URLs and

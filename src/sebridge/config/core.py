@@ -1,8 +1,8 @@
 """The core's config sections: one frozen dataclass per section, and their checks.
 
-A dataclass field *is* a config key (config_reader.py reads it): its default
+A dataclass field *is* a config key (config/reader.py reads it): its default
 is the key's default, `option()` holds its limits. `check_core()` runs once
-the types are right: formats of single values (config_checks.py) and keys
+the types are right: formats of single values (config/checks.py) and keys
 together, reported to the Reader, with some values normalised. The
 integrations bring their own sections (integrations/registry.py).
 """
@@ -74,7 +74,7 @@ class StoreConfig:
 class PolicyConfig:
     """[policy]: what is approved without a human, what a person is asked, what is ignored.
 
-    `rules` ([[policy.rules]], config_policy.py) decide per event; without them the
+    `rules` ([[policy.rules]], config/policy.py) decide per event; without them the
     three keys below shape the built-in rules (policy/compile.py), as before rules existed.
     """
 

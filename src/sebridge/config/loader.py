@@ -6,7 +6,7 @@ value may use `${VAR}` (unset: ""; in a secret, an error) and `$$` (a
 literal `$`). Every secret `x` also accepts `x_file = "/path"`. One frozen
 dataclass per section holds its keys with their defaults; a dataclass field
 *is* a config key, so the known-key lists, type checks and `redacted()` all
-come from the fields. The core's sections are in config_core.py; the loader
+come from the fields. The core's sections are in config/core.py; the loader
 is handed the others (`Sections`: the integrations', from
 integrations/registry.py), reached with `Config.section(name)`.
 All problems are reported at once, each naming its key; secrets never
@@ -88,7 +88,7 @@ class Config:
     Args:
         sections: each integration's section, by name (see `section()`).
         given: the sections ("slack") and keys ("http.listen") the file set.
-        hooks: each `[hooks.<name>]`, by name (config_policy.py).
+        hooks: each `[hooks.<name>]`, by name (config/policy.py).
     """
 
     source: str = "defaults"
@@ -136,7 +136,7 @@ def load(
         sections: the sections beside the core's (integrations/registry.py's SECTIONS).
         read_secrets: False for a command that sends nothing: secrets are only known
             to be set (Secret.unread), never expanded or read.
-        locate: maps a `*_file` secret's path before it is read (unit_credentials.py).
+        locate: maps a `*_file` secret's path before it is read (config/unit_credentials.py).
     """
     env = os.environ if environ is None else environ
     data: dict[str, Any] | None = None

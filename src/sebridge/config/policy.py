@@ -1,6 +1,6 @@
 """The policy's config: `[[policy.rules]]`, their `window`, and `[hooks.<name>]`.
 
-Plain settings, read by config_reader.py like every section (a field is a
+Plain settings, read by config/reader.py like every section (a field is a
 key), then checked here with messages naming the key, one line each:
 `policy.rules[2].description: bad regular expression: ...`. Rules are
 numbered from 1, in file order. The policy package compiles them

@@ -1,4 +1,4 @@
-"""Reading one TOML table into a frozen dataclass, strictly, for config.py.
+"""Reading one TOML table into a frozen dataclass, strictly, for config/loader.py.
 
 A dataclass field is a config key: its annotation says how to read it (bool,
 int, float, str, tuple[str, ...], tuple[int, ...], Secret, another such

@@ -1,4 +1,4 @@
-"""Secrets and `${VAR}` interpolation for config.py.
+"""Secrets and `${VAR}` interpolation for config/loader.py.
 
 `Secret` wraps a token so it cannot leak through `str()`, `repr()`, an
 f-string or a dataclass repr; only `.reveal()` gives the value. A command

@@ -7,7 +7,7 @@ carrier when approvals may wait -> wake the dispatcher. A failed poll is not
 an empty document: no transition is ever invented from an IMDS outage.
 
 The Daemon holds the parts a tick drives (the carrier, the dispatcher, the
-approval use case the channels call); runner.py owns their life (threads,
+approval use case the channels call); engine/runner.py owns their life (threads,
 scheduler, signals, stop). `sebridge once` and the tests call tick() alone.
 See docs/ARCHITECTURE.md, "Poll".
 """
@@ -157,7 +157,7 @@ class Daemon:
 
     def act(self, polled: Polled) -> TickResult:
         """A tick's second half, for what poll() found: record it, wake who acts on it
-        (may wait on the store: the daemon runs it on the recorder's thread, record.py)."""
+        (may wait on the store: the daemon runs it on the recorder's thread, engine/record.py)."""
         result, document = polled.result, polled.document
         # Writes since the last tick (another process's `sebridge approve` on a SQLite
         # file shows as one); looked at before this tick's own write, which the next sees.

@@ -165,7 +165,7 @@ class Dispatcher:
                     continue
                 due = self._store.outbox.next_due(name)
             except StoreError as exc:  # the store away: the daemon's tick says so too
-                # Said once for the whole daemon (outage.py); the heartbeat wakes us after.
+                # Said once for the whole daemon (kernel/outage.py); the heartbeat wakes us after.
                 log.debug("dispatcher for %s cannot use the store (%s); retrying", name, exc)
                 due = None
             except Exception:  # a bug must not kill the worker

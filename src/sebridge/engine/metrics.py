@@ -5,7 +5,7 @@ comes from a small fixed set declared here: never an event id, a VM name, a
 person or an error text (a per-event label grows without bound). Counters
 whose label values are known start at zero. Each daemon has its own
 CollectorRegistry: nothing is registered globally. The gauges read from the
-store are collected by store_gauges.py. See docs/ARCHITECTURE.md, "Metrics".
+store are collected by engine/store_gauges.py. See docs/ARCHITECTURE.md, "Metrics".
 """
 
 from __future__ import annotations

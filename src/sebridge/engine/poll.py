@@ -1,9 +1,9 @@
-"""What a poll found and what a tick did with it (daemon.py, record.py).
+"""What a poll found and what a tick did with it (engine/daemon.py, engine/record.py).
 
 A tick is two halves: Daemon.poll() asks IMDS and touches nothing else, and
 Daemon.act() records what it found and wakes whoever acts on it, which may
 wait on the store. `sebridge once` runs both in a row (Daemon.tick); the
-daemon runs them on two threads (record.py), so polling never waits on the
+daemon runs them on two threads (engine/record.py), so polling never waits on the
 database. See docs/ARCHITECTURE.md, "Poll".
 """
 

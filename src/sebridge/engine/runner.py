@@ -207,7 +207,7 @@ class Runner:
     def _beat(self) -> None:
         try:
             waiting = self.daemon.store.heartbeat(self.daemon.clock())
-        except StoreError as exc:  # an outage is said once (outage.py), without a traceback
+        except StoreError as exc:  # an outage is said once (kernel/outage.py), without a traceback
             self.outage.failed(exc)
             return
         self.outage.answered()

@@ -1,7 +1,7 @@
 """What runs beside the polling: services with a start and a stop, and scheduler jobs.
 
 Integrations bring them (Slack's Socket Mode connection, the Jira status
-search); the runner (runner.py) starts, schedules and stops them. A
+search); the runner (engine/runner.py) starts, schedules and stops them. A
 single-holder service or job is run by at most `slots` agents of a fleet at
 once (store/duties.py); on a store one daemon uses (SQLite), it simply runs.
 """

@@ -3,7 +3,7 @@
 The same rules in the same order as decide(), looked at one by one: each
 earlier rule with the matchers that failed and what they saw, then the rule
 that matched and its decision (or none: ask). Pure; the command
-(command_policy.py) finds the event and prints `lines()`.
+(cli/policy.py) finds the event and prints `lines()`.
 """
 
 from __future__ import annotations

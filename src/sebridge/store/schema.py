@@ -188,7 +188,7 @@ CREATE TABLE hook_runs (
 
 # Which agent began a delivery's latest attempt. A console or a JSON lines file is its
 # host's own: an agent taking over a dead agent's delivery cannot look at what that
-# attempt left there, so its line says it may repeat one (dispatch.py, Message).
+# attempt left there, so its line says it may repeat one (engine/dispatch.py, Message).
 _V9 = """
 ALTER TABLE outbox ADD COLUMN begun_by TEXT
 """

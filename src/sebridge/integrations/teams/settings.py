@@ -92,7 +92,7 @@ def validate(s: TeamsSettings, rd: Reader) -> TeamsSettings:
     """The URL's scheme, a link to Teams itself (not a webhook), and its kind against `format`.
 
     Without `[http] public_url` Teams is still valid: cards are alerts without an
-    Approve… button, which `sebridge check` says (doctor.py).
+    Approve… button, which `sebridge check` says (cli/doctor.py).
     """
     if not s.enabled or s.webhook_url.is_unread:
         return s

@@ -2,7 +2,7 @@
 
 A Workflows webhook answers 202 once it has the card, before its flow posts
 it: the finding says accepted, not shown. Errors come from the sink's table
-(errors.py): what to fix, never the URL.
+(teams/errors.py): what to fix, never the URL.
 """
 
 from __future__ import annotations
