@@ -15,7 +15,7 @@ import sys
 from datetime import timedelta
 from typing import Any, TextIO
 
-from sebridge.approval.carrier import Carrier
+from sebridge.approval.assembly import assemble
 from sebridge.approval.usecase import Approvals
 from sebridge.config.loader import Config
 from sebridge.engine.daemon import Daemon
@@ -226,10 +226,10 @@ def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store]:
     # The gate counts this VM (the daemon's own name, `name`) as live even while its daemon
     # is stopped, so its prepare hooks are waited for, never skipped as "no agent".
     gate = ReadinessGate(store, lambda: name, lambda record: record.decision)
-    carrier = (
-        Carrier(store, imds, audience, dry_run=config.policy.dry_run, gate=gate) if holds else None
+    approvals, _ = assemble(
+        store, imds, audience, carries=holds, dry_run=config.policy.dry_run, gate=gate
     )
-    return Approvals(store, carrier, audience), store
+    return approvals, store
 
 
 def link_signer(config: Config, store: Store) -> LinkSigner | None:

@@ -18,8 +18,7 @@ import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
-from sebridge.approval.carrier import Carrier
-from sebridge.approval.usecase import Approvals
+from sebridge.approval.assembly import assemble
 from sebridge.config.core import PolicyConfig
 from sebridge.engine.diff import diff
 from sebridge.engine.dispatch import Dispatcher
@@ -109,10 +108,11 @@ class Daemon:
             readiness_of=self.hooks.shown,
             metrics=self.metrics,
         )
-        self.carrier = Carrier(
+        self.approvals, carrier = assemble(
             store,
             imds,
             self.sinks_for,
+            carries=True,
             dry_run=dry_run,
             clock=clock,
             on_recorded=self.dispatcher.wake,
@@ -120,14 +120,8 @@ class Daemon:
             on_waiting=self._wakeups.hooks_awaited,
             metrics=self.metrics,
         )
-        self.approvals = Approvals(
-            store,
-            self.carrier,
-            self.sinks_for,
-            clock=clock,
-            on_recorded=self.dispatcher.wake,
-            metrics=self.metrics,
-        )
+        assert carrier is not None  # carries=True
+        self.carrier = carrier
         self._wakeups.bind(Parts(self.carrier, self.dispatcher, self.hooks.worker))
         self._previous: Document | None = store.last_document()
         self._last_object: Document | None = None

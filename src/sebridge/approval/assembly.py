@@ -1,0 +1,62 @@
+"""The approval use case put together once, for the daemon and for `sebridge approve`.
+
+Both need the same parts wired the same way: the carrier (when this process
+carries approvals out) woken by the use case, and both telling the dispatcher
+when a transition was queued. Only what differs is handed in: whether this
+process carries approvals out, its readiness gate and its wake-ups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from sebridge.approval.carrier import Carrier
+from sebridge.approval.counts import NOT_COUNTED, ApprovalCounts
+from sebridge.approval.gate import GO, Gate
+from sebridge.approval.usecase import Approvals
+from sebridge.imds import ImdsClient
+from sebridge.kernel.clock import Clock, utcnow
+from sebridge.store import Store
+
+__all__ = ["assemble"]
+
+
+def assemble(
+    store: Store,
+    imds: ImdsClient,
+    sinks_for: Callable[[str], Sequence[str]],
+    *,
+    carries: bool,
+    dry_run: bool,
+    gate: Gate = lambda record: GO,
+    clock: Clock = utcnow,
+    on_recorded: Callable[[], None] = lambda: None,
+    on_waiting: Callable[[], None] = lambda: None,
+    metrics: ApprovalCounts = NOT_COUNTED,
+) -> tuple[Approvals, Carrier | None]:
+    """The use case and, when `carries`, the carrier that POSTs for it (else None: another
+    process carries approvals out, and a request waits for what the store then says).
+
+    Args:
+        on_recorded: a transition was queued (wakes the dispatcher).
+        on_waiting: an approval waits for readiness hooks (wakes the hook worker).
+    """
+    carrier = (
+        Carrier(
+            store,
+            imds,
+            sinks_for,
+            dry_run=dry_run,
+            clock=clock,
+            on_recorded=on_recorded,
+            gate=gate,
+            on_waiting=on_waiting,
+            metrics=metrics,
+        )
+        if carries
+        else None
+    )
+    approvals = Approvals(
+        store, carrier, sinks_for, clock=clock, on_recorded=on_recorded, metrics=metrics
+    )
+    return approvals, carrier
