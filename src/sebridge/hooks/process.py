@@ -223,8 +223,9 @@ def end_leftovers(event_id: str, *, hook: str, stage: str, vm_name: str) -> int:
             continue
     groups.discard(os.getpgrp())
     for group in groups:
-        log.warning("%s hook %s: ended process group %d, left by an attempt cut short", stage,
-                    hook, group)  # fmt: skip
+        log.warning(
+            "%s hook %s: ended process group %d, left by an attempt cut short", stage, hook, group
+        )
         end_group(group)
     return len(groups)
 

@@ -147,8 +147,10 @@ def _event(raw: Any, index: int, warn: Warn) -> ScheduledEvent | None:
         warn(f"{where} has EventId {_kind(raw.get('EventId'))}: skipped (no id to follow it by)")
         return None
     if _UNWRITABLE.search(event_id):  # another id would be another event: not ours to send
-        warn(f"{where} has EventId {_kind(event_id)} holding a lone surrogate or NUL: "
-             "skipped (it can be neither stored nor sent back as it is)")  # fmt: skip
+        warn(
+            f"{where} has EventId {_kind(event_id)} holding a lone surrogate or NUL: "
+            "skipped (it can be neither stored nor sent back as it is)"
+        )
         return None
     where = f"event {event_id[:80]}"  # logs show it escaped (kernel/text.py)
     not_before_text = _text(raw, "NotBefore", where, warn)
@@ -212,12 +214,16 @@ def _resources(value: Any, where: str, warn: Warn) -> tuple[str, ...]:
         return ()
     names = [r if isinstance(r, str) else json.dumps(r) for r in value if _scalar(r)]
     if len(names) != len(value) or not all(isinstance(r, str) for r in value):
-        warn(f"{where} has Resources {_kind(value)}, expected names: numbers read as text, "
-             "other values left out")  # fmt: skip
+        warn(
+            f"{where} has Resources {_kind(value)}, expected names: numbers read as text, "
+            "other values left out"
+        )
     if any(_UNWRITABLE.search(name) for name in names):
         names = [_UNWRITABLE.sub("\ufffd", name) for name in names]
-        warn(f"{where} has Resources {_kind(value)} holding a lone surrogate or NUL: "
-             "read with U+FFFD in their place")  # fmt: skip
+        warn(
+            f"{where} has Resources {_kind(value)} holding a lone surrogate or NUL: "
+            "read with U+FFFD in their place"
+        )
     return tuple(names)
 
 

@@ -32,11 +32,16 @@ def sample_messages(
     """
     now = utcnow()
     full = ScheduledEvent(
-        "C7061BAC-AFDC-4513-B24B-AA5F13A16123", "Redeploy", "Scheduled", (vm, "vm2", "vm3"),
+        "C7061BAC-AFDC-4513-B24B-AA5F13A16123",
+        "Redeploy",
+        "Scheduled",
+        (vm, "vm2", "vm3"),
         not_before=now + timedelta(minutes=14, seconds=5),
         not_before_text="Mon, 11 Apr 2022 22:26:58 GMT",
-        description=description, source="Platform", duration_seconds=-1,
-    )  # fmt: skip
+        description=description,
+        source="Platform",
+        duration_seconds=-1,
+    )
     bare = ScheduledEvent("1", "Hibernate", "Scheduled", not_before_text="soon")  # api 2017-03-01
     started = ScheduledEvent("2", "Freeze", "Started", (vm,), duration_seconds=5)
     no_time = ScheduledEvent("3", "Reboot", "Scheduled", (vm,), not_before_text="20170702")
@@ -47,14 +52,19 @@ def sample_messages(
         return Message(t, vm, more.pop("policy", "ask"), **more)
 
     return [msg(kind) for kind in [*TransitionKind, "mystery"]] + [
-        msg("scheduled", approve_url=APPROVE_URL), msg("changed", approve_url=APPROVE_URL),
-        msg("scheduled", bare, policy="approve"), msg("changed", policy="ignore"),
+        msg("scheduled", approve_url=APPROVE_URL),
+        msg("changed", approve_url=APPROVE_URL),
+        msg("scheduled", bare, policy="approve"),
+        msg("changed", policy="ignore"),
         msg("scheduled", policy="inform"),
-        msg("scheduled", no_time), msg("would_approve", who="policy", dry_run=True),
+        msg("scheduled", no_time),
+        msg("would_approve", who="policy", dry_run=True),
         msg("approved", who="policy", approved_by="policy"),
-        msg("started", approved_by="alice"), msg("cancelled", bare), msg("unplanned", started),
+        msg("started", approved_by="alice"),
+        msg("cancelled", bare),
+        msg("unplanned", started),
         *_readiness_samples(full, vm, now),
-    ]  # fmt: skip
+    ]
 
 
 def _readiness_samples(event: ScheduledEvent, vm: str, now: datetime) -> list[Message]:
@@ -67,23 +77,47 @@ def _readiness_samples(event: ScheduledEvent, vm: str, now: datetime) -> list[Me
         VmReadiness("vm5", VmState.NO_AGENT),
         VmReadiness("vm6", VmState.DRY_RUN, "drain"),
     )
-    failed = HookRun("drain", "prepare", "vm2", exit_code=1, seconds=3.2, output="lb said 503\n",
-                     why="exit 1")  # fmt: skip
+    failed = HookRun(
+        "drain", "prepare", "vm2", exit_code=1, seconds=3.2, output="lb said 503\n", why="exit 1"
+    )
     said = [
-        Transition(TransitionKind.HOOK_STARTED, event, now,
-                   hook=HookRun("drain", "prepare", vm, 2)),
-        Transition(TransitionKind.HOOK_SUCCEEDED, event, now,
-                   hook=HookRun("drain", "prepare", vm, exit_code=0, seconds=12.4)),
+        Transition(
+            TransitionKind.HOOK_STARTED, event, now, hook=HookRun("drain", "prepare", vm, 2)
+        ),
+        Transition(
+            TransitionKind.HOOK_SUCCEEDED,
+            event,
+            now,
+            hook=HookRun("drain", "prepare", vm, exit_code=0, seconds=12.4),
+        ),
         Transition(TransitionKind.HOOK_FAILED, event, now, hook=failed),
-        Transition(TransitionKind.HOOK_SUCCEEDED, event, now,
-                   hook=HookRun("undrain", "recover", vm, exit_code=0, seconds=0.3)),
-        Transition(TransitionKind.HELD, event, now, actor="alice", via="slack",
-                   note="Approval by alice held: drain failed (exit 1) on vm2: lb said 503. "
-                   "Nothing was sent to IMDS."),
+        Transition(
+            TransitionKind.HOOK_SUCCEEDED,
+            event,
+            now,
+            hook=HookRun("undrain", "recover", vm, exit_code=0, seconds=0.3),
+        ),
+        Transition(
+            TransitionKind.HELD,
+            event,
+            now,
+            actor="alice",
+            via="slack",
+            note="Approval by alice held: drain failed (exit 1) on vm2: lb said 503. "
+            "Nothing was sent to IMDS.",
+        ),
         Transition(TransitionKind.REMINDER, event, now, remind_before=600),
-    ]  # fmt: skip
+    ]
     return [
         Message(t, vm, "ask", readiness=ready, prepare=("drain",), approve_url=APPROVE_URL)
         for t in said
-    ] + [Message(Transition(TransitionKind.SCHEDULED, event, now), vm, "ask", readiness=ready,
-                 prepare=("drain",), approve_url=APPROVE_URL)]  # fmt: skip
+    ] + [
+        Message(
+            Transition(TransitionKind.SCHEDULED, event, now),
+            vm,
+            "ask",
+            readiness=ready,
+            prepare=("drain",),
+            approve_url=APPROVE_URL,
+        )
+    ]

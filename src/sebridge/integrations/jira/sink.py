@@ -249,11 +249,19 @@ class JiraSink:
         t, m = message.transition, message
         approved_by = t.actor if t.kind == TransitionKind.APPROVED and t.actor else m.approved_by
         return dict(
-            t=t, e=t.event, vm=m.vm_name, policy=m.policy, dry_run=m.dry_run or t.dry_run,
-            approvable=m.approvable, approved_by=approved_by, approve_url=m.approve_url,
-            approve_status=self._s.approve_status, now=self._clock(),
-            readiness=m.readiness, prepare=m.prepare,
-        )  # fmt: skip
+            t=t,
+            e=t.event,
+            vm=m.vm_name,
+            policy=m.policy,
+            dry_run=m.dry_run or t.dry_run,
+            approvable=m.approvable,
+            approved_by=approved_by,
+            approve_url=m.approve_url,
+            approve_status=self._s.approve_status,
+            now=self._clock(),
+            readiness=m.readiness,
+            prepare=m.prepare,
+        )
 
     def _summary(self, context: dict[str, Any]) -> str:
         text = " ".join(self._render(SUMMARY, context).split())

@@ -239,10 +239,18 @@ class SlackSink:
         approved_by = t.actor if t.kind in approving and t.actor else m.approved_by
         mention = self._mention if first and t.event.event_type in self._mention_types else ""
         return dict(
-            t=t, e=t.event, vm=m.vm_name, policy=m.policy, dry_run=m.dry_run or t.dry_run,
-            approvable=m.approvable, approved_by=approved_by, mention=mention, now=self._clock(),
-            readiness=m.readiness, prepare=m.prepare,
-        )  # fmt: skip
+            t=t,
+            e=t.event,
+            vm=m.vm_name,
+            policy=m.policy,
+            dry_run=m.dry_run or t.dry_run,
+            approvable=m.approvable,
+            approved_by=approved_by,
+            mention=mention,
+            now=self._clock(),
+            readiness=m.readiness,
+            prepare=m.prepare,
+        )
 
     def _render(self, name: str, context: dict[str, Any]) -> str:
         return self._renderer.render_for("slack", name, **context)
