@@ -15,6 +15,8 @@ from sebridge.config.policy import RuleSettings, WindowSettings
 from sebridge.kernel.errors import ConfigError
 
 pytestmark = pytest.mark.usefixtures("cli_in_process")
+# How every refused pattern ends: what the engine cannot do.
+RE2_NOTE = " (patterns are matched by RE2, in linear time: no backreferences or lookaround)"
 
 
 @pytest.fixture
@@ -115,7 +117,7 @@ def _rule(**rule: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("data", "line"),
     [
-        (_rule(description="(unclosed"), "policy.rules[1].description: bad regular expression: missing ), unterminated subpattern at position 0"),
+        (_rule(description="(unclosed"), "policy.rules[1].description: bad regular expression: missing ): (unclosed" + RE2_NOTE),
         (_rule(window={"timezone": "Mars/Olympus"}), 'policy.rules[1].window.timezone: unknown time zone "Mars/Olympus" (e.g. Europe/Berlin)'),
         (_rule(window={"timezone": "../../etc/passwd"}), 'policy.rules[1].window.timezone: unknown time zone "../../etc/passwd" (e.g. Europe/Berlin)'),
         (_rule(window={"start": "25:00"}), 'policy.rules[1].window.start: expected a time as "HH:MM" (00:00 to 24:00), got "25:00"'),
@@ -226,5 +228,18 @@ def test_check_as_a_process_refuses_a_bad_regular_expression(tmp_path: Path) -> 
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"sebridge: configuration error: {path}: policy.rules[1].description: bad regular "
-        "expression: nothing to repeat at position 0"
+        "expression: no argument for repetition operator: *" + RE2_NOTE
     )
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        (r"(maint)\1", r"invalid escape sequence: \1"),  # a backreference
+        ("(?=maint)", "invalid perl operator: (?="),  # lookahead
+        ("(?<!x)maint", "invalid perl operator: (?<!"),  # lookbehind
+    ],
+)
+def test_what_needs_backtracking_is_refused_naming_why(pattern: str, why: str) -> None:
+    problem = _problem(_rule(description=pattern))
+    assert problem == f"f.toml: policy.rules[1].description: bad regular expression: {why}" + RE2_NOTE

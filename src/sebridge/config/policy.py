@@ -19,6 +19,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sebridge.config.reader import Reader, option
+from sebridge.kernel.pattern import PatternError, user_pattern
 
 __all__ = [
     "ACTIONS",
@@ -177,8 +178,8 @@ def _check_rule(
         rd.error(f"{key}.min_duration_seconds", f"{low} is above max_duration_seconds ({high})")
     if rule.description is not None:
         try:
-            re.compile(rule.description, re.IGNORECASE)
-        except re.error as exc:
+            user_pattern(rule.description)
+        except PatternError as exc:
             rd.error(f"{key}.description", f"bad regular expression: {exc}")
     if rule.window is not None:
         _check_window(f"{key}.window", rule.window, rd)

@@ -10,11 +10,11 @@ anything else: no rule matched, a person decides.
 
 from __future__ import annotations
 
-import re
 from zoneinfo import ZoneInfo
 
 from sebridge.config.core import PolicyConfig
 from sebridge.config.policy import DAYS, RuleSettings, WindowSettings, seconds_of_day
+from sebridge.kernel.pattern import user_pattern
 from sebridge.model.decision import APPROVE, ASK, IGNORE, Decision
 from sebridge.policy.matchers import (
     Description,
@@ -52,7 +52,7 @@ def compile_rule(rule: RuleSettings) -> Rule:
     if rule.this_vm is not None:
         matchers.append(ThisVm(rule.this_vm))
     if rule.description is not None:
-        matchers.append(Description(re.compile(rule.description, re.IGNORECASE)))
+        matchers.append(Description(user_pattern(rule.description)))
     if rule.window is not None:
         matchers.append(_window(rule.window))
     decision = Decision(

@@ -8,12 +8,12 @@ field IMDS did not send (an old api-version) matches no matcher about it.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
+from sebridge.kernel.pattern import UserPattern
 from sebridge.model import ScheduledEvent
 
 __all__ = [
@@ -140,7 +140,7 @@ class ThisVm:
 class Description:
     """A regular expression, searched (not anchored), case-insensitive."""
 
-    pattern: re.Pattern[str]
+    pattern: UserPattern  # RE2: linear in the text (kernel/pattern.py)
 
     def test(self, f: Facts) -> bool:
         text = f.event.description
