@@ -6,7 +6,8 @@ and read (fields, expand=transitions), comments, transitions, and search:
 Cloud serves `/search/jql` with a `nextPageToken` and answers the removed
 `/search` with 410; Data Center serves `/search` with startAt/total and has no
 `/search/jql`. Cloud's search index lags a create by `index_lag` seconds.
-Errors have Jira's shape: `{"errorMessages": [...], "errors": {field: message}}`.
+Errors have Jira's shape: `{"errorMessages": [...], "errors": {field: message}}`; a
+description or comment over 32,767 characters is refused (400), as Jira does.
 Cloud signs in with Basic e-mail:API token, Data Center with `Bearer <PAT>`.
 """
 
@@ -25,6 +26,9 @@ from .jira_http import JiraHandler
 from .jira_jql import JqlError, parse_jql
 
 API = "/rest/api/2/"
+# Jira's limit on a text field (a description, a comment), and what it answers past it.
+TEXT_LIMIT = 32_767
+TOO_LONG = "The entered text is too long. It exceeds the allowed limit of 32,767 characters."
 STATUSES = {
     "To Do": "new",
     "In Progress": "indeterminate",
@@ -58,6 +62,7 @@ class Fault:
     drop: bool = False  # close the connection without an answer
     hold: threading.Event | None = None  # with after: done, answer held until this is set
     reached: threading.Event = field(default_factory=threading.Event)
+    body: Any = None  # Jira's errorMessages for the status unless given
 
 
 @dataclass
@@ -278,6 +283,8 @@ class FakeJira:
             errors["project"] = "valid project is required"
         elif (f.get("issuetype") or {}).get("name") not in self.projects[project]:
             errors["issuetype"] = "Specify a valid issue type"
+        if len(f.get("description") or "") > TEXT_LIMIT:
+            errors["description"] = TOO_LONG
         if not f.get("summary"):
             errors["summary"] = "You must specify a summary of the issue."
         elif len(f["summary"]) > 255 or "\n" in f["summary"]:
@@ -318,6 +325,8 @@ class FakeJira:
                     "errorMessages": [],
                     "errors": {"comment": "Comment body can not be empty!"},
                 }
+            if len(body["body"]) > TEXT_LIMIT:
+                return 400, {"errorMessages": [], "errors": {"comment": TOO_LONG}}
             return 201, self._add_comment(issue, body["body"])
         if rest == ["transitions"] and method == "GET":
             return 200, {"expand": "transitions", "transitions": self.transitions_of(issue)}
