@@ -18,6 +18,7 @@ from tests.fakes.jira import FakeJira
 from sebridge.config_secrets import Secret
 from sebridge.errors import PermanentDeliveryError, RetryableDeliveryError
 from sebridge.integrations.jira.client import JiraApi
+from sebridge.integrations.jira.limits import fit
 from sebridge.integrations.jira.settings import JiraSettings
 from sebridge.integrations.jira.sink import JiraSink
 from sebridge.model import Receipt, ScheduledEvent, Transition
@@ -406,3 +407,19 @@ def test_deleted_issue_is_a_permanent_error_naming_it(jira: FakeJira) -> None:
         sink.send(message("started", receipt))
     assert f"cannot comment on {receipt.external_id}: not found (404)" in str(info.value)
     assert "Issue does not exist" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "expected"),
+    [
+        ("short", 255, "short"),
+        ("x" * 255, 255, "x" * 255),
+        ("x" * 256, 255, "x" * 254 + "…"),
+        ("😀" * 5, 10, "😀" * 5),  # two UTF-16 code units each: exactly 10
+        ("😀" * 6, 10, "😀" * 4 + "…"),  # the pair cut in half goes whole
+        ("a" + "😀" * 6, 10, "a" + "😀" * 4 + "…"),
+    ],
+)
+def test_texts_are_fitted_as_jira_counts_them(text: str, limit: int, expected: str) -> None:
+    assert fit(text, limit) == expected
+    assert len(expected.encode("utf-16-le")) // 2 <= limit

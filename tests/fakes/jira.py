@@ -7,7 +7,8 @@ Cloud serves `/search/jql` with a `nextPageToken` and answers the removed
 `/search` with 410; Data Center serves `/search` with startAt/total and has no
 `/search/jql`. Cloud's search index lags a create by `index_lag` seconds.
 Errors have Jira's shape: `{"errorMessages": [...], "errors": {field: message}}`; a
-description or comment over 32,767 characters is refused (400), as Jira does.
+description or comment over 32,767 characters (UTF-16 code units, as Java counts) is
+refused (400), as Jira does.
 Cloud signs in with Basic e-mail:API token, Data Center with `Bearer <PAT>`.
 """
 
@@ -283,11 +284,11 @@ class FakeJira:
             errors["project"] = "valid project is required"
         elif (f.get("issuetype") or {}).get("name") not in self.projects[project]:
             errors["issuetype"] = "Specify a valid issue type"
-        if len(f.get("description") or "") > TEXT_LIMIT:
+        if java_length(f.get("description") or "") > TEXT_LIMIT:
             errors["description"] = TOO_LONG
         if not f.get("summary"):
             errors["summary"] = "You must specify a summary of the issue."
-        elif len(f["summary"]) > 255 or "\n" in f["summary"]:
+        elif java_length(f["summary"]) > 255 or "\n" in f["summary"]:
             errors["summary"] = "Summary must be less than 255 characters and a single line."
         for label in f.get("labels") or ():
             if " " in label or len(label) > 255:
@@ -325,7 +326,7 @@ class FakeJira:
                     "errorMessages": [],
                     "errors": {"comment": "Comment body can not be empty!"},
                 }
-            if len(body["body"]) > TEXT_LIMIT:
+            if java_length(body["body"]) > TEXT_LIMIT:
                 return 400, {"errorMessages": [], "errors": {"comment": TOO_LONG}}
             return 201, self._add_comment(issue, body["body"])
         if rest == ["transitions"] and method == "GET":
@@ -423,6 +424,11 @@ class FakeJira:
                 **({"nextPageToken": str(start + size)} if more else {}),
             }
         return 200, {"startAt": start, "maxResults": size, "total": len(found), "issues": page}
+
+
+def java_length(text: str) -> int:
+    """A text's length as Jira counts it: Java's String.length(), in UTF-16 code units."""
+    return len(text.encode("utf-16-le", errors="surrogatepass")) // 2
 
 
 def _now() -> str:
