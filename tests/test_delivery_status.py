@@ -86,9 +86,9 @@ def test_an_apis_own_words_stand_for_a_status(status: int, code: str, counts_as:
 
 
 def test_the_integrations_differ_only_where_their_apis_do() -> None:
-    assert (SLACK.default_wait, SLACK.throttles, SLACK.cap) == (1.0, {429}, None)
-    assert (TEAMS.default_wait, TEAMS.throttles, TEAMS.cap) == (5.0, {429}, 3600.0)
-    assert (JIRA.default_wait, JIRA.throttles, JIRA.cap) == (1.0, {429, 503}, None)
+    assert (SLACK.default_wait, SLACK.throttles, SLACK.cap) == (1.0, frozenset({429}), None)
+    assert (TEAMS.default_wait, TEAMS.throttles, TEAMS.cap) == (5.0, frozenset({429}), 3600.0)
+    assert (JIRA.default_wait, JIRA.throttles, JIRA.cap) == (1.0, frozenset({429, 503}), None)
     assert not TEAMS.codes and not JIRA.codes
 
 

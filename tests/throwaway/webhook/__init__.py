@@ -52,7 +52,7 @@ class WebhookSink:
             urllib.request.urlopen(request, timeout=self._timeout).close()
         except urllib.error.HTTPError as exc:  # answered, but not with a 2xx
             exc.close()
-            failure = RULES.failure(exc.code, exc.headers)
+            failure = RULES.failure(exc.code, dict(exc.headers.items()))
             if failure is not None:
                 raise failure.error(f"webhook: answered HTTP {exc.code}") from None
         except NO_ANSWER as exc:
