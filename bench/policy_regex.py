@@ -1,4 +1,4 @@
-"""A rule's description pattern against hostile Descriptions: RE2 (kernel/pattern.py) against
+"""A rule's description pattern against hostile Descriptions: RE2 (config/pattern.py) against
 Python's re, which the rules used before, in the same run.
 
 Each pattern is searched in a 1 MB Description built to make a backtracking engine work
@@ -15,7 +15,7 @@ import statistics
 import sys
 import time
 
-from sebridge.kernel.pattern import user_pattern
+from sebridge.config.pattern import user_pattern
 
 PATTERNS = ("^(a+)+$", "(a|aa)+$", "(a*)*b", "maint.*(reboot|redeploy)", "host")
 MEGABYTE = "a" * 1_000_000 + "!"

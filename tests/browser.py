@@ -71,10 +71,21 @@ def npm_packages() -> Path:
         pytest.fail("npm is needed to install the adaptivecards renderer: apt-get install -y npm")
     NPM_DIR.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
-        [npm, "install", "--prefix", str(NPM_DIR), "--no-audit", "--no-fund", "--loglevel=error",
-         *NPM_PACKAGES],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        [
+            npm,
+            "install",
+            "--prefix",
+            str(NPM_DIR),
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            *NPM_PACKAGES,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     if done.returncode != 0 or not all(p.exists() for p in wanted):
         pytest.fail(f"npm install {' '.join(NPM_PACKAGES)} failed: {done.stderr[-2000:]}")
     return modules

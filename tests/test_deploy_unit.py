@@ -196,9 +196,13 @@ def test_check_in_a_shell_reads_the_environment_file_the_drop_in_gives_the_servi
     def run(command: str) -> subprocess.CompletedProcess[str]:
         command = command.replace("/etc/sebridge", str(etc))
         return subprocess.run(
-            ["sh", "-c", command], env=env, capture_output=True, text=True, timeout=120,
+            ["sh", "-c", command],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
             check=False,
-        )  # fmt: skip
+        )
 
     assert run(write).returncode == 0
     assert stat.S_IMODE((etc / "environment").stat().st_mode) == 0o600

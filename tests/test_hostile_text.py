@@ -96,9 +96,12 @@ def messages(draw: st.DrawFn) -> Message:
         note=draw(optional),
     )
     return Message(
-        t, draw(st.sampled_from(["vm0", "\u202evm0"])), draw(st.sampled_from(["ask", "approve", "inform"])),
-        approve_url="https://vm0.example.net/approve/abc.def", transition_id=draw(st.integers(0, 9)),
-    )  # fmt: skip
+        t,
+        draw(st.sampled_from(["vm0", "\u202evm0"])),
+        draw(st.sampled_from(["ask", "approve", "inform"])),
+        approve_url="https://vm0.example.net/approve/abc.def",
+        transition_id=draw(st.integers(0, 9)),
+    )
 
 
 PROPERTY = settings(

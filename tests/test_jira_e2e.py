@@ -43,8 +43,14 @@ def jira_section(fake: FakeJira, wrong_credentials: bool = False, **more: Any) -
         if fake.flavour == "cloud"
         else {"pat": prefix + fake.pat}
     )
-    return {"url": fake.url, "project": "OPS", "approve_status": "Approved",
-            "poll_interval": POLL, **auth, **more}  # fmt: skip
+    return {
+        "url": fake.url,
+        "project": "OPS",
+        "approve_status": "Approved",
+        "poll_interval": POLL,
+        **auth,
+        **more,
+    }
 
 
 @dataclass
@@ -267,16 +273,27 @@ def test_actor_is_who_last_moved_it_to_the_status() -> None:
         "key": "OPS-7",
         "changelog": {
             "histories": [
-                {"created": "2026-11-23T10:00:00.000+0000", "author": {"displayName": "Bob"},
-                 "items": [{"field": "status", "toString": "Approved"}]},
-                {"created": "2026-11-23T10:05:00.000+0000", "author": {"displayName": "Carol"},
-                 "items": [{"field": "status", "toString": "To Do"}]},
-                {"created": "2026-11-23T10:09:00.000+0000", "author": {"name": "alice"},
-                 "items": [{"field": "labels", "toString": "x"},
-                           {"field": "status", "toString": "approved"}]},
+                {
+                    "created": "2026-11-23T10:00:00.000+0000",
+                    "author": {"displayName": "Bob"},
+                    "items": [{"field": "status", "toString": "Approved"}],
+                },
+                {
+                    "created": "2026-11-23T10:05:00.000+0000",
+                    "author": {"displayName": "Carol"},
+                    "items": [{"field": "status", "toString": "To Do"}],
+                },
+                {
+                    "created": "2026-11-23T10:09:00.000+0000",
+                    "author": {"name": "alice"},
+                    "items": [
+                        {"field": "labels", "toString": "x"},
+                        {"field": "status", "toString": "approved"},
+                    ],
+                },
             ]
         },
-    }  # fmt: skip
+    }
     assert actor_of(issue, "Approved") == "alice"
     assert actor_of(issue, "Done") == "OPS-7"
     assert actor_of({"key": "OPS-8"}, "Approved") == "OPS-8"

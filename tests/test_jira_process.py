@@ -61,9 +61,12 @@ def config_for(tmp_path: Path, sim: Simulator, jira: FakeJira) -> Path:
     )
     extra = f'[jira]\nurl = {toml_str(jira.url)}\nproject = "OPS"\n{auth}\n'
     return write_config(
-        tmp_path / "sebridge.toml", endpoint=sim.url, db=tmp_path / "state.db", vm_name="vm0",
+        tmp_path / "sebridge.toml",
+        endpoint=sim.url,
+        db=tmp_path / "state.db",
+        vm_name="vm0",
         extra=extra,
-    )  # fmt: skip
+    )
 
 
 def started(daemon: DaemonProcess, sim: Simulator) -> DaemonProcess:

@@ -17,6 +17,7 @@ from tests.fakes.jira import FakeJira
 
 from sebridge.config.secrets import Secret
 from sebridge.integrations.jira.client import JiraApi
+from sebridge.integrations.jira.limits import fit
 from sebridge.integrations.jira.settings import JiraSettings
 from sebridge.integrations.jira.sink import JiraSink
 from sebridge.integrations.render import Renderer
@@ -61,9 +62,12 @@ def make_sink(fake: FakeJira, templates: Path | None = None, **more: Any) -> Jir
 
 def event(**more: Any) -> ScheduledEvent:
     fields: dict[str, Any] = dict(
-        resources=("vm2", "vm0"), not_before=NOT_BEFORE, description="Host [update] {x}",
-        source="Platform", duration_seconds=600,
-    )  # fmt: skip
+        resources=("vm2", "vm0"),
+        not_before=NOT_BEFORE,
+        description="Host [update] {x}",
+        source="Platform",
+        duration_seconds=600,
+    )
     fields.update(more)
     return ScheduledEvent(EVENT_ID, "Reboot", "Scheduled", **fields)
 
@@ -139,8 +143,9 @@ def test_lifecycle_comments_then_done(jira: FakeJira) -> None:
     sink.send(message("completed", receipt))
     # The comment, then the transition whose id was learnt when the issue was created.
     assert [(c.method, c.path.split("/")[-1]) for c in jira.calls[before:]] == [
-        ("POST", "comment"), ("POST", "transitions"),
-    ]  # fmt: skip
+        ("POST", "comment"),
+        ("POST", "transitions"),
+    ]
 
     key = receipt.external_id if receipt else ""
     comments = jira.comments(key)
@@ -252,9 +257,11 @@ def test_done_transition_id_is_looked_up_again_from_another_status(jira: FakeJir
     assert jira.issues[second.external_id]["status"] == "Done"
     # comment, transition 31 (refused from Approved), read, transition 41
     assert [(c.method, c.path.split("/")[-1]) for c in jira.calls[before:]] == [
-        ("POST", "comment"), ("POST", "transitions"), ("GET", second.external_id),
+        ("POST", "comment"),
         ("POST", "transitions"),
-    ]  # fmt: skip
+        ("GET", second.external_id),
+        ("POST", "transitions"),
+    ]
     assert len(jira.comments(second.external_id)) == 1
 
 
@@ -406,3 +413,19 @@ def test_deleted_issue_is_a_permanent_error_naming_it(jira: FakeJira) -> None:
         sink.send(message("started", receipt))
     assert f"cannot comment on {receipt.external_id}: not found (404)" in str(info.value)
     assert "Issue does not exist" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "expected"),
+    [
+        ("short", 255, "short"),
+        ("x" * 255, 255, "x" * 255),
+        ("x" * 256, 255, "x" * 254 + "…"),
+        ("😀" * 5, 10, "😀" * 5),  # two UTF-16 code units each: exactly 10
+        ("😀" * 6, 10, "😀" * 4 + "…"),  # the pair cut in half goes whole
+        ("a" + "😀" * 6, 10, "a" + "😀" * 4 + "…"),
+    ],
+)
+def test_texts_are_fitted_as_jira_counts_them(text: str, limit: int, expected: str) -> None:
+    assert fit(text, limit) == expected
+    assert len(expected.encode("utf-16-le")) // 2 <= limit

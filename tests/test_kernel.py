@@ -19,6 +19,7 @@ from sebridge.integrations.slack import errors as slack_errors
 from sebridge.integrations.teams import errors as teams_errors
 from sebridge.kernel.backoff import MAX_DOUBLINGS, backoff_delay
 from sebridge.kernel.clock import utcnow
+from sebridge.kernel.delivery_status import StatusRules
 from sebridge.kernel.redact import redact_url, scrub, url_secrets
 from sebridge.kernel.redact import redact_url as checks_redact_url
 from sebridge.kernel.retry_after import parse_retry_after, retry_after
@@ -198,22 +199,27 @@ def test_retry_after_from_headers(headers: dict[str, Any] | None, expected: floa
 
 
 @pytest.mark.parametrize(
-    ("read", "absent", "garbage", "big"),
+    ("rules", "absent", "garbage", "big"),
     [
-        (slack_errors.retry_after, 1.0, 1.0, 7200.0),
-        (jira_errors.retry_after, 1.0, 1.0, 7200.0),
-        (teams_errors.retry_after, 5.0, 5.0, 3600.0),
+        (slack_errors.RULES, 1.0, 1.0, 7200.0),
+        (jira_errors.RULES, 1.0, 1.0, 7200.0),
+        (teams_errors.RULES, 5.0, 5.0, 3600.0),
     ],
 )
 def test_each_integration_keeps_its_default_and_cap(
-    read: Any, absent: float, garbage: float, big: float
+    rules: StatusRules, absent: float, garbage: float, big: float
 ) -> None:
-    assert read({}) == absent
-    assert read({"Retry-After": "whenever"}) == garbage
-    assert read({"retry-after": "7200"}) == big
-    assert read({"RETRY-AFTER": "2"}) == 2.0
+    def wait(headers: dict[str, str]) -> float | None:
+        failure = rules.failure(429, headers)
+        assert failure is not None and failure.retry
+        return failure.wait
+
+    assert wait({}) == absent
+    assert wait({"Retry-After": "whenever"}) == garbage
+    assert wait({"retry-after": "7200"}) == big
+    assert wait({"RETRY-AFTER": "2"}) == 2.0
     future = http_date(datetime.now(UTC) + timedelta(seconds=600))
-    assert 590.0 <= read({"Retry-After": future}) <= 600.0
+    assert 590.0 <= (wait({"Retry-After": future}) or 0.0) <= 600.0
 
 
 def test_imds_429_has_no_retry_after_when_absent() -> None:

@@ -98,8 +98,9 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples[(name, tuple(sorted(labels.items())))]
 
 
-def config_text(tmp_path: Path, sim: Simulator, slack: FakeSlack, teams: FakeTeams,
-                jira: FakeJira, port: int) -> Path:  # fmt: skip
+def config_text(
+    tmp_path: Path, sim: Simulator, slack: FakeSlack, teams: FakeTeams, jira: FakeJira, port: int
+) -> Path:
     extra = (
         f'[http]\nlisten = "127.0.0.1:{port}"\n'
         f"[slack]\nbot_token = {toml_str(slack.bot_token)}\n"
@@ -110,9 +111,13 @@ def config_text(tmp_path: Path, sim: Simulator, slack: FakeSlack, teams: FakeTea
         f"email = {toml_str(jira.email)}\napi_token = {toml_str(jira.token)}\n"
     )
     return write_config(
-        tmp_path / "sebridge.toml", endpoint=sim.url, db=tmp_path / "state.db",
-        jsonl=tmp_path / "events.jsonl", vm_name=VM, extra=extra,
-    )  # fmt: skip
+        tmp_path / "sebridge.toml",
+        endpoint=sim.url,
+        db=tmp_path / "state.db",
+        jsonl=tmp_path / "events.jsonl",
+        vm_name=VM,
+        extra=extra,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -291,9 +296,12 @@ def test_readyz_waits_for_imds_then_says_ready(tmp_path: Path) -> None:
     imds_port, http_port = free_port(), free_port()
     base = f"http://127.0.0.1:{http_port}"
     config = write_config(
-        tmp_path / "sebridge.toml", endpoint=f"http://127.0.0.1:{imds_port}",
-        db=tmp_path / "state.db", vm_name=VM, extra=f'[http]\nlisten = "127.0.0.1:{http_port}"\n',
-    )  # fmt: skip
+        tmp_path / "sebridge.toml",
+        endpoint=f"http://127.0.0.1:{imds_port}",
+        db=tmp_path / "state.db",
+        vm_name=VM,
+        extra=f'[http]\nlisten = "127.0.0.1:{http_port}"\n',
+    )
     daemon = DaemonProcess(config, tmp_path / "daemon.log")
     try:
         status, body = wait_until(lambda: ready(base), 30, message="the HTTP server")

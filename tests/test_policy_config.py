@@ -117,40 +117,140 @@ def _rule(**rule: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("data", "line"),
     [
-        (_rule(description="(unclosed"), "policy.rules[1].description: bad regular expression: missing ): (unclosed" + RE2_NOTE),
-        (_rule(window={"timezone": "Mars/Olympus"}), 'policy.rules[1].window.timezone: unknown time zone "Mars/Olympus" (e.g. Europe/Berlin)'),
-        (_rule(window={"timezone": "../../etc/passwd"}), 'policy.rules[1].window.timezone: unknown time zone "../../etc/passwd" (e.g. Europe/Berlin)'),
-        (_rule(window={"start": "25:00"}), 'policy.rules[1].window.start: expected a time as "HH:MM" (00:00 to 24:00), got "25:00"'),
-        (_rule(window={"start": "03:00", "end": "03:00"}), 'policy.rules[1].window.end: equals start: for the whole day use start "00:00", end "24:00"'),
-        (_rule(window={"days": ["monday"]}), 'policy.rules[1].window.days: must be one of mon, tue, wed, thu, fri, sat, sun; got "monday" (did you mean "mon"?)'),
-        (_rule(window={"days": []}), "policy.rules[1].window.days: empty: the window would never open; leave days out for every day"),
-        (_rule(window={"from": "01:00"}), 'unknown key "from" in [policy.rules[1].window]; known keys: days, start, end, timezone'),
-        (_rule(prepare=["drain"]), 'policy.rules[1].prepare: no hook "drain" ([hooks.drain]; defined: none)'),
-        (_rule(on_prepare_failure="approved"), 'policy.rules[1].on_prepare_failure: must be one of hold, approve; got "approved" (did you mean "approve"?)'),
-        ({"policy": {"rules": [{"action": "notify"}]}}, 'policy.rules[1].action: must be one of approve, ask, inform, ignore; got "notify"'),
-        ({"policy": {"rules": [{"name": "x"}]}}, "policy.rules[1].action: required: one of approve, ask, inform, ignore"),
-        (_rule(sources=["Users"]), 'policy.rules[1].sources: must be one of Platform, User; got "Users" (did you mean "User"?)'),
-        (_rule(min_duration_seconds=10, max_duration_seconds=5), "policy.rules[1].min_duration_seconds: 10 is above max_duration_seconds (5)"),
-        (_rule(max_duration_seconds=-1), "policy.rules[1].max_duration_seconds: must be >= 0, got -1"),
+        (
+            _rule(description="(unclosed"),
+            "policy.rules[1].description: bad regular expression: missing ): (unclosed" + RE2_NOTE,
+        ),
+        (
+            _rule(window={"timezone": "Mars/Olympus"}),
+            'policy.rules[1].window.timezone: unknown time zone "Mars/Olympus" (e.g. Europe/Berlin)',
+        ),
+        (
+            _rule(window={"timezone": "../../etc/passwd"}),
+            'policy.rules[1].window.timezone: unknown time zone "../../etc/passwd" (e.g. Europe/Berlin)',
+        ),
+        (
+            _rule(window={"start": "25:00"}),
+            'policy.rules[1].window.start: expected a time as "HH:MM" (00:00 to 24:00), got "25:00"',
+        ),
+        (
+            _rule(window={"start": "03:00", "end": "03:00"}),
+            'policy.rules[1].window.end: equals start: for the whole day use start "00:00", end "24:00"',
+        ),
+        (
+            _rule(window={"days": ["monday"]}),
+            'policy.rules[1].window.days: must be one of mon, tue, wed, thu, fri, sat, sun; got "monday" (did you mean "mon"?)',
+        ),
+        (
+            _rule(window={"days": []}),
+            "policy.rules[1].window.days: empty: the window would never open; leave days out for every day",
+        ),
+        (
+            _rule(window={"from": "01:00"}),
+            'unknown key "from" in [policy.rules[1].window]; known keys: days, start, end, timezone',
+        ),
+        (
+            _rule(prepare=["drain"]),
+            'policy.rules[1].prepare: no hook "drain" ([hooks.drain]; defined: none)',
+        ),
+        (
+            _rule(on_prepare_failure="approved"),
+            'policy.rules[1].on_prepare_failure: must be one of hold, approve; got "approved" (did you mean "approve"?)',
+        ),
+        (
+            {"policy": {"rules": [{"action": "notify"}]}},
+            'policy.rules[1].action: must be one of approve, ask, inform, ignore; got "notify"',
+        ),
+        (
+            {"policy": {"rules": [{"name": "x"}]}},
+            "policy.rules[1].action: required: one of approve, ask, inform, ignore",
+        ),
+        (
+            _rule(sources=["Users"]),
+            'policy.rules[1].sources: must be one of Platform, User; got "Users" (did you mean "User"?)',
+        ),
+        (
+            _rule(min_duration_seconds=10, max_duration_seconds=5),
+            "policy.rules[1].min_duration_seconds: 10 is above max_duration_seconds (5)",
+        ),
+        (
+            _rule(max_duration_seconds=-1),
+            "policy.rules[1].max_duration_seconds: must be >= 0, got -1",
+        ),
         (_rule(this_vm="yes"), 'policy.rules[1].this_vm: expected true or false, got "yes"'),
-        (_rule(remind=[600, "120"]), "policy.rules[1].remind: expected a list of integers, got a list"),
-        ({"policy": {"rules": [{"action": "approve", "remind": [60]}]}}, 'policy.rules[1].remind: only an "ask" event is reminded of (action is "approve")'),
-        (_rule(evnet_types=["Reboot"]), 'unknown key "evnet_types" in [policy.rules[1]] (did you mean "event_types"?)'),
-        ({"policy": {"rules": {"action": "ask"}}}, "policy.rules: expected an array of tables, got a table"),
+        (
+            _rule(remind=[600, "120"]),
+            "policy.rules[1].remind: expected a list of integers, got a list",
+        ),
+        (
+            {"policy": {"rules": [{"action": "approve", "remind": [60]}]}},
+            'policy.rules[1].remind: only an "ask" event is reminded of (action is "approve")',
+        ),
+        (
+            _rule(evnet_types=["Reboot"]),
+            'unknown key "evnet_types" in [policy.rules[1]] (did you mean "event_types"?)',
+        ),
+        (
+            {"policy": {"rules": {"action": "ask"}}},
+            "policy.rules: expected an array of tables, got a table",
+        ),
         ({"policy": {"rules": ["ask"]}}, "[policy.rules[1]] must be a table, got str"),
-        ({"policy": {"rules": [{"action": "ask", "name": "a"}, {"action": "ignore", "name": "a"}]}}, 'policy.rules[2].name: "a" is also the name of rule 1'),
-        ({"policy": {"only_this_vm": True, "approve_user_events": False, "rules": [{"action": "ask"}]}}, "policy.approve_user_events, policy.only_this_vm: set together with [[policy.rules]]"),
-        ({"hooks": {"drain": {"command": []}}}, 'hooks.drain.command: required: the program and its arguments, e.g. ["drain"]'),
-        ({"hooks": {"drain": {"timeout": 5}}}, 'hooks.drain.command: required: the program and its arguments, e.g. ["drain"]'),
-        ({"hooks": {"drain": {"command": ["", "x"]}}}, "hooks.drain.command: the program (its first item) is empty"),
-        ({"hooks": {"drain": {"command": ["no-such-program-here"]}}}, 'hooks.drain.command: "no-such-program-here" is not an executable file on PATH; give its full path'),
-        ({"hooks": {"drain": {"command": "/bin/true"}}}, 'hooks.drain.command: expected a list of strings, got "/bin/true"'),
-        ({"hooks": {"drain": {"command": ["/bin/true"], "timeout": 0}}}, "hooks.drain.timeout: must be > 0, got 0"),
-        ({"hooks": {"drain": {"command": ["/bin/true"], "shell": True}}}, 'unknown key "shell" in [hooks.drain]'),
-        ({"hooks": {"drain": "/bin/true"}}, 'hooks.drain: expected a table, e.g. [hooks.drain] command = ["/usr/local/bin/drain"]'),
-        ({"policy": {"prepare_lead_seconds": -5}}, "policy.prepare_lead_seconds: must be >= 0 (a day), got -5"),
+        (
+            {
+                "policy": {
+                    "rules": [{"action": "ask", "name": "a"}, {"action": "ignore", "name": "a"}]
+                }
+            },
+            'policy.rules[2].name: "a" is also the name of rule 1',
+        ),
+        (
+            {
+                "policy": {
+                    "only_this_vm": True,
+                    "approve_user_events": False,
+                    "rules": [{"action": "ask"}],
+                }
+            },
+            "policy.approve_user_events, policy.only_this_vm: set together with [[policy.rules]]",
+        ),
+        (
+            {"hooks": {"drain": {"command": []}}},
+            'hooks.drain.command: required: the program and its arguments, e.g. ["drain"]',
+        ),
+        (
+            {"hooks": {"drain": {"timeout": 5}}},
+            'hooks.drain.command: required: the program and its arguments, e.g. ["drain"]',
+        ),
+        (
+            {"hooks": {"drain": {"command": ["", "x"]}}},
+            "hooks.drain.command: the program (its first item) is empty",
+        ),
+        (
+            {"hooks": {"drain": {"command": ["no-such-program-here"]}}},
+            'hooks.drain.command: "no-such-program-here" is not an executable file on PATH; give its full path',
+        ),
+        (
+            {"hooks": {"drain": {"command": "/bin/true"}}},
+            'hooks.drain.command: expected a list of strings, got "/bin/true"',
+        ),
+        (
+            {"hooks": {"drain": {"command": ["/bin/true"], "timeout": 0}}},
+            "hooks.drain.timeout: must be > 0, got 0",
+        ),
+        (
+            {"hooks": {"drain": {"command": ["/bin/true"], "shell": True}}},
+            'unknown key "shell" in [hooks.drain]',
+        ),
+        (
+            {"hooks": {"drain": "/bin/true"}},
+            'hooks.drain: expected a table, e.g. [hooks.drain] command = ["/usr/local/bin/drain"]',
+        ),
+        (
+            {"policy": {"prepare_lead_seconds": -5}},
+            "policy.prepare_lead_seconds: must be >= 0 (a day), got -5",
+        ),
     ],
-)  # fmt: skip
+)
 def test_each_bad_rule_or_hook_is_one_line_naming_the_key(data: dict[str, Any], line: str) -> None:
     problem = _problem(data)
     assert problem.startswith("f.toml: "), problem
@@ -191,15 +291,39 @@ def test_every_problem_is_reported_at_once() -> None:
 # -- sebridge check refuses them -------------------------------------------------------------
 
 _CHECKED = [
-    ('[[policy.rules]]\naction = "ask"\ndescription = "[a-"\n', "policy.rules[1].description: bad regular expression"),
-    ('[[policy.rules]]\naction = "ask"\nwindow = { timezone = "Europe/Berlín" }\n', 'policy.rules[1].window.timezone: unknown time zone "Europe/Berlín"'),
-    ('[[policy.rules]]\naction = "ask"\nprepare = ["drain"]\n', 'policy.rules[1].prepare: no hook "drain"'),
-    ('[[policy.rules]]\naction = "ask"\nprepare = ["d"]\n[hooks.d]\ncommand = ["/etc"]\n', 'hooks.d.command: "/etc" is not a file'),
-    ('[[policy.rules]]\naction = "approve"\non_prepare_failure = "continue"\n', "policy.rules[1].on_prepare_failure: must be one of hold, approve"),
-    ('[[policy.rules]]\naction = "allow"\n', "policy.rules[1].action: must be one of approve, ask, inform, ignore"),
-    ('[policy]\napprove_freeze_under_seconds = 5\n[[policy.rules]]\naction = "ask"\n', "policy.approve_freeze_under_seconds: set together with [[policy.rules]]"),
-    ('[[policy.rules]]\naction = "ask"\nevent_type = ["Reboot"]\n', 'unknown key "event_type" in [policy.rules[1]] (did you mean "event_types"?)'),
-]  # fmt: skip
+    (
+        '[[policy.rules]]\naction = "ask"\ndescription = "[a-"\n',
+        "policy.rules[1].description: bad regular expression",
+    ),
+    (
+        '[[policy.rules]]\naction = "ask"\nwindow = { timezone = "Europe/Berlín" }\n',
+        'policy.rules[1].window.timezone: unknown time zone "Europe/Berlín"',
+    ),
+    (
+        '[[policy.rules]]\naction = "ask"\nprepare = ["drain"]\n',
+        'policy.rules[1].prepare: no hook "drain"',
+    ),
+    (
+        '[[policy.rules]]\naction = "ask"\nprepare = ["d"]\n[hooks.d]\ncommand = ["/etc"]\n',
+        'hooks.d.command: "/etc" is not a file',
+    ),
+    (
+        '[[policy.rules]]\naction = "approve"\non_prepare_failure = "continue"\n',
+        "policy.rules[1].on_prepare_failure: must be one of hold, approve",
+    ),
+    (
+        '[[policy.rules]]\naction = "allow"\n',
+        "policy.rules[1].action: must be one of approve, ask, inform, ignore",
+    ),
+    (
+        '[policy]\napprove_freeze_under_seconds = 5\n[[policy.rules]]\naction = "ask"\n',
+        "policy.approve_freeze_under_seconds: set together with [[policy.rules]]",
+    ),
+    (
+        '[[policy.rules]]\naction = "ask"\nevent_type = ["Reboot"]\n',
+        'unknown key "event_type" in [policy.rules[1]] (did you mean "event_types"?)',
+    ),
+]
 
 
 @pytest.mark.parametrize(("text", "line"), _CHECKED)
@@ -242,4 +366,6 @@ def test_check_as_a_process_refuses_a_bad_regular_expression(tmp_path: Path) -> 
 )
 def test_what_needs_backtracking_is_refused_naming_why(pattern: str, why: str) -> None:
     problem = _problem(_rule(description=pattern))
-    assert problem == f"f.toml: policy.rules[1].description: bad regular expression: {why}" + RE2_NOTE
+    assert (
+        problem == f"f.toml: policy.rules[1].description: bad regular expression: {why}" + RE2_NOTE
+    )

@@ -24,11 +24,16 @@ from sebridge.store import Store
 
 RULES: list[dict[str, Any]] = [
     {"name": "other VMs", "this_vm": False, "action": "ignore"},
-    {"name": "quick freezes", "event_types": ["Freeze"], "max_duration_seconds": 9,
-     "action": "approve", "recover": ["check"]},
+    {
+        "name": "quick freezes",
+        "event_types": ["Freeze"],
+        "max_duration_seconds": 9,
+        "action": "approve",
+        "recover": ["check"],
+    },
     {"name": "redeploys for the record", "event_types": ["Redeploy"], "action": "inform"},
     {"name": "reboots", "event_types": ["Reboot"], "action": "ask", "remind": [600, 120]},
-]  # fmt: skip
+]
 LINK = "https://vm0.example.net/approve/"
 
 

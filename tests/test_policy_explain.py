@@ -80,9 +80,15 @@ def write(tmp_path: Path, name: str, data: Any) -> str:
 
 def test_an_event_file_on_a_monday_is_asked_with_reasons(cfg: str, tmp_path: Path) -> None:
     code, out, err = run(
-        "policy", "explain", "--config", cfg, "--event", write(tmp_path, "e.json", EVENT),
-        "--at", MONDAY_NOON,
-    )  # fmt: skip
+        "policy",
+        "explain",
+        "--config",
+        cfg,
+        "--event",
+        write(tmp_path, "e.json", EVENT),
+        "--at",
+        MONDAY_NOON,
+    )
     assert code == 0, err
     assert out.splitlines() == [
         "event 602D9444-D2CD-49C7-8624-8643E7171297: Reboot, Scheduled, source Platform, "
@@ -106,9 +112,15 @@ def test_a_document_file_in_the_window_is_approved_after_the_drain(
 ) -> None:
     document = {"DocumentIncarnation": 3, "Events": [EVENT]}
     code, out, _ = run(
-        "policy", "explain", "--config", cfg, "--event", write(tmp_path, "d.json", document),
-        "--at", SATURDAY_NIGHT,
-    )  # fmt: skip
+        "policy",
+        "explain",
+        "--config",
+        cfg,
+        "--event",
+        write(tmp_path, "d.json", document),
+        "--at",
+        SATURDAY_NIGHT,
+    )
     assert code == 0
     assert out.splitlines()[-4:] == [
         "decision: approve at once (after the prepare hooks succeed)",
@@ -120,9 +132,16 @@ def test_a_document_file_in_the_window_is_approved_after_the_drain(
 
 def test_another_vm_name_and_json(cfg: str, tmp_path: Path) -> None:
     code, out, _ = run(
-        "policy", "explain", "--config", cfg, "--event", write(tmp_path, "e.json", EVENT),
-        "--vm-name", "vm9", "--json",
-    )  # fmt: skip
+        "policy",
+        "explain",
+        "--config",
+        cfg,
+        "--event",
+        write(tmp_path, "e.json", EVENT),
+        "--vm-name",
+        "vm9",
+        "--json",
+    )
     assert code == 0
     data = json.loads(out)
     assert data["vm_name"] == "vm9"
@@ -135,9 +154,15 @@ def test_an_approve_rule_on_a_started_event_says_it_only_announces(
 ) -> None:
     started = {**EVENT, "EventStatus": "Started", "NotBefore": ""}
     code, out, _ = run(
-        "policy", "explain", "--config", cfg, "--event", write(tmp_path, "s.json", started),
-        "--at", SATURDAY_NIGHT,
-    )  # fmt: skip
+        "policy",
+        "explain",
+        "--config",
+        cfg,
+        "--event",
+        write(tmp_path, "s.json", started),
+        "--at",
+        SATURDAY_NIGHT,
+    )
     assert code == 0
     assert "decision: inform: announced, no approval offered; Azure starts it at NotBefore" in out
     assert "the rule says approve, but the event has started: nothing to approve" in out
@@ -183,17 +208,41 @@ def test_builtin_rules_are_named_after_their_keys(tmp_path: Path, sim: Simulator
     ("args", "said"),
     [
         (["--event", "{missing}"], "cannot read {missing}: No such file or directory"),
-        (["--event", "{notjson}"], "{notjson}: not JSON: Expecting value: line 1 column 1 (char 0)"),
-        (["--event", "{array}"], "{array}: neither an event (an object with EventId) nor a Scheduled Events document (an object with Events)"),
-        (["--event", "{two}"], "{two}: the document holds 2 events; give one event (or a document with one)"),
-        (["--event", "{none}"], "{none}: the document holds 0 events; give one event (or a document with one)"),
-        (["--event", "{typeless}"], "{typeless}: IMDS event 602D9444-D2CD-49C7-8624-8643E7171297 has EventType missing or null, expected text"),
-        (["UNKNOWN-ID"], "unknown event UNKNOWN-ID: not in the store (see `sebridge events --all`); sebridge has not run with this store yet"),
+        (
+            ["--event", "{notjson}"],
+            "{notjson}: not JSON: Expecting value: line 1 column 1 (char 0)",
+        ),
+        (
+            ["--event", "{array}"],
+            "{array}: neither an event (an object with EventId) nor a Scheduled Events document (an object with Events)",
+        ),
+        (
+            ["--event", "{two}"],
+            "{two}: the document holds 2 events; give one event (or a document with one)",
+        ),
+        (
+            ["--event", "{none}"],
+            "{none}: the document holds 0 events; give one event (or a document with one)",
+        ),
+        (
+            ["--event", "{typeless}"],
+            "{typeless}: IMDS event 602D9444-D2CD-49C7-8624-8643E7171297 has EventType missing or null, expected text",
+        ),
+        (
+            ["UNKNOWN-ID"],
+            "unknown event UNKNOWN-ID: not in the store (see `sebridge events --all`); sebridge has not run with this store yet",
+        ),
         ([], "give an EVENT_ID (see `sebridge events`) or --event FILE.json"),
-        (["X", "--event", "{two}"], "give an EVENT_ID (see `sebridge events`) or --event FILE.json"),
-        (["X", "--at", "tomorrow"], '--at "tomorrow" is no ISO 8601 time (e.g. 2024-05-04T02:30:00+02:00)'),
+        (
+            ["X", "--event", "{two}"],
+            "give an EVENT_ID (see `sebridge events`) or --event FILE.json",
+        ),
+        (
+            ["X", "--at", "tomorrow"],
+            '--at "tomorrow" is no ISO 8601 time (e.g. 2024-05-04T02:30:00+02:00)',
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_exit_2_and_one_line(
     cfg: str, tmp_path: Path, args: list[str], said: str
 ) -> None:
@@ -212,9 +261,15 @@ def test_bad_input_is_exit_2_and_one_line(
 
 def test_as_a_process(cfg: str, tmp_path: Path) -> None:
     result = run_cli(
-        "policy", "explain", "--config", cfg, "--event", write(tmp_path, "e.json", EVENT),
-        "--at", MONDAY_NOON,
-    )  # fmt: skip
+        "policy",
+        "explain",
+        "--config",
+        cfg,
+        "--event",
+        write(tmp_path, "e.json", EVENT),
+        "--at",
+        MONDAY_NOON,
+    )
     assert result.returncode == 0, result.stderr
     assert "decision: ask" in result.stdout
     assert run_cli("policy").returncode == 2
@@ -227,27 +282,45 @@ _POLICIES = [
     build_policy(from_mapping({"policy": {"rules": []}, "hooks": {}}).policy),
     build_policy(
         from_mapping(
-            {"policy": {"rules": [
-                {"this_vm": False, "action": "ignore"},
-                {"event_types": ["Freeze"], "max_duration_seconds": 30, "action": "approve"},
-                {"sources": ["User"], "window": {"start": "21:00", "end": "02:00"}, "action": "approve"},
-                {"description": "guest", "action": "inform"},
-            ]}}
+            {
+                "policy": {
+                    "rules": [
+                        {"this_vm": False, "action": "ignore"},
+                        {
+                            "event_types": ["Freeze"],
+                            "max_duration_seconds": 30,
+                            "action": "approve",
+                        },
+                        {
+                            "sources": ["User"],
+                            "window": {"start": "21:00", "end": "02:00"},
+                            "action": "approve",
+                        },
+                        {"description": "guest", "action": "inform"},
+                    ]
+                }
+            }
         ).policy
     ),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("policy_number", range(len(_POLICIES)))
 def test_explain_decides_as_decide(policy_number: int) -> None:
     policy = _POLICIES[policy_number]
     grid = itertools.product(
-        ["Freeze", "Reboot"], ["Scheduled", "Started"], [("vm0",), ("vm1",)],
-        ["Platform", "User"], [-1, 5, 60], ["Guest OS update", "Host"], range(0, 24, 3),
-    )  # fmt: skip
+        ["Freeze", "Reboot"],
+        ["Scheduled", "Started"],
+        [("vm0",), ("vm1",)],
+        ["Platform", "User"],
+        [-1, 5, 60],
+        ["Guest OS update", "Host"],
+        range(0, 24, 3),
+    )
     for kind, status, res, source, duration, text, hour in grid:
-        event = ScheduledEvent("E", kind, status, res, description=text, source=source,
-                               duration_seconds=duration)  # fmt: skip
+        event = ScheduledEvent(
+            "E", kind, status, res, description=text, source=source, duration_seconds=duration
+        )
         now = _T0 + timedelta(hours=hour)
         assert explain(event, policy, "vm0", now).decision == decide(event, policy, "vm0", now)
 
@@ -257,9 +330,14 @@ def test_without_vm_name_the_vm_is_the_one_imds_names(tmp_path: Path) -> None:
     with Simulator(port=0, vm_name="vm1") as sim:
         cfg = write_config(tmp_path / "c.toml", endpoint=sim.url, db=tmp_path / "s.db", extra=RULES)
         code, out, err = run(
-            "policy", "explain", "--config", str(cfg), "--event", write(tmp_path, "e.json", EVENT),
+            "policy",
+            "explain",
+            "--config",
+            str(cfg),
+            "--event",
+            write(tmp_path, "e.json", EVENT),
             "--json",
-        )  # fmt: skip
+        )
     assert code == 0, err
     assert json.loads(out)["vm_name"] == "vm1"
 

@@ -331,13 +331,16 @@ def test_builtin_rules_decide_as_before_rules_existed(config: PolicyConfig) -> N
 
 def test_builtin_rules_have_readable_names() -> None:
     p = build_policy(PolicyConfig(only_this_vm=True))
-    names = [decide(e, p, "vm0", T0).rule for e in (
-        event(resources=("vm1",)),
-        event(status="Started"),
-        event(source="User"),
-        event("Freeze", duration=5),
-        event("Freeze", duration=9),
-    )]  # fmt: skip
+    names = [
+        decide(e, p, "vm0", T0).rule
+        for e in (
+            event(resources=("vm1",)),
+            event(status="Started"),
+            event(source="User"),
+            event("Freeze", duration=5),
+            event("Freeze", duration=9),
+        )
+    ]
     assert names == [
         "other VMs' events (only_this_vm)",
         "already started: nothing to approve",

@@ -73,7 +73,12 @@ def test_the_policy_explain_example_prints_what_the_readme_shows(tmp_path: Path)
     assert argv[:3] == ["sebridge", "policy", "explain"]
     result = subprocess.run(
         [sys.executable, "-m", "sebridge", *argv[1:]],
-        capture_output=True, text=True, timeout=60, env=cli_env(), cwd=tmp_path, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=cli_env(),
+        cwd=tmp_path,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == shown

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import ast
 import filecmp
-import json
 import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
 
 import pytest
 
-from helpers import cli_env, query, run_cli, write_config
+import throwaway.webhook
+from fakes.webhook import FakeWebhook
+from helpers import cli_env, query, run_cli, toml_str, write_config
 from sebridge.cli.runtime import build_daemon, build_sinks
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.base import Integration
@@ -24,6 +22,8 @@ from sebridge.integrations.registry import enabled as enabled_integrations
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "sebridge"
 INTEGRATIONS = SRC / "integrations"
+# A JSON webhook, written the way a newcomer would: its folder is all it brings.
+THROWAWAY = Path(throwaway.webhook.__file__).parent
 NAMES = {i.name for i in REGISTRY}
 
 
@@ -117,71 +117,6 @@ def test_an_unset_variable_in_a_secret_stops_run_naming_key_and_variable(tmp_pat
     assert "slack.bot_token: environment variable SLACK_BOT_TOKEN is not set" in result.stderr
 
 
-# A JSON webhook, written the way a newcomer would: its folder is all it brings.
-WEBHOOK = '''"""A JSON webhook: one POST per transition."""
-
-from __future__ import annotations
-
-import json
-import urllib.request
-from dataclasses import dataclass
-
-from sebridge.kernel.errors import RetryableDeliveryError
-from sebridge.integrations.base import Context, Integration
-from sebridge.model import Receipt
-from sebridge.model.message import Message
-
-
-@dataclass(frozen=True)
-class WebhookSettings:
-    url: str = ""
-
-
-class WebhookSink:
-    def __init__(self, url: str) -> None:
-        self._url = url
-
-    def send(self, message: Message) -> Receipt | None:
-        t = message.transition
-        body = json.dumps({"transition": t.kind, "event_id": t.event_id}).encode()
-        request = urllib.request.Request(self._url, body, {"Content-Type": "application/json"})
-        try:
-            urllib.request.urlopen(request, timeout=5).close()
-        except OSError as exc:
-            raise RetryableDeliveryError(f"webhook: {exc}") from None
-        return None
-
-    def close(self) -> None:
-        pass
-
-
-class Webhook(Integration[WebhookSettings]):
-    name = "webhook"
-    title = "JSON webhook"
-    outbound = True
-    settings = WebhookSettings
-
-    def enabled(self, settings: WebhookSettings, in_file: bool) -> bool:
-        return bool(settings.url)
-
-    def sink(self, ctx: Context[WebhookSettings]) -> WebhookSink:
-        return WebhookSink(ctx.settings.url)
-'''
-
-
-class _Receiver(BaseHTTPRequestHandler):
-    bodies: ClassVar[list[dict[str, Any]]] = []
-
-    def do_POST(self) -> None:
-        length = int(self.headers["Content-Length"])
-        self.bodies.append(json.loads(self.rfile.read(length)))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 def _tree_differences(left: Path, right: Path) -> list[str]:
     """Paths that differ between two trees (added, removed or changed), relative to them."""
     found: list[str] = []
@@ -202,8 +137,11 @@ def test_a_new_integration_is_its_folder_and_one_registry_entry(tmp_path: Path) 
     (its sink does not even say its name: the dispatcher keys it by the integration's)."""
     package = tmp_path / "src" / "sebridge"
     shutil.copytree(SRC, package, ignore=shutil.ignore_patterns("__pycache__"))
-    (package / "integrations" / "webhook").mkdir()
-    (package / "integrations" / "webhook" / "__init__.py").write_text(WEBHOOK)
+    shutil.copytree(
+        THROWAWAY,
+        package / "integrations" / "webhook",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     registry = package / "integrations" / "registry.py"
     text = registry.read_text()
     text = text.replace(
@@ -217,26 +155,19 @@ def test_a_new_integration_is_its_folder_and_one_registry_entry(tmp_path: Path) 
         "integrations/registry.py",
         "integrations/webhook",
     ]
-    _Receiver.bodies = []
-    receiver = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
-    threading.Thread(target=receiver.serve_forever, daemon=True).start()
-    try:
-        with Simulator(port=0, vm_name="vm0") as sim:
-            event_id = sim.schedule("Reboot")
-            config = write_config(
-                tmp_path / "c.toml",
-                endpoint=sim.url,
-                db=tmp_path / "s.db",
-                extra=f'[webhook]\nurl = "http://127.0.0.1:{receiver.server_port}/hook"\n',
-            )
-            env = cli_env(PYTHONPATH=str(tmp_path / "src"))
-            checked = run_cli("check", "--config", str(config), env=env)
-            assert checked.returncode == 0, checked.stderr
-            assert "sinks: webhook" in checked.stdout
-            once = run_cli("once", "--config", str(config), env=env)
-            assert once.returncode == 0, once.stderr
-    finally:
-        receiver.shutdown()
-        receiver.server_close()
-    assert _Receiver.bodies == [{"transition": "scheduled", "event_id": event_id}]
+    with FakeWebhook() as hook, Simulator(port=0, vm_name="vm0") as sim:
+        event_id = sim.schedule("Reboot")
+        config = write_config(
+            tmp_path / "c.toml",
+            endpoint=sim.url,
+            db=tmp_path / "s.db",
+            extra=f"[webhook]\nurl = {toml_str(hook.url)}\n",
+        )
+        env = cli_env(PYTHONPATH=str(tmp_path / "src"))
+        checked = run_cli("check", "--config", str(config), env=env)
+        assert checked.returncode == 0, checked.stderr
+        assert "sinks: webhook" in checked.stdout
+        once = run_cli("once", "--config", str(config), env=env)
+        assert once.returncode == 0, once.stderr
+    assert hook.bodies == [{"transition": "scheduled", "event_id": event_id}]
     assert query(tmp_path / "s.db", "SELECT sink, state FROM outbox") == [("webhook", "delivered")]

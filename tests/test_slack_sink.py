@@ -369,9 +369,16 @@ def test_dry_run_is_marked_everywhere(fake: _FakeWebApi, sink: SlackSink) -> Non
     posted = parent(fake)
     assert "DRY RUN" in texts(posted["blocks"]) and "[DRY RUN]" in posted["text"]
     sink.send(
-        message("would_approve", actor="policy", via="policy", approved_by="policy",
-                t_dry_run=True, dry_run=True, receipt=receipt)
-    )  # fmt: skip
+        message(
+            "would_approve",
+            actor="policy",
+            via="policy",
+            approved_by="policy",
+            t_dry_run=True,
+            dry_run=True,
+            receipt=receipt,
+        )
+    )
     assert receipt is not None
     (reply,) = fake.replies[CHANNEL, receipt.data["ts"]]
     # Its own wording: nobody reading the thread takes it for a real approval.

@@ -90,16 +90,20 @@ def test_jsonl_path_under_a_file_is_refused_and_a_missing_folder_is_a_warning(
 ) -> None:
     (tmp_path / "plain").write_text("")
     under_file = write_config(
-        tmp_path / "a.toml", endpoint="http://127.0.0.1:1", db=tmp_path / "s.db",
+        tmp_path / "a.toml",
+        endpoint="http://127.0.0.1:1",
+        db=tmp_path / "s.db",
         jsonl=tmp_path / "plain" / "events.jsonl",
-    )  # fmt: skip
+    )
     done = run_cli("check", "--config", str(under_file))
     assert done.returncode == 2
     assert f"jsonl.path: {tmp_path / 'plain'} is a file, not a folder" in done.stderr
     missing = write_config(
-        tmp_path / "b.toml", endpoint="http://127.0.0.1:1", db=tmp_path / "s.db",
+        tmp_path / "b.toml",
+        endpoint="http://127.0.0.1:1",
+        db=tmp_path / "s.db",
         jsonl=tmp_path / "later" / "events.jsonl",
-    )  # fmt: skip
+    )
     done = run_cli("check", "--config", str(missing))
     assert f"warning: jsonl.path: the folder {tmp_path / 'later'} does not exist" in done.stdout
 

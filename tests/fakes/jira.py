@@ -6,7 +6,9 @@ and read (fields, expand=transitions), comments, transitions, and search:
 Cloud serves `/search/jql` with a `nextPageToken` and answers the removed
 `/search` with 410; Data Center serves `/search` with startAt/total and has no
 `/search/jql`. Cloud's search index lags a create by `index_lag` seconds.
-Errors have Jira's shape: `{"errorMessages": [...], "errors": {field: message}}`.
+Errors have Jira's shape: `{"errorMessages": [...], "errors": {field: message}}`; a
+description or comment over 32,767 characters (UTF-16 code units, as Java counts) is
+refused (400), as Jira does.
 Cloud signs in with Basic e-mail:API token, Data Center with `Bearer <PAT>`.
 """
 
@@ -25,6 +27,9 @@ from .jira_http import JiraHandler
 from .jira_jql import JqlError, parse_jql
 
 API = "/rest/api/2/"
+# Jira's limit on a text field (a description, a comment), and what it answers past it.
+TEXT_LIMIT = 32_767
+TOO_LONG = "The entered text is too long. It exceeds the allowed limit of 32,767 characters."
 STATUSES = {
     "To Do": "new",
     "In Progress": "indeterminate",
@@ -58,6 +63,7 @@ class Fault:
     drop: bool = False  # close the connection without an answer
     hold: threading.Event | None = None  # with after: done, answer held until this is set
     reached: threading.Event = field(default_factory=threading.Event)
+    body: Any = None  # Jira's errorMessages for the status unless given
 
 
 @dataclass
@@ -193,10 +199,12 @@ class FakeJira:
         if path == "serverInfo":
             cloud = self.flavour == "cloud"
             return 200, {
-                "baseUrl": self.url, "version": "1001.0.0-SNAPSHOT" if cloud else "9.12.12",
+                "baseUrl": self.url,
+                "version": "1001.0.0-SNAPSHOT" if cloud else "9.12.12",
                 "versionNumbers": [1001, 0, 0] if cloud else [9, 12, 12],
-                "deploymentType": "Cloud" if cloud else "Server", "serverTitle": "Jira",
-            }  # fmt: skip
+                "deploymentType": "Cloud" if cloud else "Server",
+                "serverTitle": "Jira",
+            }
         if path == "field":
             return 200, FIELDS
         if path == "myself":
@@ -278,9 +286,11 @@ class FakeJira:
             errors["project"] = "valid project is required"
         elif (f.get("issuetype") or {}).get("name") not in self.projects[project]:
             errors["issuetype"] = "Specify a valid issue type"
+        if java_length(f.get("description") or "") > TEXT_LIMIT:
+            errors["description"] = TOO_LONG
         if not f.get("summary"):
             errors["summary"] = "You must specify a summary of the issue."
-        elif len(f["summary"]) > 255 or "\n" in f["summary"]:
+        elif java_length(f["summary"]) > 255 or "\n" in f["summary"]:
             errors["summary"] = "Summary must be less than 255 characters and a single line."
         for label in f.get("labels") or ():
             if " " in label or len(label) > 255:
@@ -290,11 +300,19 @@ class FakeJira:
         number = sum(1 for k in self.issues if k.startswith(f"{project}-")) + 1
         key, issue_id = f"{project}-{number}", str(next(self._ids))
         self.issues[key] = {
-            "id": issue_id, "key": key, "project": project, "type": f["issuetype"]["name"],
-            "summary": f["summary"], "description": f.get("description") or "",
-            "labels": list(f.get("labels") or ()), "status": "To Do", "comments": [],
-            "changelog": [], "created": time.monotonic(), "created_at": _now(),
-        }  # fmt: skip
+            "id": issue_id,
+            "key": key,
+            "project": project,
+            "type": f["issuetype"]["name"],
+            "summary": f["summary"],
+            "description": f.get("description") or "",
+            "labels": list(f.get("labels") or ()),
+            "status": "To Do",
+            "comments": [],
+            "changelog": [],
+            "created": time.monotonic(),
+            "created_at": _now(),
+        }
         return 201, {"id": issue_id, "key": key, "self": f"{self.url}{API}issue/{issue_id}"}
 
     def _issue(
@@ -318,6 +336,8 @@ class FakeJira:
                     "errorMessages": [],
                     "errors": {"comment": "Comment body can not be empty!"},
                 }
+            if java_length(body["body"]) > TEXT_LIMIT:
+                return 400, {"errorMessages": [], "errors": {"comment": TOO_LONG}}
             return 201, self._add_comment(issue, body["body"])
         if rest == ["transitions"] and method == "GET":
             return 200, {"expand": "transitions", "transitions": self.transitions_of(issue)}
@@ -361,12 +381,23 @@ class FakeJira:
 
     def issue_json(self, issue: dict[str, Any], wanted: list[str], expand: str) -> dict[str, Any]:
         everything = {
-            "summary": issue["summary"], "description": issue["description"], "labels": issue["labels"],
-            "issuetype": {"name": issue["type"]}, "project": {"key": issue["project"]},
-            "status": {"name": issue["status"], "statusCategory": {"key": STATUSES.get(issue["status"], "new")}},
-            "comment": {"startAt": 0, "maxResults": len(issue["comments"]), "total": len(issue["comments"]), "comments": issue["comments"]},
+            "summary": issue["summary"],
+            "description": issue["description"],
+            "labels": issue["labels"],
+            "issuetype": {"name": issue["type"]},
+            "project": {"key": issue["project"]},
+            "status": {
+                "name": issue["status"],
+                "statusCategory": {"key": STATUSES.get(issue["status"], "new")},
+            },
+            "comment": {
+                "startAt": 0,
+                "maxResults": len(issue["comments"]),
+                "total": len(issue["comments"]),
+                "comments": issue["comments"],
+            },
             "created": issue["created_at"],
-        }  # fmt: skip
+        }
         fields = (
             everything if "*all" in wanted else {k: v for k, v in everything.items() if k in wanted}
         )
@@ -414,6 +445,11 @@ class FakeJira:
                 **({"nextPageToken": str(start + size)} if more else {}),
             }
         return 200, {"startAt": start, "maxResults": size, "total": len(found), "issues": page}
+
+
+def java_length(text: str) -> int:
+    """A text's length as Jira counts it: Java's String.length(), in UTF-16 code units."""
+    return len(text.encode("utf-16-le", errors="surrogatepass")) // 2
 
 
 def _now() -> str:

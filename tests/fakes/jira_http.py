@@ -62,14 +62,14 @@ class JiraHandler(BaseHTTPRequestHandler):
                     },
                 )
             elif fault and not fault.after:
-                status, answer = fault.status, _fault_body(fault.status)
+                status, answer = fault.status, fault.body or _fault_body(fault.status)
             else:
                 status, answer = fake.handle(self.command, path, query, body)
                 if fault:  # it happened; the answer is lost
                     if fault.drop:
                         self.close_connection = True
                         return
-                    status, answer = fault.status, _fault_body(fault.status)
+                    status, answer = fault.status, fault.body or _fault_body(fault.status)
         if fault and fault.hold is not None:
             fault.reached.set()  # done, not answered: the client may be killed now
             fault.hold.wait(30)

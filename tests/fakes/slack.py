@@ -208,11 +208,13 @@ class FakeSlack:
         body: str | None = None,
         applied: bool = False,
         extra: Mapping[str, Any] | None = None,
+        send_retry_after: bool = True,
     ) -> None:
         """Make the next `count` calls of `method` ("*" for any) fail.
 
-        status: HTTP status; default 429 for error="ratelimited" (with Retry-After, default 1),
-        else 200 with ``{"ok": false, "error": error, **extra}``. A 5xx status answers an HTML
+        status: HTTP status; default 429 for error="ratelimited" (with Retry-After, default 1,
+        unless send_retry_after=False: Slack always sends one, a proxy between may not), else
+        200 with ``{"ok": false, "error": error, **extra}``. A 5xx status answers an HTML
         page unless `body` (raw text, "" for empty) is given. applied=True performs the call
         first (the message IS posted) and then answers the failure, as when a response is lost.
         """
@@ -225,6 +227,7 @@ class FakeSlack:
             body=body,
             applied=applied,
             extra=extra,
+            send_retry_after=send_retry_after,
         )
 
     def hold_next(self, method: str) -> threading.Event:

@@ -278,10 +278,11 @@ class FakeWebApi:
         body: str | None,
         applied: bool,
         extra: Mapping[str, Any] | None,
+        send_retry_after: bool = True,
     ) -> None:
         if status is None:
             status = 429 if error == "ratelimited" else 200
-        if status == 429 and retry_after is None:
+        if status == 429 and retry_after is None and send_retry_after:
             retry_after = 1
         failure = _Failure(error, status, retry_after, body, applied, dict(extra or {}), count)
         with self.lock:

@@ -11,7 +11,8 @@ Written from Microsoft's documentation of both:
 - Connector (`/webhookb2/...`): a MessageCard (or an Adaptive Card in a
   message envelope) is answered 200 with the body "1"; a card with neither
   summary nor text gets 400 "Summary or Text is required."; above 28 KB, 413.
-Both can be told to fail the next requests (`fail_next(429, retry_after=2)`).
+Both can be told to fail the next requests (`fail_next(429, retry_after=2)`), or to hang
+(`hold_next()`).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class FakeTeams:
         self.shown: list[Shown] = []
         self.deleted = False
         self._failures: list[tuple[int, str, dict[str, str]]] = []
+        self._holds: list[threading.Event] = []
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         fake = self
@@ -117,6 +119,14 @@ class FakeTeams:
         with self._lock:
             self._failures.extend([(status, body, headers)] * times)
 
+    def hold_next(self) -> threading.Event:
+        """Answer the next request only once the returned event is set (30 s at most): a
+        webhook that hangs, for the client's timeout."""
+        release = threading.Event()
+        with self._lock:
+            self._holds.append(release)
+        return release
+
     def wait_shown(self, count: int, timeout: float = 10.0) -> list[Shown]:
         """Wait until `count` cards were shown; returns them all."""
         with self._changed:
@@ -152,6 +162,17 @@ class FakeTeams:
         with self._changed:
             self.posts.append(Post(kind, body, len(raw), status, headers, arrived))
             self._changed.notify_all()
+            hold = self._holds.pop(0) if self._holds else None
+        if hold is not None:
+            hold.wait(30)
+        try:
+            self._answer(request, status, text, headers)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting
+            request.close_connection = True
+
+    def _answer(
+        self, request: BaseHTTPRequestHandler, status: int, text: str, headers: dict[str, str]
+    ) -> None:
         data = text.encode()
         request.send_response(status)
         content_type = (

@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from sebridge.config.pattern import PatternError, user_pattern
 from sebridge.config.reader import Reader, option
-from sebridge.kernel.pattern import PatternError, user_pattern
 
 __all__ = [
     "ACTIONS",

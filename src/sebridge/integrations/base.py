@@ -46,6 +46,7 @@ __all__ = [
     "Inbound",
     "Integration",
     "TrialNote",
+    "tried",
 ]
 
 S = TypeVar("S")
@@ -174,8 +175,9 @@ class Integration(Generic[S]):
         return cast(S, self.settings() if self.settings is not None else None)
 
     def enabled(self, settings: S, in_file: bool) -> bool:
-        """Whether these settings turn the integration on (`in_file`: its section is there)."""
-        return False
+        """Whether these settings turn the integration on (`in_file`: its section is there):
+        by default, what the settings say of themselves (their `enabled` key or property)."""
+        return bool(getattr(settings, "enabled", False))
 
     def validate(self, settings: S, rd: Reader, core: Core) -> S:
         """Checks beyond types (report to `rd`); returns the settings, normalised."""
@@ -197,3 +199,29 @@ class Integration(Generic[S]):
         """Post `note` once (`sebridge check --send-test`): a finding says where it arrived
         (or what was checked instead), or what to fix. Never raises for a remote's answer."""
         return ()
+
+
+class Templated(Protocol):
+    """A sink whose messages come from templates."""
+
+    def check_templates(self) -> None:
+        """Render every template against sample messages; a broken one raises, naming it."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and files."""
+        ...
+
+
+T = TypeVar("T", bound=Templated)
+
+
+def tried(sink: T) -> T:
+    """`sink`, its templates tried now (at start, not at the first event); when one is
+    broken the sink is closed and the error (a PermanentDeliveryError naming it) raised."""
+    try:
+        sink.check_templates()
+    except BaseException:
+        sink.close()
+        raise
+    return sink

@@ -9,7 +9,7 @@ REGISTRY.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
@@ -27,6 +27,7 @@ from sebridge.integrations.teams import Teams
 __all__ = [
     "REGISTRY",
     "SECTIONS",
+    "Sections",
     "config_from_mapping",
     "context",
     "core_of",
@@ -39,25 +40,28 @@ __all__ = [
 REGISTRY: tuple[Integration[Any], ...] = (Console(), Jsonl(), Slack(), Teams(), Jira())
 
 
-class _Sections:
-    """The integrations' config sections, as the config loader takes them (config.Sections)."""
+class Sections:
+    """Integrations' config sections, as the config loader takes them (config.Sections)."""
+
+    def __init__(self, integrations: Sequence[Integration[Any]]) -> None:
+        self._sectioned = [i for i in integrations if i.settings is not None]
 
     def types(self) -> Mapping[str, type[Any]]:
-        return {i.name: i.settings for i in REGISTRY if i.settings is not None}
+        """Each integration's section name and its settings dataclass."""
+        return {i.name: i.settings for i in self._sectioned if i.settings is not None}
 
     def validate(self, config: Config, rd: Reader) -> Config:
+        """Each section through its integration's checks."""
         core = core_of(config)
         return replace(
             config,
             sections={
-                i.name: i.validate(config.section(i.name), rd, core)
-                for i in REGISTRY
-                if i.settings is not None
+                i.name: i.validate(config.section(i.name), rd, core) for i in self._sectioned
             },
         )
 
 
-SECTIONS = _Sections()
+SECTIONS = Sections(REGISTRY)
 
 
 def load_config(

@@ -13,8 +13,8 @@ from __future__ import annotations
 from zoneinfo import ZoneInfo
 
 from sebridge.config.core import PolicyConfig
+from sebridge.config.pattern import user_pattern
 from sebridge.config.policy import DAYS, RuleSettings, WindowSettings, seconds_of_day
-from sebridge.kernel.pattern import user_pattern
 from sebridge.model.decision import APPROVE, ASK, IGNORE, Decision
 from sebridge.policy.matchers import (
     Description,

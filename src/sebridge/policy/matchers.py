@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
-from sebridge.kernel.pattern import UserPattern
+from sebridge.config.pattern import UserPattern
 from sebridge.model import ScheduledEvent
 
 __all__ = [
@@ -140,7 +140,7 @@ class ThisVm:
 class Description:
     """A regular expression, searched (not anchored), case-insensitive."""
 
-    pattern: UserPattern  # RE2: linear in the text (kernel/pattern.py)
+    pattern: UserPattern  # RE2: linear in the text (config/pattern.py)
 
     def test(self, f: Facts) -> bool:
         text = f.event.description

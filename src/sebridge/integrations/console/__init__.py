@@ -6,7 +6,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sebridge.integrations.base import Context, Finding, Integration, TrialNote
+from sebridge.integrations.base import Context, Finding, Integration, TrialNote, tried
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -31,15 +31,10 @@ class Console(Integration[ConsoleSettings]):
     outbound = True
     settings = ConsoleSettings
 
-    def enabled(self, settings: ConsoleSettings, in_file: bool) -> bool:
-        return settings.enabled
-
     def sink(self, ctx: Context[ConsoleSettings]) -> Sink:
         from sebridge.integrations.console.sink import ConsoleSink
 
-        sink = ConsoleSink(ctx.renderer, stream=ctx.stdout)
-        sink.check_templates()
-        return sink
+        return tried(ConsoleSink(ctx.renderer, stream=ctx.stdout))
 
     def send_test(self, ctx: Context[ConsoleSettings], note: TrialNote) -> Sequence[Finding]:
         out = ctx.stdout or sys.stdout

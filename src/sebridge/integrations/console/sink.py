@@ -10,13 +10,16 @@ from sebridge.integrations.render import Renderer
 from sebridge.integrations.samples import sample_messages
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import RetryableDeliveryError
-from sebridge.kernel.text import visible
+from sebridge.kernel.text import clip, visible
 from sebridge.model import Receipt
 from sebridge.model.message import Message
 
-__all__ = ["ConsoleSink"]
+__all__ = ["MAX_LINE", "ConsoleSink"]
 
 TEMPLATE = "console/line.j2"
+# journald splits a line over its LineMax (48 KiB) into several records, and a log
+# shipper reads those as several lines: 8,192 characters of at most 4 bytes stay one.
+MAX_LINE = 8192
 MAYBE_REPEAT = " (may repeat: an earlier attempt may have printed this line)"
 
 
@@ -56,10 +59,11 @@ class ConsoleSink:
 
     def send(self, message: Message) -> Receipt | None:
         """Print the line, IMDS's text in it shown escaped (kernel/text.py: one line per
-        transition, nothing a terminal would act on, nothing it cannot encode); a retry
+        transition, nothing a terminal would act on, nothing it cannot encode, at most
+        MAX_LINE characters); a retry
         after an attempt that may have printed it says so (a console keeps nothing to
         look at)."""
-        line = visible(self.render(message))
+        line = clip(visible(self.render(message)), MAX_LINE)
         if message.maybe_sent:
             line += MAYBE_REPEAT
         stream = self._stream or sys.stdout

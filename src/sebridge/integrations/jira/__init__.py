@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from typing import TYPE_CHECKING
 
 from sebridge.config.reader import Reader
@@ -13,6 +14,7 @@ from sebridge.integrations.base import (
     Inbound,
     Integration,
     TrialNote,
+    tried,
 )
 from sebridge.integrations.jira.settings import JiraSettings, validate
 
@@ -32,9 +34,6 @@ class Jira(Integration[JiraSettings]):
     outbound = True
     settings = JiraSettings
 
-    def enabled(self, settings: JiraSettings, in_file: bool) -> bool:
-        return settings.enabled
-
     def validate(self, settings: JiraSettings, rd: Reader, core: Core) -> JiraSettings:
         return validate(settings, rd)
 
@@ -42,9 +41,7 @@ class Jira(Integration[JiraSettings]):
         from sebridge.integrations.jira.client import JiraApi
         from sebridge.integrations.jira.sink import JiraSink
 
-        sink = JiraSink(JiraApi(ctx.settings), ctx.renderer)
-        sink.check_templates()
-        return sink
+        return tried(JiraSink(JiraApi(ctx.settings), ctx.renderer))
 
     def inbound(self, ctx: Context[JiraSettings], host: Host, sink: Sink | None) -> Inbound:
         settings = ctx.settings
@@ -61,18 +58,12 @@ class Jira(Integration[JiraSettings]):
         from sebridge.integrations.jira.client import JiraApi
         from sebridge.integrations.jira.doctor import check_jira
 
-        api = JiraApi(ctx.settings)
-        try:
+        with closing(JiraApi(ctx.settings)) as api:
             return check_jira(api)
-        finally:
-            api.close()
 
     def send_test(self, ctx: Context[JiraSettings], note: TrialNote) -> Sequence[Finding]:
         from sebridge.integrations.jira.client import JiraApi
         from sebridge.integrations.jira.trial import send_trial
 
-        api = JiraApi(ctx.settings)
-        try:
+        with closing(JiraApi(ctx.settings)) as api:
             return [send_trial(api, note)]
-        finally:
-            api.close()

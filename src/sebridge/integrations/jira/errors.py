@@ -1,8 +1,9 @@
 """Jira failures -> RetryableDeliveryError or PermanentDeliveryError, saying what to fix.
 
-One table decides (Alertmanager's `Retrier.Check`): network failures, 429,
-503 and other 5xx are retried by the dispatcher (Retry-After honoured);
-401, 403, 400 and 404 need a person. The jira library's own `str(JIRAError)`
+The kernel's one mapping decides (kernel/delivery_status.py): network
+failures, 408, 429, 503 and other 5xx are retried by the dispatcher
+(Retry-After honoured; 429 and 503 without one wait 1 s); 401, 403, 400 and
+404 need a person. The jira library's own `str(JIRAError)`
 prints the request's headers (the Authorization header among them), so it
 is never used: messages are built from the status and Jira's errorMessages /
 errors, and scrubbed of every secret the caller names.
@@ -10,16 +11,18 @@ errors, and scrubbed of every secret the caller names.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
-from sebridge.kernel import retry_after as _retry_after
+from sebridge.kernel.delivery_status import NO_ANSWER, UNANSWERED, StatusRules
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
 from sebridge.kernel.redact import scrub
 
-__all__ = ["DEFAULT_RETRY_AFTER", "delivery_error", "jira_messages", "retry_after", "scrub"]
+__all__ = ["RULES", "delivery_error", "jira_messages", "scrub"]
 
-DEFAULT_RETRY_AFTER = 1.0
+# Jira Cloud answers 503 when a resource limit is reached (Atlassian's rate limiting
+# guide), often with Retry-After: a throttle, waited for as a 429 is.
+RULES = StatusRules(default_wait=1.0, throttles=frozenset({429, 503}))
 _SIGN_IN = (
     "check jira.email and jira.api_token (Jira Cloud: an API token from "
     "id.atlassian.com/manage-profile/security/api-tokens) or jira.pat (Data Center: "
@@ -38,11 +41,6 @@ _FIXES = {
     "(`sebridge check` lists what the project offers), and that the project needs no other "
     "field on create",
 }
-
-
-def retry_after(headers: Mapping[str, Any] | None) -> float:
-    """Seconds from Retry-After (any key case, seconds or a date); 1 s if absent or unreadable."""
-    return _retry_after.retry_after(headers, default=DEFAULT_RETRY_AFTER)
 
 
 def jira_messages(response: Any) -> str:
@@ -76,17 +74,14 @@ def delivery_error(
 
 
 def _classify(exc: BaseException, what: str, server: str) -> DeliveryError:
-    import requests
     from jira.exceptions import JIRAError
 
     where = f"jira: cannot {what}"
     if isinstance(exc, JIRAError):
         return _http_error(exc, where)
-    if isinstance(exc, requests.exceptions.RequestException | OSError):
+    if isinstance(exc, NO_ANSWER):  # requests' errors are OSErrors
         # Refused, reset, timed out, DNS, TLS: the request may or may not have landed.
-        return RetryableDeliveryError(
-            f"{where}: cannot reach Jira at {server}: {type(exc).__name__}"
-        )
+        return UNANSWERED.error(f"{where}: cannot reach Jira at {server}: {type(exc).__name__}")
     if isinstance(exc, ValueError | KeyError):
         return RetryableDeliveryError(
             f"{where}: Jira's answer is not the JSON it documents (a proxy's page?); will retry"
@@ -99,20 +94,19 @@ def _http_error(exc: Any, where: str) -> DeliveryError:
     response = exc.response
     said = jira_messages(response) if response is not None else ""
     detail = f" ({said})" if said else ""
-    headers = getattr(response, "headers", None)
-    if status in (429, 503):
-        wait = retry_after(headers)
-        why = "rate limited" if status == 429 else "unavailable"
-        return RetryableDeliveryError(
-            f"{where}: Jira is {why} (HTTP {status}), retry after {wait:g}s", retry_after=wait
-        )
-    if status >= 500:
-        # A 5xx often carries an HTML page: name the status, not the body.
-        return RetryableDeliveryError(f"{where}: Jira failed (HTTP {status}); will retry")
-    if status in _FIXES:
-        return PermanentDeliveryError(f"{where}: " + _FIXES[status].format(detail=detail))
     if status == 0:
         # Raised by the library itself, not from an answer (e.g. "Empty Response!").
         text = str(getattr(exc, "text", "") or "no answer")
-        return RetryableDeliveryError(f"{where}: {text}")
+        return UNANSWERED.error(f"{where}: {text}")
+    failure = RULES.failure(status, getattr(response, "headers", None))
+    if failure is not None and failure.status in RULES.throttles:
+        why = "rate limited" if status == 429 else "unavailable"
+        return failure.error(
+            f"{where}: Jira is {why} (HTTP {status}), retry after {failure.wait:g}s"
+        )
+    if failure is not None and failure.retry:
+        # A 5xx often carries an HTML page: name the status, not the body.
+        return failure.error(f"{where}: Jira failed (HTTP {status}); will retry")
+    if status in _FIXES:
+        return PermanentDeliveryError(f"{where}: " + _FIXES[status].format(detail=detail))
     return PermanentDeliveryError(f"{where}: Jira answered HTTP {status}{detail}")

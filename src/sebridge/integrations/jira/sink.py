@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sebridge.integrations.jira.client import JiraApi, jql_string
+from sebridge.integrations.jira.limits import SUMMARY_LIMIT, TEXT_LIMIT, fit
 from sebridge.integrations.render import Renderer
 from sebridge.integrations.samples import sample_messages
 from sebridge.kernel.clock import Clock, utcnow
@@ -102,10 +103,13 @@ class JiraSink:
         retried = message.maybe_sent
         context = self._context(message)
         marker = comment_marker(t.kind, t.at)
-        # Every text first: a broken template changes nothing in Jira.
-        body = f"{self._render(COMMENT, context).strip()}\n\n{marker}"
+        # Every text first: a broken template changes nothing in Jira. Each within its
+        # limit: a text Jira refuses would never arrive; the marker must (retries look).
+        room = TEXT_LIMIT - len(marker) - 2
+        body = f"{fit(self._render(COMMENT, context).strip(), room)}\n\n{marker}"
         if key is None:
-            summary, description = self._summary(context), self._render(DESCRIPTION, context)
+            summary = self._summary(context)
+            description = fit(self._render(DESCRIPTION, context), TEXT_LIMIT)
             key = self._find(t.event_id, wait=retried)
             if key is None:
                 key = self._create(t.event_id, summary, description)
@@ -267,7 +271,7 @@ class JiraSink:
         text = " ".join(self._render(SUMMARY, context).split())
         if not text:
             raise PermanentDeliveryError(f"jira: template {SUMMARY} produced an empty summary")
-        return text[:255]
+        return fit(text, SUMMARY_LIMIT)
 
     def _render(self, name: str, context: dict[str, Any]) -> str:
         return self._renderer.render_for("jira", name, **context)

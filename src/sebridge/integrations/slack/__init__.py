@@ -13,6 +13,7 @@ from sebridge.integrations.base import (
     Inbound,
     Integration,
     TrialNote,
+    tried,
 )
 from sebridge.integrations.slack.settings import SlackSettings, validate
 
@@ -32,9 +33,6 @@ class Slack(Integration[SlackSettings]):
     outbound = True
     settings = SlackSettings
 
-    def enabled(self, settings: SlackSettings, in_file: bool) -> bool:
-        return settings.enabled
-
     def validate(self, settings: SlackSettings, rd: Reader, core: Core) -> SlackSettings:
         return validate(settings, rd)
 
@@ -42,16 +40,16 @@ class Slack(Integration[SlackSettings]):
         from sebridge.integrations.slack.sink import SlackSink, build_slack_client
 
         slack = ctx.settings
-        sink = SlackSink(
-            build_slack_client(slack.bot_token.reveal(), slack.api_url),
-            slack.channel,
-            ctx.renderer,
-            mention=slack.mention,
-            mention_types=slack.mention_types,
-            remind_mention=slack.remind_mention,
+        return tried(
+            SlackSink(
+                build_slack_client(slack.bot_token.reveal(), slack.api_url),
+                slack.channel,
+                ctx.renderer,
+                mention=slack.mention,
+                mention_types=slack.mention_types,
+                remind_mention=slack.remind_mention,
+            )
         )
-        sink.check_templates()
-        return sink
 
     def inbound(self, ctx: Context[SlackSettings], host: Host, sink: Sink | None) -> Inbound:
         from sebridge.integrations.slack.sink import SlackSink

@@ -1,29 +1,36 @@
 """Slack Web API failures -> RetryableDeliveryError or PermanentDeliveryError.
 
-One table decides (Alertmanager's `Retrier.Check`): 429 and Slack's own
-transient errors are retried by the dispatcher, everything that a person has
-to fix is permanent, with a message saying what to fix. Messages never carry
-the bot token: the caller passes it in and it is scrubbed from every text.
+The kernel's one mapping decides (kernel/delivery_status.py), told Slack's
+own words for a throttle or an outage (`"ok": false` answered with HTTP 200):
+those, 408, 429 and 5xx are retried by the dispatcher; everything that a
+person has to fix is permanent, with a message saying what to fix. Messages
+never carry the bot token: the caller passes it in and it is scrubbed from
+every text.
 """
 
 from __future__ import annotations
 
-import http.client
 from collections.abc import Mapping
 from typing import Any
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-from sebridge.kernel import retry_after as _retry_after
+from sebridge.kernel.delivery_status import NO_ANSWER, UNANSWERED, StatusRules
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
 from sebridge.kernel.redact import scrub
 
-__all__ = ["RETRYABLE_CODES", "delivery_error", "retry_after"]
+__all__ = ["RULES", "delivery_error"]
 
-DEFAULT_RETRY_AFTER = 1.0
-
-RETRYABLE_CODES = frozenset(
-    {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+# Slack's error words that mean "later" rather than "fix something" (Web API reference).
+RULES = StatusRules(
+    default_wait=1.0,
+    codes={
+        "ratelimited": 429,
+        "request_timeout": 408,
+        "internal_error": 500,
+        "fatal_error": 500,
+        "service_unavailable": 503,
+    },
 )
 _AUTH_CODES = frozenset({"invalid_auth", "not_authed", "token_revoked", "account_inactive"})
 _FIXES = {
@@ -49,19 +56,14 @@ def delivery_error(exc: BaseException, *, method: str, channel: str, token: str)
     return error if clean == text else type(error)(clean, retry_after=error.retry_after)
 
 
-def retry_after(headers: Mapping[str, Any] | None) -> float:
-    """Seconds from Retry-After (any key case, seconds or a date); 1 s if absent or unreadable."""
-    return _retry_after.retry_after(headers, default=DEFAULT_RETRY_AFTER)
-
-
 def _classify(exc: BaseException, *, method: str, channel: str) -> DeliveryError:
     where = f"slack: {method} to {channel}"
     if isinstance(exc, SlackApiError):
         return _api_error(exc, where=where, channel=channel)
-    if isinstance(exc, OSError | http.client.HTTPException):
+    if isinstance(exc, NO_ANSWER):
         # urllib's URLError, socket timeouts, refused and reset connections, cut-off bodies.
         reason = getattr(exc, "reason", None) or exc
-        return RetryableDeliveryError(f"{where}: cannot reach Slack: {reason}")
+        return UNANSWERED.error(f"{where}: cannot reach Slack: {reason}")
     if isinstance(exc, SlackClientError):
         return PermanentDeliveryError(f"{where}: the request was refused by slack_sdk: {exc}")
     return RetryableDeliveryError(f"{where}: unexpected {type(exc).__name__}: {exc}")
@@ -72,16 +74,13 @@ def _api_error(exc: SlackApiError, *, where: str, channel: str) -> DeliveryError
     status = int(getattr(response, "status_code", 0) or 0)
     data = response.data if isinstance(getattr(response, "data", None), dict) else {}
     code = str(data.get("error") or "")
-    headers = getattr(response, "headers", None)
-    if status == 429 or code == "ratelimited":
-        wait = retry_after(headers)
-        return RetryableDeliveryError(
-            f"{where}: rate limited by Slack, retry after {wait:g}s", retry_after=wait
-        )
-    if status >= 500 or code in RETRYABLE_CODES:
+    failure = RULES.failure(status, getattr(response, "headers", None), code=code)
+    if failure is not None and failure.status == 429:
+        return failure.error(f"{where}: rate limited by Slack, retry after {failure.wait:g}s")
+    if failure is not None and failure.retry:
         # A 5xx often carries an HTML page, not JSON: name the status, not the body.
-        what = code if code in RETRYABLE_CODES else f"HTTP {status}"
-        return RetryableDeliveryError(f"{where}: Slack failed ({what}); will retry")
+        what = code if code in RULES.codes else f"HTTP {status}"
+        return failure.error(f"{where}: Slack failed ({what}); will retry")
     if code in _AUTH_CODES:
         return PermanentDeliveryError(
             f"{where}: slack.bot_token is not valid ({code}): set a current bot token "

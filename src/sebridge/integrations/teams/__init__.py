@@ -9,12 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sebridge.config.reader import Reader
-from sebridge.integrations.base import Context, Core, Finding, Integration, TrialNote
+from sebridge.integrations.base import Context, Core, Finding, Integration, TrialNote, tried
 from sebridge.integrations.teams.settings import TeamsSettings, validate
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from sebridge.integrations.render import Renderer
+    from sebridge.integrations.teams.sink import TeamsSink
     from sebridge.model.message import Sink
 
 __all__ = ["Teams", "TeamsSettings"]
@@ -28,25 +30,11 @@ class Teams(Integration[TeamsSettings]):
     outbound = True
     settings = TeamsSettings
 
-    def enabled(self, settings: TeamsSettings, in_file: bool) -> bool:
-        return settings.enabled
-
     def validate(self, settings: TeamsSettings, rd: Reader, core: Core) -> TeamsSettings:
         return validate(settings, rd)
 
     def sink(self, ctx: Context[TeamsSettings]) -> Sink:
-        from sebridge.integrations.teams.sink import TeamsSink
-
-        teams = ctx.settings
-        sink = TeamsSink(
-            teams.webhook_url.reveal(), ctx.renderer, format=teams.format, timeout=teams.timeout
-        )
-        try:
-            sink.check_templates()
-        except Exception:
-            sink.close()
-            raise
-        return sink
+        return tried(_sink(ctx.settings, ctx.renderer))
 
     def check(self, ctx: Context[TeamsSettings]) -> Sequence[Finding]:
         from sebridge.integrations.teams.doctor import check_teams
@@ -54,11 +42,14 @@ class Teams(Integration[TeamsSettings]):
         return check_teams(ctx.settings, ctx.core.links, send_test=ctx.send_test)
 
     def send_test(self, ctx: Context[TeamsSettings], note: TrialNote) -> Sequence[Finding]:
-        from sebridge.integrations.teams.sink import TeamsSink
         from sebridge.integrations.teams.trial import send_trial
 
-        teams = ctx.settings
-        sink = TeamsSink(
-            teams.webhook_url.reveal(), ctx.renderer, format=teams.format, timeout=teams.timeout
-        )
-        return [send_trial(sink, teams.format, note)]
+        return [send_trial(_sink(ctx.settings, ctx.renderer), ctx.settings.format, note)]
+
+
+def _sink(teams: TeamsSettings, renderer: Renderer) -> TeamsSink:
+    from sebridge.integrations.teams.sink import TeamsSink
+
+    return TeamsSink(
+        teams.webhook_url.reveal(), renderer, format=teams.format, timeout=teams.timeout
+    )

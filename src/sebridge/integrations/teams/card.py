@@ -5,7 +5,7 @@ card (teams/card.j2) with the "Approve…" link while the event is
 approvable; every later transition gets a short follow-up card
 (teams/followup.j2), because a card posted through Workflows cannot be
 edited. IMDS text is escaped for Teams markdown. Payloads stay under Teams'
-28 KB: a long description is cut, then the resource list, before giving up.
+28 KB: a long description is cut, then the resource list, then every text.
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from sebridge.integrations.render import Renderer
 from sebridge.integrations.samples import sample_messages
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import PermanentDeliveryError
+from sebridge.kernel.text import clip, map_text
 from sebridge.model import TransitionKind
 from sebridge.model.message import Message
 
@@ -39,6 +41,10 @@ MAX_PAYLOAD = 28 * 1024  # Teams refuses (413) or drops messages above 28 KB
 ADAPTIVE_TYPE = "application/vnd.microsoft.card.adaptive"
 # (description characters, resource names) tried in turn until the payload fits.
 _BUDGETS = ((2000, 20), (500, 10), (0, 3))
+# Then, when every field is long and full of what JSON escapes (an emoji takes 12 bytes),
+# every text of the message cut to this many characters: a short card arrives, where a
+# full one would be refused.
+_FIELD_CUTS = (100, 20)
 _FULL = frozenset({TransitionKind.SCHEDULED, TransitionKind.UNPLANNED, TransitionKind.CHANGED})
 _INLINE = re.compile(r"([\\`*_~\[\]<>])")
 _LINE_START = re.compile(r"^(\s*)([-+#>]|\d+\.)", re.M)
@@ -98,10 +104,14 @@ class CardBuilder:
     def _fitted(
         self, name: str, message: Message, wrap: Callable[[dict[str, Any]], dict[str, Any]]
     ) -> dict[str, Any]:
-        for description_limit, resource_limit in _BUDGETS:
-            card = self._render(name, message, description_limit, resource_limit)
+        tries = [(message, *budget) for budget in _BUDGETS]
+        tries += [(_cut(message, limit), *_BUDGETS[-1]) for limit in _FIELD_CUTS]
+        for shown, description_limit, resource_limit in tries:
+            card = self._render(name, shown, description_limit, resource_limit)
             payload = wrap(card)
-            if len(json.dumps(payload, ensure_ascii=False).encode()) <= MAX_PAYLOAD:
+            # Measured as requests and pymsteams send it: JSON with ASCII escapes, where
+            # "é" takes 6 bytes and an emoji 12 (UTF-8 would say 2 and 4).
+            if len(json.dumps(payload).encode()) <= MAX_PAYLOAD:
                 return payload
         raise PermanentDeliveryError(
             f"teams: template {name} makes a card over Teams' 28 KB even with the description"
@@ -139,6 +149,13 @@ class CardBuilder:
         if not isinstance(card, dict):
             raise PermanentDeliveryError(f"teams: template {name} must produce a JSON object")
         return card
+
+
+def _cut(message: Message, limit: int) -> Message:
+    """`message` with each of its texts cut to `limit` characters (the approval link kept
+    whole: cut, it would not work) and the readiness of three VMs at most."""
+    cut = map_text(message, lambda text: clip(text, limit))
+    return replace(cut, approve_url=message.approve_url, readiness=cut.readiness[:3])
 
 
 def samples(vm: str = "vm1") -> list[Message]:

@@ -1,10 +1,11 @@
 """Teams webhook answers -> RetryableDeliveryError or PermanentDeliveryError.
 
-One table decides: 429 and 5xx (and network trouble) are retried by the
-dispatcher, honouring Retry-After; 400, 401/403, 404 and 413 need a person
-and say what to fix. No message ever carries the webhook URL (its `sig`
-grants posting): answers are scrubbed of it, transport errors are named by
-kind only (requests' own messages quote the URL).
+The kernel's one mapping decides (kernel/delivery_status.py): 408, 429 and
+5xx (and network trouble) are retried by the dispatcher, honouring
+Retry-After (a throttle without one waits 5 s); 400, 401/403, 404 and 413
+need a person and say what to fix. No message ever carries the webhook URL
+(its `sig` grants posting): answers are scrubbed of it, transport errors are
+named by kind only (requests' own messages quote the URL).
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sebridge.kernel import redact
-from sebridge.kernel import retry_after as _retry_after
-from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
+from sebridge.kernel.delivery_status import UNANSWERED, StatusRules
+from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError
 
-__all__ = ["DEFAULT_RETRY_AFTER", "answer_error", "retry_after", "scrub", "transport_error"]
+__all__ = ["RULES", "answer_error", "scrub", "transport_error"]
 
-DEFAULT_RETRY_AFTER = 5.0
-MAX_RETRY_AFTER = 3600.0
+RULES = StatusRules(default_wait=5.0, cap=3600.0)
 _SHOWN = 200  # characters of a webhook's answer worth quoting
 
 _FIXES = {
@@ -40,28 +40,25 @@ def scrub(text: str, url: str) -> str:
     return redact.scrub(text, redact.url_secrets(url))
 
 
-def retry_after(headers: Mapping[str, str]) -> float:
-    """Seconds to wait from Retry-After (seconds or an HTTP date); a default when absent."""
-    return _retry_after.retry_after(headers, default=DEFAULT_RETRY_AFTER, cap=MAX_RETRY_AFTER)
-
-
 def answer_error(
     status: int, body: str, headers: Mapping[str, str], *, url: str, what: str
-) -> DeliveryError:
-    """The error for a webhook's answer that is not a success.
+) -> DeliveryError | None:
+    """The error for a webhook's answer; None for a success (any 2xx).
 
     Args:
         url: the webhook URL, scrubbed from anything quoted.
         what: "card" or "MessageCard", for the message.
     """
+    if "HTTP error 429" in body:  # connectors wrap a throttle in a 200
+        status = 429
+    failure = RULES.failure(status, headers)
+    if failure is None:
+        return None
+    if failure.status == 429:
+        return failure.error(f"teams: throttled by Teams (429), retry after {failure.wait:g}s")
+    if failure.retry:
+        return failure.error(f"teams: Teams failed (HTTP {status}); will retry")
     detail = scrub(" ".join(body.split()), url)[:_SHOWN]
-    if status == 429 or "HTTP error 429" in body:  # connectors wrap a throttle in a 200
-        wait = retry_after(headers)
-        return RetryableDeliveryError(
-            f"teams: throttled by Teams (429), retry after {wait:g}s", retry_after=wait
-        )
-    if status >= 500:
-        return RetryableDeliveryError(f"teams: Teams failed (HTTP {status}); will retry")
     if status in _FIXES:
         shown = f": {detail}" if detail and status != 413 else ""
         return PermanentDeliveryError("teams: " + _FIXES[status].format(what=what, detail=shown))
@@ -70,8 +67,6 @@ def answer_error(
     )
 
 
-def transport_error(exc: BaseException) -> RetryableDeliveryError:
+def transport_error(exc: BaseException) -> DeliveryError:
     """Timeouts, refused or reset connections, TLS trouble: retried. Named by kind only."""
-    return RetryableDeliveryError(
-        f"teams: cannot reach the webhook ({type(exc).__name__}); will retry"
-    )
+    return UNANSWERED.error(f"teams: cannot reach the webhook ({type(exc).__name__}); will retry")

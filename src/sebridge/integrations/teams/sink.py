@@ -124,14 +124,15 @@ class TeamsSink:
             )
         except requests.RequestException as exc:
             raise transport_error(exc) from None
-        if response.status_code not in (200, 202):
-            raise answer_error(
-                response.status_code,
-                response.text,
-                response.headers,
-                url=self._url,
-                what="Adaptive Card",
-            )
+        error = answer_error(
+            response.status_code,
+            response.text,
+            response.headers,
+            url=self._url,
+            what="Adaptive Card",
+        )
+        if error is not None:
+            raise error
         return response.status_code
 
     def _post_messagecard(self, fields: dict[str, Any], approve_url: str | None) -> int:
@@ -151,30 +152,26 @@ class TeamsSink:
             action.addOpenURI("Approve…", [{"os": "default", "uri": approve_url}])
             card.addPotentialAction(action)
         try:
-            card.send()
+            card.send()  # raises for any status but 2xx: classified below all the same
         except pymsteams.TeamsWebhookException:
-            response = card.last_http_response
-            raise answer_error(
-                response.status_code,
-                response.text,
-                response.headers,
-                url=self._url,
-                what="MessageCard",
-            ) from None
+            pass
         except requests.RequestException as exc:
             raise transport_error(exc) from None
         response = card.last_http_response
-        if response.text.strip() != "1":  # a connector says 200 even when it did not post
-            error = answer_error(
-                400 if response.status_code == 200 else response.status_code,
-                response.text,
-                response.headers,
-                url=self._url,
-                what="MessageCard",
-            )
-            if "HTTP error 429" in response.text:
-                raise error
+        status = int(response.status_code)
+        # A connector answers 2xx even when it did not post: only its "1" says it did.
+        refused = 200 <= status <= 299 and response.text.strip() != "1"
+        error = answer_error(
+            400 if refused else status,
+            response.text,
+            response.headers,
+            url=self._url,
+            what="MessageCard",
+        )
+        if error is None:
+            return status
+        if refused and isinstance(error, PermanentDeliveryError):
             raise PermanentDeliveryError(
-                f"{error} (the connector answered {response.status_code} without posting)"
+                f"{error} (the connector answered {status} without posting)"
             )
-        return int(response.status_code)
+        raise error
