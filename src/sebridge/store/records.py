@@ -25,6 +25,8 @@ class ApprovalRecord:
     """An approval and what became of it.
 
     state: an ApprovalState (pending, posting, posted, dry_run, failed, abandoned).
+    attempts counts the carrier's finished rounds with it; begun counts the POSTs
+    begun, a crashed one included.
     """
 
     event_id: str
@@ -35,6 +37,14 @@ class ApprovalRecord:
     attempts: int
     last_error: str | None
     done_at: datetime | None
+    begun: int = 0
+    token: str = ""  # set by claim_approvals: the claim's (store/claims.py)
+
+    @property
+    def cut_short(self) -> bool:
+        """A POST began whose outcome was never recorded (a crash, or a lease lost in the
+        middle): StartRequests may have reached IMDS."""
+        return self.begun > self.attempts
 
     @property
     def carried_out(self) -> bool:
@@ -103,6 +113,7 @@ class Delivery:
     begun: int = 0
     transition_id: int = 0  # the transition's row id: stable, the JSON lines sink writes it
     begun_by: str | None = None  # the agent that began the latest attempt (None: before v9)
+    token: str = ""  # the claim's (store/claims.py): every write after the claim names it
 
 
 @dataclass(frozen=True)
