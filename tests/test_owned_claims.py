@@ -204,8 +204,8 @@ def test_two_agents_with_a_sink_slower_than_the_lease_deliver_each_row_once(
         now,
     )
     dispatchers = [
-        Dispatcher(store, {"slow": sink}, vm_name=lambda s=store: s.agent, lease=lease)
-        for store in (a, b)
+        Dispatcher(a, {"slow": sink}, vm_name=lambda: "vm0", lease=lease),
+        Dispatcher(b, {"slow": sink}, vm_name=lambda: "vm1", lease=lease),
     ]
     try:
         dispatchers[0].start()
