@@ -97,10 +97,12 @@ def test_a_stale_approval_claim_neither_posts_nor_records(agents: tuple[Store, S
     assert not a.finish_approval(stale, "failed", later, error="400", transition=approved)
     assert [h.transition.kind for h in a.history()] == ["scheduled"]
     assert b.begin_post(live, later + CLAIM_LEASE)
-    assert b.finish_approval(live, "posted", later, transition=approved, sinks=["slack"])
+    assert b.finish_approval(
+        live, "posted", later, transition=approved, sinks=["slack"], answered=True
+    )
     assert not a.finish_approval(stale, "abandoned", later)
     record = a.approval("E1")
-    assert record is not None and (record.state, record.attempts, record.begun) == ("posted", 1, 1)
+    assert record is not None and (record.state, record.unanswered) == ("posted", 0)
     assert [h.transition.kind for h in a.history()] == ["scheduled", "approved"]
 
 
@@ -108,15 +110,20 @@ def test_a_post_begun_is_remembered_across_the_restart(agents: tuple[Store, Stor
     a, _ = agents
     a.record_approval(Approval("E1", "alice", "slack", T0))
     (claim,) = a.claim_approvals(T0, CLAIM_LEASE)
-    assert not claim.cut_short  # nothing was POSTed yet
+    assert not claim.maybe_sent  # nothing was POSTed yet
     assert a.begin_post(claim, T0 + CLAIM_LEASE)
     a.release_own_approvals()  # the process died in the POST; the daemon, at start
     (again,) = a.claim_approvals(T0, CLAIM_LEASE)
-    assert (again.state, again.cut_short) == ("pending", True)
+    assert (again.state, again.maybe_sent) == ("pending", True)
     assert not a.finish_approval(claim, "posted", T0)  # the dead process's claim is void
+    # IMDS answered the next POST (503): that one did not reach it, the first still may have.
+    assert a.begin_post(again, T0 + CLAIM_LEASE)
+    assert a.finish_approval(again, "pending", T0, error="503", answered=True)
+    (third,) = a.claim_approvals(T0, CLAIM_LEASE)
+    assert (third.attempts, third.maybe_sent) == (1, True)
 
 
-# -- the carrier after a crash in the POST --------------------------------------------------
+# -- the carrier after a POST IMDS never answered --------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -163,6 +170,40 @@ def test_the_restart_announces_what_an_earlier_attempt_did(
         finally:
             restarted.close()
         imds.close()
+
+
+@pytest.mark.parametrize(
+    ("fault", "state", "said"),
+    [
+        # IMDS took the POST and its answer never came (a timeout); then the event started.
+        ("hang_after", "posted", "StartRequests sent (an earlier attempt may have reached IMDS)"),
+        # IMDS answered 500: it did not take that POST; the event then started by itself.
+        ("500", "abandoned", "not sent to IMDS: it started first"),
+    ],
+)
+def test_after_a_post_imds_never_answered_the_approval_counts_as_sent(
+    store_url: str, fault: str, state: str, said: str
+) -> None:
+    with Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim:
+        event_id = sim.schedule("Reboot")
+        imds = ImdsClient(sim.url, timeout=0.5, retries=0)
+        store = Store(store_url, agent="vm0")
+        try:
+            store.apply(imds.get_document(), [], datetime.now(UTC))
+            store.record_approval(Approval(event_id, "alice", "cli", datetime.now(UTC)))
+            carrier = Carrier(store, imds, lambda policy: ["list"])
+            sim.inject(fault, seconds=2.0 if fault == "hang_after" else None)
+            assert carrier.wake() == 0  # put back: retried at the next tick
+            sim.start_event(event_id)
+            store.apply(imds.get_document(), [], datetime.now(UTC))  # Started
+            assert carrier.wake() == 1
+            record = store.approval(event_id)
+            assert record is not None and (record.state, record.attempts) == (state, 2)
+            notes = [h.transition.note for h in store.history()]
+            assert len(notes) == 1 and said in notes[0]
+        finally:
+            store.close()
+            imds.close()
 
 
 # -- two agents, a sink slower than the lease -------------------------------------------------

@@ -6,9 +6,10 @@ not started, and records what happened with the transition that announces it
 ("approved by X", "would_approve" in dry run, or a problem), in one
 transaction (outcomes.py). A POST that IMDS did not answer is put back and
 tried again at the next tick. Each POST is recorded as begun before it goes
-out, under the claim (Store.begin_post): an approval claimed after a crash cut
-one short (`cut_short`) whose event then started or left is announced as sent,
-since that POST may well be what started it; never as "not sent".
+out, under the claim (Store.begin_post), until IMDS answers it: an approval
+with a POST IMDS never answered (a crash in the middle, a timeout: `maybe_sent`)
+whose event then started or left is announced as sent, since that POST may
+well be what started it; never as "not sent".
 
 Channels never POST: they record an approval and wake the carrier (usecase.py).
 A running daemon gives the carrier its own thread (start()); `sebridge once`
@@ -27,7 +28,7 @@ from sebridge.approval.gate import GO, Gate, GateAnswer
 from sebridge.approval.outcomes import Outcomes
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
-from sebridge.kernel.errors import ImdsError, ImdsRequestError, StoreError
+from sebridge.kernel.errors import ImdsError, ImdsRequestError, ImdsTimeoutError, StoreError
 from sebridge.model import Transition, TransitionKind
 from sebridge.model.approval import ApprovalState
 from sebridge.store import ApprovalRecord, EventRecord, Store
@@ -165,7 +166,7 @@ class Carrier:
             return self._too_late(approval, record)
         # A POST that may have gone out already passed the gate: holding it now would
         # say "nothing was sent to IMDS", which may be false.
-        answer = GO if self._dry_run or approval.cut_short else self._gate(record)
+        answer = GO if self._dry_run or approval.maybe_sent else self._gate(record)
         if answer.wait or answer.hold:
             return self._not_ready(record, approval, answer)
         transition = Transition(
@@ -199,13 +200,17 @@ class Carrier:
             log.error("IMDS refused the approval of %s: %s", approval.event_id, exc)
             note = f"IMDS refused the approval by {approval.actor}: {exc}"
             return self._outcomes.finish(
-                record, approval, ApprovalState.FAILED, error=str(exc), problem=note
+                record, approval, ApprovalState.FAILED, error=str(exc), problem=note, answered=True
             )
         except ImdsError as exc:
             log.warning(
                 "approval of %s not sent yet (%s); retrying next tick", approval.event_id, exc
             )
-            return self._outcomes.finish(record, approval, ApprovalState.PENDING, error=str(exc))
+            # A POST that timed out may have reached IMDS: it stays unanswered.
+            answered = not isinstance(exc, ImdsTimeoutError)
+            return self._outcomes.finish(
+                record, approval, ApprovalState.PENDING, error=str(exc), answered=answered
+            )
         log.info(
             "approved %s (%s) for %s via %s",
             record.event.event_id,
@@ -213,7 +218,9 @@ class Carrier:
             approval.actor,
             approval.via,
         )
-        return self._outcomes.finish(record, approval, ApprovalState.POSTED, transition=transition)
+        return self._outcomes.finish(
+            record, approval, ApprovalState.POSTED, transition=transition, answered=True
+        )
 
     def _not_ready(self, record: EventRecord, approval: ApprovalRecord, answer: GateAnswer) -> int:
         """The event's VMs are not ready: wait for their prepare hooks, or hold for good."""
@@ -234,16 +241,16 @@ class Carrier:
 
     def _too_late(self, approval: ApprovalRecord, record: EventRecord | None) -> int:
         """The event started or left IMDS: close the approval as not sent, or as sent when
-        an earlier POST was cut short (a crash after it went out, before its outcome was
-        recorded): that POST may be what started the event."""
+        an earlier POST went out and IMDS never answered it (a crash in the middle, a
+        timeout): that POST may be what started the event."""
         why = "the event left IMDS" if record is None or not record.present else "it started"
-        if not approval.cut_short:
+        if not approval.maybe_sent:
             log.info("approval of %s not sent: %s first", approval.event_id, why)
             note = f"Approval by {approval.actor} not sent to IMDS: {why} first."
             return self._outcomes.finish(
                 record, approval, ApprovalState.ABANDONED, error=f"{why} first", problem=note
             )
-        log.info("approval of %s: sent by an attempt cut short; %s since", approval.event_id, why)
+        log.info("approval of %s: sent by an unanswered POST; %s since", approval.event_id, why)
         transition = None
         if record is not None:
             transition = Transition(

@@ -37,6 +37,7 @@ class _Finish:
     error: str | None
     transition: Transition | None
     sinks: Sequence[str]
+    answered: bool
 
 
 class Outcomes:
@@ -76,15 +77,17 @@ class Outcomes:
         transition: Transition | None = None,
         problem: str = "",
         kind: str = TransitionKind.PROBLEM,
+        answered: bool = False,
     ) -> int:
         """Record the outcome (with `problem`: a transition of `kind` saying it); if the store
-        cannot take it now, at the next round. Returns 1 when it settled the approval."""
+        cannot take it now, at the next round. Returns 1 when it settled the approval.
+        `answered`: the POST this claim began was answered (Store.finish_approval)."""
         if problem and record is not None:
             transition = Transition(
                 kind, record.event, self._clock(), actor=claim.actor, via=claim.via, note=problem
             )
         sinks = self._sinks_for(record.policy) if record is not None and transition else ()
-        finish = _Finish(claim, state, error, transition, sinks)
+        finish = _Finish(claim, state, error, transition, sinks, answered)
         try:
             self._record(finish)
         except StoreError as exc:
@@ -112,6 +115,7 @@ class Outcomes:
             error=finish.error,
             transition=finish.transition,
             sinks=finish.sinks,
+            answered=finish.answered,
         )
         if not taken:  # the claim's lease ended and another claim took it: that one records
             log.warning(

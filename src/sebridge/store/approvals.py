@@ -8,8 +8,9 @@ short is sent again as soon as a live process can (IMDS takes a repeated
 StartRequests for one event as one).
 
 A claim is owned (store/claims.py): its POST is begun, and its outcome recorded, only by the
-holder of the live claim. `begun` counts POSTs begun, committed before each POST: whatever
-state a restart puts the row back in, begun > attempts says a POST may have reached IMDS.
+holder of the live claim. `unanswered` counts the POSTs IMDS never answered: each is counted
+before it goes out (committed) and taken off by its answer, so after a crash (or a timeout),
+whatever state the row was put back in, it says a POST may have reached IMDS.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from sebridge.store.records import ApprovalRecord
 
 __all__ = ["ApprovalTable"]
 
-_APPROVAL_COLUMNS = "event_id, actor, via, at, state, attempts, last_error, done_at, begun"
+_APPROVAL_COLUMNS = "event_id, actor, via, at, state, attempts, last_error, done_at, unanswered"
 PENDING, POSTING, WAITING = ApprovalState.PENDING, ApprovalState.POSTING, ApprovalState.WAITING
 # Approvals this agent may carry out (one `?`: the agent): of events its own latest
 # document lists, or of events no agent sees any more (the claimer closes them as
@@ -112,7 +113,7 @@ class ApprovalTable:
         after a crash, the next claim knows a POST may have reached IMDS. False: the claim
         was lost (another claim took the approval): nothing written, do not POST."""
         changed = self.db.execute(
-            "UPDATE approvals SET begun = begun + 1, claimed_until = ? "
+            "UPDATE approvals SET unanswered = unanswered + 1, claimed_until = ? "
             "WHERE event_id = ? AND state = ? AND claim_token = ?",
             (iso(lease_until), claim.event_id, POSTING, claim.token),
         )
@@ -135,8 +136,8 @@ class ApprovalTable:
 
     def release_own_approvals(self) -> int:
         """Put back the approvals this agent was POSTing when its process ended (the daemon,
-        at start): they are sent again at once, not after their lease. Their `begun` stays:
-        the next claim knows whether a POST went out before the end."""
+        at start): they are sent again at once, not after their lease. Their `unanswered`
+        stays: the next claim knows whether a POST went out before the end."""
         return self.db.execute(
             "UPDATE approvals SET state = ?, claimed_by = NULL, claimed_until = NULL, "
             "claim_token = NULL WHERE state = ? AND claimed_by = ?",
@@ -152,12 +153,14 @@ class ApprovalTable:
         error: str | None = None,
         transition: Transition | None = None,
         sinks: Sequence[str] = (),
+        answered: bool = False,
     ) -> bool:
         """Record what became of an approval claimed by `claim` (claim_approvals); with a
         transition, queue it in the same transaction. False (nothing written) when the
         claim was lost: its lease ran out and another claim took the approval. State
         PENDING puts it back for the next tick (a failed POST); WAITING until the event's
-        VMs are ready (not an attempt: nothing was POSTed).
+        VMs are ready (not an attempt: nothing was POSTed). `answered`: this claim's POST
+        (begin_post) got IMDS's answer, or never reached IMDS: it did not start the event.
 
         The event's row is locked first, as every write about an event does (Store.lock_events):
         one lock order, so this never deadlocks with another agent's tick.
@@ -166,13 +169,14 @@ class ApprovalTable:
             self.lock_events([claim.event_id])
             changed = self.db.execute(
                 "UPDATE approvals SET state = ?, attempts = attempts + ?, last_error = ?, "
-                "claimed_by = NULL, claimed_until = NULL, claim_token = NULL, done_at = ? "
-                "WHERE event_id = ? AND state = ? AND claim_token = ?",
+                "claimed_by = NULL, claimed_until = NULL, claim_token = NULL, done_at = ?, "
+                "unanswered = unanswered - ? WHERE event_id = ? AND state = ? AND claim_token = ?",
                 (
                     state,
                     0 if state == WAITING else 1,
                     error,
                     None if state in (PENDING, WAITING) else iso(now),
+                    1 if answered else 0,
                     claim.event_id,
                     POSTING,
                     claim.token,
@@ -193,5 +197,5 @@ def _approval_record(row: Row) -> ApprovalRecord:
         attempts=row[5],
         last_error=row[6],
         done_at=from_iso(row[7]) if row[7] else None,
-        begun=row[8],
+        unanswered=row[8],
     )

@@ -25,8 +25,8 @@ class ApprovalRecord:
     """An approval and what became of it.
 
     state: an ApprovalState (pending, posting, posted, dry_run, failed, abandoned).
-    attempts counts the carrier's finished rounds with it; begun counts the POSTs
-    begun, a crashed one included.
+    unanswered counts its POSTs that IMDS never answered (a crash in the middle, a
+    timeout): each may have reached IMDS.
     """
 
     event_id: str
@@ -37,14 +37,14 @@ class ApprovalRecord:
     attempts: int
     last_error: str | None
     done_at: datetime | None
-    begun: int = 0
+    unanswered: int = 0
     token: str = ""  # set by claim_approvals: the claim's (store/claims.py)
 
     @property
-    def cut_short(self) -> bool:
-        """A POST began whose outcome was never recorded (a crash, or a lease lost in the
-        middle): StartRequests may have reached IMDS."""
-        return self.begun > self.attempts
+    def maybe_sent(self) -> bool:
+        """A POST of it went out and IMDS's answer never came (a crash, a timeout):
+        StartRequests may have reached IMDS."""
+        return self.unanswered > 0
 
     @property
     def carried_out(self) -> bool:

@@ -205,15 +205,15 @@ CREATE INDEX outbox_event ON outbox (event_id, id)
 # A claim is owned: each claim writes a token of its own (store/claims.py), and every later
 # write of the row (begin, renew, ack, retry, fail; an approval's POST and outcome) names
 # it, so a holder whose lease ran out and passed to another agent changes nothing. An
-# approval counts the POSTs begun (committed before the POST): begun > attempts after a
-# crash means one may have reached IMDS, whatever state the restart put the row back in.
-# Rows from before count their finished attempts as begun, and one being posted at the
-# upgrade one more: it may have gone out.
+# approval counts its POSTs that IMDS never answered (one begun is counted, committed,
+# before it goes out; its answer takes it off): after a crash or a timeout, `unanswered`
+# says one may have reached IMDS, whatever state the row was put back in. One being
+# posted at the upgrade may have gone out.
 _V11 = """
 ALTER TABLE outbox ADD COLUMN claim_token TEXT;
 ALTER TABLE approvals ADD COLUMN claim_token TEXT;
-ALTER TABLE approvals ADD COLUMN begun INTEGER NOT NULL DEFAULT 0;
-UPDATE approvals SET begun = attempts + CASE WHEN state = 'posting' THEN 1 ELSE 0 END
+ALTER TABLE approvals ADD COLUMN unanswered INTEGER NOT NULL DEFAULT 0;
+UPDATE approvals SET unanswered = 1 WHERE state = 'posting'
 """
 
 # Index i holds the statements of schema version i + 1.
