@@ -3,13 +3,16 @@
 the holder of the live claim. A stale holder's write changes nothing and hears so.
 
 On both dialects: the store's token checks, and an approval whose POST a crash cut short,
-announced as sent once its event started (never as "not sent"). On PostgreSQL: two agents
-with a sink slower than their lease deliver each row once.
+announced as sent once its event started (never as "not sent"), and one a timeout left
+unanswered likewise. On PostgreSQL: two agents with a sink slower than their lease deliver
+each row once. And a send that hangs keeps its claim for five leases only.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -20,12 +23,13 @@ import pg
 from helpers import wait_until
 from sebridge.approval.carrier import CLAIM_LEASE, Carrier
 from sebridge.engine.dispatch import Dispatcher
+from sebridge.engine.leases import LeaseKeeper
 from sebridge.engine.metrics import Metrics
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
 from sebridge.model import Approval, Document, Receipt, ScheduledEvent, Transition, TransitionKind
 from sebridge.model.message import Message
-from sebridge.store import Store
+from sebridge.store import Delivery, Store
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=2)
@@ -265,3 +269,27 @@ def test_two_agents_with_a_sink_slower_than_the_lease_deliver_each_row_once(
     assert sorted(rows) == [("delivered", 1, 1)] * len(events)
     a.close()
     b.close()
+
+
+def test_a_hung_send_keeps_its_claim_for_five_leases_then_lets_go(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    renewed: list[int] = []
+
+    def renew(delivery: Delivery) -> bool:
+        renewed.append(delivery.id)
+        return True
+
+    keeper = LeaseKeeper(renew, timedelta(seconds=0.3))
+    delivery = Delivery(7, "slow", scheduled(event())[0], 0, None, "ask", None)
+    keeper.start()
+    caplog.set_level(logging.WARNING, logger="sebridge.dispatch")
+    try:
+        with keeper.hold(delivery):  # the sink hangs
+            wait_until(lambda: "no longer renewed" in caplog.text, 10, message="the cap")
+            count = len(renewed)
+            time.sleep(0.5)  # more than a lease: nothing renews it any more
+            assert len(renewed) == count
+    finally:
+        keeper.stop(timeout=2)
+    assert count >= 1 and set(renewed) == {7}
