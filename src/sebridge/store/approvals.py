@@ -90,9 +90,10 @@ class ApprovalTable:
 
     def claim_approvals(self, now: datetime, lease: timedelta) -> list[ApprovalRecord]:
         """Take approvals to carry out: pending ones, and those whose claimant died or whose
-        lease ended (their `state` says "posting": an attempt was cut short and may have
-        reached IMDS). Only those of events in this agent's latest document (its IMDS is
-        the one that can start them), or of events no agent sees any more (to close them)."""
+        lease ended (a POST of theirs IMDS never answered may have reached it:
+        ApprovalRecord.maybe_sent). Only those of events in this agent's latest document
+        (its IMDS is the one that can start them), or of events no agent sees any more (to
+        close them). Each claim carries a token of its own (store/claims.py)."""
         token = new_token()
         with self.db.transaction():
             rows = self.db.all(
