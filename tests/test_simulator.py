@@ -502,6 +502,20 @@ def test_reset_and_hang_faults(sim: Simulator) -> None:
     assert get_events(sim)["Events"] == []
 
 
+def test_hang_after_carries_the_post_out_and_never_answers(
+    sim: Simulator, clock: FakeClock
+) -> None:
+    event_id = sim.schedule("Reboot", source="User")
+    sim.inject("hang_after", seconds=0.2)
+    began = time.monotonic()
+    with pytest.raises(http.client.RemoteDisconnected):  # IMDS took it; its answer is lost
+        call(sim, "POST", EVENTS + "2020-07-01", {"StartRequests": [{"EventId": event_id}]}, MD)
+    assert time.monotonic() - began >= 0.2
+    assert sim.start_requests == [event_id]
+    clock.advance(2.0)  # the simulator's approval_delay
+    assert get_events(sim)["Events"][0]["EventStatus"] == "Started"
+
+
 def test_stop_interrupts_a_hang(clock: FakeClock) -> None:
     sim = Simulator(clock=clock).start()
     sim.inject("hang")  # 30 s by default

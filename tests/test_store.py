@@ -240,11 +240,11 @@ def test_approval_claims_and_outcomes(store: Store) -> None:
     (claimed,) = store.claim_approvals(T0, timedelta(seconds=60))
     assert claimed.actor == "policy"
     assert store.claim_approvals(T0, timedelta(seconds=60)) == []  # held
-    store.finish_approval("E1", "pending", T0, error="IMDS down")  # put back: retried next tick
+    store.finish_approval(claimed, "pending", T0, error="IMDS down")  # put back: retried next tick
     (again,) = store.claim_approvals(T0, timedelta(seconds=60))
     assert again.attempts == 1 and again.last_error == "IMDS down"
     approved = Transition(TransitionKind.APPROVED, e, T0, actor="policy", via="policy")
-    store.finish_approval("E1", "posted", T0, transition=approved, sinks=["console"])
+    store.finish_approval(again, "posted", T0, transition=approved, sinks=["console"])
     assert not store.has_pending_approvals(T0)
     assert store.approved_ids() == {"E1"}
     assert [h.transition.kind for h in store.history()] == ["approved"]

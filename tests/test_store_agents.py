@@ -193,7 +193,7 @@ def test_the_heartbeat_says_when_an_approval_waits_for_someone(
     (claimed,) = a.claim_approvals(T0, timedelta(seconds=60))
     assert not b.heartbeat(T0)  # a is posting it, under its lease
     assert b.heartbeat(T0 + timedelta(seconds=61))  # a's lease ended: a died posting it
-    a.finish_approval(claimed.event_id, "posted", T0)
+    a.finish_approval(claimed, "posted", T0)
     assert not b.heartbeat(T0 + timedelta(seconds=61))
 
 
@@ -209,9 +209,10 @@ def test_only_an_agent_that_sees_the_event_claims_its_approval(
     assert not b.has_pending_approvals(T0)
     assert b.claim_approvals(T0, LEASE) == []
     assert a.has_pending_approvals(T0)
-    assert [r.event_id for r in a.claim_approvals(T0, LEASE)] == ["E1"]
+    (claimed,) = a.claim_approvals(T0, LEASE)
+    assert claimed.event_id == "E1"
     # Once no agent sees the event, any agent may claim the approval to close it.
-    a.finish_approval("E1", "pending", T0)
+    a.finish_approval(claimed, "pending", T0)
     a.apply(Document(2, ()), [], T0 + timedelta(seconds=1))
     assert [r.event_id for r in b.claim_approvals(T0, LEASE)] == ["E1"]
 

@@ -61,13 +61,13 @@ def _agent(store: Store, start: threading.Barrier, errors: list[str]) -> None:
                     if attempt == 0:
                         note = Transition(TransitionKind.TAKEN, event, now, actor=store.agent)
                         store.record_transition(note, ["slack"], now)
-                        store.finish_approval(event.event_id, "pending", now, error="503")
+                        store.finish_approval(claimed, "pending", now, error="503")
                         continue
                     approved = Transition(
                         TransitionKind.APPROVED, event, now, actor="policy", via="policy"
                     )
                     store.finish_approval(
-                        event.event_id, "posted", now, transition=approved, sinks=["slack"]
+                        claimed, "posted", now, transition=approved, sinks=["slack"]
                     )
             store.apply(Document(f"gone-{n}", ()), [], now)  # it loses sight of them
         except StoreError as exc:

@@ -178,7 +178,7 @@ def test_commits_to_the_outbox_and_approvals_are_heard_by_name_nothing_else_is(p
         # silent. A row released for anyone (a retry) is heard.
         now = datetime.now(UTC)
         (delivery,) = mine.outbox.claim("list", now, now + timedelta(minutes=2))
-        mine.outbox.begin(delivery)
+        mine.outbox.begin(delivery, now + timedelta(minutes=2))
         mine.outbox.retry(delivery, "503", now)
         (delivery,) = mine.outbox.claim("list", now, now + timedelta(minutes=2))
         mine.outbox.ack(delivery, None, now)
@@ -186,7 +186,7 @@ def test_commits_to_the_outbox_and_approvals_are_heard_by_name_nothing_else_is(p
         # agent retries at the next poll: woken by it, it would retry at once, again and again).
         mine.record_approval(Approval("E1", "alice", "cli", now))
         (approval,) = other.claim_approvals(now, timedelta(seconds=60))  # other sees E1
-        other.finish_approval(approval.event_id, "pending", now, error="IMDS down")
+        other.finish_approval(approval, "pending", now, error="IMDS down")
         e2 = ScheduledEvent("E2", "Reboot", "Scheduled", ("vm0",))
         other.apply(Document(4, (e, e2)), [(scheduled(e2), ["list"])], now)  # the last one
         wait_until(lambda: len(heard) == 4, message="the NOTIFY of the last commit")

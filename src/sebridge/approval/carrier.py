@@ -4,9 +4,12 @@ It claims pending approvals (store/approvals.py: only of events this agent's
 IMDS lists), POSTs StartRequests for each event still in IMDS's document and
 not started, and records what happened with the transition that announces it
 ("approved by X", "would_approve" in dry run, or a problem), in one
-transaction. A POST that IMDS did not answer is put back and tried again at
-the next tick; one whose outcome could not be recorded (the store away) is
-recorded at the next round, never POSTed again meanwhile.
+transaction (outcomes.py). A POST that IMDS did not answer is put back and
+tried again at the next tick. Each POST is recorded as begun before it goes
+out, under the claim (Store.begin_post), until IMDS answers it: an approval
+with a POST IMDS never answered (a crash in the middle, a timeout: `maybe_sent`)
+whose event then started or left is announced as sent, since that POST may
+well be what started it; never as "not sent".
 
 Channels never POST: they record an approval and wake the carrier (usecase.py).
 A running daemon gives the carrier its own thread (start()); `sebridge once`
@@ -18,14 +21,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 
 from sebridge.approval.counts import NOT_COUNTED, ApprovalCounts
 from sebridge.approval.gate import GO, Gate, GateAnswer
+from sebridge.approval.outcomes import Outcomes
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
-from sebridge.kernel.errors import ImdsError, ImdsRequestError, StoreError
+from sebridge.kernel.errors import ImdsError, ImdsRequestError, ImdsTimeoutError, StoreError
 from sebridge.model import Transition, TransitionKind
 from sebridge.model.approval import ApprovalState
 from sebridge.store import ApprovalRecord, EventRecord, Store
@@ -37,18 +40,6 @@ log = logging.getLogger("sebridge.approve")
 # A claimant that is alive but stuck (a POST that never returns) loses its claim after
 # this; a dead one loses it at once (store/approvals.py).
 CLAIM_LEASE = timedelta(seconds=60)
-
-
-@dataclass(frozen=True)
-class _Finish:
-    """An outcome to record: kept in memory while the store cannot take it."""
-
-    event_id: str
-    state: str
-    error: str | None
-    transition: Transition | None
-    sinks: Sequence[str]
-    via: str
 
 
 class Carrier:
@@ -81,8 +72,7 @@ class Carrier:
         self._gate = gate
         self._on_waiting = on_waiting
         self._imds = imds
-        self._metrics = metrics
-        self._sinks_for = sinks_for
+        self._outcomes = Outcomes(store, sinks_for, clock, metrics)
         self._dry_run = dry_run
         self._clock = clock
         self._on_recorded = on_recorded
@@ -92,7 +82,6 @@ class Carrier:
         self._rounds = 0
         self._round_done = threading.Condition()
         self._turn = threading.Lock()
-        self._unrecorded: list[_Finish] = []
         # Whether approvals may wait (a failed POST is put back): the tick wakes us then.
         self.due = True
 
@@ -153,14 +142,14 @@ class Carrier:
                 self._end_round()
 
     def _round(self) -> int:
-        done = self._record_unrecorded()
+        done = self._outcomes.record_unrecorded()
         now = self._clock()
         claimed = []
         if self._store.has_pending_approvals(now, waiting=True):
             claimed = self._store.claim_approvals(now, CLAIM_LEASE)
             for approval in claimed:
                 done += self._carry_out(approval)
-        self.due = bool(self._unrecorded) or self._store.has_pending_approvals(self._clock())
+        self.due = self._outcomes.waiting or self._store.has_pending_approvals(self._clock())
         if done or claimed:
             self._on_recorded()
         self._end_round()
@@ -172,39 +161,56 @@ class Carrier:
             self._round_done.notify_all()
 
     def _carry_out(self, approval: ApprovalRecord) -> int:
-        now = self._clock()
         record = self._store.event(approval.event_id)
         if record is None or not record.present or record.event.started:
-            self._abandon(approval, record)
-            return 1
-        answer = GO if self._dry_run else self._gate(record)
+            return self._too_late(approval, record)
+        # A POST that may have gone out already passed the gate: holding it now would
+        # say "nothing was sent to IMDS", which may be false.
+        answer = GO if self._dry_run or approval.maybe_sent else self._gate(record)
         if answer.wait or answer.hold:
             return self._not_ready(record, approval, answer)
         transition = Transition(
             kind=TransitionKind.WOULD_APPROVE if self._dry_run else TransitionKind.APPROVED,
             event=record.event,
-            at=now,
+            at=self._clock(),
             actor=approval.actor,
             via=approval.via,
             dry_run=self._dry_run,
             note=answer.note,
         )
         if self._dry_run:
-            return self._finish(record, approval, ApprovalState.DRY_RUN, transition=transition)
+            return self._outcomes.finish(
+                record, approval, ApprovalState.DRY_RUN, transition=transition
+            )
+        return self._post(record, approval, transition)
+
+    def _post(self, record: EventRecord, approval: ApprovalRecord, transition: Transition) -> int:
+        """POST StartRequests under the claim and record what IMDS said."""
+        # Committed before the POST: should we die before recording its outcome, the next
+        # claim knows it may have reached IMDS.
+        if not self._store.begin_post(approval, self._clock() + CLAIM_LEASE):
+            log.warning(
+                "approval of %s not sent here: its claim passed to another agent meanwhile",
+                approval.event_id,
+            )
+            return 0
         try:
             self._imds.start([record.event.event_id])
         except ImdsRequestError as exc:
             log.error("IMDS refused the approval of %s: %s", approval.event_id, exc)
             note = f"IMDS refused the approval by {approval.actor}: {exc}"
-            return self._finish(
-                record, approval, ApprovalState.FAILED, error=str(exc), problem=note
+            return self._outcomes.finish(
+                record, approval, ApprovalState.FAILED, error=str(exc), problem=note, answered=True
             )
         except ImdsError as exc:
             log.warning(
                 "approval of %s not sent yet (%s); retrying next tick", approval.event_id, exc
             )
-            self._finish(record, approval, ApprovalState.PENDING, error=str(exc))
-            return 0
+            # A POST that timed out may have reached IMDS: it stays unanswered.
+            answered = not isinstance(exc, ImdsTimeoutError)
+            return self._outcomes.finish(
+                record, approval, ApprovalState.PENDING, error=str(exc), answered=answered
+            )
         log.info(
             "approved %s (%s) for %s via %s",
             record.event.event_id,
@@ -212,17 +218,19 @@ class Carrier:
             approval.actor,
             approval.via,
         )
-        return self._finish(record, approval, ApprovalState.POSTED, transition=transition)
+        return self._outcomes.finish(
+            record, approval, ApprovalState.POSTED, transition=transition, answered=True
+        )
 
     def _not_ready(self, record: EventRecord, approval: ApprovalRecord, answer: GateAnswer) -> int:
         """The event's VMs are not ready: wait for their prepare hooks, or hold for good."""
         if answer.wait:
-            self._finish(record, approval, ApprovalState.WAITING, error=answer.wait)
+            self._outcomes.finish(record, approval, ApprovalState.WAITING, error=answer.wait)
             self._on_waiting()
             return 0
         log.warning("approval of %s held: %s", approval.event_id, answer.hold)
         note = f"Approval by {approval.actor} held: {answer.hold}. Nothing was sent to IMDS."
-        return self._finish(
+        return self._outcomes.finish(
             record,
             approval,
             ApprovalState.HELD,
@@ -231,68 +239,26 @@ class Carrier:
             kind=TransitionKind.HELD,
         )
 
-    def _abandon(self, approval: ApprovalRecord, record: EventRecord | None) -> None:
+    def _too_late(self, approval: ApprovalRecord, record: EventRecord | None) -> int:
+        """The event started or left IMDS: close the approval as not sent, or as sent when
+        an earlier POST went out and IMDS never answered it (a crash in the middle, a
+        timeout): that POST may be what started the event."""
         why = "the event left IMDS" if record is None or not record.present else "it started"
-        log.info("approval of %s not sent: %s first", approval.event_id, why)
-        note = f"Approval by {approval.actor} not sent to IMDS: {why} first."
-        if approval.state == ApprovalState.POSTING:
-            # Claimed before by a process that stopped in the middle: its POST may have landed.
-            note = (
-                f"Approval by {approval.actor}: {why} before sebridge could confirm "
-                "StartRequests (an earlier attempt was cut short and may have reached IMDS)."
+        if not approval.maybe_sent:
+            log.info("approval of %s not sent: %s first", approval.event_id, why)
+            note = f"Approval by {approval.actor} not sent to IMDS: {why} first."
+            return self._outcomes.finish(
+                record, approval, ApprovalState.ABANDONED, error=f"{why} first", problem=note
             )
-        self._finish(record, approval, ApprovalState.ABANDONED, error=f"{why} first", problem=note)
-
-    def _finish(
-        self,
-        record: EventRecord | None,
-        approval: ApprovalRecord,
-        state: str,
-        *,
-        error: str | None = None,
-        transition: Transition | None = None,
-        problem: str = "",
-        kind: str = TransitionKind.PROBLEM,
-    ) -> int:
-        """Record the outcome; if the store cannot take it now, at the next round."""
-        if problem and record is not None:
+        log.info("approval of %s: sent by an unanswered POST; %s since", approval.event_id, why)
+        transition = None
+        if record is not None:
             transition = Transition(
-                kind,
-                record.event,
-                self._clock(),
+                kind=TransitionKind.APPROVED,
+                event=record.event,
+                at=self._clock(),
                 actor=approval.actor,
                 via=approval.via,
-                note=problem,
+                note=f"StartRequests sent (an earlier attempt may have reached IMDS); {why} since",
             )
-        sinks = self._sinks_for(record.policy) if record is not None and transition else ()
-        finish = _Finish(approval.event_id, state, error, transition, sinks, approval.via)
-        try:
-            self._record(finish)
-        except StoreError as exc:
-            log.warning("the outcome of %s's approval is recorded later: %s", finish.event_id, exc)
-            self._unrecorded.append(finish)
-            return 0
-        return 0 if state in (ApprovalState.PENDING, ApprovalState.WAITING) else 1
-
-    def _record(self, finish: _Finish) -> None:
-        taken = self._store.finish_approval(
-            finish.event_id,
-            finish.state,
-            self._clock(),
-            error=finish.error,
-            transition=finish.transition,
-            sinks=finish.sinks,
-        )
-        if not taken:  # our lease ended and another agent claimed it meanwhile
-            log.warning("the approval of %s passed to another agent meanwhile", finish.event_id)
-            return
-        self._metrics.approval_ended(finish.via, finish.state)  # here: once, even in a fleet
-
-    def _record_unrecorded(self) -> int:
-        done = 0
-        while self._unrecorded:
-            finish = self._unrecorded[0]
-            self._record(finish)  # a StoreError ends the round: tried again at the next
-            self._unrecorded.pop(0)
-            done += finish.state not in (ApprovalState.PENDING, ApprovalState.WAITING)
-        return done
+        return self._outcomes.finish(record, approval, ApprovalState.POSTED, transition=transition)

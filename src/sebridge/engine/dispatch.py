@@ -4,6 +4,10 @@ A hanging or dead sink holds up only its own thread: Slack never waits for
 Jira. Retryable failures back off exponentially with jitter (honouring a
 sink's Retry-After); permanent ones are recorded and stop; retries end
 `retry_for` after the event left the document.
+
+Claims are owned (store/claims.py): a row is sent only once its attempt is recorded as
+begun under this worker's claim, its lease is renewed while the sink runs (leases.py),
+and an outcome written after the claim passed to another agent changes nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from sebridge.engine.leases import LeaseKeeper
 from sebridge.engine.metrics import Metrics
 from sebridge.kernel.backoff import backoff_delay
 from sebridge.kernel.clock import Clock, utcnow
@@ -58,6 +63,8 @@ class Dispatcher:
         readiness_of: an event's VMs' readiness and its rule's prepare hooks, by event
             id, as of now (messages show them).
         metrics: counts deliveries by sink and outcome (default: a registry of its own).
+        lease: how long a claim holds a row before another agent may take it over
+            (renewed while the row's sink is called).
     """
 
     def __init__(
@@ -75,8 +82,11 @@ class Dispatcher:
         readiness_of: Callable[[str], tuple[tuple[VmReadiness, ...], tuple[str, ...]]]
         | None = None,
         metrics: Metrics | None = None,
+        lease: timedelta = LEASE,
     ) -> None:
         self._store = store
+        self._lease = lease
+        self._leases = LeaseKeeper(lambda d: store.outbox.renew(d, self._clock() + lease), lease)
         self._readiness_of = readiness_of
         self._sinks = dict(sinks)
         self._metrics = metrics or Metrics(tuple(sinks))
@@ -102,7 +112,8 @@ class Dispatcher:
         return dict(self._outcomes)
 
     def start(self) -> None:
-        """Start one worker thread per sink."""
+        """Start one worker thread per sink, and the thread that renews their claims."""
+        self._leases.start()
         for name in self._sinks:
             thread = threading.Thread(
                 target=self._work, args=(name,), name=f"sink-{name}", daemon=True
@@ -135,6 +146,7 @@ class Dispatcher:
         deadline = self._clock() + timedelta(seconds=timeout)
         for thread in self._threads:
             thread.join(max(0.0, (deadline - self._clock()).total_seconds()))
+        self._leases.stop(max(0.0, (deadline - self._clock()).total_seconds()))
         for sink in self._sinks.values():
             sink.close()
 
@@ -144,7 +156,7 @@ class Dispatcher:
         tried = 0
         while not self._stopping.is_set():
             now = self._clock()
-            batch = self._store.outbox.claim(name, now, now + LEASE)
+            batch = self._store.outbox.claim(name, now, now + self._lease)
             if not batch:
                 return tried
             for delivery in batch:
@@ -198,12 +210,17 @@ class Dispatcher:
             message = replace(message, approve_url=self._approve_url(delivery.transition.event))
         what = f"{delivery.transition.kind} of {delivery.transition.event_id} to {name}"
         # Committed before the send: a crash between send and ack is seen on restart.
-        self._store.outbox.begin(delivery)
+        if not self._store.outbox.begin(delivery, self._clock() + self._lease):
+            log.info(
+                "delivery of %s left to another agent: its claim ran out before its turn", what
+            )
+            return
         try:
-            receipt = sink.send(message)
+            with self._leases.hold(delivery):
+                receipt = sink.send(message)
         except PermanentDeliveryError as exc:
             log.error("delivery of %s failed for good: %s", what, exc)
-            self._store.outbox.fail(delivery, str(exc))
+            self._say_if_lost(what, self._store.outbox.fail(delivery, str(exc)))
             self._outcomes[name] = SinkOutcome("failed", self._clock(), str(exc))
             self._metrics.delivery_failed(name, retry=False)
             return
@@ -214,10 +231,22 @@ class Dispatcher:
             log.exception("delivery of %s raised unexpectedly", what)
             self._retry(name, delivery, what, f"{type(exc).__name__}: {exc}", None)
             return
-        self._store.outbox.ack(delivery, receipt, self._clock())
+        self._say_if_lost(what, self._store.outbox.ack(delivery, receipt, self._clock()))
         now = self._clock()
         self._outcomes[name] = SinkOutcome("delivered", now)
         self._metrics.delivered(name, (now - delivery.transition.at).total_seconds())
+
+    @staticmethod
+    def _say_if_lost(what: str, written: bool) -> None:
+        """Say so when an outcome was not recorded because the claim had passed on (its
+        lease ran out despite renewals: the store away, a hung send): the row is the new
+        holder's, and it records its own attempt."""
+        if not written:
+            log.warning(
+                "the outcome of %s is not recorded here: its claim passed to another agent "
+                "while the sink was called, which may deliver it again",
+                what,
+            )
 
     def _retry(
         self, name: str, delivery: Delivery, what: str, error: str, retry_after: float | None
@@ -228,7 +257,10 @@ class Dispatcher:
         if delivery.gone_at is not None and now > delivery.gone_at + self._retry_for:
             log.error("giving up on %s after %d attempts: %s", what, attempts, error)
             self._outcomes[name] = SinkOutcome("failed", now, error)
-            self._store.outbox.fail(delivery, f"gave up after {attempts} attempts: {error}")
+            self._say_if_lost(
+                what,
+                self._store.outbox.fail(delivery, f"gave up after {attempts} attempts: {error}"),
+            )
             self._metrics.delivery_failed(name, retry=False)
             return
         backoff = backoff_delay(
@@ -243,5 +275,7 @@ class Dispatcher:
             backoff,
             error,
         )
-        self._store.outbox.retry(delivery, error, now + timedelta(seconds=backoff))
+        self._say_if_lost(
+            what, self._store.outbox.retry(delivery, error, now + timedelta(seconds=backoff))
+        )
         self._metrics.delivery_failed(name, retry=True)

@@ -6,23 +6,30 @@ session ended; SQLite: the daemon restarted and let its own claims go) is
 void at once, not after its lease, so an approval whose POST a crash cut
 short is sent again as soon as a live process can (IMDS takes a repeated
 StartRequests for one event as one).
+
+A claim is owned (store/claims.py): its POST is begun, and its outcome recorded, only by the
+holder of the live claim. `unanswered` counts the POSTs IMDS never answered: each is counted
+before it goes out (committed) and taken off by its answer, so after a crash (or a timeout),
+whatever state the row was put back in, it says a POST may have reached IMDS.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from sebridge.model import Approval, Transition
 from sebridge.model.approval import CARRIED_OUT, ApprovalState
+from sebridge.store.claims import new_token
 from sebridge.store.codec import from_iso, iso
 from sebridge.store.database import Database, Row
 from sebridge.store.records import ApprovalRecord
 
 __all__ = ["ApprovalTable"]
 
-_APPROVAL_COLUMNS = "event_id, actor, via, at, state, attempts, last_error, done_at"
+_APPROVAL_COLUMNS = "event_id, actor, via, at, state, attempts, last_error, done_at, unanswered"
 PENDING, POSTING, WAITING = ApprovalState.PENDING, ApprovalState.POSTING, ApprovalState.WAITING
 # Approvals this agent may carry out (one `?`: the agent): of events its own latest
 # document lists, or of events no agent sees any more (the claimer closes them as
@@ -83,9 +90,11 @@ class ApprovalTable:
 
     def claim_approvals(self, now: datetime, lease: timedelta) -> list[ApprovalRecord]:
         """Take approvals to carry out: pending ones, and those whose claimant died or whose
-        lease ended (their `state` says "posting": an attempt was cut short and may have
-        reached IMDS). Only those of events in this agent's latest document (its IMDS is
-        the one that can start them), or of events no agent sees any more (to close them)."""
+        lease ended (a POST of theirs IMDS never answered may have reached it:
+        ApprovalRecord.maybe_sent). Only those of events in this agent's latest document
+        (its IMDS is the one that can start them), or of events no agent sees any more (to
+        close them). Each claim carries a token of its own (store/claims.py)."""
+        token = new_token()
         with self.db.transaction():
             rows = self.db.all(
                 f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE {self._claimable()} "
@@ -94,11 +103,22 @@ class ApprovalTable:
             )
             for row in rows:
                 self.db.execute(
-                    "UPDATE approvals SET state = ?, claimed_by = ?, claimed_until = ? "
-                    "WHERE event_id = ?",
-                    (POSTING, self.agent, iso(now + lease), row[0]),
+                    "UPDATE approvals SET state = ?, claimed_by = ?, claimed_until = ?, "
+                    "claim_token = ? WHERE event_id = ?",
+                    (POSTING, self.agent, iso(now + lease), token, row[0]),
                 )
-        return [_approval_record(row) for row in rows]
+        return [replace(_approval_record(row), token=token) for row in rows]
+
+    def begin_post(self, claim: ApprovalRecord, lease_until: datetime) -> bool:
+        """Record a POST as begun (committed before it goes out) and renew the claim's lease:
+        after a crash, the next claim knows a POST may have reached IMDS. False: the claim
+        was lost (another claim took the approval): nothing written, do not POST."""
+        changed = self.db.execute(
+            "UPDATE approvals SET unanswered = unanswered + 1, claimed_until = ? "
+            "WHERE event_id = ? AND state = ? AND claim_token = ?",
+            (iso(lease_until), claim.event_id, POSTING, claim.token),
+        )
+        return changed == 1
 
     def has_pending_approvals(self, now: datetime, *, waiting: bool = False) -> bool:
         """Whether claim_approvals could return anything (cheap, for every tick). One that
@@ -117,45 +137,50 @@ class ApprovalTable:
 
     def release_own_approvals(self) -> int:
         """Put back the approvals this agent was POSTing when its process ended (the daemon,
-        at start): they are sent again at once, not after their lease."""
+        at start): they are sent again at once, not after their lease. Their `unanswered`
+        stays: the next claim knows whether a POST went out before the end."""
         return self.db.execute(
-            "UPDATE approvals SET state = ?, claimed_by = NULL, claimed_until = NULL "
-            "WHERE state = ? AND claimed_by = ?",
+            "UPDATE approvals SET state = ?, claimed_by = NULL, claimed_until = NULL, "
+            "claim_token = NULL WHERE state = ? AND claimed_by = ?",
             (PENDING, POSTING, self.agent),
         )
 
     def finish_approval(
         self,
-        event_id: str,
+        claim: ApprovalRecord,
         state: str,
         now: datetime,
         *,
         error: str | None = None,
         transition: Transition | None = None,
         sinks: Sequence[str] = (),
+        answered: bool = False,
     ) -> bool:
-        """Record what became of an approval this agent claimed; with a transition, queue it
-        in the same transaction. False (nothing written) when the claim passed to another
-        agent meanwhile. State PENDING puts it back for the next tick (a failed POST);
-        WAITING until the event's VMs are ready (not an attempt: nothing was POSTed).
+        """Record what became of an approval claimed by `claim` (claim_approvals); with a
+        transition, queue it in the same transaction. False (nothing written) when the
+        claim was lost: its lease ran out and another claim took the approval. State
+        PENDING puts it back for the next tick (a failed POST); WAITING until the event's
+        VMs are ready (not an attempt: nothing was POSTed). `answered`: this claim's POST
+        (begin_post) got IMDS's answer, or never reached IMDS: it did not start the event.
 
         The event's row is locked first, as every write about an event does (Store.lock_events):
         one lock order, so this never deadlocks with another agent's tick.
         """
         with self.db.transaction():
-            self.lock_events([event_id])
+            self.lock_events([claim.event_id])
             changed = self.db.execute(
                 "UPDATE approvals SET state = ?, attempts = attempts + ?, last_error = ?, "
-                "claimed_by = NULL, claimed_until = NULL, done_at = ? "
-                "WHERE event_id = ? AND state = ? AND claimed_by = ?",
+                "claimed_by = NULL, claimed_until = NULL, claim_token = NULL, done_at = ?, "
+                "unanswered = unanswered - ? WHERE event_id = ? AND state = ? AND claim_token = ?",
                 (
                     state,
                     0 if state == WAITING else 1,
                     error,
                     None if state in (PENDING, WAITING) else iso(now),
-                    event_id,
+                    1 if answered else 0,
+                    claim.event_id,
                     POSTING,
-                    self.agent,
+                    claim.token,
                 ),
             )
             if changed and transition is not None:
@@ -173,4 +198,5 @@ def _approval_record(row: Row) -> ApprovalRecord:
         attempts=row[5],
         last_error=row[6],
         done_at=from_iso(row[7]) if row[7] else None,
+        unanswered=row[8],
     )

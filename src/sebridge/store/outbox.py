@@ -3,6 +3,9 @@
 Rows of one event reach a sink in order: a row waits while an earlier row of
 the same event and sink is still pending, so "started" never overtakes the
 "scheduled" message it is meant to update.
+
+A claim is owned (store/claims.py): begin, renew, ack, retry and fail write only for the
+holder of the row's live claim, and return False ("lost") otherwise, changing nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from datetime import datetime
 
 from sebridge.model import Receipt
 from sebridge.model.approval import CARRIED_OUT
+from sebridge.store.claims import new_token
 from sebridge.store.codec import from_iso, iso, transition_from_json
 from sebridge.store.database import Database
 from sebridge.store.records import Delivery
@@ -20,6 +24,10 @@ from sebridge.store.records import Delivery
 __all__ = ["Outbox"]
 
 PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
+# Every write after the claim: this row, still pending, under the writer's claim.
+_HELD = f"WHERE id = ? AND claim_token = ? AND state = '{PENDING}'"
+# A write that ends the claim lets go of it.
+_LET_GO = "claimed_by = NULL, claimed_until = NULL, claim_token = NULL"
 
 
 class Outbox:
@@ -61,8 +69,7 @@ class Outbox:
     def release_own_claims(self) -> int:
         """Forget claims this agent held before it restarted (its process is gone)."""
         return self._db.execute(
-            "UPDATE outbox SET claimed_by = NULL, claimed_until = NULL "
-            "WHERE claimed_by = ? AND state = ?",
+            f"UPDATE outbox SET {_LET_GO} WHERE claimed_by = ? AND state = ?",
             (self._agent, PENDING),
         )
 
@@ -76,14 +83,19 @@ class Outbox:
         version 6 and stops at `limit`: constant in the backlog's size. 'pending' is
         written into the SQL, not passed: a planner uses a partial index only for a
         query that states the index's condition (PostgreSQL's generic plans cannot see
-        a parameter's value)."""
+        a parameter's value).
+
+        The batch shares one new token; each row's lease then runs on its own: begin()
+        renews it as the row's attempt begins, and a row whose lease ran out before its
+        turn, taken by another agent meanwhile, is lost to this claim (begin() says so)."""
+        token = new_token()
         with self._db.transaction():
             rows = self._db.all(self.claim_sql, self.claim_params(sink, now, limit))
             if rows:  # one statement for the batch: one round trip
                 self._db.execute(
-                    "UPDATE outbox SET claimed_by = ?, claimed_until = ? "
+                    "UPDATE outbox SET claimed_by = ?, claimed_until = ?, claim_token = ? "
                     f"WHERE id IN ({', '.join('?' * len(rows))})",
-                    (self._agent, iso(lease_until), *(row[0] for row in rows)),
+                    (self._agent, iso(lease_until), token, *(row[0] for row in rows)),
                 )
         return [
             Delivery(
@@ -98,6 +110,7 @@ class Outbox:
                 begun=row[8],
                 transition_id=row[9],
                 begun_by=row[10],
+                token=token,
             )
             for row in rows
         ]
@@ -106,22 +119,34 @@ class Outbox:
         """The parameters of claim_sql."""
         return (*CARRIED_OUT, sink, iso(now), iso(now), limit)
 
-    def begin(self, delivery: Delivery) -> None:
+    def begin(self, delivery: Delivery, lease_until: datetime) -> bool:
         """Record an attempt as begun, committed before the sink is called: should the
-        process die before ack(), the next attempt knows this one may have landed."""
-        self._db.execute(
-            "UPDATE outbox SET begun = begun + 1, begun_by = ? WHERE id = ?",
-            (self._agent, delivery.id),
+        process die before ack(), the next attempt knows this one may have landed. Renews
+        the row's lease to `lease_until`. False: the claim was lost (its lease ran out and
+        another claim took the row): nothing written, do not send."""
+        return self._write(
+            f"UPDATE outbox SET begun = begun + 1, begun_by = ?, claimed_until = ? {_HELD}",
+            (self._agent, iso(lease_until)),
+            delivery,
         )
 
-    def ack(self, delivery: Delivery, receipt: Receipt | None, now: datetime) -> None:
-        """Delivered: record it, and what the sink returned for later transitions."""
+    def renew(self, delivery: Delivery, lease_until: datetime) -> bool:
+        """Extend the claim's lease while its attempt is under way; False: it was lost."""
+        return self._write(
+            f"UPDATE outbox SET claimed_until = ? {_HELD}", (iso(lease_until),), delivery
+        )
+
+    def ack(self, delivery: Delivery, receipt: Receipt | None, now: datetime) -> bool:
+        """Delivered: record it, and what the sink returned for later transitions. False:
+        the claim was lost, nothing written (the row is the new holder's)."""
         with self._db.transaction():
-            self._db.execute(
-                "UPDATE outbox SET state = ?, delivered_at = ?, attempts = attempts + 1, "
-                "claimed_by = NULL, claimed_until = NULL, last_error = NULL WHERE id = ?",
-                (DELIVERED, iso(now), delivery.id),
-            )
+            if not self._write(
+                f"UPDATE outbox SET state = ?, delivered_at = ?, attempts = attempts + 1, "
+                f"last_error = NULL, {_LET_GO} {_HELD}",
+                (DELIVERED, iso(now)),
+                delivery,
+            ):
+                return False
             if receipt is not None:
                 self._db.execute(
                     "INSERT INTO receipts (event_id, sink, external_id, data) "
@@ -134,22 +159,30 @@ class Outbox:
                         json.dumps(dict(receipt.data)),
                     ),
                 )
+        return True
 
-    def retry(self, delivery: Delivery, error: str, next_attempt: datetime) -> None:
-        """A retryable failure: try again at `next_attempt`."""
-        self._db.execute(
+    def retry(self, delivery: Delivery, error: str, next_attempt: datetime) -> bool:
+        """A retryable failure: try again at `next_attempt`. False: the claim was lost."""
+        return self._write(
             "UPDATE outbox SET attempts = attempts + 1, last_error = ?, next_attempt_at = ?, "
-            "claimed_by = NULL, claimed_until = NULL WHERE id = ?",
-            (error[:500], iso(next_attempt), delivery.id),
+            f"{_LET_GO} {_HELD}",
+            (error[:500], iso(next_attempt)),
+            delivery,
         )
 
-    def fail(self, delivery: Delivery, error: str) -> None:
-        """A permanent failure (or retries ran out): stop, keep the reason visible."""
-        self._db.execute(
-            "UPDATE outbox SET state = ?, attempts = attempts + 1, last_error = ?, "
-            "claimed_by = NULL, claimed_until = NULL WHERE id = ?",
-            (FAILED, error[:500], delivery.id),
+    def fail(self, delivery: Delivery, error: str) -> bool:
+        """A permanent failure (or retries ran out): stop, keep the reason visible. False:
+        the claim was lost, nothing written."""
+        return self._write(
+            f"UPDATE outbox SET state = ?, attempts = attempts + 1, last_error = ?, {_LET_GO} "
+            f"{_HELD}",
+            (FAILED, error[:500]),
+            delivery,
         )
+
+    def _write(self, sql: str, params: tuple[object, ...], delivery: Delivery) -> bool:
+        """One write under the delivery's claim (the statement ends with _HELD)."""
+        return self._db.execute(sql, (*params, delivery.id, delivery.token)) == 1
 
     def stranded(self) -> str:
         """SQL (one `?`: now), true when some row is due and free to claim, yet nobody

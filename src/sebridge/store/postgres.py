@@ -72,9 +72,13 @@ class PostgresDatabase(Database):
     def claimant_gone(self, column: str) -> str:
         """Every daemon holds its name (hold_exclusive) for as long as its session lives: a
         claimant that no longer holds it died (kill -9 included) or lost the database, and
-        its claims pass to another agent at once instead of after the lease."""
+        its claims pass to another agent at once instead of after the lease. Only this
+        database's locks count: pg_locks lists the whole server's, and an agent of the
+        same name on another database of the server is no claimant of ours."""
         return (
             "NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' "
+            "AND l.database = (SELECT d.oid FROM pg_database d "
+            "WHERE d.datname = current_database()) "
             f"AND l.objsubid = 1 AND l.granted AND {LOCK_KEY} = "
             f"(('x' || left(encode(sha256(convert_to('sebridge.agent.' || {column}, 'UTF8')), "
             "'hex'), 16))::bit(64) >> 1)::bigint)"

@@ -25,6 +25,8 @@ class ApprovalRecord:
     """An approval and what became of it.
 
     state: an ApprovalState (pending, posting, posted, dry_run, failed, abandoned).
+    unanswered counts its POSTs that IMDS never answered (a crash in the middle, a
+    timeout): each may have reached IMDS.
     """
 
     event_id: str
@@ -35,6 +37,14 @@ class ApprovalRecord:
     attempts: int
     last_error: str | None
     done_at: datetime | None
+    unanswered: int = 0
+    token: str = ""  # set by claim_approvals: the claim's (store/claims.py)
+
+    @property
+    def maybe_sent(self) -> bool:
+        """A POST of it went out and IMDS's answer never came (a crash, a timeout):
+        StartRequests may have reached IMDS."""
+        return self.unanswered > 0
 
     @property
     def carried_out(self) -> bool:
@@ -103,6 +113,7 @@ class Delivery:
     begun: int = 0
     transition_id: int = 0  # the transition's row id: stable, the JSON lines sink writes it
     begun_by: str | None = None  # the agent that began the latest attempt (None: before v9)
+    token: str = ""  # the claim's (store/claims.py): every write after the claim names it
 
 
 @dataclass(frozen=True)

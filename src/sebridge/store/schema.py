@@ -202,5 +202,19 @@ CREATE INDEX events_lower_id ON events (lower(event_id));
 CREATE INDEX outbox_event ON outbox (event_id, id)
 """
 
+# A claim is owned: each claim writes a token of its own (store/claims.py), and every later
+# write of the row (begin, renew, ack, retry, fail; an approval's POST and outcome) names
+# it, so a holder whose lease ran out and passed to another agent changes nothing. An
+# approval counts its POSTs that IMDS never answered (one begun is counted, committed,
+# before it goes out; its answer takes it off): after a crash or a timeout, `unanswered`
+# says one may have reached IMDS, whatever state the row was put back in. One being
+# posted at the upgrade may have gone out.
+_V11 = """
+ALTER TABLE outbox ADD COLUMN claim_token TEXT;
+ALTER TABLE approvals ADD COLUMN claim_token TEXT;
+ALTER TABLE approvals ADD COLUMN unanswered INTEGER NOT NULL DEFAULT 0;
+UPDATE approvals SET unanswered = 1 WHERE state = 'posting'
+"""
+
 # Index i holds the statements of schema version i + 1.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11)

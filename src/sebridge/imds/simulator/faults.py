@@ -17,6 +17,7 @@ FAULT_KINDS: tuple[str, ...] = (
     "429",
     "status",
     "hang",
+    "hang_after",
     "malformed",
     "html",
     "slow_first",
@@ -25,7 +26,9 @@ FAULT_KINDS: tuple[str, ...] = (
 )
 # "oversized": the real document padded to this size (a broken or hostile endpoint).
 DEFAULT_OVERSIZED = 10 * 1024 * 1024
-_DEFAULT_SECONDS = {"hang": 30.0, "slow_first": 5.0}
+# "hang_after": the request is carried out (a StartRequests POST is taken), then its answer
+# is held like "hang": IMDS did it, the caller never hears so.
+_DEFAULT_SECONDS = {"hang": 30.0, "hang_after": 30.0, "slow_first": 5.0}
 
 # What a client sees when a corporate proxy intercepts the request: a 200
 # with an HTML login page instead of JSON.
@@ -51,7 +54,8 @@ class Fault:
     Args:
         kind: one of FAULT_KINDS.
         count: how many more requests it applies to.
-        seconds: for "hang" and "slow_first", how long to hold the request (real seconds).
+        seconds: for "hang", "hang_after" and "slow_first", how long to hold the request
+            (real seconds).
         status: for "status", the HTTP status to answer.
         size: for "oversized", the answer's size in bytes.
     """

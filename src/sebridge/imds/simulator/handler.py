@@ -65,6 +65,7 @@ class ImdsHandler(BaseHTTPRequestHandler):
     _status = 0  # answered status, 0 while none (or none at all: hang, reset)
     _error: str | None = None  # answered error message, for the record of POSTs
     _recorded = False
+    _muted = False  # "hang_after": the request is carried out, its answer never written
     _received = 0.0
     _path = "/"
     _body: bytes | None = None
@@ -102,7 +103,7 @@ class ImdsHandler(BaseHTTPRequestHandler):
 
     def _dispatch(self) -> None:
         self._received = self.imds.state.clock()
-        self._status, self._error, self._recorded = 0, None, False
+        self._status, self._error, self._recorded, self._muted = 0, None, False, False
         self._path = urlsplit(self.path).path.rstrip("/") or "/"
         self._body = self._read_body()
         try:
@@ -162,6 +163,8 @@ class ImdsHandler(BaseHTTPRequestHandler):
     ) -> None:
         self._status = status
         self._record()
+        if self._muted:
+            return
         self.send_response(status)
         if body:
             self.send_header("Content-Type", content_type)
@@ -219,6 +222,11 @@ class ImdsHandler(BaseHTTPRequestHandler):
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.close_connection = True
             self.connection.close()
+        elif fault.kind == "hang_after":  # done, and the answer lost on its way back
+            self._muted = True
+            self._imds(self._path, self._body or b"")
+            self.imds.stopping.wait(fault.seconds)
+            self.close_connection = True
         else:  # "hang" and "slow_first" hold the request; stop() cuts the wait short
             stopped = self.imds.stopping.wait(fault.seconds)
             if fault.kind == "slow_first" and not stopped:

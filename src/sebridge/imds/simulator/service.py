@@ -222,9 +222,11 @@ class Simulator:
         """Queue a fault for the next `count` /metadata/ requests it applies to.
 
         Args:
-            kind: "500", "429", "status", "hang", "malformed", "html", "slow_first", "reset"
-                or "oversized".
-            seconds: how long "hang" (default 30) or "slow_first" (default 5) holds a request.
+            kind: "500", "429", "status", "hang", "hang_after" (carried out, then held
+                unanswered: a StartRequests POST is taken), "malformed", "html",
+                "slow_first", "reset" or "oversized".
+            seconds: how long "hang" or "hang_after" (default 30) or "slow_first"
+                (default 5) holds a request.
             status: the HTTP status for kind "status".
             size: the answer's size for kind "oversized" (default 10 MiB): the document
                 padded with spaces, valid JSON.
