@@ -382,7 +382,7 @@ def test_the_round_runs_on_a_thread_of_the_workers_name(workers: list[Worker]) -
 
 
 class Part:
-    """A part that says what it was told, in the order told."""
+    """A part that says what it was told, in the order told, and how long it was given."""
 
     def __init__(self, name: str, said: list[str]) -> None:
         self.name, self.said = name, said
@@ -394,37 +394,33 @@ class Part:
         self.said.append(f"stop {self.name}")
         return True
 
-    def join(self, timeout: float) -> bool:
-        self.said.append(f"join {self.name}")
-        return True
 
-
-def test_the_supervisor_starts_in_order_and_stops_all_before_joining_in_reverse() -> None:
+def test_the_supervisor_starts_in_order_and_stops_in_reverse() -> None:
     said: list[str] = []
     supervisor = Supervisor([("a", Part("a", said)), ("b", Part("b", said))])
     supervisor.add("c", Part("c", said))
     supervisor.start()
     assert supervisor.stop(1.0) == []
-    expected = [f"start {n}" for n in "abc"] + [
-        f"{verb} {n}" for verb in ("stop", "join") for n in "cba"
-    ]
-    assert said == expected
+    assert said == ["start a", "start b", "start c", "stop c", "stop b", "stop a"]
     assert supervisor.names == ["a", "b", "c"]
 
 
-def test_the_supervisor_stops_real_workers_and_names_one_it_left_behind(
+def test_the_supervisor_tells_every_worker_even_after_one_used_up_the_deadline(
     workers: list[Worker],
 ) -> None:
     release = threading.Event()
-    quick = kept(workers, Worker("quick", lambda: None, idle=None))
+    first = kept(workers, Worker("first", lambda: None, idle=None))
 
     def stuck_round() -> None:
         release.wait(BOUND)
 
     stuck = kept(workers, Worker("stuck", stuck_round))
-    supervisor = Supervisor([(w.name, w) for w in (quick, stuck)])
+    supervisor = Supervisor([(w.name, w) for w in (first, stuck)])
     supervisor.start()
-    assert quick.wait_round(0, BOUND)
-    assert supervisor.stop(0.1) == ["stuck"]
+    assert first.wait_round(0, BOUND) and stuck.rounds == 0
+    left = supervisor.stop(0.1)  # the stuck one, stopped first, uses up the 0.1 s
+    assert left[0] == "stuck"
+    assert first.stopping, "the worker met after the deadline was not told to stop"
+    assert first.join(BOUND)
     release.set()
-    assert stuck.join(BOUND) and quick.join(0.0)
+    assert stuck.join(BOUND)

@@ -22,8 +22,8 @@ and the worker runs it on a thread named for the part:
 - `stop()` is safe before start (the worker never starts), during a round
   (it ends after that round) and twice.
 
-`Supervisor` starts a set of them in order and stops and joins them in reverse,
-against one deadline.
+`Supervisor` starts a set of them in order and stops them in reverse, each
+waited for before the next is told, against one deadline.
 """
 
 from __future__ import annotations
@@ -231,13 +231,13 @@ class Supervised(Protocol):
         """Tell its threads to end; wait up to `timeout` s; True when they have."""
         ...
 
-    def join(self, timeout: float) -> bool:
-        """Wait up to `timeout` s for its threads to end; True when they have."""
-        ...
-
 
 class Supervisor:
-    """Starts parts in order; stops them in reverse and joins them against one deadline."""
+    """Starts parts in order; stops them in reverse, each waited for before the next is
+    told, all against one deadline.
+
+    In reverse, one at a time: a part started later may use an earlier one until it ends
+    (the carrier wakes the dispatcher with what it carried out last)."""
 
     def __init__(self, parts: Iterable[tuple[str, Supervised]] = ()) -> None:
         self._parts: list[tuple[str, Supervised]] = list(parts)
@@ -257,14 +257,12 @@ class Supervisor:
             part.start()
 
     def stop(self, timeout: float) -> list[str]:
-        """Tell every part to stop (last started first), then wait for each, all within
-        `timeout` seconds; returns the names of those still running (left behind: their
-        threads are daemon threads)."""
+        """Stop every part, last started first, all within `timeout` seconds (a part met
+        after the deadline is still told); returns the names of those still running (left
+        behind: their threads are daemon threads)."""
         deadline = time.monotonic() + max(0.0, timeout)
-        for _, part in reversed(self._parts):
-            part.stop(0.0)
         return [
             name
             for name, part in reversed(self._parts)
-            if not part.join(max(0.0, deadline - time.monotonic()))
+            if not part.stop(max(0.0, deadline - time.monotonic()))
         ]
