@@ -99,7 +99,8 @@ class AdvisoryDuties(Duties):
                 if self._failing:
                     log.info("duties: the store %s answers again", self._location)
                     self._failing = False
-            self._hold(self._conn)
+            if not self._worker.stopping:
+                self._hold(self._conn)
         except Exception as exc:
             self._let_go()
             if isinstance(exc, psycopg.Error) and not self._worker.stopping and not self._failing:
@@ -110,6 +111,8 @@ class AdvisoryDuties(Duties):
                 )
                 self._failing = True
             raise
+        if self._worker.stopping:  # stop() may have given up waiting for this round
+            self._let_go()
         return AT_ONCE  # holding is waiting: the next step waits on the connection again
 
     def _let_go(self) -> None:
