@@ -268,6 +268,44 @@ def test_a_watching_daemon_posts_an_approval_stored_elsewhere_without_waiting_fo
         d.store.close()
 
 
+def test_one_commit_of_outbox_rows_and_an_approval_wakes_the_dispatcher_too(
+    pg_url: str, sim: Simulator
+) -> None:
+    """Another agent records an event its policy approves: the outbox rows and the approval
+    are one commit, heard as one batch. This agent's carrier has nothing to carry out (its
+    IMDS does not list the event), so it wakes nobody: the batch must wake the dispatcher
+    itself, not leave the rows to the hour's idle check."""
+    sink = ListSink()
+    d = daemon(sim, pg_url, sink)
+    other = Store(pg_url, agent="vm1")
+    try:
+        d.tick()
+        # As `sebridge run` does; no tick from here on.
+        d.dispatcher.start()
+        d.carrier.start()
+        d.hooks.worker.start()
+        d.watch_store()
+        e = ScheduledEvent("E7", "Reboot", "Scheduled", ("vm1",))
+        now = datetime.now(UTC)
+        other.apply(
+            Document(1, (e,)),
+            [(scheduled(e), [sink.name])],
+            now,
+            approvals=[Approval("E7", "policy", "policy", now)],
+        )
+        wait_until(lambda: sink.sent, message="the other agent's rows to be delivered")
+        assert [(m.transition.kind, m.transition.event_id) for m in sink.sent] == [
+            ("scheduled", "E7")
+        ]
+    finally:
+        d.carrier.stop(5.0)
+        d.hooks.worker.stop(1.0)
+        d.dispatcher.stop(5.0)
+        d.imds.close()
+        d.store.close()
+        other.close()
+
+
 def test_a_dropped_connection_is_opened_again(pg_url: str) -> None:
     store = Store(pg_url, exclusive=True)
     try:

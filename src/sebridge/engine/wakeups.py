@@ -44,16 +44,18 @@ class Wakeups:
         return self._parts
 
     def heard(self, tables: frozenset[str]) -> None:
-        """Commits were heard (store listener's thread). New approvals go to the carrier
-        first, which wakes the dispatcher when it is done; they start this VM's prepare
-        hooks. (A reminder looks for an approval when its lead comes.)"""
+        """Commits were heard (store listener's thread); each table wakes who acts on it.
+        New approvals go to the carrier (first: it wakes the dispatcher when it carried one
+        out) and start this VM's prepare hooks; outbox rows go to the dispatcher even with
+        an approval in the batch, since the carrier wakes nobody when it has nothing to
+        carry out here. (A reminder looks for an approval when its lead comes.)"""
         p = self.parts
         if "approvals" in tables:
             p.carrier.wake()
             p.worker.wake()
-        elif "hook_runs" in tables:
+        if "hook_runs" in tables:
             p.carrier.wake()  # a VM's readiness changed
-        else:
+        if "outbox" in tables:
             p.dispatcher.wake()
 
     def look_again(self) -> None:

@@ -37,8 +37,10 @@ class Chains:
             thread = threading.Thread(
                 target=self._run, args=(event_id, chain), name="hook-chain", daemon=True
             )
+            # Started under the lock: stop() never sees (and joins) a thread not started yet.
+            # The thread's own end waits for the lock, so it finds itself registered.
+            thread.start()
             self._threads[event_id] = thread
-        thread.start()
         return True
 
     def started(self, pgid: int) -> None:

@@ -19,7 +19,6 @@ each run the carrier and the dispatcher are woken. See docs/ARCHITECTURE.md,
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -30,6 +29,7 @@ from sebridge.hooks.process import HookCommand, end_leftovers, run_hook
 from sebridge.hooks.readiness import listed_vms
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import StoreError
+from sebridge.kernel.worker import Worker
 from sebridge.model import HookRun
 from sebridge.store import EventRecord, Store
 
@@ -92,37 +92,34 @@ class HookWorker:
         self._dry_run = dry_run
         self._clock = clock
         self._on_run = on_run
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
         # When a prepare lead comes next; at start, at once: runs a crash cut short go again.
         self._next_due: datetime | None = datetime.min.replace(tzinfo=UTC)
-        self._chains = Chains(on_done=self._wake.set)
+        self._worker = Worker(
+            "hooks", self._look, idle=_IDLE_LOOK, expected=(StoreError,), logger=log, clock=clock
+        )
+        self._chains = Chains(on_done=self._worker.wake)
 
     def start(self) -> None:
         """Run hooks on a thread of our own from now on (the daemon)."""
-        self._thread = threading.Thread(target=self._loop, name="hooks", daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def stop(self, timeout: float) -> None:
         """Stop now: a hook in progress is ended (its process group) and runs again at the
         next start, as after a crash."""
-        self._stopping.set()
-        self._wake.set()
         deadline = time.monotonic() + max(0.0, timeout)
+        self._worker.stop()  # told first: a chain ended below begins no next hook
         self._chains.stop(deadline)
-        if self._thread is not None:
-            self._thread.join(max(0.0, deadline - time.monotonic()))
+        self._worker.join(deadline - time.monotonic())
 
     @property
     def threaded(self) -> bool:
         """Whether the worker runs on its own thread (the daemon), not the caller's."""
-        return self._thread is not None
+        return self._worker.started
 
     def wake(self) -> None:
         """Look now (an approval was recorded, the document changed, an event ended)."""
-        if self._thread is not None:
-            self._wake.set()
+        if self._worker.started:
+            self._worker.wake()
         else:
             self.round()
 
@@ -144,7 +141,7 @@ class HookWorker:
         ran = 0
         next_due: datetime | None = None
         for record in self._store.events(include_gone_since=now - _RECOVER_WITHIN):
-            if self._stopping.is_set():
+            if self._worker.stopping:
                 break
             if vm not in listed_vms(record.event):
                 continue
@@ -152,7 +149,14 @@ class HookWorker:
             stage, names = self._due(record, plan, now)
             if stage:
                 ran += self._begin_chain(record, stage, names, vm)
-            elif plan.prepare and record.present and record.event.not_before is not None:
+            elif (
+                plan.prepare
+                and record.present
+                and not record.event.started
+                and record.event.not_before is not None
+            ):
+                # Not due: its lead is still to come. (A started event's never comes: its
+                # passed start, as the next due time, would make the worker spin.)
                 start = record.event.not_before - self._lead
                 next_due = start if next_due is None or start < next_due else next_due
         self._next_due = next_due
@@ -182,7 +186,7 @@ class HookWorker:
         if not left:
             return 0
         args = (record, stage, left, vm)
-        if self._thread is None:
+        if not self._worker.started:
             return self._run_chain(*args)
         return int(self._chains.begin(record.event.event_id, lambda: self._run_chain(*args)))
 
@@ -207,7 +211,7 @@ class HookWorker:
         """`names` in order (from _left); a failed prepare hook ends the chain."""
         ran = 0
         for name in names:
-            if self._stopping.is_set():
+            if self._worker.stopping:
                 break
             ran += 1
             if not self._run_one(record, stage, name, vm) and stage == "prepare":
@@ -241,7 +245,7 @@ class HookWorker:
                 )
             finally:
                 self._chains.ended()
-            if self._stopping.is_set():  # ended by stop(): left `running`, run again at start
+            if self._worker.stopping:  # ended by stop(): left `running`, run again at start
                 return False
             ended = HookRun(
                 name,
@@ -271,28 +275,16 @@ class HookWorker:
     def _finish(self, record: EventRecord, run: HookRun, sinks: Sequence[str]) -> None:
         """Record the end; a store away now is tried until it takes it (the row stays
         `running` meanwhile, and a crash makes the run happen again: idempotent hooks)."""
-        while not self._stopping.is_set():
+        while not self._worker.stopping:
             try:
                 self._store.finish_hook_run(record.event, run, now=self._clock(), sinks=sinks)
                 break
             except StoreError as exc:
                 log.warning("hook %s's end not recorded yet: %s", run.hook, exc)
-                self._stopping.wait(1.0)
+                self._worker.sleep(1.0)
         self._on_run()
 
-    def _loop(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                self.round()
-            except StoreError as exc:
-                log.debug("hooks not looked at: %s", exc)
-            except Exception:  # a bug must not end the hooks
-                log.exception("running hooks failed; looking again later")
-            self._wake.wait(self._idle_wait())
-            self._wake.clear()
-
-    def _idle_wait(self) -> float:
-        if self._next_due is None:
-            return _IDLE_LOOK
-        left = (self._next_due - self._clock()).total_seconds()
-        return min(_IDLE_LOOK, max(0.0, left))
+    def _look(self) -> datetime | None:
+        """One round on the worker's thread; when the next prepare lead comes."""
+        self.round()
+        return self._next_due

@@ -14,7 +14,9 @@ One thread per agent owns the duty connection:
   and, through `options`, the server's) notice a dead peer; the server
   frees a dead agent's locks when its session ends.
 - When the connection is lost every duty is let go at once (its locks went
-  with the session), and taken again after reconnecting.
+  with the session), and taken again after reconnecting (after a back-off:
+  kernel/worker.py). So is a callback's failure: the connection is closed,
+  another agent may take the duty meanwhile.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import select
-import threading
+from datetime import datetime
 from typing import Any
 
 import psycopg
 
+from sebridge.kernel.worker import AT_ONCE, Worker
 from sebridge.store.duties import LOCK_KEY, Duties, Duty
 
 __all__ = ["AdvisoryDuties"]
@@ -34,7 +37,9 @@ __all__ = ["AdvisoryDuties"]
 log = logging.getLogger(__name__)
 
 WAIT_SECONDS = 120
+# A lost connection is opened again after this, doubling while it fails, up to the cap.
 RECONNECT_SECONDS = 2.0
+RECONNECT_CAP = 10.0
 # Ours and the server's: a peer that vanished without closing is noticed in ~15 s.
 _KEEPALIVE: dict[str, Any] = {
     "keepalives": 1,
@@ -56,75 +61,90 @@ class AdvisoryDuties(Duties):
         super().__init__()
         self._url = url
         self._location = location
-        self._stopping = threading.Event()
         self._conn: psycopg.Connection[Any] | None = None
-        self._thread: threading.Thread | None = None
         self._failing = False
+        self._worker = Worker(
+            "duties",
+            self._round,
+            expected=(psycopg.Error,),
+            logger=log,
+            backoff_base=RECONNECT_SECONDS,
+            backoff_cap=RECONNECT_CAP,
+        )
 
     def start(self) -> None:
         """Start taking duties in the background."""
-        if not self.all():
-            return
-        self._thread = threading.Thread(target=self._run, name="duties", daemon=True)
-        self._thread.start()
+        if self.all():
+            self._worker.start()
 
     def stop(self) -> None:
         """Stop waiting and close the connection: the server frees our locks."""
-        self._stopping.set()
+        self._worker.stop()
         conn = self._conn
-        if conn is not None:
+        if conn is not None:  # ends a wait statement now, not within WAIT_SECONDS
             with contextlib.suppress(Exception):
                 conn.cancel_safe(timeout=2)
-        if self._thread is not None:
-            self._thread.join(5)
+        if self._worker.join(5):
+            self._let_go()
         super().stop()
 
-    def _run(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                with psycopg.connect(
+    def _round(self) -> datetime:
+        """One step: connect if need be, then take wanted duties or watch the connection.
+        Any failure lets every duty go (its connection closed) before the worker backs off."""
+        try:
+            if self._conn is None:
+                self._conn = psycopg.connect(
                     self._url, autocommit=True, connect_timeout=10, **_KEEPALIVE
-                ) as conn:
-                    self._conn = conn
-                    if self._failing:
-                        log.info("duties: the store %s answers again", self._location)
-                        self._failing = False
-                    self._hold(conn)
-            except psycopg.Error as exc:
-                if not self._stopping.is_set() and not self._failing:
-                    log.warning(
-                        "duties: lost the store %s (%s); duties let go until it answers",
-                        self._location,
-                        " ".join(str(exc).split()),
-                    )
-                    self._failing = True
-            finally:
-                self._conn = None
-                for duty in self.all():
-                    duty.set_held(False)
-            self._stopping.wait(RECONNECT_SECONDS)
+                )
+                if self._failing:
+                    log.info("duties: the store %s answers again", self._location)
+                    self._failing = False
+            if not self._worker.stopping:
+                self._hold(self._conn)
+        except Exception as exc:
+            self._let_go()
+            if isinstance(exc, psycopg.Error) and not self._worker.stopping and not self._failing:
+                log.warning(
+                    "duties: lost the store %s (%s); duties let go until it answers",
+                    self._location,
+                    " ".join(str(exc).split()),
+                )
+                self._failing = True
+            raise
+        if self._worker.stopping:  # stop() may have given up waiting for this round
+            self._let_go()
+        return AT_ONCE  # holding is waiting: the next step waits on the connection again
+
+    def _let_go(self) -> None:
+        """Close the connection (the server frees its locks) and let every duty go."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+        for duty in self.all():
+            duty.set_held(False)
 
     def _hold(self, conn: psycopg.Connection[Any]) -> None:
-        """Take wanted duties one at a time; once all are held, watch the connection."""
-        while not self._stopping.is_set():
-            wanted = [d for d in self.all() if not d.held()]
-            if not wanted:
-                # Nothing to send: wait for the server to speak (it only does when it
-                # ends the session) or for the socket to die.
-                ready, _, _ = select.select([conn.fileno()], [], [], 1.0)
-                if ready:
-                    conn.execute("SELECT 1")  # raises if the session is gone
-                continue
-            keys = [k for d in wanted for k in d.lock_keys()]
-            # The wait and the look at what we hold, as one simple query: one round trip
-            # per WAIT_SECONDS (a fleet's waiting agents are most of its idle traffic).
-            cursor = conn.execute(f"{_wait_statement(keys)}; {_HELD_KEYS}")
-            cursor.nextset()
-            held = {int(r[0]) for r in cursor.fetchall()}
-            for duty in wanted:
-                if held & set(duty.lock_keys()):
-                    log.info("took the %s duty", duty.name)
-                    duty.set_held(True)
+        """Take wanted duties (one wait statement); once all are held, watch the connection
+        for a second."""
+        wanted = [d for d in self.all() if not d.held()]
+        if not wanted:
+            # Nothing to send: wait for the server to speak (it only does when it
+            # ends the session) or for the socket to die.
+            ready, _, _ = select.select([conn.fileno()], [], [], 1.0)
+            if ready:
+                conn.execute("SELECT 1")  # raises if the session is gone
+            return
+        keys = [k for d in wanted for k in d.lock_keys()]
+        # The wait and the look at what we hold, as one simple query: one round trip
+        # per WAIT_SECONDS (a fleet's waiting agents are most of its idle traffic).
+        cursor = conn.execute(f"{_wait_statement(keys)}; {_HELD_KEYS}")
+        cursor.nextset()
+        held = {int(r[0]) for r in cursor.fetchall()}
+        for duty in wanted:
+            if held & set(duty.lock_keys()):
+                log.info("took the %s duty", duty.name)
+                duty.set_held(True)
 
 
 def _wait_statement(keys: list[int]) -> str:

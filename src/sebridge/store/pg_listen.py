@@ -6,18 +6,21 @@ The NOTIFY triggers (store/postgres.py) name the table a commit wrote: `outbox`
 on the socket, which costs the server nothing, and hands each batch of table
 names to its callback at once: an approval stored by another agent (a Slack
 click on the agent holding the socket) is carried out within milliseconds,
-not at the next poll. A lost connection is opened again in the background,
-and then every table counts as written (a commit may have gone unheard).
+not at the next poll. A lost connection is opened again in the background
+(after a back-off: kernel/worker.py), and then every table counts as written
+(a commit may have gone unheard).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import psycopg
+
+from sebridge.kernel.worker import AT_ONCE, Worker
 
 __all__ = ["CHANNEL", "EVERY_TABLE", "WriteListener"]
 
@@ -27,8 +30,11 @@ CHANNEL = "sebridge"
 # The tables whose commits may send NOTIFY (each names itself; store/postgres.py
 # says which writes do); after a gap in listening, all of them.
 EVERY_TABLE = frozenset(("outbox", "approvals", "hook_runs"))
+# A lost connection is opened again after this, doubling while it fails, up to the cap
+# (the heartbeat looks for unannounced work meanwhile).
 RECONNECT_SECONDS = 2.0
-# How often a waiting thread looks up to see whether it should stop (no round trip).
+RECONNECT_CAP = 10.0
+# How often a waiting round ends to see whether it should stop (no round trip).
 _STOP_CHECK_SECONDS = 0.5
 
 
@@ -52,25 +58,31 @@ class WriteListener:
         self._location = location
         self._scrub = scrub
         self._on_write = on_write
-        self._stopping = threading.Event()
         self._failing = False
-        self._first: psycopg.Connection[Any] | None = None
-        self._thread = threading.Thread(target=self._run, name="store-listen", daemon=True)
+        self._conn: psycopg.Connection[Any] | None = None
+        self._worker = Worker(
+            "store-listen",
+            self._round,
+            expected=(psycopg.Error,),
+            describe=scrub,
+            logger=log,
+            backoff_base=RECONNECT_SECONDS,
+            backoff_cap=RECONNECT_CAP,
+        )
 
     def start(self) -> None:
         """Listen from now on: the first LISTEN is sent before this returns (a commit
         made after it is heard); if it cannot be, the thread keeps trying."""
         try:
-            self._first = self._listening()
+            self._conn = self._listening()
         except psycopg.Error as exc:
             self._lost(exc)
-        self._thread.start()
+        self._worker.start()
 
     def stop(self) -> None:
         """Stop listening and close the connection (within about half a second)."""
-        self._stopping.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(2 * _STOP_CHECK_SECONDS + 1)
+        if self._worker.stop(2 * _STOP_CHECK_SECONDS + 1):
+            self._close()  # the thread's, ended (or never run): nobody else uses it
 
     def _listening(self) -> psycopg.Connection[Any]:
         conn = self._connect()
@@ -81,34 +93,44 @@ class WriteListener:
             raise
         return conn
 
-    def _run(self) -> None:
-        conn, self._first = self._first, None
-        while not self._stopping.is_set():
-            try:
-                if conn is None:
-                    conn = self._listening()
-                    if self._failing:
-                        log.info("listening to the store %s again", self._location)
-                        self._failing = False
-                    self._heard(EVERY_TABLE)  # what was committed while nobody listened
-                with conn:
-                    self._listen(conn)
-            except psycopg.Error as exc:
-                self._lost(exc)
-                self._stopping.wait(RECONNECT_SECONDS)
-            conn = None
+    def _round(self) -> datetime:
+        """One batch of notifications (or half a second without one), heard; a failure
+        closes the connection, and the worker backs off before the next round opens one."""
+        try:
+            tables = self._batch()
+        except Exception as exc:  # a connection that failed once is not used again
+            self._close()
+            self._lost(exc)
+            raise
+        finally:
+            if self._worker.stopping:
+                self._close()
+        if tables:
+            self._heard(tables)
+        return AT_ONCE  # listening is waiting: the next round waits on the socket again
 
-    def _listen(self, conn: psycopg.Connection[Any]) -> None:
-        while not self._stopping.is_set():
-            # The first notification ends the wait; what came with it, or is already
-            # on the socket, joins the same batch: one wake for a burst of commits.
-            tables = {n.payload for n in conn.notifies(timeout=_STOP_CHECK_SECONDS, stop_after=1)}
-            if tables:
-                tables.update(n.payload for n in conn.notifies(timeout=0))
-                self._heard(frozenset(tables))
+    def _batch(self) -> frozenset[str]:
+        if self._conn is None:
+            self._conn = self._listening()
+            if self._failing:
+                log.info("listening to the store %s again", self._location)
+                self._failing = False
+            return EVERY_TABLE  # what was committed while nobody listened
+        # The first notification ends the wait; what came with it, or is already on the
+        # socket, joins the same batch: one wake for a burst of commits.
+        conn = self._conn
+        tables = {n.payload for n in conn.notifies(timeout=_STOP_CHECK_SECONDS, stop_after=1)}
+        if tables:
+            tables.update(n.payload for n in conn.notifies(timeout=0))
+        return frozenset(tables)
 
-    def _lost(self, exc: psycopg.Error) -> None:
-        if self._stopping.is_set() or self._failing:
+    def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def _lost(self, exc: Exception) -> None:
+        if self._worker.stopping or self._failing:
             return
         log.warning(
             "lost the LISTEN connection to the store %s (%s); reconnecting, and what was "
