@@ -202,8 +202,11 @@ def test_a_lost_listen_connection_comes_back_and_counts_every_table_as_written(p
     try:
         store.db.watch(heard.append)
         with psycopg.connect(pg_url, autocommit=True) as admin:
+            # Only this test's own database: the server's other LISTEN sessions belong to
+            # other test modules, or to other people's daemons.
             admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND query LIKE 'LISTEN%'"
             )
         # Whatever was committed while nobody listened may need acting on: all of it is.
         wait_until(lambda: heard, 10, message="the listener to reconnect")
