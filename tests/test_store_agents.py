@@ -167,13 +167,40 @@ def test_a_dead_agents_claimed_rows_pass_at_once_and_the_heartbeat_says_so(
     finally:
         a.close()  # kill -9 ends the session the same way: the server lets go of a's name
     try:
-        assert b.heartbeat(T0)  # nothing else tells b that a is gone
+        # Nothing else tells b that a is gone; the server ends a's session just after close.
+        wait_until(lambda: b.heartbeat(T0), message="the server to let go of a's name")
         assert b.outbox.next_due("slack") == T0
         (again,) = b.outbox.claim("slack", T0, T0 + LEASE)  # the lease still runs
         assert (again.id, again.begun) == (delivery.id, 0)
         assert not b.heartbeat(T0)  # b holds it now, and b lives
     finally:
         b.close()
+
+
+def test_a_dead_agents_claims_pass_at_once_though_its_namesake_lives_on_another_database(
+    pg_database: str,
+) -> None:
+    """Advisory locks belong to one database, pg_locks lists the whole server's: a `vm0`
+    of another fleet (another database on the server) says nothing of this fleet's vm0."""
+    url = pg.reset(pg_database)
+    with pg.temporary_database() as elsewhere:
+        namesake = Store(elsewhere, agent="vm0", exclusive=True)
+        a, b = Store(url, agent="vm0", exclusive=True), Store(url, agent="vm1", exclusive=True)
+        try:
+            e = event()
+            a.apply(Document(1, (e,)), [(scheduled(e), ["slack"])], T0)
+            a.record_approval(Approval("E1", "alice", "slack", T0))
+            (delivery,) = a.outbox.claim("slack", T0, T0 + LEASE)
+            assert len(a.claim_approvals(T0, timedelta(seconds=60))) == 1
+            a.close()  # as kill -9 would: its session, and its name lock, end
+            b.apply(Document(1, (e,)), [], T0)
+            wait_until(lambda: b.heartbeat(T0), message="the server to let go of a's name")
+            (again,) = b.outbox.claim("slack", T0, T0 + LEASE)  # a's lease still runs
+            assert again.id == delivery.id
+            assert [c.event_id for c in b.claim_approvals(T0, timedelta(seconds=60))] == ["E1"]
+        finally:
+            for store in (a, b, namesake):
+                store.close()
 
 
 def test_the_heartbeat_says_when_an_approval_waits_for_someone(

@@ -36,7 +36,7 @@ from sebridge.config_checks import redact_url
 from sebridge.errors import StoreError, StoreInUseError
 from sebridge.kernel.redact import scrub
 from sebridge.store.database import Database, Held
-from sebridge.store.duties import LOCK_KEY, Duties
+from sebridge.store.duties import LOCK_KEY, THIS_DATABASE, Duties
 from sebridge.store.pg_deadline import (
     DEADLINE_SECONDS,
     MIGRATION_SECONDS,
@@ -76,7 +76,7 @@ class PostgresDatabase(Database):
         its claims pass to another agent at once instead of after the lease."""
         return (
             "NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' "
-            f"AND l.objsubid = 1 AND l.granted AND {LOCK_KEY} = "
+            f"AND l.objsubid = 1 AND l.granted AND {THIS_DATABASE} AND {LOCK_KEY} = "
             f"(('x' || left(encode(sha256(convert_to('sebridge.agent.' || {column}, 'UTF8')), "
             "'hex'), 16))::bit(64) >> 1)::bigint)"
         )
