@@ -22,24 +22,21 @@ from pathlib import Path
 import pytest
 
 import pg
-from helpers import DaemonProcess, event_gets, lines_of, read_jsonl, wait_until, write_config
+from helpers import (
+    DaemonProcess,
+    event_gets,
+    lines_of,
+    read_jsonl,
+    wait_until,
+    write_config,
+)
 from sebridge.simulator import Simulator
 from sebridge.store.store import HEARTBEAT
 
 pytestmark = pytest.mark.slow
 
-AGENTS = 2
+AGENTS = 2  # the fleet: conftest.py starts a simulator for each (`sims`)
 TRIES = 8
-
-
-@pytest.fixture
-def sims() -> Iterator[list[Simulator]]:
-    started = [Simulator(port=0, approval_delay=3600, vm_name=f"vm{i}") for i in range(AGENTS)]
-    for sim in started:
-        sim.start()
-    yield started
-    for sim in started:
-        sim.stop()
 
 
 @pytest.fixture

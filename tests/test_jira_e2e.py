@@ -7,7 +7,6 @@ fake's `move()`. Outcomes are awaited with bounded polls, never sleeps.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,9 +14,8 @@ from typing import Any
 
 import pytest
 from tests.fakes.jira import FakeJira
-from tests.helpers import wait_until
+from tests.helpers import RunnerThread, wait_until
 
-from sebridge import config as config_module
 from sebridge.daemon import Daemon
 from sebridge.integrations.jira.watcher import actor_of
 from sebridge.integrations.registry import config_from_mapping as from_mapping
@@ -28,12 +26,7 @@ from sebridge.simulator import Simulator
 POLL = 0.2
 
 
-@pytest.fixture(autouse=True)
-def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("SEBRIDGE_CONFIG", raising=False)
-    monkeypatch.setattr(config_module, "DEFAULT_PATH", str(tmp_path / "absent.toml"))
+pytestmark = pytest.mark.usefixtures("hermetic")
 
 
 def jira_section(fake: FakeJira, wrong_credentials: bool = False, **more: Any) -> dict[str, Any]:
@@ -52,25 +45,21 @@ class Bridge:
     jira: FakeJira
     sim: Simulator
     runner: Runner
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _running: RunnerThread = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._running = RunnerThread(self.runner)
 
     @property
     def daemon(self) -> Daemon:
         return self.runner.daemon
 
     def start(self) -> Bridge:
-        self._thread = threading.Thread(
-            target=self.runner.run, args=(self._stop,), name="daemon-run"
-        )
-        self._thread.start()
+        self._running.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(15)
-            assert not self._thread.is_alive(), "runner.run() did not return"
+        self._running.stop()
 
     def issue(self, event_id: str, timeout: float = 10.0) -> dict[str, Any]:
         found = wait_until(
@@ -95,12 +84,6 @@ class Bridge:
     def polls(self, count: int) -> None:
         start = len(self.sim.requests)
         wait_until(lambda: len(self.sim.requests) >= start + count, 10, message="more polls")
-
-
-@pytest.fixture(params=["cloud", "datacenter"])
-def jira(request: pytest.FixtureRequest) -> Iterator[FakeJira]:
-    with FakeJira(request.param) as fake:
-        yield fake
 
 
 @pytest.fixture

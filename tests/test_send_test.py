@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,7 +15,6 @@ from tests.fakes.slack import FakeSlack
 from tests.fakes.teams import FakeTeams
 from tests.helpers import free_port, toml_str
 
-from sebridge import config as config_module
 from sebridge.cli import main
 from sebridge.integrations.jsonl.sink import JsonlSink
 from sebridge.model import ScheduledEvent, Transition, TransitionKind
@@ -26,23 +24,7 @@ from sebridge.sink import Message
 MARKED = "sebridge test message — no action needed (from vm7: sebridge check --send-test)"
 
 
-@pytest.fixture(autouse=True)
-def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "SEBRIDGE_CONFIG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(config_module, "DEFAULT_PATH", str(tmp_path / "absent.toml"))
-
-
-@pytest.fixture
-def slack() -> Iterator[FakeSlack]:
-    with FakeSlack() as fake:
-        yield fake
-
-
-@pytest.fixture
-def teams() -> Iterator[FakeTeams]:
-    with FakeTeams() as fake:
-        yield fake
+pytestmark = pytest.mark.usefixtures("hermetic")
 
 
 def check(tmp_path: Path, sections: str, *extra: str) -> tuple[int, str]:

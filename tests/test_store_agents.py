@@ -44,16 +44,13 @@ def scheduled(e: ScheduledEvent) -> Transition:
 
 
 @pytest.fixture
-def url(store_url: str) -> str:
-    """Every test here runs on SQLite and on PostgreSQL (conftest.py: store_url)."""
-    return store_url
-
-
-@pytest.fixture
-def agents(url: str) -> Iterator[tuple[Store, Store]]:
+def agents(store_url: str) -> Iterator[tuple[Store, Store]]:
     # Daemons (each holding its name) on PostgreSQL; on SQLite one holds the file alone.
-    daemons = url.startswith("postgresql")
-    a, b = Store(url, agent="vm0", exclusive=daemons), Store(url, agent="vm1", exclusive=daemons)
+    daemons = store_url.startswith("postgresql")
+    a, b = (
+        Store(store_url, agent="vm0", exclusive=daemons),
+        Store(store_url, agent="vm1", exclusive=daemons),
+    )
     yield a, b
     a.close()
     b.close()
@@ -305,8 +302,8 @@ def test_agents_losing_sight_of_an_event_at_once_take_turns(pg_database: str) ->
         b.close()
 
 
-def test_a_dead_agents_sightings_stop_counting_a_beating_ones_do_not(url: str) -> None:
-    a, b, c = (Store(url, agent=name) for name in ("vm0", "vm1", "vm2"))
+def test_a_dead_agents_sightings_stop_counting_a_beating_ones_do_not(store_url: str) -> None:
+    a, b, c = (Store(store_url, agent=name) for name in ("vm0", "vm1", "vm2"))
     try:
         first, second = event("E1"), event("E2")
         for agent in (a, b, c):
@@ -326,9 +323,9 @@ def test_a_dead_agents_sightings_stop_counting_a_beating_ones_do_not(url: str) -
             agent.close()
 
 
-def test_the_daemon_beats_while_it_runs(url: str) -> None:
+def test_the_daemon_beats_while_it_runs(store_url: str) -> None:
     with Simulator(vm_name="vm0") as sim:
-        store = Store(url, agent="vm0")
+        store = Store(store_url, agent="vm0")
         d = Daemon(ImdsClient(sim.url, timeout=2.0), store, {}, vm_name="vm0")
         stop = threading.Event()
         runner = threading.Thread(
@@ -336,8 +333,8 @@ def test_the_daemon_beats_while_it_runs(url: str) -> None:
         )
         runner.start()
         try:
-            first = wait_until(lambda: seen_at_of_vm0(url), message="the first document")
-            wait_until(lambda: seen_at_of_vm0(url) > first, message="a heartbeat after it")
+            first = wait_until(lambda: seen_at_of_vm0(store_url), message="the first document")
+            wait_until(lambda: seen_at_of_vm0(store_url) > first, message="a heartbeat after it")
         finally:
             stop.set()
             runner.join()

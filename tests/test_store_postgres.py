@@ -15,13 +15,12 @@ import psycopg
 import pytest
 
 import pg
-from helpers import free_port, wait_until
+from helpers import ListSink, free_port, wait_until
 from sebridge.daemon import Daemon
 from sebridge.errors import StoreError
 from sebridge.imds import ImdsClient
-from sebridge.model import Approval, Document, Receipt, ScheduledEvent, Transition
+from sebridge.model import Approval, Document, ScheduledEvent, Transition
 from sebridge.simulator import Simulator
-from sebridge.sink import Message
 from sebridge.store import Store
 from sebridge.store.schema import MIGRATIONS
 
@@ -61,25 +60,11 @@ def ticks(d: Daemon) -> bool:
 def delivered(d: Daemon, sink: ListSink) -> list[tuple[str, str]]:
     """Deliver what is due; (kind, event id) of everything the sink got."""
     d.dispatcher.deliver_due(sink.name)
-    return [(m.transition.kind, m.transition.event_id) for m in sink.sent]
+    return sink.pairs()
 
 
 def scheduled(e: ScheduledEvent) -> Transition:
     return Transition("scheduled", e, datetime.now(UTC))
-
-
-class ListSink:
-    name = "list"
-
-    def __init__(self) -> None:
-        self.sent: list[Message] = []
-
-    def send(self, message: Message) -> Receipt | None:
-        self.sent.append(message)
-        return None
-
-    def close(self) -> None:
-        pass
 
 
 def daemon(sim: Simulator, url: str, sink: ListSink) -> Daemon:

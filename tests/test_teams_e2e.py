@@ -19,19 +19,7 @@ from tests.link_bridge import PUBLIC, LinkBridge
 
 from sebridge.simulator import Simulator
 
-PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
-
-
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in PROXY_VARS:
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def teams() -> Iterator[FakeTeams]:
-    with FakeTeams() as fake:
-        yield fake
+pytestmark = pytest.mark.usefixtures("no_proxy")
 
 
 @pytest.fixture
