@@ -14,7 +14,8 @@ last one.
 
 Markers (registered in pyproject.toml; `pytest -m "not slow and not pg and not browser"`
 runs the fast part alone): `pg` is given here to every test that uses the database, by
-fixture; `browser` and `slow` are set by the modules themselves (`pytestmark`).
+fixture; `browser` and `slow` are set by the modules themselves (`pytestmark`) or by the
+test. A test over 3 s not marked `slow` fails the run of scripts/check (slow_check.py).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ if TYPE_CHECKING:  # the fakes are imported by the fixtures that start them
     from tests.fakes.jira import FakeJira
     from tests.fakes.slack import FakeSlack
     from tests.fakes.teams import FakeTeams
+
+pytest_plugins = ["slow_check"]
 
 # A daemon's start, up to its first IMDS GET: a new Python process importing the whole
 # package, on a machine that may be busy.
