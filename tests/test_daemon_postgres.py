@@ -25,6 +25,9 @@ from helpers import (
 )
 from sebridge.simulator import Simulator
 
+# Every test starts `sebridge run` or the CLI as processes, on a database of its own.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def config(tmp_path: Path, sim: Simulator, pg_url: str) -> Path:

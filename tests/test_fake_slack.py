@@ -378,6 +378,7 @@ def test_hello_frame_and_ticket_check(slack: FakeSlack) -> None:
         pass
 
 
+@pytest.mark.slow
 def test_unacked_envelope_server_close_and_network_drop(slack: FakeSlack) -> None:
     received: list[SocketModeRequest] = []
     sm = socket_client(slack, received, ack=False, ping_interval=0.1)

@@ -137,6 +137,7 @@ def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert not process_alive(hook_pid) and not process_alive(child_pid)
 
 
+@pytest.mark.slow
 def test_a_hook_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
     command = script(
         tmp_path,

@@ -107,6 +107,7 @@ def make_bridge(jira: FakeJira, sim: Simulator, tmp_path: Path) -> Iterator[Call
         bridge.stop()
 
 
+@pytest.mark.slow
 def test_ticket_approved_by_moving_it_then_started_and_resolved(
     make_bridge: Callable[..., Bridge],
 ) -> None:
@@ -172,6 +173,7 @@ def test_started_event_is_refused_once(make_bridge: Callable[..., Bridge]) -> No
     assert bridge.sim.start_requests == []
 
 
+@pytest.mark.slow
 def test_no_search_while_no_event_is_open(make_bridge: Callable[..., Bridge]) -> None:
     bridge = make_bridge()
     bridge.polls(15)  # 3 s of polling, 15 watcher intervals
@@ -194,6 +196,7 @@ def test_one_search_for_all_open_events(make_bridge: Callable[..., Bridge]) -> N
     )
 
 
+@pytest.mark.slow
 def test_lost_answer_on_create_through_the_dispatcher_makes_one_issue(
     make_bridge: Callable[..., Bridge],
 ) -> None:

@@ -238,6 +238,7 @@ def test_without_vm_name_the_test_message_names_the_vm_imds_names(tmp_path: Path
     )
 
 
+@pytest.mark.slow
 def test_without_vm_name_and_imds_the_test_message_says_the_name_is_unknown(tmp_path: Path) -> None:
     code, out = _check_without_vm_name(tmp_path, f"http://127.0.0.1:{free_port()}")
     assert code == 1, out

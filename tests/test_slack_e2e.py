@@ -513,6 +513,7 @@ def _scheduled_line_within(bridge: Bridge, event_id: str, seconds: float) -> Non
     assert time.monotonic() - started < seconds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["503", "close"])
 def test_slack_down_delays_only_slack_and_posts_once_when_back(
     make_bridge: Callable[..., Bridge], how: str
@@ -538,6 +539,7 @@ def test_slack_down_delays_only_slack_and_posts_once_when_back(
     assert [s.status for s in slack.calls_to("chat.postMessage")][-1] == 200
 
 
+@pytest.mark.slow
 def test_rate_limited_post_waits_for_retry_after_and_posts_once(
     make_bridge: Callable[..., Bridge],
 ) -> None:

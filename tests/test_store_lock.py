@@ -57,6 +57,7 @@ def test_a_second_run_on_the_same_store_refuses_naming_the_holder(
     assert first.alive()
 
 
+@pytest.mark.slow
 def test_once_beside_the_daemon_refuses_and_nothing_is_delivered_twice(
     config: Path, sim: Simulator, tmp_path: Path, start_daemon: Callable[..., DaemonProcess]
 ) -> None:
@@ -74,6 +75,7 @@ def test_once_beside_the_daemon_refuses_and_nothing_is_delivered_twice(
     ]
 
 
+@pytest.mark.slow
 def test_events_history_approve_and_check_work_beside_the_daemon(
     config: Path, sim: Simulator, tmp_path: Path, start_daemon: Callable[..., DaemonProcess]
 ) -> None:
@@ -91,6 +93,7 @@ def test_events_history_approve_and_check_work_beside_the_daemon(
     assert line["actor"] == "alice"
 
 
+@pytest.mark.slow
 def test_a_killed_daemon_never_blocks_a_restart(
     config: Path, sim: Simulator, tmp_path: Path, start_daemon: Callable[..., DaemonProcess]
 ) -> None:
@@ -107,6 +110,7 @@ def test_a_killed_daemon_never_blocks_a_restart(
     assert json.loads((tmp_path / "state.db.lock").read_text(encoding="utf-8"))["pid"] == second.pid
 
 
+@pytest.mark.slow
 def test_the_demo_beside_a_daemon_uses_its_own_store_and_touches_nothing_of_it(
     config: Path, sim: Simulator, tmp_path: Path, start_daemon: Callable[..., DaemonProcess]
 ) -> None:

@@ -181,6 +181,7 @@ def test_commits_to_the_outbox_and_approvals_are_heard_by_name_nothing_else_is(p
         other.close()
 
 
+@pytest.mark.slow
 def test_a_lost_listen_connection_comes_back_and_counts_every_table_as_written(pg_url: str) -> None:
     store = Store(pg_url, agent="vm0")
     heard: list[frozenset[str]] = []
@@ -268,6 +269,7 @@ def test_a_dropped_connection_is_opened_again(pg_url: str) -> None:
         store.close()
 
 
+@pytest.mark.slow
 def test_while_connecting_again_hangs_ticks_fail_at_once_and_nothing_waits_for_it(
     pg_url: str, sim: Simulator
 ) -> None:

@@ -157,6 +157,7 @@ def test_an_unplanned_event_gets_a_card_without_a_button(
     assert "actions" not in shown.card  # nothing to approve
 
 
+@pytest.mark.slow
 def test_throttled_then_delivered_once_and_failures_keep_no_url(
     make_bridge: Callable[..., LinkBridge], sim: Simulator, teams: FakeTeams, tmp_path: Path
 ) -> None:

@@ -212,6 +212,7 @@ def test_commands_that_only_read_need_no_imds(known_event: tuple[Path, str], com
     assert "sebridge has not polled" not in done.stdout
 
 
+@pytest.mark.slow
 def test_check_says_run_would_not_start_without_vm_name_or_imds(
     known_event: tuple[Path, str],
 ) -> None:
