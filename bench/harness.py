@@ -2,7 +2,7 @@
 /proc sampling, percentiles, the printed table, and the run of a benchmark's parts.
 
 latency.py, slack_latency.py, teams_latency.py and jira_calls.py run `python -m sebridge run
---config FILE` as a child process against the IMDS simulator of `sebridge.simulator`, which
+--config FILE` as a child process against the IMDS simulator of `sebridge.imds.simulator`, which
 runs in the benchmark's own process (its request log gives the arrival time of every
 request), and print each figure beside its target; fleet_scale.py and fleet_rig.py take the
 error type, the log tail, percentiles and the SIGTERM handling. A change to how the daemon is

@@ -184,12 +184,12 @@ if stub:
             self.sinks, self.registry = tuple(sinks), None
         def __getattr__(self, name):
             return lambda *args, **kwargs: None
-    stubs = (("metrics", "Metrics", NoMetrics), ("store_gauges", "StoreGauges", object))
+    stubs = (("engine.metrics", "Metrics", NoMetrics), ("engine.store_gauges", "StoreGauges", object))
     for name, attr, value in stubs:
         module = types.ModuleType("sebridge." + name)
         setattr(module, attr, value)
         sys.modules["sebridge." + name] = module
-from sebridge import cli, runtime
+from sebridge.cli import main as cli, runtime
 if stub:
     def app(environ, start_response):
         start_response("200 OK", [("Content-Type", "text/plain")])

@@ -1,8 +1,11 @@
 """Fixtures several test modules share, and the `pg` marker given by fixture.
 
-A module that needs a fixture of the same name but another meaning defines its own, which
-takes precedence over the one here for that module only (e.g. test_daemon_tick's `sim` on
-a fake clock).
+Every fixture more than one module uses is defined here, once. A module that needs a
+fixture of the same name but another meaning defines its own, which takes precedence over
+the one here for that module only (e.g. test_daemon_tick's `sim` on a fake clock,
+test_jira_process's `jira` whose search lags). A module uses the environment fixtures
+(`no_proxy`, `no_config`, `hermetic`, `no_threads_left`) for all its tests with
+`pytestmark = pytest.mark.usefixtures(...)`.
 
 PostgreSQL is the machine's server on 127.0.0.1:5432 (tests/pg.py; `.ci/run` starts it):
 a test that asks for it skips, saying so, when nothing answers there, and each module that
@@ -11,20 +14,35 @@ last one.
 
 Markers (registered in pyproject.toml; `pytest -m "not slow and not pg and not browser"`
 runs the fast part alone): `pg` is given here to every test that uses the database, by
-fixture; `browser` and `slow` are set by the modules themselves (`pytestmark`).
+fixture; `browser` and `slow` are set by the modules themselves (`pytestmark`) or by the
+test. A test over 3 s not marked `slow` fails the run of scripts/check (slow_check.py).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 import pg
+from helpers import PROXY_VARS, DaemonProcess, event_gets, simulators, threads_left, wait_until
 from sebridge.config import loader as config
 from sebridge.imds.simulator import Simulator
+
+if TYPE_CHECKING:  # the fakes are imported by the fixtures that start them
+    from tests.fakes.jira import FakeJira
+    from tests.fakes.slack import FakeSlack
+    from tests.fakes.teams import FakeTeams
+
+pytest_plugins = ["slow_check"]
+
+# A daemon's start, up to its first IMDS GET: a new Python process importing the whole
+# package, on a machine that may be busy.
+START_TIMEOUT = 20.0
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -73,14 +91,105 @@ def sim() -> Iterator[Simulator]:
 
 
 @pytest.fixture
-def cli_in_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    """For `sebridge.cli.main` in this process: no real /etc/sebridge/sebridge.toml, no
-    inherited $SEBRIDGE_CONFIG, and the root logger as it was (every command reconfigures
-    logging onto sys.stderr)."""
+def sims(request: pytest.FixtureRequest) -> Iterator[list[Simulator]]:
+    """A fleet's simulators: one per agent (the module's AGENTS; VMs vm0, vm1...), each on
+    a free port, an approved event staying Scheduled until the test starts it (as `sim`)."""
+    names = [f"vm{i}" for i in range(request.module.AGENTS)]
+    with simulators(names, approval_delay=3600) as started:
+        yield started
+
+
+@pytest.fixture
+def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No proxy variables from the environment: requests, slack_sdk and urllib honour them,
+    and every fake here is on loopback. (A test of proxy handling sets its own.)"""
+    for name in PROXY_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def no_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Never the machine's /etc/sebridge/sebridge.toml, nor an inherited $SEBRIDGE_CONFIG."""
     monkeypatch.setattr(config, "DEFAULT_PATH", str(tmp_path / "absent" / "sebridge.toml"))
     monkeypatch.delenv("SEBRIDGE_CONFIG", raising=False)
+
+
+@pytest.fixture
+def cli_in_process(no_config: None) -> Iterator[None]:
+    """For `sebridge.cli.main` in this process: no_config, and the root logger as it was
+    (every command reconfigures logging onto sys.stderr)."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture
+def hermetic(no_proxy: None, cli_in_process: None) -> None:
+    """Commands and sinks in this process against the fakes: no proxy, no config of the
+    machine's, the root logger restored."""
+
+
+@pytest.fixture
+def no_threads_left() -> Iterator[None]:
+    """Fails the test when a thread it started is still alive 3 s after its fixtures
+    stopped (a Socket Mode client, a sink's worker...)."""
+    before = set(threading.enumerate())
+    yield
+    assert threads_left(before) == [], "threads left behind"
+
+
+@pytest.fixture
+def slack() -> Iterator[FakeSlack]:
+    """The fake Slack (Web API and Socket Mode) on a free port, with its default workspace."""
+    from tests.fakes.slack import FakeSlack
+
+    with FakeSlack() as fake:
+        yield fake
+
+
+@pytest.fixture
+def teams() -> Iterator[FakeTeams]:
+    """The fake Teams webhook on a free port."""
+    from tests.fakes.teams import FakeTeams
+
+    with FakeTeams() as fake:
+        yield fake
+
+
+@pytest.fixture(params=["cloud", "datacenter"])
+def jira(request: pytest.FixtureRequest) -> Iterator[FakeJira]:
+    """The fake Jira on a free port, once as Cloud and once as Data Center."""
+    from tests.fakes.jira import FakeJira
+
+    with FakeJira(request.param) as fake:
+        yield fake
+
+
+@pytest.fixture
+def start_daemon(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
+    """start(config) starts `sebridge run --config CONFIG` (its log in tmp_path);
+    start(config, sim) returns once the daemon's first IMDS GET reached `sim`. Every daemon
+    started is SIGKILLed at teardown and its log printed (pytest shows it when the test
+    failed)."""
+    daemons: list[DaemonProcess] = []
+
+    def start(config: Path, sim: Simulator | None = None) -> DaemonProcess:
+        before = event_gets(sim) if sim is not None else 0
+        daemon = DaemonProcess(config, tmp_path / f"daemon-{len(daemons)}.log")
+        daemons.append(daemon)
+        if sim is not None:
+            wait_until(
+                lambda: event_gets(sim) > before or not daemon.alive(),
+                START_TIMEOUT,
+                message="the daemon's first IMDS GET",
+            )
+            assert daemon.alive(), daemon.log_text()
+        return daemon
+
+    yield start
+    for daemon in daemons:
+        daemon.kill()
+    for daemon in daemons:
+        print(f"--- {daemon.log.name} (exit {daemon.proc.returncode}) ---\n{daemon.log_text()}")

@@ -1,6 +1,6 @@
 """Shared helpers for the end-to-end tests: bounded waits, configs, processes, store reads.
 
-Plain functions and classes only (no fixtures): each test module owns its fixtures.
+Plain functions and classes only; the fixtures built on them are in tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -13,18 +13,29 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sebridge.imds.simulator import Simulator
 from sebridge.model import Receipt
 from sebridge.model.message import Message
 
+if TYPE_CHECKING:
+    from sebridge.engine.runner import Runner
+
 T = TypeVar("T")
 
 EVENTS_PATH = "/metadata/scheduledevents"
+# What requests, urllib and slack_sdk read from the environment to reach a host through a
+# proxy (or not): the fakes are on loopback, so none of it may come from the machine's.
+PROXY_VARS = tuple(
+    name
+    for var in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY")
+    for name in (var, var.lower())
+)
 
 
 def wait_until(
@@ -158,6 +169,14 @@ def wait_polls(sim: Simulator, count: int = 3, timeout: float = 10.0) -> None:
     wait_until(lambda: event_gets(sim) >= start + count, timeout, message=f"{count} more polls")
 
 
+@contextlib.contextmanager
+def simulators(names: Sequence[str], **options: Any) -> Iterator[list[Simulator]]:
+    """One IMDS simulator per VM name, each on a free port (a fleet's agents); all stopped
+    at the end. options: the Simulator's."""
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(Simulator(port=0, vm_name=n, **options)) for n in names]
+
+
 def free_port() -> int:
     """A local port nothing listens on (connections to it are refused)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -228,6 +247,45 @@ class DaemonProcess:
             return ""
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie answers kill 0, yet it has ended)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
+
+
+def threads_left(before: set[threading.Thread], grace: float = 3.0) -> list[str]:
+    """Names of threads started since `before` still alive after `grace` seconds."""
+    deadline = time.monotonic() + grace
+    while True:
+        left = [t.name for t in threading.enumerate() if t not in before and t.is_alive()]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.02)
+
+
+class RunnerThread:
+    """`Runner.run` on a thread of this process, as `sebridge run` runs it on its main one;
+    stop() ends it the way SIGTERM does."""
+
+    def __init__(self, runner: Runner) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=runner.run, args=(self._stop,), name="daemon-run")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Ask run() to return; fail the test if it has not within `timeout` seconds."""
+        self._stop.set()
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout)
+            assert not self._thread.is_alive(), "runner.run() did not return"
+
+
 def cli_main(*argv: str) -> tuple[int, str, str]:
     """`sebridge ARGV` in this process -> (exit code, stdout, stderr)."""
     from sebridge.cli.main import main
@@ -244,6 +302,8 @@ def cli_main(*argv: str) -> tuple[int, str, str]:
 class ListSink:
     """A sink that keeps every Message it is given, in order."""
 
+    name = "list"
+
     def __init__(self) -> None:
         self.sent: list[Message] = []
 
@@ -259,6 +319,10 @@ class ListSink:
 
     def kinds(self, event_id: str) -> list[str]:
         return [m.transition.kind for m in self.by_event(event_id)]
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """(kind, event id) of every message, in order."""
+        return [(m.transition.kind, m.transition.event_id) for m in self.sent]
 
     def of(self, event_id: str, kind: str) -> list[Message]:
         return [m for m in self.by_event(event_id) if m.transition.kind == kind]

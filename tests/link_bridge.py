@@ -3,11 +3,10 @@ the fixture of the approval link, Teams end-to-end and browser tests."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import requests
-from tests.helpers import wait_until
+from tests.helpers import RunnerThread, wait_until
 
 from sebridge.cli.runtime import build_runner, link_signer
 from sebridge.config.loader import Config
@@ -52,17 +51,12 @@ class LinkBridge:
         self.signer: LinkSigner = signer
         self.http = requests.Session()
         self.http.trust_env = False  # no proxy between us and 127.0.0.1
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self.runner.run, args=(self._stop,), name="daemon-run"
-        )
-        self._thread.start()
+        self._running = RunnerThread(self.runner)
+        self._running.start()
 
     def stop(self) -> None:
         self.http.close()  # a kept-alive connection would hold waitress for its idle timeout
-        self._stop.set()
-        self._thread.join(15)
-        assert not self._thread.is_alive(), "runner.run() did not return"
+        self._running.stop()
 
     def schedule(self, event_type: str = "Redeploy", **options: Any) -> str:
         event_id = self.sim.schedule(event_type, **options)

@@ -82,15 +82,6 @@ def reset(url: str) -> str:
     return url
 
 
-def wait_gone(url: str, pid: object, timeout: float = 10.0) -> None:
-    """Wait until the server ended backend `pid` (a closed client's session ends a moment
-    after it hung up; its advisory locks stand until then)."""
-    deadline = time.monotonic() + timeout
-    while query(url, f"SELECT 1 FROM pg_stat_activity WHERE pid = {int(str(pid))}"):
-        assert time.monotonic() < deadline, f"backend {pid} still there after {timeout} s"
-        time.sleep(0.01)
-
-
 def query(url: str, sql: str) -> list[tuple[object, ...]]:
     """Read the store the way a person would: psql-like, a connection of its own."""
     with psycopg.connect(url, autocommit=True) as conn:

@@ -26,15 +26,7 @@ from sebridge.model import ScheduledEvent, Transition
 from sebridge.model.message import Message
 
 # chromium and chromium-driver (tests/browser.py)
-pytestmark = pytest.mark.browser
-
-PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
-
-
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in PROXY_VARS:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("no_proxy")]
 
 
 @pytest.fixture

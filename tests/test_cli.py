@@ -160,6 +160,7 @@ def test_check_missing_file(tmp_path: Path) -> None:
     assert "does not exist" in err
 
 
+@pytest.mark.slow
 def test_sebridge_config_variable_is_honoured(cfg: str, tmp_path: Path) -> None:
     code, out, err = run_process("check", env=cli_env(SEBRIDGE_CONFIG=cfg))
     assert code == 0, err
@@ -196,6 +197,7 @@ api_url = "http://127.0.0.1:9/api/"
 """
 
 
+@pytest.mark.slow
 def test_check_never_shows_secrets(tmp_path: Path) -> None:
     token_file = tmp_path / "signing"
     token_file.write_text("SECRET-signing-789\n", encoding="utf-8")
@@ -226,6 +228,7 @@ def test_check_never_shows_secrets(tmp_path: Path) -> None:
         assert "SECRET" not in err
 
 
+@pytest.mark.slow
 def test_check_says_an_unreachable_slack_once(tmp_path: Path) -> None:
     """As a process, with sebridge's logging set up: slack_sdk's own ERROR line about the
     failed request said the problem a second time, on stderr."""
@@ -256,6 +259,7 @@ def test_bad_secret_is_reported_without_its_value(tmp_path: Path) -> None:
     assert "SECRET" not in out + err
 
 
+@pytest.mark.slow
 def test_check_never_shows_the_store_password(tmp_path: Path) -> None:
     path = tmp_path / "pg.toml"
     path.write_text(

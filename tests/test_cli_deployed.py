@@ -38,6 +38,7 @@ def shell_env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_events_history_and_approve_need_no_sink_secrets(tmp_path: Path, sim: Simulator) -> None:
     db = tmp_path / "state.db"
     plain = write_config(tmp_path / "plain.toml", endpoint=sim.url, db=db)
@@ -151,6 +152,7 @@ def test_an_unread_secret_turns_its_integration_on_but_has_no_value() -> None:
         )
 
 
+@pytest.mark.slow
 def test_check_says_a_missing_store_and_creates_nothing(tmp_path: Path) -> None:
     db = tmp_path / "var" / "lib" / "sebridge" / "state.db"
     config = write_config(tmp_path / "c.toml", endpoint="http://127.0.0.1:9", db=db, vm_name="vm0")

@@ -22,6 +22,7 @@ def test_events_before_any_poll_says_so(cfg: str) -> None:
     assert "latest document is empty" not in done.stdout
 
 
+@pytest.mark.slow
 def test_events_after_an_empty_document_says_it_is_empty(cfg: str) -> None:
     assert run_cli("once", "--config", cfg).returncode == 0
     done = run_cli("events", "--config", cfg)
@@ -37,6 +38,7 @@ def test_history_of_an_unknown_event_is_an_error(cfg: str) -> None:
         assert "no history yet" not in done.stdout
 
 
+@pytest.mark.slow
 def test_refused_cli_approvals_are_in_history(cfg: str, sim: Simulator) -> None:
     event_id = sim.schedule("Reboot")
     assert run_cli("once", "--config", cfg).returncode == 0
@@ -57,6 +59,7 @@ def test_refused_cli_approvals_are_in_history(cfg: str, sim: Simulator) -> None:
     assert any("refused" in ln and "by mallory via cli" in ln for ln in own.stdout.splitlines())
 
 
+@pytest.mark.slow
 def test_history_is_in_time_order_and_late_refusals_are_one_line(cfg: str, sim: Simulator) -> None:
     event_id = sim.schedule("Reboot")
     assert run_cli("once", "--config", cfg).returncode == 0

@@ -29,10 +29,7 @@ APP = "xapp-1-" + SEKRIT
 SLACK_OK = {"bot_token": BOT, "app_token": APP, "channel": "C0123456789"}
 
 
-@pytest.fixture(autouse=True)
-def no_default_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Never read the real /etc/sebridge/sebridge.toml."""
-    monkeypatch.setattr(config, "DEFAULT_PATH", str(tmp_path / "absent" / "sebridge.toml"))
+pytestmark = pytest.mark.usefixtures("no_config")
 
 
 def build(data: dict[str, Any], env: dict[str, str] | None = None) -> Config:

@@ -9,7 +9,7 @@ own on the machine's server (tests/pg.py).
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,17 +17,16 @@ import pytest
 import pg
 from helpers import (
     DaemonProcess,
-    event_gets,
     free_port,
     lines_of,
     run_cli,
     wait_line,
-    wait_until,
     write_config,
 )
 from sebridge.imds.simulator import Simulator
 
-START_TIMEOUT = 20.0
+# Every test starts `sebridge run` or the CLI as processes, on a database of its own.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
@@ -40,37 +39,14 @@ def config(tmp_path: Path, sim: Simulator, pg_url: str) -> Path:
     )
 
 
-@pytest.fixture
-def start_daemon(tmp_path: Path, sim: Simulator) -> Iterator[Callable[[Path], DaemonProcess]]:
-    daemons: list[DaemonProcess] = []
-
-    def start(config: Path) -> DaemonProcess:
-        before = event_gets(sim)
-        daemon = DaemonProcess(config, tmp_path / f"daemon-{len(daemons)}.log")
-        daemons.append(daemon)
-        wait_until(
-            lambda: event_gets(sim) > before or not daemon.alive(),
-            START_TIMEOUT,
-            message="the daemon's first IMDS GET",
-        )
-        assert daemon.alive(), daemon.log_text()
-        return daemon
-
-    yield start
-    for daemon in daemons:
-        daemon.kill()
-    for daemon in daemons:
-        print(f"--- {daemon.log.name} (exit {daemon.proc.returncode}) ---\n{daemon.log_text()}")
-
-
 def test_the_cli_works_beside_the_daemon_and_an_approval_it_could_not_post_is_carried_out(
     config: Path,
     sim: Simulator,
     tmp_path: Path,
     pg_url: str,
-    start_daemon: Callable[[Path], DaemonProcess],
+    start_daemon: Callable[..., DaemonProcess],
 ) -> None:
-    start_daemon(config)
+    start_daemon(config, sim)
     event_id = sim.schedule("Reboot")
     wait_line(tmp_path / "events.jsonl", event_id, "scheduled")
     for args in (["events"], ["history"], ["check"]):
@@ -101,12 +77,12 @@ def test_a_killed_daemon_is_restarted_and_goes_on(
     sim: Simulator,
     tmp_path: Path,
     pg_url: str,
-    start_daemon: Callable[[Path], DaemonProcess],
+    start_daemon: Callable[..., DaemonProcess],
 ) -> None:
-    first = start_daemon(config)
+    first = start_daemon(config, sim)
     first.signal(signal.SIGKILL)
     first.wait(10)
-    second = start_daemon(config)
+    second = start_daemon(config, sim)
     event_id = sim.schedule("Freeze", duration=5)
     wait_line(tmp_path / "events.jsonl", event_id, "scheduled")
     assert second.alive()

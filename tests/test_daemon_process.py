@@ -86,23 +86,6 @@ def setup(tmp_path: Path, sim: Simulator) -> Setup:
     return Setup(config, db, jsonl)
 
 
-@pytest.fixture
-def start_daemon(tmp_path: Path) -> Iterator[Callable[[Path], DaemonProcess]]:
-    """Start `sebridge run` processes; every one is SIGKILLed at teardown, its log printed."""
-    daemons: list[DaemonProcess] = []
-
-    def start(config: Path) -> DaemonProcess:
-        daemon = DaemonProcess(config, tmp_path / f"daemon-{len(daemons)}.log")
-        daemons.append(daemon)
-        return daemon
-
-    yield start
-    for daemon in daemons:
-        daemon.kill()
-    for daemon in daemons:  # shown by pytest only when the test failed
-        print(f"--- {daemon.log.name} (exit {daemon.proc.returncode}) ---\n{daemon.log_text()}")
-
-
 def started(daemon: DaemonProcess, sim: Simulator) -> DaemonProcess:
     """Wait until the daemon polled once (its signal handlers are installed by then)."""
     wait_until(
@@ -128,7 +111,7 @@ def kinds(jsonl: Path, event_id: str) -> list[str]:
 
 
 def test_scheduled_started_completed_each_delivered_once(
-    sim: Simulator, setup: Setup, start_daemon: Callable[[Path], DaemonProcess]
+    sim: Simulator, setup: Setup, start_daemon: Callable[..., DaemonProcess]
 ) -> None:
     started(start_daemon(setup.config), sim)
     event_id = sim.schedule("Reboot")
@@ -160,7 +143,7 @@ def test_scheduled_started_completed_each_delivered_once(
 
 
 def test_cli_approval_reaches_imds_once_and_refusals_post_nothing(
-    sim: Simulator, setup: Setup, start_daemon: Callable[[Path], DaemonProcess]
+    sim: Simulator, setup: Setup, start_daemon: Callable[..., DaemonProcess]
 ) -> None:
     started(start_daemon(setup.config), sim)
     event_id = sim.schedule("Reboot")
@@ -208,7 +191,7 @@ def test_cli_approval_reaches_imds_once_and_refusals_post_nothing(
 def test_user_event_is_approved_by_policy(
     make_sim: Callable[..., Simulator],
     tmp_path: Path,
-    start_daemon: Callable[[Path], DaemonProcess],
+    start_daemon: Callable[..., DaemonProcess],
 ) -> None:
     sim = make_sim(time_scale=1.0, approval_delay=3600)
     db, jsonl = tmp_path / "state.db", tmp_path / "events.jsonl"
@@ -231,7 +214,7 @@ def test_user_event_is_approved_by_policy(
 def test_dry_run_marks_the_approval_and_posts_nothing(
     make_sim: Callable[..., Simulator],
     tmp_path: Path,
-    start_daemon: Callable[[Path], DaemonProcess],
+    start_daemon: Callable[..., DaemonProcess],
 ) -> None:
     sim = make_sim()
     db, jsonl = tmp_path / "state.db", tmp_path / "events.jsonl"
@@ -260,7 +243,7 @@ def test_dry_run_marks_the_approval_and_posts_nothing(
 def _crash_with_rows_committed_but_undelivered(
     sim: Simulator,
     setup: Setup,
-    start_daemon: Callable[[Path], DaemonProcess],
+    start_daemon: Callable[..., DaemonProcess],
     events: tuple[str, ...],
 ) -> list[str]:
     """Run the daemon with the JSONL path a FIFO nobody reads: the tick commits, the
@@ -284,7 +267,7 @@ def _crash_with_rows_committed_but_undelivered(
 
 
 def test_crash_after_commit_delivers_every_notification_exactly_once(
-    sim: Simulator, setup: Setup, start_daemon: Callable[[Path], DaemonProcess]
+    sim: Simulator, setup: Setup, start_daemon: Callable[..., DaemonProcess]
 ) -> None:
     ids = _crash_with_rows_committed_but_undelivered(
         sim, setup, start_daemon, ("Reboot", "Redeploy")
@@ -312,7 +295,7 @@ def test_crash_after_commit_delivers_every_notification_exactly_once(
 def test_redelivery_after_restart_names_this_vm(
     make_sim: Callable[..., Simulator],
     tmp_path: Path,
-    start_daemon: Callable[[Path], DaemonProcess],
+    start_daemon: Callable[..., DaemonProcess],
 ) -> None:
     vm = "vm-e2e-7f3a"  # the IMDS compute name, unlike this machine's hostname
     if socket.gethostname() == vm:
@@ -337,7 +320,7 @@ def test_redelivery_after_restart_names_this_vm(
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_stops_the_daemon_with_exit_code_0(
-    signum: int, sim: Simulator, setup: Setup, start_daemon: Callable[[Path], DaemonProcess]
+    signum: int, sim: Simulator, setup: Setup, start_daemon: Callable[..., DaemonProcess]
 ) -> None:
     daemon = started(start_daemon(setup.config), sim)
     event_id = sim.schedule("Reboot")
@@ -351,7 +334,7 @@ def test_signal_stops_the_daemon_with_exit_code_0(
 
 
 def test_malformed_and_html_answers_change_nothing(
-    sim: Simulator, setup: Setup, start_daemon: Callable[[Path], DaemonProcess]
+    sim: Simulator, setup: Setup, start_daemon: Callable[..., DaemonProcess]
 ) -> None:
     daemon = started(start_daemon(setup.config), sim)
     event_id = sim.schedule("Reboot")
@@ -469,7 +452,7 @@ def test_imds_down_for_a_minute_invents_no_transition(tmp_path: Path) -> None:
 
 
 def test_first_imds_get_arrives_soon_after_start(
-    sim: Simulator, setup: Setup, start_daemon: Callable[[Path], DaemonProcess]
+    sim: Simulator, setup: Setup, start_daemon: Callable[..., DaemonProcess]
 ) -> None:
     begun = time.monotonic()
     daemon = start_daemon(setup.config)
@@ -482,7 +465,7 @@ def test_first_imds_get_arrives_soon_after_start(
 
 
 def test_dead_endpoint_keeps_the_daemon_running(
-    tmp_path: Path, start_daemon: Callable[[Path], DaemonProcess]
+    tmp_path: Path, start_daemon: Callable[..., DaemonProcess]
 ) -> None:
     port = free_port()
     db = tmp_path / "state.db"

@@ -11,15 +11,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from helpers import wait_until
+from helpers import ListSink, wait_until
 from sebridge.approval.request import ApprovalRequest
 from sebridge.config.core import PolicyConfig
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
-from sebridge.model import Approval, Receipt
+from sebridge.model import Approval
 from sebridge.model.approval import OutcomeKind
-from sebridge.model.message import Message
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
 
@@ -38,23 +37,6 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.t += seconds
-
-
-class ListSink:
-    name = "list"
-
-    def __init__(self) -> None:
-        self.sent: list[Message] = []
-
-    def send(self, message: Message) -> Receipt | None:
-        self.sent.append(message)
-        return None
-
-    def close(self) -> None:
-        pass
-
-    def kinds(self) -> list[tuple[str, str]]:
-        return [(m.transition.kind, m.transition.event_id) for m in self.sent]
 
 
 @pytest.fixture
@@ -97,14 +79,8 @@ class Harness:
 
 
 @pytest.fixture
-def url(store_url: str) -> str:
-    """Every test here runs on SQLite and on PostgreSQL (conftest.py: store_url)."""
-    return store_url
-
-
-@pytest.fixture
-def h(sim: Simulator, clock: FakeClock, url: str) -> Iterator[Harness]:
-    harness = Harness(sim, clock, url)
+def h(sim: Simulator, clock: FakeClock, store_url: str) -> Iterator[Harness]:
+    harness = Harness(sim, clock, store_url)
     yield harness
     harness.close()
 
@@ -112,7 +88,7 @@ def h(sim: Simulator, clock: FakeClock, url: str) -> Iterator[Harness]:
 def test_platform_reboot_is_notified_not_approved(h: Harness) -> None:
     eid = h.sim.schedule("Reboot")
     h.tick()
-    assert h.sink.kinds() == [("scheduled", eid)]
+    assert h.sink.pairs() == [("scheduled", eid)]
     assert h.sink.sent[0].policy == "ask"
     h.tick()
     assert h.sim.start_requests == []
@@ -122,12 +98,12 @@ def test_user_event_is_approved_by_the_policy(h: Harness) -> None:
     eid = h.sim.schedule("Redeploy", source="User")
     h.tick()
     assert h.sim.start_requests == [eid]
-    assert h.sink.kinds() == [("scheduled", eid), ("approved", eid)]
+    assert h.sink.pairs() == [("scheduled", eid), ("approved", eid)]
     approved = h.sink.sent[1].transition
     assert (approved.actor, approved.via, approved.dry_run) == ("policy", "policy", False)
     h.clock.advance(3)  # past the simulator's approval delay
     h.tick()
-    assert h.sink.kinds()[-1] == ("started", eid)
+    assert h.sink.pairs()[-1] == ("started", eid)
     h.tick()
     assert h.sim.start_requests == [eid]  # approved once, never again
 
@@ -172,7 +148,7 @@ def test_approving_unknown_gone_or_started_events_never_reaches_imds(h: Harness)
     assert "gone" in _refusal(h, gone)
     h.tick()
     assert h.sim.posts == []
-    assert ("unplanned", started) in h.sink.kinds() and ("cancelled", gone) in h.sink.kinds()
+    assert ("unplanned", started) in h.sink.pairs() and ("cancelled", gone) in h.sink.pairs()
 
 
 def test_a_failed_post_is_retried_on_the_next_tick(h: Harness) -> None:
@@ -186,25 +162,27 @@ def test_a_failed_post_is_retried_on_the_next_tick(h: Harness) -> None:
     assert record is not None and record.state == "pending" and "500" in (record.last_error or "")
     h.tick()
     assert h.sim.start_requests == [eid]
-    assert h.sink.kinds().count(("approved", eid)) == 1
+    assert h.sink.pairs().count(("approved", eid)) == 1
 
 
-def test_dry_run_notifies_but_never_posts(sim: Simulator, clock: FakeClock, url: str) -> None:
-    h = Harness(sim, clock, url, dry_run=True)
+def test_dry_run_notifies_but_never_posts(sim: Simulator, clock: FakeClock, store_url: str) -> None:
+    h = Harness(sim, clock, store_url, dry_run=True)
     eid = sim.schedule("Reboot", source="User")
     h.tick()
     assert sim.posts == []
-    assert h.sink.kinds() == [("scheduled", eid), ("would_approve", eid)]
+    assert h.sink.pairs() == [("scheduled", eid), ("would_approve", eid)]
     assert h.sink.sent[1].transition.dry_run and h.sink.sent[1].dry_run
     h.close()
 
 
-def test_only_this_vm_ignores_other_vms_events(sim: Simulator, clock: FakeClock, url: str) -> None:
-    h = Harness(sim, clock, url, policy=build_policy(PolicyConfig(only_this_vm=True)))
+def test_only_this_vm_ignores_other_vms_events(
+    sim: Simulator, clock: FakeClock, store_url: str
+) -> None:
+    h = Harness(sim, clock, store_url, policy=build_policy(PolicyConfig(only_this_vm=True)))
     sim.schedule("Reboot", resources=["other-vm"])
     mine = sim.schedule("Reboot", resources=["vm0", "other-vm"])
     h.tick()
-    assert h.sink.kinds() == [("scheduled", mine)]
+    assert h.sink.pairs() == [("scheduled", mine)]
     h.close()
 
 
@@ -223,11 +201,11 @@ def test_malformed_document_keeps_the_previous_state(h: Harness) -> None:
     for kind in ("malformed", "html"):
         h.sim.inject(kind)
         h.tick()
-    assert h.sink.kinds() == [("scheduled", eid)]
+    assert h.sink.pairs() == [("scheduled", eid)]
     record = h.daemon.store.event(eid)
     assert record is not None and record.present
     h.tick()
-    assert h.sink.kinds() == [("scheduled", eid)]
+    assert h.sink.pairs() == [("scheduled", eid)]
 
 
 def test_an_outage_is_not_all_events_completed(h: Harness) -> None:
@@ -239,7 +217,7 @@ def test_an_outage_is_not_all_events_completed(h: Harness) -> None:
         h.tick()
     h.sim.clear_faults()
     h.tick()
-    assert h.sink.kinds() == [("scheduled", eid)]
+    assert h.sink.pairs() == [("scheduled", eid)]
     record = h.daemon.store.event(eid)
     assert record is not None and record.present and record.state == "scheduled"
 
@@ -251,7 +229,7 @@ def test_a_restart_does_not_repeat_transitions(h: Harness) -> None:
     h.tick()
     h.sim.start_event(eid)
     h.tick()
-    assert h.sink.kinds() == [("scheduled", eid), ("started", eid)]
+    assert h.sink.pairs() == [("scheduled", eid), ("started", eid)]
 
 
 def test_an_event_gone_while_we_were_down_completes_if_approved(h: Harness) -> None:
@@ -262,7 +240,7 @@ def test_an_event_gone_while_we_were_down_completes_if_approved(h: Harness) -> N
     h.restart()  # the VM rebooted with the event; it is gone when we come back
     h.sim.complete(eid)
     h.tick()
-    assert h.sink.kinds()[-1] == ("completed", eid)
+    assert h.sink.pairs()[-1] == ("completed", eid)
 
 
 def _dump(url: str) -> list[tuple[object, ...]]:

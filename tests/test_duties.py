@@ -117,6 +117,7 @@ def test_at_most_slots_agents_run_a_service_and_a_standby_takes_a_dead_ones_plac
     assert sorted(i for i, s in enumerate(services) if s.running()) == sorted([standby, running[1]])
 
 
+@pytest.mark.slow
 def test_a_waiting_agent_sends_one_statement_per_wait_and_nothing_once_it_holds(
     pg_database: str,
 ) -> None:

@@ -28,7 +28,8 @@ except ModuleNotFoundError:  # pytest puts tests/ itself on sys.path
 OPS = "C0123456789"
 QUIET = "C0999999999"
 ONCALL = "S0456EFGH"
-PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
+# Both WebClient and the socket client would honour a proxy.
+pytestmark = pytest.mark.usefixtures("no_proxy", "no_threads_left")
 
 
 def approve_blocks(event_id: str) -> list[dict[str, Any]]:
@@ -52,20 +53,6 @@ def approve_blocks(event_id: str) -> list[dict[str, Any]]:
             ],
         },
     ]
-
-
-@pytest.fixture(autouse=True)
-def no_threads_left_behind(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in PROXY_VARS:  # both WebClient and the socket client would honour a proxy
-        monkeypatch.delenv(name, raising=False)
-    before = set(threading.enumerate())
-    yield
-    deadline = time.monotonic() + 3
-    while (left := [t for t in threading.enumerate() if t not in before and t.is_alive()]) and (
-        time.monotonic() < deadline
-    ):
-        time.sleep(0.02)
-    assert not left, f"threads left behind: {left}"
 
 
 @pytest.fixture
@@ -391,6 +378,7 @@ def test_hello_frame_and_ticket_check(slack: FakeSlack) -> None:
         pass
 
 
+@pytest.mark.slow
 def test_unacked_envelope_server_close_and_network_drop(slack: FakeSlack) -> None:
     received: list[SocketModeRequest] = []
     sm = socket_client(slack, received, ack=False, ping_interval=0.1)

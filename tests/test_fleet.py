@@ -41,18 +41,8 @@ from sebridge.imds.simulator import Simulator
 # fleets of real `sebridge run` processes (pg too, given by conftest.py)
 pytestmark = pytest.mark.slow
 
-AGENTS = 3
+AGENTS = 3  # the fleet: conftest.py starts a simulator for each (`sims`)
 START_TIMEOUT = 20.0
-
-
-@pytest.fixture
-def sims() -> Iterator[list[Simulator]]:
-    started = [Simulator(port=0, approval_delay=3600, vm_name=f"vm{i}") for i in range(AGENTS)]
-    for sim in started:
-        sim.start()
-    yield started
-    for sim in started:
-        sim.stop()
 
 
 class Fleet:

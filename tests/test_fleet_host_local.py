@@ -22,23 +22,21 @@ from pathlib import Path
 import pytest
 
 import pg
-from helpers import DaemonProcess, event_gets, lines_of, read_jsonl, wait_until, write_config
+from helpers import (
+    DaemonProcess,
+    event_gets,
+    lines_of,
+    read_jsonl,
+    wait_until,
+    write_config,
+)
 from sebridge.imds.simulator import Simulator
+from sebridge.store.store import HEARTBEAT
 
 pytestmark = pytest.mark.slow
 
-AGENTS = 2
+AGENTS = 2  # the fleet: conftest.py starts a simulator for each (`sims`)
 TRIES = 8
-
-
-@pytest.fixture
-def sims() -> Iterator[list[Simulator]]:
-    started = [Simulator(port=0, approval_delay=3600, vm_name=f"vm{i}") for i in range(AGENTS)]
-    for sim in started:
-        sim.start()
-    yield started
-    for sim in started:
-        sim.stop()
 
 
 @pytest.fixture
@@ -95,10 +93,13 @@ def test_a_line_written_by_an_agent_killed_before_its_ack_is_repeated_only_marke
         assert killed is not None and victim is not None, f"no stop in time in {TRIES} tries"
 
         survivor = 1 - victim
-        # The survivor's heartbeat (every 30 s) finds the dead agent's row and delivers it:
-        # at once when the dead session is seen gone, else once the claim's lease (2 min)
-        # ends; either way it is taken over, which is what this test is about.
-        wait_until(lambda: lines_of(files[survivor], killed), 180, message="the taken-over line")
+        # Nothing announces a death: the survivor's next heartbeat finds the dead agent's row
+        # (its claimant's session gone, the 2 min lease still running) and delivers it.
+        wait_until(
+            lambda: lines_of(files[survivor], killed),
+            2 * HEARTBEAT.total_seconds(),
+            message="the taken-over line",
+        )
         time.sleep(1.0)  # nothing more follows
         first, again = lines_of(files[victim], killed), lines_of(files[survivor], killed)
         assert [line["maybe_repeat"] for line in first] == [False]

@@ -25,32 +25,10 @@ from helpers import DaemonProcess, event_gets, toml_str, wait_until, write_confi
 from sebridge.imds.simulator import Simulator
 
 # fleets of real `sebridge run` processes (pg too, given by conftest.py)
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_proxy")]
 
 OPS = "C0123456789"
-AGENTS = 3
-
-
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def slack() -> Iterator[FakeSlack]:
-    with FakeSlack() as fake:
-        yield fake
-
-
-@pytest.fixture
-def sims() -> Iterator[list[Simulator]]:
-    started = [Simulator(port=0, approval_delay=3600, vm_name=f"vm{i}") for i in range(AGENTS)]
-    for sim in started:
-        sim.start()
-    yield started
-    for sim in started:
-        sim.stop()
+AGENTS = 3  # the fleet: conftest.py starts a simulator for each (`sims`)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import process_alive
 from sebridge.hooks.process import OUTPUT_LIMIT, HookSpec, run_hook
 from sebridge.imds import parse_document
 from sebridge.model import ScheduledEvent
@@ -33,16 +33,6 @@ def script(tmp_path: Path, name: str, body: str) -> tuple[str, ...]:
     path = tmp_path / f"{name}.py"
     path.write_text(body)
     return (sys.executable, str(path))
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers kill 0; it has ended all the same.
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
 
 
 def seen_script(tmp_path: Path, out: Path) -> tuple[str, ...]:
@@ -142,11 +132,12 @@ def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert took < 30  # bounded: the hook would have slept 600 s
     hook_pid, child_pid = (int(p) for p in pids.read_text().split())
     deadline = time.monotonic() + 5
-    while (alive(hook_pid) or alive(child_pid)) and time.monotonic() < deadline:
+    while (process_alive(hook_pid) or process_alive(child_pid)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not alive(hook_pid) and not alive(child_pid)
+    assert not process_alive(hook_pid) and not process_alive(child_pid)
 
 
+@pytest.mark.slow
 def test_a_hook_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
     command = script(
         tmp_path,
@@ -174,9 +165,9 @@ def test_children_left_behind_do_not_hold_the_hook_open_and_are_ended(tmp_path: 
     assert time.monotonic() - began < 30  # the child (600 s) holds our pipe: not waited for
     child = int(pid_file.read_text())
     deadline = time.monotonic() + 5
-    while alive(child) and time.monotonic() < deadline:
+    while process_alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not alive(child)
+    assert not process_alive(child)
 
 
 @pytest.mark.parametrize("command", [("/nonexistent/drain",), ("/etc/hostname",)])

@@ -15,8 +15,9 @@ from helpers import wait_until
 from sebridge.imds.simulator import Simulator
 from test_fleet import Fleet
 
-# The fleet of test_fleet.py: three agents on this run's PostgreSQL database.
-fleet, sims = test_fleet.fleet, test_fleet.sims
+# The fleet of test_fleet.py: three agents on this run's PostgreSQL database (conftest.py
+# starts a simulator for each: `sims`).
+fleet, AGENTS = test_fleet.fleet, test_fleet.AGENTS
 
 pytestmark = pytest.mark.slow
 

@@ -3,15 +3,23 @@ hooks as real programs, JSON lines as the channel, and `sebridge approve` as a p
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from helpers import DaemonProcess, cli_env, lines_of, run_cli, wait_line, wait_until, write_config
+from helpers import (
+    DaemonProcess,
+    cli_env,
+    lines_of,
+    process_alive,
+    run_cli,
+    wait_line,
+    wait_until,
+    write_config,
+)
 from sebridge.imds.simulator import Simulator
 
 pytestmark = pytest.mark.slow
@@ -50,17 +58,9 @@ def hooks_config(tmp_path: Path, sim: Simulator, rules: str, hooks: dict[str, st
     )
 
 
-@pytest.fixture
-def daemons() -> Iterator[list[DaemonProcess]]:
-    started: list[DaemonProcess] = []
-    yield started
-    for d in started:
-        d.kill()
-
-
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
 def test_a_hook_cut_short_runs_again_after_the_restart(
-    sim: Simulator, tmp_path: Path, daemons: list[DaemonProcess], stop: signal.Signals
+    sim: Simulator, tmp_path: Path, start_daemon: Callable[..., DaemonProcess], stop: signal.Signals
 ) -> None:
     go = tmp_path / "go"
     drain = hook(
@@ -72,8 +72,7 @@ def test_a_hook_cut_short_runs_again_after_the_restart(
     config = hooks_config(tmp_path, sim, rules, {"drain": drain})
     out = tmp_path / "out.jsonl"
     event_id = sim.schedule("Reboot")
-    first = DaemonProcess(config, tmp_path / "first.log")
-    daemons.append(first)
+    first = start_daemon(config)
     wait_line(out, event_id, "hook_started", timeout=START)
     # hook_started is recorded before the process starts: wait for the process itself.
     runs = tmp_path / "drain.runs"
@@ -82,21 +81,20 @@ def test_a_hook_cut_short_runs_again_after_the_restart(
     first.signal(stop)
     if stop == signal.SIGTERM:
         assert first.wait(15) == 0
-        wait_until(lambda: not _alive(first_hook), 5)  # the stop ended the hook's group
+        wait_until(lambda: not process_alive(first_hook), 5)  # the stop ended the hook's group
         assert "hook in progress ended; it runs again at the next start" in first.log_text()
     else:
         first.wait(10)
         # The hook's own process group outlives a kill -9 of the daemon (unless systemd
         # ends the unit's cgroup): still running, waiting for `go`.
-        assert _alive(first_hook)
+        assert process_alive(first_hook)
     assert sim.start_requests == []
     assert lines_of(out, event_id, "hook_failed") == []
 
-    second = DaemonProcess(config, tmp_path / "second.log")
-    daemons.append(second)
+    start_daemon(config)
     wait_until(lambda: len((tmp_path / "drain.runs").read_text().split()) == 2, START)
     # Never two attempts at once: the restart ended what the first left running.
-    wait_until(lambda: not _alive(first_hook), 5)
+    wait_until(lambda: not process_alive(first_hook), 5)
     go.touch()
     done = wait_line(out, event_id, "approved", timeout=START)
     assert done["actor"] == "policy"
@@ -112,7 +110,7 @@ def test_a_hook_cut_short_runs_again_after_the_restart(
 
 
 def test_a_failed_drain_holds_and_a_persons_approval_is_held_too(
-    sim: Simulator, tmp_path: Path, daemons: list[DaemonProcess]
+    sim: Simulator, tmp_path: Path, start_daemon: Callable[..., DaemonProcess]
 ) -> None:
     go = tmp_path / "go"
     drain = hook(
@@ -128,8 +126,7 @@ def test_a_failed_drain_holds_and_a_persons_approval_is_held_too(
     config = hooks_config(tmp_path, sim, rules, {"drain": drain})
     out = tmp_path / "out.jsonl"
     event_id = sim.schedule("Redeploy", notice=1200)
-    daemon = DaemonProcess(config, tmp_path / "daemon.log")
-    daemons.append(daemon)
+    start_daemon(config)
     reminder = wait_line(out, event_id, "reminder", timeout=START)
     assert reminder["remind_before"] == 1195
     env = cli_env()
@@ -158,12 +155,3 @@ def test_a_failed_drain_holds_and_a_persons_approval_is_held_too(
     assert "hook_started" in said and "drain started on vm0" in said
     assert "drain failed (exit 1) on vm0: pool web: 3 sessions left" in said
     assert "Approval by alice held: drain failed (exit 1) on vm0" in said
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,12 +21,6 @@ from sebridge.integrations.registry import config_from_mapping as from_mapping
 from sebridge.kernel.errors import MalformedDocumentError
 
 HOSTILE = "Host\ud800 update\x1b[2J\x07\x00 \u202eexe.txt\nINFO forged line"
-
-
-@pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(port=0, vm_name="vm0", approval_delay=3600) as simulator:
-        yield simulator
 
 
 def daemon_for(

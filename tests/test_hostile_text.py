@@ -155,6 +155,7 @@ def _texts(node: Any) -> Iterator[tuple[str, str]]:
             yield from _texts(value)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(messages())
 def test_slack_gets_blocks_within_its_limits(slack: _FakeWebApi, message: Message) -> None:
@@ -182,6 +183,7 @@ def teams() -> Iterator[FakeTeams]:
         yield fake
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(messages())
 def test_teams_gets_a_card_within_its_size(teams: FakeTeams, message: Message) -> None:
@@ -206,6 +208,7 @@ def jira() -> Iterator[tuple[FakeJira, JiraSink]]:
         yield fake, JiraSink(JiraApi(settings), Renderer(), lag_waits=(0.0,), clock=lambda: NOW)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(messages())
 def test_jira_gets_an_issue_it_takes(jira: tuple[FakeJira, JiraSink], message: Message) -> None:

@@ -62,6 +62,7 @@ def trickle(port: int, head: bytes, drip: bytes, every: float, for_seconds: floa
     return None
 
 
+@pytest.mark.slow
 def test_headers_that_trickle_in_are_cut_off_at_the_header_deadline(server: HttpServer) -> None:
     # One header line every 0.3 s: waitress's idle timeout (60 s here) never fires.
     closed = trickle(server.port, b"GET /echo HTTP/1.1\r\n", b"X-A: b\r\n", 0.3, 10.0)
@@ -69,6 +70,7 @@ def test_headers_that_trickle_in_are_cut_off_at_the_header_deadline(server: Http
     assert closed >= 1.5  # its deadline, not before
 
 
+@pytest.mark.slow
 def test_a_silent_connection_is_cut_off_at_the_header_deadline(server: HttpServer) -> None:
     start = time.monotonic()
     with socket.create_connection(("127.0.0.1", server.port)) as sock:
@@ -77,6 +79,7 @@ def test_a_silent_connection_is_cut_off_at_the_header_deadline(server: HttpServe
     assert time.monotonic() - start >= 1.5
 
 
+@pytest.mark.slow
 def test_a_body_that_trickles_in_is_cut_off_at_the_body_deadline(server: HttpServer) -> None:
     head = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"
     closed = trickle(server.port, head, b"x" * 10, 0.3, 10.0)  # 1,000 bytes would take 30 s
@@ -84,6 +87,7 @@ def test_a_body_that_trickles_in_is_cut_off_at_the_body_deadline(server: HttpSer
     assert closed >= 1.5
 
 
+@pytest.mark.slow
 def test_requests_in_time_are_answered_and_the_deadline_restarts_for_the_next(
     server: HttpServer,
 ) -> None:
@@ -111,6 +115,7 @@ def healthz(port: int, timeout: float) -> int | None:
         conn.close()
 
 
+@pytest.mark.slow
 def test_healthz_answers_beside_more_tricklers_and_silent_clients_than_the_limit() -> None:
     """100 connections against a limit of 50: half trickle a header line every second,
     half say nothing, and each comes back when cut off. /healthz answers every time."""

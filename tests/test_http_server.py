@@ -139,6 +139,7 @@ def test_idle_connections_do_not_lock_out_healthz(server: HttpServer) -> None:
             sock.close()
 
 
+@pytest.mark.slow
 def test_a_half_sent_request_is_closed_after_the_idle_timeout(server: HttpServer) -> None:
     sock = raw(server, b"POST /hook HTTP/1.1\r\nHost: x\r\nContent-Le")
     with sock:
@@ -162,6 +163,7 @@ def test_healthz_allows_get_and_head_only(server: HttpServer) -> None:
     assert request(server, "POST", "/healthz", b"")[0] == 405
 
 
+@pytest.mark.slow
 def test_stop_while_requests_are_in_flight(caplog: pytest.LogCaptureFixture) -> None:
     """Start, serve, stop, 15 times, with answers being written as stop() comes.
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,20 +12,8 @@ from tests.fakes.jira import FakeJira
 from tests.helpers import toml_str
 
 from sebridge.cli.main import main
-from sebridge.config import loader as config_module
 
-
-@pytest.fixture(autouse=True)
-def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "SEBRIDGE_CONFIG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(config_module, "DEFAULT_PATH", str(tmp_path / "absent.toml"))
-
-
-@pytest.fixture(params=["cloud", "datacenter"])
-def jira(request: pytest.FixtureRequest) -> Iterator[FakeJira]:
-    with FakeJira(request.param) as fake:
-        yield fake
+pytestmark = pytest.mark.usefixtures("hermetic")
 
 
 def check(tmp_path: Path, jira: FakeJira, **keys: Any) -> tuple[int, str]:

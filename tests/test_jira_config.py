@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from sebridge.config import loader as config
 from sebridge.config.loader import Config
 from sebridge.integrations.jira import JiraSettings
 from sebridge.integrations.registry import config_from_mapping as from_mapping
@@ -21,9 +20,7 @@ CLOUD = {"url": "https://x.atlassian.net", "project": "OPS", "email": "a@b.c", "
 DC = {"url": "https://jira.example.net/jira", "project": "OPS", "pat": "p"}
 
 
-@pytest.fixture(autouse=True)
-def no_default_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(config, "DEFAULT_PATH", str(tmp_path / "absent" / "sebridge.toml"))
+pytestmark = pytest.mark.usefixtures("no_config")
 
 
 def build(jira: dict[str, Any], env: dict[str, str] | None = None) -> Config:

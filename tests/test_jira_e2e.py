@@ -7,7 +7,6 @@ fake's `move()`. Outcomes are awaited with bounded polls, never sleeps.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,10 +14,9 @@ from typing import Any
 
 import pytest
 from tests.fakes.jira import FakeJira
-from tests.helpers import wait_until
+from tests.helpers import RunnerThread, wait_until
 
 from sebridge.cli.runtime import build_runner
-from sebridge.config import loader as config_module
 from sebridge.engine.daemon import Daemon
 from sebridge.engine.runner import Runner
 from sebridge.imds.simulator import Simulator
@@ -28,12 +26,7 @@ from sebridge.integrations.registry import config_from_mapping as from_mapping
 POLL = 0.2
 
 
-@pytest.fixture(autouse=True)
-def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("SEBRIDGE_CONFIG", raising=False)
-    monkeypatch.setattr(config_module, "DEFAULT_PATH", str(tmp_path / "absent.toml"))
+pytestmark = pytest.mark.usefixtures("hermetic")
 
 
 def jira_section(fake: FakeJira, wrong_credentials: bool = False, **more: Any) -> dict[str, Any]:
@@ -58,25 +51,21 @@ class Bridge:
     jira: FakeJira
     sim: Simulator
     runner: Runner
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _running: RunnerThread = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._running = RunnerThread(self.runner)
 
     @property
     def daemon(self) -> Daemon:
         return self.runner.daemon
 
     def start(self) -> Bridge:
-        self._thread = threading.Thread(
-            target=self.runner.run, args=(self._stop,), name="daemon-run"
-        )
-        self._thread.start()
+        self._running.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(15)
-            assert not self._thread.is_alive(), "runner.run() did not return"
+        self._running.stop()
 
     def issue(self, event_id: str, timeout: float = 10.0) -> dict[str, Any]:
         found = wait_until(
@@ -103,12 +92,6 @@ class Bridge:
         wait_until(lambda: len(self.sim.requests) >= start + count, 10, message="more polls")
 
 
-@pytest.fixture(params=["cloud", "datacenter"])
-def jira(request: pytest.FixtureRequest) -> Iterator[FakeJira]:
-    with FakeJira(request.param) as fake:
-        yield fake
-
-
 @pytest.fixture
 def make_bridge(jira: FakeJira, sim: Simulator, tmp_path: Path) -> Iterator[Callable[..., Bridge]]:
     bridges: list[Bridge] = []
@@ -130,6 +113,7 @@ def make_bridge(jira: FakeJira, sim: Simulator, tmp_path: Path) -> Iterator[Call
         bridge.stop()
 
 
+@pytest.mark.slow
 def test_ticket_approved_by_moving_it_then_started_and_resolved(
     make_bridge: Callable[..., Bridge],
 ) -> None:
@@ -195,6 +179,7 @@ def test_started_event_is_refused_once(make_bridge: Callable[..., Bridge]) -> No
     assert bridge.sim.start_requests == []
 
 
+@pytest.mark.slow
 def test_no_search_while_no_event_is_open(make_bridge: Callable[..., Bridge]) -> None:
     bridge = make_bridge()
     bridge.polls(15)  # 3 s of polling, 15 watcher intervals
@@ -217,6 +202,7 @@ def test_one_search_for_all_open_events(make_bridge: Callable[..., Bridge]) -> N
     )
 
 
+@pytest.mark.slow
 def test_lost_answer_on_create_through_the_dispatcher_makes_one_issue(
     make_bridge: Callable[..., Bridge],
 ) -> None:

@@ -37,22 +37,6 @@ def jira(request: pytest.FixtureRequest) -> Iterator[FakeJira]:
         yield fake
 
 
-@pytest.fixture
-def start_daemon(tmp_path: Path) -> Iterator[Callable[[Path], DaemonProcess]]:
-    daemons: list[DaemonProcess] = []
-
-    def start(config: Path) -> DaemonProcess:
-        daemon = DaemonProcess(config, tmp_path / f"daemon-{len(daemons)}.log")
-        daemons.append(daemon)
-        return daemon
-
-    yield start
-    for daemon in daemons:
-        daemon.kill()
-    for daemon in daemons:  # shown by pytest only when the test failed
-        print(f"--- {daemon.log.name} (exit {daemon.proc.returncode}) ---\n{daemon.log_text()}")
-
-
 def config_for(tmp_path: Path, sim: Simulator, jira: FakeJira) -> Path:
     auth = (
         f"email = {toml_str(jira.email)}\napi_token = {toml_str(jira.token)}"
@@ -82,7 +66,7 @@ def test_kill_between_create_and_commit_makes_exactly_one_issue(
     tmp_path: Path,
     sim: Simulator,
     jira: FakeJira,
-    start_daemon: Callable[[Path], DaemonProcess],
+    start_daemon: Callable[..., DaemonProcess],
 ) -> None:
     config = config_for(tmp_path, sim, jira)
     db = tmp_path / "state.db"
@@ -115,7 +99,7 @@ def test_deleted_store_finds_the_pending_events_issue(
     tmp_path: Path,
     sim: Simulator,
     jira: FakeJira,
-    start_daemon: Callable[[Path], DaemonProcess],
+    start_daemon: Callable[..., DaemonProcess],
 ) -> None:
     jira.index_lag = 0.0  # the store is lost long after the create: the index caught up
     config = config_for(tmp_path, sim, jira)

@@ -31,10 +31,7 @@ NOT_BEFORE = datetime(2026, 11, 23, 22, 26, 58, tzinfo=UTC)
 NOW = datetime.now(UTC) + timedelta(hours=1)
 
 
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_proxy")
 
 
 @pytest.fixture(params=["cloud", "datacenter"])

@@ -66,6 +66,7 @@ def assert_index_backed(text: str, postgres: bool) -> None:
         assert "TEMP B-TREE" not in text and "SCAN o" not in text, text
 
 
+@pytest.mark.slow
 def test_the_claim_walks_the_pending_index_in_order(store: Store) -> None:
     backlog(store)
     postgres = store.db.location.startswith("postgresql")
@@ -75,6 +76,7 @@ def test_the_claim_walks_the_pending_index_in_order(store: Store) -> None:
     store.close()
 
 
+@pytest.mark.slow
 def test_delivered_history_is_outside_the_walk(store: Store) -> None:
     """Most rows delivered, a few pending: the plan still starts from the pending index."""
     backlog(store)
@@ -84,6 +86,7 @@ def test_delivered_history_is_outside_the_walk(store: Store) -> None:
     store.close()
 
 
+@pytest.mark.slow
 def test_claims_keep_each_events_rows_in_order_across_a_big_backlog(store: Store) -> None:
     """The rewritten condition (the oldest pending row of its event) claims every event's
     scheduled row before its changed row, and each row once."""

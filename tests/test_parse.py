@@ -316,6 +316,7 @@ _documents = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(_documents)
 def test_any_json_either_parses_or_raises_the_one_error(value: Any) -> None:

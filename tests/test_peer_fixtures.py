@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,6 +35,7 @@ PEER_DOCUMENT = {
 }
 
 
+@pytest.mark.slow
 def test_a_peer_fixture_document_is_announced_once(tmp_path: Path) -> None:
     out, db = tmp_path / "events.jsonl", tmp_path / "state.db"
     with FixtureImds(PEER_DOCUMENT) as imds:

@@ -342,6 +342,7 @@ def test_without_vm_name_the_vm_is_the_one_imds_names(tmp_path: Path) -> None:
     assert json.loads(out)["vm_name"] == "vm1"
 
 
+@pytest.mark.slow
 def test_without_vm_name_and_imds_the_vm_is_said_to_be_unknown(tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     cfg = write_config(tmp_path / "c.toml", endpoint=dead, db=tmp_path / "s.db", extra=RULES)

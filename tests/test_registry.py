@@ -131,6 +131,7 @@ def _tree_differences(left: Path, right: Path) -> list[str]:
     return sorted(found)
 
 
+@pytest.mark.slow
 def test_a_new_integration_is_its_folder_and_one_registry_entry(tmp_path: Path) -> None:
     """A JSON webhook added to a copy of the package: its folder, and its import and entry in
     the registry. Configured, checked, delivered, keyed by its name: nothing else to touch

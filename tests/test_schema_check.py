@@ -99,6 +99,7 @@ def older_store(path: Path, version: int) -> None:
     db.close()
 
 
+@pytest.mark.slow
 def test_reading_commands_refuse_an_older_schema_and_write_nothing(tmp_path: Path) -> None:
     """`events`, `history` and `policy explain` beside an older daemon: they once moved
     its store to the new schema in passing. Now they say which version it has and what

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,7 +16,6 @@ from tests.fakes.teams import FakeTeams
 from tests.helpers import free_port, toml_str
 
 from sebridge.cli.main import main
-from sebridge.config import loader as config_module
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.jsonl.sink import JsonlSink
 from sebridge.model import ScheduledEvent, Transition, TransitionKind
@@ -26,23 +24,7 @@ from sebridge.model.message import Message
 MARKED = "sebridge test message — no action needed (from vm7: sebridge check --send-test)"
 
 
-@pytest.fixture(autouse=True)
-def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "SEBRIDGE_CONFIG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(config_module, "DEFAULT_PATH", str(tmp_path / "absent.toml"))
-
-
-@pytest.fixture
-def slack() -> Iterator[FakeSlack]:
-    with FakeSlack() as fake:
-        yield fake
-
-
-@pytest.fixture
-def teams() -> Iterator[FakeTeams]:
-    with FakeTeams() as fake:
-        yield fake
+pytestmark = pytest.mark.usefixtures("hermetic")
 
 
 def check(tmp_path: Path, sections: str, *extra: str) -> tuple[int, str]:
@@ -256,6 +238,7 @@ def test_without_vm_name_the_test_message_names_the_vm_imds_names(tmp_path: Path
     )
 
 
+@pytest.mark.slow
 def test_without_vm_name_and_imds_the_test_message_says_the_name_is_unknown(tmp_path: Path) -> None:
     code, out = _check_without_vm_name(tmp_path, f"http://127.0.0.1:{free_port()}")
     assert code == 1, out

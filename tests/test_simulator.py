@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from helpers import FakeClock
 from sebridge.imds.simulator import API_VERSIONS, Simulator, demo_scenario, read_scenario, serve
 
 START = float(
@@ -24,19 +25,6 @@ START = float(
 )  # a Monday, 15 min before the docs' example
 EVENTS = "/metadata/scheduledevents?api-version="
 MD = {"Metadata": "true"}
-
-
-class FakeClock:
-    """Epoch seconds that move only when told to."""
-
-    def __init__(self, now: float = START) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class Response:
@@ -82,7 +70,7 @@ def approve(sim: Simulator, *ids: str, version: str = "2020-07-01") -> Response:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(START)
 
 
 @pytest.fixture

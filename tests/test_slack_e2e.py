@@ -25,12 +25,11 @@ from urllib.request import Request, urlopen
 
 import pytest
 from tests.fakes.slack import FakeMessage, FakeSlack
-from tests.helpers import read_jsonl, wait_until
+from tests.helpers import RunnerThread, read_jsonl, threads_left, wait_until
 
 from sebridge.cli import commands
 from sebridge.cli import main as cli
 from sebridge.cli.runtime import build_runner
-from sebridge.config import loader as config_module
 from sebridge.config.loader import Config
 from sebridge.engine.daemon import Daemon
 from sebridge.engine.runner import Runner
@@ -43,34 +42,9 @@ ONCALL = "S0456EFGH"
 APPROVERS = ["U0AAA", ONCALL]
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the HTTP-mode signing secret
 POLL = 0.2
-PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
-
-
-@pytest.fixture(autouse=True)
-def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    """No proxy (slack_sdk honours HTTP(S)_PROXY), no stray config, the root logger restored,
-    and no thread of ours left running."""
-    for name in PROXY_VARS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("SEBRIDGE_CONFIG", raising=False)
-    monkeypatch.setattr(config_module, "DEFAULT_PATH", str(tmp_path / "absent.toml"))
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    before = set(threading.enumerate())
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    assert not _threads_left(before), "threads left behind"
-
-
-def _threads_left(before: set[threading.Thread], grace: float = 3.0) -> list[str]:
-    """Names of threads started since `before` still alive after `grace` seconds."""
-    deadline = time.monotonic() + grace
-    while True:
-        left = [t.name for t in threading.enumerate() if t not in before and t.is_alive()]
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.02)
+# No proxy (slack_sdk honours HTTP(S)_PROXY), no stray config, the root logger restored, and
+# no thread of ours left running.
+pytestmark = pytest.mark.usefixtures("hermetic", "no_threads_left")
 
 
 # -------------------------------------------------------------------- the bridge under test
@@ -87,27 +61,23 @@ class Bridge:
     runner: Runner
     jsonl: Path
     events_url: str = ""  # HTTP mode: http://127.0.0.1:PORT/slack/events
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _running: RunnerThread = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._running = RunnerThread(self.runner)
 
     @property
     def daemon(self) -> Daemon:
         return self.runner.daemon
 
     def start(self) -> Bridge:
-        self._thread = threading.Thread(
-            target=self.runner.run, args=(self._stop,), name="daemon-run"
-        )
-        self._thread.start()
+        self._running.start()
         if self.mode == "socket":
             assert self.slack.wait_connected(timeout=10), "no Socket Mode connection"
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(15)
-            assert not self._thread.is_alive(), "runner.run() did not return"
+        self._running.stop()
 
     # ---- what people see in the channel
 
@@ -544,6 +514,7 @@ def _scheduled_line_within(bridge: Bridge, event_id: str, seconds: float) -> Non
     assert time.monotonic() - started < seconds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["503", "close"])
 def test_slack_down_delays_only_slack_and_posts_once_when_back(
     make_bridge: Callable[..., Bridge], how: str
@@ -569,6 +540,7 @@ def test_slack_down_delays_only_slack_and_posts_once_when_back(
     assert [s.status for s in slack.calls_to("chat.postMessage")][-1] == 200
 
 
+@pytest.mark.slow
 def test_rate_limited_post_waits_for_retry_after_and_posts_once(
     make_bridge: Callable[..., Bridge],
 ) -> None:
@@ -681,7 +653,7 @@ def test_stopping_leaves_no_threads_behind(
         bridge.wait_reply(bridge.wait_message(event_id), "Taken")
     finally:
         bridge.stop()
-    assert _threads_left(before, grace=1.5) == []
+    assert threads_left(before, grace=1.5) == []
 
 
 # -------------------------------------------------------------------- 10. sebridge check

@@ -44,16 +44,13 @@ def scheduled(e: ScheduledEvent) -> Transition:
 
 
 @pytest.fixture
-def url(store_url: str) -> str:
-    """Every test here runs on SQLite and on PostgreSQL (conftest.py: store_url)."""
-    return store_url
-
-
-@pytest.fixture
-def agents(url: str) -> Iterator[tuple[Store, Store]]:
+def agents(store_url: str) -> Iterator[tuple[Store, Store]]:
     # Daemons (each holding its name) on PostgreSQL; on SQLite one holds the file alone.
-    daemons = url.startswith("postgresql")
-    a, b = Store(url, agent="vm0", exclusive=daemons), Store(url, agent="vm1", exclusive=daemons)
+    daemons = store_url.startswith("postgresql")
+    a, b = (
+        Store(store_url, agent="vm0", exclusive=daemons),
+        Store(store_url, agent="vm1", exclusive=daemons),
+    )
     yield a, b
     a.close()
     b.close()
@@ -164,20 +161,43 @@ def test_a_dead_agents_claimed_rows_pass_at_once_and_the_heartbeat_says_so(
         # b waits for the lease, not looking again and again while a sends; a's own
         # row in flight is due now for a (its flush at shutdown waits for it).
         assert (b.outbox.next_due("slack"), a.outbox.next_due("slack")) == (T0 + LEASE, T0)
-        a_pid = a.db.one("SELECT pg_backend_pid()")[0]
     finally:
         a.close()  # kill -9 ends the session the same way: the server lets go of a's name
-    # The server ends a's backend after the client hung up, a moment later: until then its
-    # locks stand (the daemon's next heartbeat finds it gone; this test looks at once).
-    pg.wait_gone(url, a_pid)
     try:
-        assert b.heartbeat(T0)  # nothing else tells b that a is gone
+        # Nothing else tells b that a is gone; the server ends a's session just after close.
+        wait_until(lambda: b.heartbeat(T0), message="the server to let go of a's name")
         assert b.outbox.next_due("slack") == T0
         (again,) = b.outbox.claim("slack", T0, T0 + LEASE)  # the lease still runs
         assert (again.id, again.begun) == (delivery.id, 0)
         assert not b.heartbeat(T0)  # b holds it now, and b lives
     finally:
         b.close()
+
+
+def test_a_dead_agents_claims_pass_at_once_though_its_namesake_lives_on_another_database(
+    pg_database: str,
+) -> None:
+    """Advisory locks belong to one database, pg_locks lists the whole server's: a `vm0`
+    of another fleet (another database on the server) says nothing of this fleet's vm0."""
+    url = pg.reset(pg_database)
+    with pg.temporary_database() as elsewhere:
+        namesake = Store(elsewhere, agent="vm0", exclusive=True)
+        a, b = Store(url, agent="vm0", exclusive=True), Store(url, agent="vm1", exclusive=True)
+        try:
+            e = event()
+            a.apply(Document(1, (e,)), [(scheduled(e), ["slack"])], T0)
+            a.record_approval(Approval("E1", "alice", "slack", T0))
+            (delivery,) = a.outbox.claim("slack", T0, T0 + LEASE)
+            assert len(a.claim_approvals(T0, timedelta(seconds=60))) == 1
+            a.close()  # as kill -9 would: its session, and its name lock, end
+            b.apply(Document(1, (e,)), [], T0)
+            wait_until(lambda: b.heartbeat(T0), message="the server to let go of a's name")
+            (again,) = b.outbox.claim("slack", T0, T0 + LEASE)  # a's lease still runs
+            assert again.id == delivery.id
+            assert [c.event_id for c in b.claim_approvals(T0, timedelta(seconds=60))] == ["E1"]
+        finally:
+            for store in (a, b, namesake):
+                store.close()
 
 
 def test_the_heartbeat_says_when_an_approval_waits_for_someone(
@@ -283,8 +303,8 @@ def test_agents_losing_sight_of_an_event_at_once_take_turns(pg_database: str) ->
         b.close()
 
 
-def test_a_dead_agents_sightings_stop_counting_a_beating_ones_do_not(url: str) -> None:
-    a, b, c = (Store(url, agent=name) for name in ("vm0", "vm1", "vm2"))
+def test_a_dead_agents_sightings_stop_counting_a_beating_ones_do_not(store_url: str) -> None:
+    a, b, c = (Store(store_url, agent=name) for name in ("vm0", "vm1", "vm2"))
     try:
         first, second = event("E1"), event("E2")
         for agent in (a, b, c):
@@ -304,9 +324,9 @@ def test_a_dead_agents_sightings_stop_counting_a_beating_ones_do_not(url: str) -
             agent.close()
 
 
-def test_the_daemon_beats_while_it_runs(url: str) -> None:
+def test_the_daemon_beats_while_it_runs(store_url: str) -> None:
     with Simulator(vm_name="vm0") as sim:
-        store = Store(url, agent="vm0")
+        store = Store(store_url, agent="vm0")
         d = Daemon(ImdsClient(sim.url, timeout=2.0), store, {}, vm_name="vm0")
         stop = threading.Event()
         runner = threading.Thread(
@@ -314,8 +334,8 @@ def test_the_daemon_beats_while_it_runs(url: str) -> None:
         )
         runner.start()
         try:
-            first = wait_until(lambda: seen_at_of_vm0(url), message="the first document")
-            wait_until(lambda: seen_at_of_vm0(url) > first, message="a heartbeat after it")
+            first = wait_until(lambda: seen_at_of_vm0(store_url), message="the first document")
+            wait_until(lambda: seen_at_of_vm0(store_url) > first, message="a heartbeat after it")
         finally:
             stop.set()
             runner.join()

@@ -85,6 +85,7 @@ def test_jsonl_path_naming_a_folder_is_refused_by_check(tmp_path: Path) -> None:
     assert f"jsonl.path: {folder} is a folder" in done.stderr
 
 
+@pytest.mark.slow
 def test_jsonl_path_under_a_file_is_refused_and_a_missing_folder_is_a_warning(
     tmp_path: Path,
 ) -> None:

@@ -11,7 +11,7 @@ import os
 import signal
 import socket
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,20 +19,16 @@ import pytest
 from helpers import (
     DaemonProcess,
     cli_env,
-    event_gets,
     lines_of,
     run_cli,
     transitions_in_store,
     wait_line,
-    wait_until,
     write_config,
 )
 from sebridge.imds.simulator import Simulator
 from sebridge.kernel.errors import StoreError
 from sebridge.store import Store
 from sebridge.store.sqlite import SqliteDatabase
-
-START_TIMEOUT = 20.0
 
 
 @pytest.fixture
@@ -45,37 +41,14 @@ def config(tmp_path: Path, sim: Simulator) -> Path:
     )
 
 
-@pytest.fixture
-def start_daemon(tmp_path: Path, sim: Simulator) -> Iterator[Callable[[Path], DaemonProcess]]:
-    daemons: list[DaemonProcess] = []
-
-    def start(config: Path) -> DaemonProcess:
-        before = event_gets(sim)
-        daemon = DaemonProcess(config, tmp_path / f"daemon-{len(daemons)}.log")
-        daemons.append(daemon)
-        wait_until(
-            lambda: event_gets(sim) > before or not daemon.alive(),
-            START_TIMEOUT,
-            message="the daemon's first IMDS GET",
-        )
-        assert daemon.alive(), daemon.log_text()
-        return daemon
-
-    yield start
-    for daemon in daemons:
-        daemon.kill()
-    for daemon in daemons:
-        print(f"--- {daemon.log.name} (exit {daemon.proc.returncode}) ---\n{daemon.log_text()}")
-
-
 def holder(pid: int) -> str:
     return f"pid {pid} on host {socket.gethostname()}"
 
 
 def test_a_second_run_on_the_same_store_refuses_naming_the_holder(
-    config: Path, start_daemon: Callable[[Path], DaemonProcess]
+    config: Path, sim: Simulator, start_daemon: Callable[..., DaemonProcess]
 ) -> None:
-    first = start_daemon(config)
+    first = start_daemon(config, sim)
     second = run_cli("run", "--config", str(config), timeout=30)
     assert second.returncode == 1
     # Besides the start's "asking IMDS ... for this VM's name" line: the refusal, once.
@@ -84,10 +57,11 @@ def test_a_second_run_on_the_same_store_refuses_naming_the_holder(
     assert first.alive()
 
 
+@pytest.mark.slow
 def test_once_beside_the_daemon_refuses_and_nothing_is_delivered_twice(
-    config: Path, sim: Simulator, tmp_path: Path, start_daemon: Callable[[Path], DaemonProcess]
+    config: Path, sim: Simulator, tmp_path: Path, start_daemon: Callable[..., DaemonProcess]
 ) -> None:
-    daemon = start_daemon(config)
+    daemon = start_daemon(config, sim)
     event_id = sim.schedule("Reboot")
     wait_line(tmp_path / "events.jsonl", event_id, "scheduled")
     once = run_cli("once", "--config", str(config))
@@ -101,10 +75,11 @@ def test_once_beside_the_daemon_refuses_and_nothing_is_delivered_twice(
     ]
 
 
+@pytest.mark.slow
 def test_events_history_approve_and_check_work_beside_the_daemon(
-    config: Path, sim: Simulator, tmp_path: Path, start_daemon: Callable[[Path], DaemonProcess]
+    config: Path, sim: Simulator, tmp_path: Path, start_daemon: Callable[..., DaemonProcess]
 ) -> None:
-    start_daemon(config)
+    start_daemon(config, sim)
     event_id = sim.schedule("Reboot")
     wait_line(tmp_path / "events.jsonl", event_id, "scheduled")
     for args in (["events"], ["history"], ["check"]):
@@ -118,28 +93,30 @@ def test_events_history_approve_and_check_work_beside_the_daemon(
     assert line["actor"] == "alice"
 
 
+@pytest.mark.slow
 def test_a_killed_daemon_never_blocks_a_restart(
-    config: Path, sim: Simulator, tmp_path: Path, start_daemon: Callable[[Path], DaemonProcess]
+    config: Path, sim: Simulator, tmp_path: Path, start_daemon: Callable[..., DaemonProcess]
 ) -> None:
-    first = start_daemon(config)
+    first = start_daemon(config, sim)
     first.signal(signal.SIGKILL)
     first.wait(10)
     # The lock file stays behind, still naming the dead process: the lock itself died with it.
     lock = json.loads((tmp_path / "state.db.lock").read_text(encoding="utf-8"))
     assert lock["pid"] == first.pid
-    second = start_daemon(config)
+    second = start_daemon(config, sim)
     event_id = sim.schedule("Freeze", duration=5)
     wait_line(tmp_path / "events.jsonl", event_id, "scheduled")
     assert second.alive()
     assert json.loads((tmp_path / "state.db.lock").read_text(encoding="utf-8"))["pid"] == second.pid
 
 
+@pytest.mark.slow
 def test_the_demo_beside_a_daemon_uses_its_own_store_and_touches_nothing_of_it(
-    config: Path, sim: Simulator, tmp_path: Path, start_daemon: Callable[[Path], DaemonProcess]
+    config: Path, sim: Simulator, tmp_path: Path, start_daemon: Callable[..., DaemonProcess]
 ) -> None:
     # The demo never reads a config: its store is a fresh temporary one, its IMDS its own
     # simulator, its sink the console. Beside a daemon it can neither block nor duplicate.
-    start_daemon(config)
+    start_daemon(config, sim)
     demo = run_cli(
         "demo", "--yes", "--time-scale", "600", env=cli_env(SEBRIDGE_CONFIG=str(config)), timeout=90
     )

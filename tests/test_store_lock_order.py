@@ -74,6 +74,7 @@ def _agent(store: Store, start: threading.Barrier, errors: list[str]) -> None:
             errors.append(f"{store.agent} round {n}: {exc}")
 
 
+@pytest.mark.slow
 def test_agents_writing_about_one_event_at_once_never_deadlock(stores: list[Store]) -> None:
     start = threading.Barrier(len(stores))
     errors: list[str] = []

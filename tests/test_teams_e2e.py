@@ -19,19 +19,7 @@ from tests.link_bridge import PUBLIC, LinkBridge
 
 from sebridge.imds.simulator import Simulator
 
-PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
-
-
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in PROXY_VARS:
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def teams() -> Iterator[FakeTeams]:
-    with FakeTeams() as fake:
-        yield fake
+pytestmark = pytest.mark.usefixtures("no_proxy")
 
 
 @pytest.fixture
@@ -169,6 +157,7 @@ def test_an_unplanned_event_gets_a_card_without_a_button(
     assert "actions" not in shown.card  # nothing to approve
 
 
+@pytest.mark.slow
 def test_throttled_then_delivered_once_and_failures_keep_no_url(
     make_bridge: Callable[..., LinkBridge], sim: Simulator, teams: FakeTeams, tmp_path: Path
 ) -> None:

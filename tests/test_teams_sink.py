@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -21,28 +20,7 @@ from sebridge.model.message import Message
 
 NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
 LINK = "https://vm0.example.net/approve/abc.def"
-PROXY_VARS = (
-    "HTTPS_PROXY",
-    "https_proxy",
-    "HTTP_PROXY",
-    "http_proxy",
-    "NO_PROXY",
-    "no_proxy",
-    "ALL_PROXY",
-    "all_proxy",
-)
-
-
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in PROXY_VARS:
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def teams() -> Iterator[FakeTeams]:
-    with FakeTeams() as fake:
-        yield fake
+pytestmark = pytest.mark.usefixtures("no_proxy")
 
 
 def event(**changes: object) -> ScheduledEvent:

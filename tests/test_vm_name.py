@@ -19,7 +19,7 @@ import pytest
 
 import pg
 from fakes.imds_fixture import FixtureImds
-from helpers import DaemonProcess, free_port, query, run_cli, wait_until, write_config
+from helpers import DaemonProcess, free_port, query, run_cli, simulators, wait_until, write_config
 from sebridge.imds.simulator import Simulator
 from sebridge.imds.vm_name import learn_vm_name
 from sebridge.kernel.errors import ConfigError
@@ -138,12 +138,8 @@ AGENTS = 4
 
 @pytest.fixture
 def sims() -> Iterator[list[Simulator]]:
-    started = [Simulator(port=0, vm_name=f"vmss_{i}") for i in range(AGENTS)]
-    for sim in started:
-        sim.start()
-    yield started
-    for sim in started:
-        sim.stop()
+    with simulators([f"vmss_{i}" for i in range(AGENTS)]) as started:
+        yield started
 
 
 @pytest.mark.slow
@@ -216,6 +212,7 @@ def test_commands_that_only_read_need_no_imds(known_event: tuple[Path, str], com
     assert "sebridge has not polled" not in done.stdout
 
 
+@pytest.mark.slow
 def test_check_says_run_would_not_start_without_vm_name_or_imds(
     known_event: tuple[Path, str],
 ) -> None:

@@ -16,10 +16,14 @@ import hashlib
 import threading
 from collections.abc import Callable
 
-__all__ = ["LOCK_KEY", "Duties", "Duty", "advisory_key"]
+__all__ = ["LOCK_KEY", "THIS_DATABASE", "Duties", "Duty", "advisory_key"]
 
 # SQL: the bigint key of an advisory lock, from its row `l` of pg_locks (objsubid = 1).
 LOCK_KEY = "((l.classid::bigint << 32) | l.objid::bigint)"
+# SQL: the row `l` of pg_locks is this database's. An advisory lock belongs to one database
+# but pg_locks lists the whole server's: without it, an agent of the same name on another
+# database of the server (another fleet, a test) would look like ours.
+THIS_DATABASE = "l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
 
 
 def advisory_key(name: str) -> int:

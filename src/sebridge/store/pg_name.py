@@ -24,7 +24,7 @@ from typing import Any
 
 import psycopg
 
-from sebridge.store.duties import LOCK_KEY, advisory_key
+from sebridge.store.duties import LOCK_KEY, THIS_DATABASE, advisory_key
 
 __all__ = ["AgentName", "agent_key"]
 
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 _HOLDER = (
     "SELECT a.client_addr, a.backend_start FROM pg_locks l JOIN pg_stat_activity a "
     "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted "
-    f"AND {LOCK_KEY} = %s"
+    f"AND {THIS_DATABASE} AND {LOCK_KEY} = %s"
 )
 
 

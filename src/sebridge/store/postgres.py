@@ -35,7 +35,7 @@ from psycopg.conninfo import conninfo_to_dict
 from sebridge.kernel.errors import StoreError, StoreInUseError
 from sebridge.kernel.redact import redact_url, scrub
 from sebridge.store.database import Database, Held
-from sebridge.store.duties import LOCK_KEY, Duties
+from sebridge.store.duties import LOCK_KEY, THIS_DATABASE, Duties
 from sebridge.store.pg_deadline import (
     DEADLINE_SECONDS,
     MIGRATION_SECONDS,
@@ -77,9 +77,7 @@ class PostgresDatabase(Database):
         same name on another database of the server is no claimant of ours."""
         return (
             "NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' "
-            "AND l.database = (SELECT d.oid FROM pg_database d "
-            "WHERE d.datname = current_database()) "
-            f"AND l.objsubid = 1 AND l.granted AND {LOCK_KEY} = "
+            f"AND l.objsubid = 1 AND l.granted AND {THIS_DATABASE} AND {LOCK_KEY} = "
             f"(('x' || left(encode(sha256(convert_to('sebridge.agent.' || {column}, 'UTF8')), "
             "'hex'), 16))::bit(64) >> 1)::bigint)"
         )
