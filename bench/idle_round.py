@@ -20,9 +20,13 @@ of each part a periodic round makes when there is nothing to do:
 - reminders round (Reminders.round);
 - the Jira watcher's search of approvable events (Approvals.open_events: no Jira call);
 - the dispatcher's claim of a sink's due rows, and its next_due;
-- the heartbeat (Store.heartbeat), the health probe's write, the /metrics gauges' read;
+- the heartbeat (Store.heartbeat) and the health probe's write;
 - a changed document recorded (approved_ids, diff, Store.apply): one present event comes
   or goes, no sink.
+
+Then, in rounds of their own, the /metrics gauges' read: it counts every event the store
+holds, so it grows with the history by design (and, timed beside the others, its read of
+every event evicted their pages from the caches).
 
 Rounds alternate between the two stores (a noisy moment hits both alike). Printed per
 part: median and p95 per call with each store, the ratio of the medians (target ~1x: a
@@ -202,8 +206,12 @@ PARTS: tuple[tuple[str, Callable[[Rig, datetime], object]], ...] = (
     ("dispatcher next_due", lambda r, now: r.store.outbox.next_due("jsonl")),
     ("heartbeat", lambda r, now: r.store.heartbeat(now)),
     ("health probe write", lambda r, now: r.store.remember("health_probe", now.isoformat())),
-    ("/metrics gauges read", lambda r, now: read_tallies(r.store.db, SINKS)),
     ("changed document recorded", lambda r, now: r.record_change(now)),
+)
+# Timed in rounds of its own, after the others: it reads every event (the gauge counts what
+# the store holds), which evicts the pages the other parts use from the caches.
+SCRAPE: tuple[tuple[str, Callable[[Rig, datetime], object]], ...] = (
+    ("/metrics gauges read", lambda r, now: read_tallies(r.store.db, SINKS)),
 )
 
 
@@ -219,7 +227,7 @@ def count_statements(r: Rig) -> None:
 
     db._run = counted
     try:
-        for name, part in PARTS:
+        for name, part in PARTS + SCRAPE:
             sent[0] = 0
             part(r, datetime.now(UTC))
             r.statements[name] = sent[0]
@@ -227,11 +235,12 @@ def count_statements(r: Rig) -> None:
         del db._run
 
 
-def measure(rigs: Sequence[Rig], rounds: int, warmup: int = 5) -> None:
+def measure(rigs: Sequence[Rig], parts: Sequence[tuple[str, Any]], rounds: int) -> None:
+    warmup = 5
     for number in range(warmup + rounds):
         order = rigs if number % 2 == 0 else list(reversed(rigs))
         for r in order:
-            for name, part in PARTS:
+            for name, part in parts:
                 now = datetime.now(UTC)
                 began = time.perf_counter()
                 part(r, now)
@@ -271,7 +280,8 @@ def run_dialect(dialect: str, args: argparse.Namespace, report: harness.Report) 
         try:
             for r in rigs:
                 count_statements(r)
-            measure(rigs, args.rounds)
+            measure(rigs, PARTS, args.rounds)
+            measure(rigs, SCRAPE, args.rounds)
         finally:
             for r in rigs:
                 r.store.close()
@@ -280,7 +290,8 @@ def run_dialect(dialect: str, args: argparse.Namespace, report: harness.Report) 
         f"{dialect}: one call, median / p95 ({args.baseline} | {args.past} past events), "
         "ratio of medians, statements"
     )
-    for name, _ in PARTS:
+    for name, _ in PARTS + SCRAPE:
+        idle = name not in dict(SCRAPE)
         small, large = base.times[name], big.times[name]
         ratio = statistics.median(large) / statistics.median(small)
         value = (
@@ -288,7 +299,10 @@ def run_dialect(dialect: str, args: argparse.Namespace, report: harness.Report) 
             f"{ms(statistics.median(large))} / {ms(harness.percentile(large, 95))}  "
             f"{ratio:5.2f}x  {base.statements[name]:>3} | {big.statements[name]:<3}"
         )
-        report.row(name, value, "~1x", ratio <= 1.5)
+        if idle:
+            report.row(name, value, "~1x", ratio <= 1.5)
+        else:
+            report.row(name, value, "(counts all)")
 
 
 def main() -> int:
