@@ -184,7 +184,10 @@ if stub:
             self.sinks, self.registry = tuple(sinks), None
         def __getattr__(self, name):
             return lambda *args, **kwargs: None
-    stubs = (("engine.metrics", "Metrics", NoMetrics), ("engine.store_gauges", "StoreGauges", object))
+    stubs = (
+        ("engine.metrics", "Metrics", NoMetrics),
+        ("engine.store_gauges", "StoreGauges", object),
+    )
     for name, attr, value in stubs:
         module = types.ModuleType("sebridge." + name)
         setattr(module, attr, value)

@@ -40,6 +40,7 @@ def test_the_expected_tables_come_from_the_migrations() -> None:
 def test_the_expected_indexes_come_from_the_migrations() -> None:
     indexes = expected_indexes()
     assert {"outbox_pending", "events_lower_id", "transitions_said"} <= set(indexes)
+    assert {"approvals_open", "events_present", "events_gone", "sightings_present"} <= set(indexes)
     assert indexes["outbox_pending"] == "outbox"
     assert "outbox_due" not in indexes  # dropped by the migration that replaced it
 
@@ -52,6 +53,8 @@ def test_the_expected_indexes_come_from_the_migrations() -> None:
         ("DROP INDEX outbox_pending", "index outbox_pending"),
         ("DROP INDEX events_lower_id", "index events_lower_id"),
         ("DROP INDEX transitions_said", "index transitions_said"),
+        ("DROP INDEX approvals_open", "index approvals_open"),
+        ("DROP INDEX events_present", "index events_present"),
     ],
 )
 def test_a_store_missing_a_table_column_or_index_is_refused_naming_it(

@@ -168,11 +168,13 @@ class HookWorker:
         """Which stage's hooks are due for this event now ("" for none)."""
         event = record.event
         if not record.present:
+            if not plan.recover:  # nothing to run: no need to read its runs (every round)
+                return "", ()
             prepared = not plan.prepare or any(
                 r.run.stage == "prepare" and r.run.vm == self._vm_name()
                 for r in self._store.hook_runs(event.event_id)
             )
-            return ("recover", plan.recover) if plan.recover and prepared else ("", ())
+            return ("recover", plan.recover) if prepared else ("", ())
         if not plan.prepare or event.started:
             return "", ()
         approved = record.approval is not None

@@ -21,16 +21,21 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from sebridge.model import Approval, Transition
-from sebridge.model.approval import CARRIED_OUT, ApprovalState
+from sebridge.model.approval import CARRIED_OUT, OPEN, ApprovalState
 from sebridge.store.claims import new_token
 from sebridge.store.codec import from_iso, iso
 from sebridge.store.database import Database, Row
 from sebridge.store.records import ApprovalRecord
 
-__all__ = ["ApprovalTable"]
+__all__ = ["APPROVAL_COLUMNS", "ApprovalTable", "approval_record"]
 
-_APPROVAL_COLUMNS = "event_id, actor, via, at, state, attempts, last_error, done_at, unanswered"
+APPROVAL_COLUMNS = "event_id, actor, via, at, state, attempts, last_error, done_at, unanswered"
 PENDING, POSTING, WAITING = ApprovalState.PENDING, ApprovalState.POSTING, ApprovalState.WAITING
+# The open states as the approvals_open index (schema version 12) spells them, written into
+# the SQL: a planner uses a partial index only for a query that states its condition, and
+# not through a parameter (PostgreSQL's generic plans cannot see its value).
+_OPEN_LIST = ", ".join(f"'{s}'" for s in OPEN)
+OPEN_STATES = f"approvals.state IN ({_OPEN_LIST})"
 # Approvals this agent may carry out (one `?`: the agent): of events its own latest
 # document lists, or of events no agent sees any more (the claimer closes them as
 # abandoned). An agent whose IMDS does not list the event never POSTs it.
@@ -57,18 +62,23 @@ class ApprovalTable:
 
     def _claimable(self, *, waiting: bool = True) -> str:
         """SQL (one `?`: now): pending (or waiting for readiness), or claimed by one whose
-        lease ended or who is gone."""
+        lease ended or who is gone. Open approvals only, through approvals_open: closed
+        ones (every approval ever carried out) are never read."""
         gone = self.db.claimant_gone("approvals.claimed_by")
         states = f"'{PENDING}', '{WAITING}'" if waiting else f"'{PENDING}'"
         return (
-            f"(approvals.state IN ({states}) OR (approvals.state = '{POSTING}' AND "
-            f"(approvals.claimed_until < ? OR {gone})))"
+            f"({OPEN_STATES} AND (approvals.state IN ({states}) OR "
+            f"(approvals.state = '{POSTING}' AND (approvals.claimed_until < ? OR {gone}))))"
         )
 
     def approved_ids(self) -> frozenset[str]:
-        """Events with an approval that went (or would have gone, dry run) to IMDS."""
+        """Events in this agent's latest document whose approval went (or would have gone,
+        dry run) to IMDS: what diff() asks of the events the document no longer lists.
+        Read from this agent's present sightings (sightings_present), not every approval."""
         rows = self.db.all(
-            "SELECT event_id FROM approvals WHERE state IN (?, ?)", tuple(CARRIED_OUT)
+            "SELECT s.event_id FROM sightings s JOIN approvals a ON a.event_id = s.event_id "
+            "WHERE s.agent = ? AND s.present = 1 AND a.state IN (?, ?)",
+            (self.agent, *CARRIED_OUT),
         )
         return frozenset(r[0] for r in rows)
 
@@ -84,9 +94,9 @@ class ApprovalTable:
     def approval(self, event_id: str) -> ApprovalRecord | None:
         """The approval of an event, if any."""
         row = self.db.one(
-            f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE event_id = ?", (event_id,)
+            f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE event_id = ?", (event_id,)
         )
-        return _approval_record(row) if row else None
+        return approval_record(row) if row else None
 
     def claim_approvals(self, now: datetime, lease: timedelta) -> list[ApprovalRecord]:
         """Take approvals to carry out: pending ones, and those whose claimant died or whose
@@ -97,7 +107,7 @@ class ApprovalTable:
         token = new_token()
         with self.db.transaction():
             rows = self.db.all(
-                f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE {self._claimable()} "
+                f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE {self._claimable()} "
                 f"AND {_OURS} ORDER BY at FOR UPDATE SKIP LOCKED",
                 (iso(now), self.agent),
             )
@@ -107,7 +117,7 @@ class ApprovalTable:
                     "claim_token = ? WHERE event_id = ?",
                     (POSTING, self.agent, iso(now + lease), token, row[0]),
                 )
-        return [replace(_approval_record(row), token=token) for row in rows]
+        return [replace(approval_record(row), token=token) for row in rows]
 
     def begin_post(self, claim: ApprovalRecord, lease_until: datetime) -> bool:
         """Record a POST as begun (committed before it goes out) and renew the claim's lease:
@@ -188,7 +198,8 @@ class ApprovalTable:
         return changed == 1
 
 
-def _approval_record(row: Row) -> ApprovalRecord:
+def approval_record(row: Row) -> ApprovalRecord:
+    """An approvals row (APPROVAL_COLUMNS, in order) as a record."""
     return ApprovalRecord(
         event_id=row[0],
         actor=row[1],

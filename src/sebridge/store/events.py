@@ -1,21 +1,39 @@
 """Reading events as the store knows them: content, state, approval and deliveries.
 
-Part of Store (a mixin: Store provides `db` and `approval`).
+Part of Store (a mixin: Store provides `db`). The hook worker, reminders and the Jira
+search read events() at every round: two statements whatever the number of events (each
+event's approval is joined, the deliveries of all of them are one query), and only the
+open ones, through the partial indexes of schema version 12 (events_present,
+events_gone): past events never slow a round.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
 
+from sebridge.store.approvals import APPROVAL_COLUMNS, approval_record
 from sebridge.store.codec import decision_from_db, event_from_dict, from_iso, iso
 from sebridge.store.database import Database, Row
-from sebridge.store.records import ApprovalRecord, DeliveryStatus, EventRecord
+from sebridge.store.records import DeliveryStatus, EventRecord
 
 __all__ = ["EventReads"]
 
-_EVENT_COLUMNS = "event_id, data, state, policy, present, first_seen, last_seen, gone_at, decision"
+# An event's columns, then its approval's (NULL when none). The approval's event_id is left
+# out (the event's stands for it): no two result columns share a name the ORDER BY uses.
+_APPROVAL = ", ".join(f"a.{c}" for c in APPROVAL_COLUMNS.split(", ")[1:])
+_COLUMNS = (
+    "e.event_id, e.data, e.state, e.policy, e.present, e.first_seen, e.last_seen, e.gone_at, "
+    f"e.decision, {_APPROVAL}"
+)
+_APPROVAL_AT = 9  # where the approval's columns begin
+_FROM = "FROM events e LEFT JOIN approvals a ON a.event_id = e.event_id"
+# The events a round reads, as the partial indexes state them (literal conditions: a planner
+# uses a partial index only for a query that states its condition): those in the latest
+# document; and those gone since a time (one `?`).
+_PRESENT = "e.present = 1"
+_GONE_SINCE = "e.present = 0 AND e.gone_at >= ?"
 
 
 class EventReads:
@@ -23,51 +41,73 @@ class EventReads:
 
     db: Database
 
-    if TYPE_CHECKING:  # Store's other parts
-
-        def approval(self, event_id: str) -> ApprovalRecord | None: ...
-
     def event(self, event_id: str) -> EventRecord | None:
         """One event by id; ids match case-insensitively (people type GUIDs in lower case)."""
         row = self.db.one(
-            f"SELECT {_EVENT_COLUMNS} FROM events WHERE lower(event_id) = lower(?)", (event_id,)
+            f"SELECT {_COLUMNS} {_FROM} WHERE lower(e.event_id) = lower(?)", (event_id,)
         )
-        return self._event_record(row) if row else None
+        if row is None:
+            return None
+        deliveries = self.db.all(
+            "SELECT event_id, sink, state, attempts, last_error FROM outbox "
+            "WHERE event_id = ? ORDER BY id",
+            (row[0],),
+        )
+        return _record(row, _summaries(deliveries).get(row[0], ()))
 
     def events(self, *, include_gone_since: datetime | None = None) -> list[EventRecord]:
         """Events in the latest document, plus those gone since the given time."""
-        since = iso(include_gone_since) if include_gone_since else "9999"
+        arms = [_PRESENT]
+        params: tuple[str, ...] = ()
+        if include_gone_since is not None:
+            arms.append(_GONE_SINCE)
+            params = (iso(include_gone_since),)
         rows = self.db.all(
-            f"SELECT {_EVENT_COLUMNS} FROM events WHERE present = 1 OR gone_at >= ? "
-            "ORDER BY first_seen, event_id",
-            (since,),
+            " UNION ALL ".join(f"SELECT {_COLUMNS} {_FROM} WHERE {arm}" for arm in arms)
+            + " ORDER BY 6, 1",  # first_seen, event_id (a compound SELECT's: by position)
+            params,
         )
-        return [self._event_record(row) for row in rows]
+        if not rows:
+            return []
+        # The events first, then their rows by outbox_event: CROSS JOIN keeps that order in
+        # SQLite (its planner without statistics scanned the whole outbox instead); to
+        # PostgreSQL it is the inner join it reads.
+        deliveries = self.db.all(
+            " UNION ALL ".join(
+                "SELECT o.id, o.event_id, o.sink, o.state, o.attempts, o.last_error "
+                f"FROM events e CROSS JOIN outbox o WHERE o.event_id = e.event_id AND {arm}"
+                for arm in arms
+            )
+            + " ORDER BY 1",  # o.id
+            params,
+        )
+        summaries = _summaries([d[1:] for d in deliveries])
+        return [_record(row, summaries.get(row[0], ())) for row in rows]
 
-    def _event_record(self, row: Row) -> EventRecord:
-        event_id = row[0]
-        return EventRecord(
-            event=event_from_dict(json.loads(row[1])),
-            state=row[2],
-            decision=decision_from_db(row[8], row[3]),
-            present=bool(row[4]),
-            first_seen=from_iso(row[5]),
-            last_seen=from_iso(row[6]),
-            gone_at=from_iso(row[7]) if row[7] else None,
-            approval=self.approval(event_id),
-            deliveries=self._delivery_summary(event_id),
-        )
 
-    def _delivery_summary(self, event_id: str) -> tuple[DeliveryStatus, ...]:
-        """Per sink: failed if any row failed, else pending if any is, else delivered."""
-        rows = self.db.all(
-            "SELECT sink, state, attempts, last_error FROM outbox WHERE event_id = ? ORDER BY id",
-            (event_id,),
-        )
-        worst: dict[str, DeliveryStatus] = {}
-        rank = {"delivered": 0, "pending": 1, "failed": 2}
-        for sink, state, attempts, error in rows:
-            current = worst.get(sink)
-            if current is None or rank.get(state, 1) >= rank.get(current.state, 1):
-                worst[sink] = DeliveryStatus(sink, state, attempts, error)
-        return tuple(worst.values())
+def _record(row: Row, deliveries: tuple[DeliveryStatus, ...]) -> EventRecord:
+    approval = row[_APPROVAL_AT:]
+    return EventRecord(
+        event=event_from_dict(json.loads(row[1])),
+        state=row[2],
+        decision=decision_from_db(row[8], row[3]),
+        present=bool(row[4]),
+        first_seen=from_iso(row[5]),
+        last_seen=from_iso(row[6]),
+        gone_at=from_iso(row[7]) if row[7] else None,
+        approval=approval_record((row[0], *approval)) if approval[0] is not None else None,
+        deliveries=deliveries,
+    )
+
+
+def _summaries(rows: Sequence[Row]) -> dict[str, tuple[DeliveryStatus, ...]]:
+    """Per event, per sink: failed if any row failed, else pending if any is, else
+    delivered. Rows: (event id, sink, state, attempts, last error), in id order."""
+    rank = {"delivered": 0, "pending": 1, "failed": 2}
+    worst: dict[str, dict[str, DeliveryStatus]] = {}
+    for event_id, sink, state, attempts, error in rows:
+        sinks = worst.setdefault(event_id, {})
+        current = sinks.get(sink)
+        if current is None or rank.get(state, 1) >= rank.get(current.state, 1):
+            sinks[sink] = DeliveryStatus(sink, state, attempts, error)
+    return {event_id: tuple(sinks.values()) for event_id, sinks in worst.items()}
