@@ -203,7 +203,7 @@ class Carrier:
         record = self._store.event(approval.event_id)
         if record is None or not record.present or record.event.started:
             self._settling(approval)
-            return self._too_late(approval, record)
+            return self._outcomes.too_late(approval, record)
         # A POST that may have gone out already passed the gate: holding it now would
         # say "nothing was sent to IMDS", which may be false.
         answer = GO if self._dry_run or approval.maybe_sent else self._gate(record)
@@ -282,27 +282,3 @@ class Carrier:
             problem=note,
             kind=TransitionKind.HELD,
         )
-
-    def _too_late(self, approval: ApprovalRecord, record: EventRecord | None) -> int:
-        """The event started or left IMDS: close the approval as not sent, or as sent when
-        an earlier POST went out and IMDS never answered it (a crash in the middle, a
-        timeout): that POST may be what started the event."""
-        why = "the event left IMDS" if record is None or not record.present else "it started"
-        if not approval.maybe_sent:
-            log.info("approval of %s not sent: %s first", approval.event_id, why)
-            note = f"Approval by {approval.actor} not sent to IMDS: {why} first."
-            return self._outcomes.finish(
-                record, approval, ApprovalState.ABANDONED, error=f"{why} first", problem=note
-            )
-        log.info("approval of %s: sent by an unanswered POST; %s since", approval.event_id, why)
-        transition = None
-        if record is not None:
-            transition = Transition(
-                kind=TransitionKind.APPROVED,
-                event=record.event,
-                at=self._clock(),
-                actor=approval.actor,
-                via=approval.via,
-                note=f"StartRequests sent (an earlier attempt may have reached IMDS); {why} since",
-            )
-        return self._outcomes.finish(record, approval, ApprovalState.POSTED, transition=transition)
