@@ -134,12 +134,12 @@ class Reminders:
 def _leads(record: EventRecord, now: datetime) -> tuple[int | None, datetime | None]:
     """The lead whose reminder is due now (the latest passed), and when the next comes."""
     event, decision = record.event, record.decision
+    # Only while a person's approval would be carried out now (nobody approved it, it is
+    # present and not started): the one answer the buttons and links give too.
     waiting = (
         decision.action == ASK
         and decision.remind
-        and record.present
-        and record.approval is None
-        and not event.started
+        and record.blocker() is None
         and event.not_before is not None
     )
     if not waiting or event.not_before is None or now >= event.not_before:
