@@ -5,15 +5,23 @@ IMDS lists), POSTs StartRequests for each event still in IMDS's document and
 not started, and records what happened with the transition that announces it
 ("approved by X", "would_approve" in dry run, or a problem), in one
 transaction (outcomes.py). A POST that IMDS did not answer is put back and
-tried again at the next tick. Each POST is recorded as begun before it goes
+tried again RETRY_DELAY later. Each POST is recorded as begun before it goes
 out, under the claim (Store.begin_post), until IMDS answers it: an approval
 with a POST IMDS never answered (a crash in the middle, a timeout: `maybe_sent`)
 whose event then started or left is announced as sent, since that POST may
 well be what started it; never as "not sent".
 
+A round the store cuts short (an error reading an event, or in the readiness
+gate) leaves approvals claimed whose POST never began: the next round puts
+them back before it claims again, so they are carried out at once, not after
+the claim's lease. One whose POST began is never put back blindly: its
+outcome is recorded (outcomes.py keeps it while the store is away), or its
+lease runs out and the next claim knows a POST may have reached IMDS.
+
 Channels never POST: they record an approval and wake the carrier (usecase.py).
-A running daemon gives the carrier its own thread (start()); `sebridge once`
-and the CLI, holding the store alone, run a round on the caller's thread.
+A running daemon gives the carrier its own thread, the kernel's worker named
+`approvals` (start()); `sebridge once` and the CLI, holding the store alone,
+run a round on the caller's thread.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sebridge.approval.counts import NOT_COUNTED, ApprovalCounts
 from sebridge.approval.gate import GO, Gate, GateAnswer
@@ -29,17 +37,21 @@ from sebridge.approval.outcomes import Outcomes
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ImdsError, ImdsRequestError, ImdsTimeoutError, StoreError
+from sebridge.kernel.worker import Worker
 from sebridge.model import Transition, TransitionKind
 from sebridge.model.approval import ApprovalState
 from sebridge.store import ApprovalRecord, EventRecord, Store
 
-__all__ = ["CLAIM_LEASE", "Carrier"]
+__all__ = ["CLAIM_LEASE", "RETRY_DELAY", "Carrier"]
 
 log = logging.getLogger("sebridge.approve")
 
 # A claimant that is alive but stuck (a POST that never returns) loses its claim after
 # this; a dead one loses it at once (store/approvals.py).
 CLAIM_LEASE = timedelta(seconds=60)
+# An approval IMDS did not take (no answer, 5xx) is tried again this much later: the
+# default poll interval, well within IMDS's 5 requests a second.
+RETRY_DELAY = timedelta(seconds=1)
 
 
 class Carrier:
@@ -76,98 +88,127 @@ class Carrier:
         self._dry_run = dry_run
         self._clock = clock
         self._on_recorded = on_recorded
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._rounds = 0
-        self._round_done = threading.Condition()
+        # Callers on several threads (the tick, the use case, a hook chain ending) take
+        # turns: two rounds at once would claim and POST one approval twice.
         self._turn = threading.Lock()
-        # Whether approvals may wait (a failed POST is put back): the tick wakes us then.
-        self.due = True
+        # Claimed by a round, their POST not begun: put back by the next round.
+        self._unbegun: dict[str, ApprovalRecord] = {}
+        # Whether the next tick owes a round: the first tick does (with our thread, the
+        # worker keeps its own due time from then on); without our thread, every tick after
+        # a round that asked for another (a POST IMDS did not take) or failed.
+        self._owed = True
+        # No round before the first wake: until the first tick recorded IMDS's document,
+        # the store's is the one from before a restart (an event may have started since).
+        self._woken = threading.Event()
+        self._worker = Worker(
+            "approvals", self.round, expected=(StoreError,), logger=log, clock=clock
+        )
 
     # -- life -----------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Carry approvals out on a thread of our own from now on (the daemon)."""
-        self._thread = threading.Thread(target=self._loop, name="approvals", daemon=True)
-        self._thread.start()
+        self._worker.start()
 
-    def stop(self, timeout: float) -> None:
-        """Stop the thread; a POST in flight may finish within `timeout`."""
-        self._stopping.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(max(0.0, timeout))
+    def stop(self, timeout: float = 0.0) -> bool:
+        """Stop the thread; a POST in flight may finish within `timeout`. True once ended."""
+        return self._worker.stop(timeout)
+
+    @property
+    def threaded(self) -> bool:
+        """Whether rounds run on our own thread (the daemon), not the caller's."""
+        return self._worker.started
 
     def wake(self) -> int:
         """Carry out what is pending: on our thread once started (returns 0 at once), else
         here, on the caller's (returns how many approvals reached an end state)."""
-        if self._thread is not None:
-            self._wake.set()
+        self._woken.set()
+        if self._worker.started:
+            self._worker.wake()
             return 0
-        # Without our thread, callers on several threads (the tick, a hook chain ending)
-        # take turns: two rounds at once would claim and POST one approval twice.
-        with self._turn:
-            return self._round()
+        return self._inline()
+
+    def poke(self) -> int:
+        """From every tick: a round when the tick owes one (see _owed); else nothing, and
+        no store access. Returns what wake() returns."""
+        if not self._owed:
+            return 0
+        if self._worker.started:
+            self._owed = False
+        return self.wake()
 
     # -- waiting for an outcome ------------------------------------------------------------------
 
     @property
     def rounds(self) -> int:
-        """How many rounds have finished (read before looking at the store, then wait_round)."""
-        return self._rounds
+        """How many rounds our thread finished (read before looking at the store, then
+        wait_round)."""
+        return self._worker.rounds
 
-    def wait_round(self, after: int, timeout: float) -> None:
-        """Wait until a round later than `after` finished, at most `timeout` seconds."""
-        with self._round_done:
-            self._round_done.wait_for(lambda: self._rounds > after, timeout)
+    def wait_round(self, after: int, timeout: float) -> bool:
+        """Wait until a round later than `after` finished on our thread, at most `timeout`
+        seconds; True when one did."""
+        return self._worker.wait_round(after, timeout)
 
     # -- the work ------------------------------------------------------------------------------
 
-    def _loop(self) -> None:
-        while not self._stopping.is_set():
-            self._wake.wait()
-            self._wake.clear()
-            if self._stopping.is_set():
-                return
-            try:
-                self._round()
-            except StoreError as exc:  # the tick says the store is away; retried when it wakes us
-                log.debug("approvals not carried out yet: %s", exc)
-                self.due = True
-                self._end_round()
-            except Exception:  # a bug must not end the carrying out
-                log.exception("carrying out approvals failed; tried again at the next tick")
-                self.due = True
-                self._end_round()
+    def round(self) -> datetime | None:
+        """One round under the turn lock: when the next is due (None: when woken)."""
+        if not self._woken.is_set():
+            return None
+        with self._turn:
+            return self._carry()[1]
 
-    def _round(self) -> int:
+    def _inline(self) -> int:
+        with self._turn:
+            self._owed = True  # a round that fails is tried again at the next tick
+            done, due = self._carry()
+            self._owed = due is not None
+            return done
+
+    def _carry(self) -> tuple[int, datetime | None]:
+        """Put back what a cut-short round left claimed, record kept outcomes, claim and
+        carry out; how many approvals ended, and when the next round is due."""
+        self._put_back()
         done = self._outcomes.record_unrecorded()
         now = self._clock()
         claimed = []
         if self._store.has_pending_approvals(now, waiting=True):
             claimed = self._store.claim_approvals(now, CLAIM_LEASE)
+            self._unbegun = {approval.event_id: approval for approval in claimed}
             for approval in claimed:
+                if self._worker.stopping:  # the rest go back now, for the next process
+                    break
                 done += self._carry_out(approval)
-        self.due = self._outcomes.waiting or self._store.has_pending_approvals(self._clock())
+            self._put_back()
         if done or claimed:
             self._on_recorded()
-        self._end_round()
-        return done
+        now = self._clock()
+        retry = self._outcomes.waiting or self._store.has_pending_approvals(now)
+        return done, now + RETRY_DELAY if retry else None
 
-    def _end_round(self) -> None:
-        with self._round_done:
-            self._rounds += 1
-            self._round_done.notify_all()
+    def _put_back(self) -> None:
+        """Put back the claims whose POST never began (a StoreError keeps them for the next
+        round)."""
+        if self._unbegun:
+            self._store.put_back(list(self._unbegun.values()))
+            self._unbegun.clear()
+
+    def _settling(self, approval: ApprovalRecord) -> None:
+        """The claim is no longer the put-back's: its POST begins, or its outcome is being
+        recorded (kept in memory while the store cannot take it)."""
+        self._unbegun.pop(approval.event_id, None)
 
     def _carry_out(self, approval: ApprovalRecord) -> int:
         record = self._store.event(approval.event_id)
         if record is None or not record.present or record.event.started:
-            return self._too_late(approval, record)
+            self._settling(approval)
+            return self._outcomes.too_late(approval, record)
         # A POST that may have gone out already passed the gate: holding it now would
         # say "nothing was sent to IMDS", which may be false.
         answer = GO if self._dry_run or approval.maybe_sent else self._gate(record)
         if answer.wait or answer.hold:
+            self._settling(approval)
             return self._not_ready(record, approval, answer)
         transition = Transition(
             kind=TransitionKind.WOULD_APPROVE if self._dry_run else TransitionKind.APPROVED,
@@ -179,6 +220,7 @@ class Carrier:
             note=answer.note,
         )
         if self._dry_run:
+            self._settling(approval)
             return self._outcomes.finish(
                 record, approval, ApprovalState.DRY_RUN, transition=transition
             )
@@ -188,7 +230,9 @@ class Carrier:
         """POST StartRequests under the claim and record what IMDS said."""
         # Committed before the POST: should we die before recording its outcome, the next
         # claim knows it may have reached IMDS.
-        if not self._store.begin_post(approval, self._clock() + CLAIM_LEASE):
+        began = self._store.begin_post(approval, self._clock() + CLAIM_LEASE)
+        self._settling(approval)  # from here on, a POST may reach IMDS: never put back blindly
+        if not began:
             log.warning(
                 "approval of %s not sent here: its claim passed to another agent meanwhile",
                 approval.event_id,
@@ -204,7 +248,7 @@ class Carrier:
             )
         except ImdsError as exc:
             log.warning(
-                "approval of %s not sent yet (%s); retrying next tick", approval.event_id, exc
+                "approval of %s not sent yet (%s); trying again shortly", approval.event_id, exc
             )
             # A POST that timed out may have reached IMDS: it stays unanswered.
             answered = not isinstance(exc, ImdsTimeoutError)
@@ -238,27 +282,3 @@ class Carrier:
             problem=note,
             kind=TransitionKind.HELD,
         )
-
-    def _too_late(self, approval: ApprovalRecord, record: EventRecord | None) -> int:
-        """The event started or left IMDS: close the approval as not sent, or as sent when
-        an earlier POST went out and IMDS never answered it (a crash in the middle, a
-        timeout): that POST may be what started the event."""
-        why = "the event left IMDS" if record is None or not record.present else "it started"
-        if not approval.maybe_sent:
-            log.info("approval of %s not sent: %s first", approval.event_id, why)
-            note = f"Approval by {approval.actor} not sent to IMDS: {why} first."
-            return self._outcomes.finish(
-                record, approval, ApprovalState.ABANDONED, error=f"{why} first", problem=note
-            )
-        log.info("approval of %s: sent by an unanswered POST; %s since", approval.event_id, why)
-        transition = None
-        if record is not None:
-            transition = Transition(
-                kind=TransitionKind.APPROVED,
-                event=record.event,
-                at=self._clock(),
-                actor=approval.actor,
-                via=approval.via,
-                note=f"StartRequests sent (an earlier attempt may have reached IMDS); {why} since",
-            )
-        return self._outcomes.finish(record, approval, ApprovalState.POSTED, transition=transition)

@@ -4,7 +4,8 @@ it, in one transaction (Store.finish_approval), under the claim that carried it 
 An outcome the store cannot take now (the store away) is kept in memory and recorded at the
 carrier's next round, never carried out again meanwhile. One the store refuses because the
 claim passed to another agent (its lease ran out) changes nothing and is said once: the
-new holder records its own.
+new holder records its own. An approval whose event started or left before its POST is
+closed here too (too_late): as not sent, or as sent when an earlier POST may have gone out.
 """
 
 from __future__ import annotations
@@ -95,6 +96,30 @@ class Outcomes:
             self._unrecorded.append(finish)
             return 0
         return 0 if state in _OPEN else 1
+
+    def too_late(self, claim: ApprovalRecord, record: EventRecord | None) -> int:
+        """The event started or left IMDS before the POST: close the approval as not sent,
+        or as sent when an earlier POST went out and IMDS never answered it (a crash in the
+        middle, a timeout): that POST may be what started the event."""
+        why = "the event left IMDS" if record is None or not record.present else "it started"
+        if not claim.maybe_sent:
+            log.info("approval of %s not sent: %s first", claim.event_id, why)
+            note = f"Approval by {claim.actor} not sent to IMDS: {why} first."
+            return self.finish(
+                record, claim, ApprovalState.ABANDONED, error=f"{why} first", problem=note
+            )
+        log.info("approval of %s: sent by an unanswered POST; %s since", claim.event_id, why)
+        transition = None
+        if record is not None:
+            transition = Transition(
+                kind=TransitionKind.APPROVED,
+                event=record.event,
+                at=self._clock(),
+                actor=claim.actor,
+                via=claim.via,
+                note=f"StartRequests sent (an earlier attempt may have reached IMDS); {why} since",
+            )
+        return self.finish(record, claim, ApprovalState.POSTED, transition=transition)
 
     def record_unrecorded(self) -> int:
         """Record the outcomes kept while the store was away; how many settled an approval.

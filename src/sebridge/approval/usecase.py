@@ -1,11 +1,12 @@
 """The approval use case: a request from any channel in, one outcome out.
 
-`Approvals.request()` asks the one rule (states.blocker) whether the event can
-take an approval, records it once (a second request finds the first), wakes
-the carrier and waits, bounded, until the approval was carried out or put
-back, so the person's page or reply says what really happened: approved
-now, already approved by whom and when, refused and why, or held and why.
-Nothing here POSTs: the carrier does, on its own thread (carrier.py).
+`Approvals.request()` asks the one rule (model/approval.py: blocker) whether an
+approval of the event would be carried out now, records it once (a second
+request finds the first), wakes the carrier and waits, bounded, until the
+approval was carried out or put back, so the person's page or reply says what
+really happened: approved now, already approved by whom and when, refused and
+why, or held and why. Nothing here POSTs: the carrier does, on its own thread
+(carrier.py); the wait counts the carrier's rounds (its worker's).
 See docs/ARCHITECTURE.md, "Approve".
 """
 
@@ -19,7 +20,7 @@ from sebridge.approval.counts import NOT_COUNTED, ApprovalCounts
 from sebridge.approval.request import ApprovalRequest, Outcome
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Approval, Transition, TransitionKind
-from sebridge.model.approval import ApprovalState, Blocker, OutcomeKind
+from sebridge.model.approval import BY_APPROVAL, ApprovalState, Blocker, OutcomeKind
 from sebridge.model.decision import offers_approval
 from sebridge.store import ApprovalRecord, AuditEntry, EventRecord, Store
 
@@ -70,7 +71,7 @@ class Approvals:
             return _refused(req.event_id, Blocker.UNKNOWN, None)
         event_id = record.event.event_id
         blocked = record.blocker()
-        if blocked is not None and blocked != Blocker.APPROVED:
+        if blocked is not None and blocked not in BY_APPROVAL:
             self._metrics.approval_settled(req.via, OutcomeKind.REFUSED)
             return _refused(event_id, blocked, record)
         new = blocked is None and self._store.record_approval(
@@ -105,12 +106,12 @@ class Approvals:
 
     def open_events(self) -> list[EventRecord]:
         """Events in IMDS's document that nobody approved yet and whose policy offers an
-        approval (not "inform"): a person may still try (one that started meanwhile is
-        refused, with the reason)."""
+        approval (not "inform"): those an approval would be carried out for now, and
+        those that started meanwhile (a person who still tries is told why not)."""
         return [
             r
             for r in self._store.events()
-            if r.blocker() not in (Blocker.APPROVED, Blocker.GONE) and offers_approval(r.policy)
+            if r.blocker() in (None, Blocker.STARTED) and offers_approval(r.policy)
         ]
 
     def refuse(self, req: ApprovalRequest, why: str) -> None:

@@ -95,7 +95,6 @@ class Daemon:
             on_begun=self._wakeups.hook_began,
             on_ended=self.metrics.hook_finished,
         )
-        self.reminders = Reminders(store, self.sinks_for)
         self.dispatcher = Dispatcher(
             store,
             sinks,
@@ -107,6 +106,9 @@ class Daemon:
             approve_url=approve_url,
             readiness_of=self.hooks.shown,
             metrics=self.metrics,
+        )
+        self.reminders = Reminders(
+            store, self.sinks_for, clock=clock, on_recorded=self.dispatcher.wake
         )
         self.approvals, carrier = assemble(
             store,
@@ -173,7 +175,7 @@ class Daemon:
             self._last_object = document
         now = self.clock()
         if result.changed:  # new events, or ones that ended: their leads and hooks
-            self.reminders.reschedule()
+            self.reminders.wake()
         # Before the carrier: without threads (`once`) the hooks an approval waits for run
         # first. With threads, the carrier wakes the worker for an approval that waits; a
         # write alone (a busy outbox) must not make the worker read every event again.
@@ -181,10 +183,12 @@ class Daemon:
             self.hooks.worker.wake()
         else:
             self.hooks.worker.poke(now)
-        if approvals_recorded or written or self.carrier.due:
+        if approvals_recorded or written:
             result.approvals_done = self.carrier.wake()
-        if self.reminders.due(now) and self.reminders.round(now):
-            self.dispatcher.wake()
+        else:  # without threads, a POST IMDS did not take goes again at each tick
+            result.approvals_done = self.carrier.poke()
+        if self.reminders.due(now):  # without threads; it wakes the dispatcher when it said one
+            self.reminders.round(now)
         # After the policy approved, the carrier wakes the dispatcher once it is done: the
         # event's first message then says "approved by policy" and offers no button.
         if (result.changed and not approvals_recorded) or written:

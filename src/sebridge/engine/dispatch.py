@@ -198,6 +198,7 @@ class Dispatcher:
             receipt=delivery.receipt,
             dry_run=self._dry_run,
             approved_by=delivery.approved_by,
+            approval_state=delivery.approval_state,
             # Attempts begun, not finished: a crash mid-send never finished one.
             attempt=delivery.begun,
             transition_id=delivery.transition_id,

@@ -5,70 +5,141 @@ keyed by its lead (store/codec.py: transition_key), so whichever agent records
 it first is the only one that delivers it. A lead that passed while sebridge
 was down is said late, once, and only the latest one (the earlier would be
 stale); one that had passed when the event was first seen is not said at all.
-The tick asks `due()` at every poll: no store access until a lead comes, so
-lateness stays within one poll interval. See docs/ARCHITECTURE.md,
+
+A round reads the events, records every lead that came, and says when the
+next comes. The daemon runs rounds on a thread of their own, the kernel's
+worker named `reminders`, asleep until the next lead or until the tick wakes
+it (the document changed); without threads (`sebridge once`, tests) the tick
+asks `due()` (no store access until a lead comes) and runs the round itself.
+What a round learnt (the next lead, what was said) is kept only once the store
+answered: a StoreError leaves it as it was, and the same lead is tried again
+(after the worker's back-off, or at the next tick). See docs/ARCHITECTURE.md,
 "Reminders".
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Protocol
 
+from sebridge.kernel.clock import Clock, utcnow
+from sebridge.kernel.errors import StoreError
+from sebridge.kernel.worker import AT_ONCE, Worker
 from sebridge.model import Transition, TransitionKind
 from sebridge.model.decision import ASK
-from sebridge.store import EventRecord, Store
+from sebridge.store import EventRecord
 
-__all__ = ["Reminders"]
+__all__ = ["ReminderStore", "Reminders"]
+
+log = logging.getLogger("sebridge.daemon")
+
+
+class ReminderStore(Protocol):
+    """What reminders read and write of the store (Store)."""
+
+    def events(self) -> list[EventRecord]:
+        """Events in the latest document."""
+        ...
+
+    def record_transition(
+        self, transition: Transition, sinks: Sequence[str], now: datetime
+    ) -> int | None:
+        """Queue a transition once (None: recorded before)."""
+        ...
 
 
 class Reminders:
-    """Records `reminder` transitions when their lead comes (the tick's thread only)."""
+    """Records `reminder` transitions when their lead comes: on the `reminders` thread once
+    started, else on the tick's.
 
-    def __init__(self, store: Store, sinks_for: Callable[[str], Sequence[str]]) -> None:
+    Args:
+        sinks_for: the sinks an event's transitions go to, by its policy decision.
+        on_recorded: called after a round that recorded a reminder (wakes the dispatcher).
+    """
+
+    def __init__(
+        self,
+        store: ReminderStore,
+        sinks_for: Callable[[str], Sequence[str]],
+        *,
+        clock: Clock = utcnow,
+        on_recorded: Callable[[], None] = lambda: None,
+    ) -> None:
         self._store = store
         self._sinks_for = sinks_for
+        self._clock = clock
+        self._on_recorded = on_recorded
         self._said: set[tuple[str, int]] = set()
-        # When the next lead comes; None: look at the store at the next tick (at start,
-        # and whenever the document changed or an approval came).
-        self._next: datetime | None = None
-        self._stale = True
+        # When the next round is due: at start at once, then at the next lead (None: none
+        # to come until the document changes).
+        self._next: datetime | None = AT_ONCE
+        self._worker = Worker(
+            "reminders", self._look, expected=(StoreError,), logger=log, clock=clock
+        )
 
-    def reschedule(self) -> None:
-        """Events or approvals changed: look at the store again at the next tick."""
-        self._stale = True
+    def start(self) -> None:
+        """Run rounds on a thread of our own from now on (the daemon)."""
+        self._worker.start()
+
+    def stop(self, timeout: float = 0.0) -> bool:
+        """Stop the thread, waiting up to `timeout` s for a round under way; True once ended."""
+        return self._worker.stop(timeout)
+
+    def wake(self) -> None:
+        """Events changed (new ones, ones that ended): look at the store again, on our
+        thread now, else at the next tick."""
+        if self._worker.started:
+            self._worker.wake()
+        else:
+            self._next = AT_ONCE
+
+    @property
+    def rounds(self) -> int:
+        """How many rounds our thread finished, failed ones included."""
+        return self._worker.rounds
 
     def due(self, now: datetime) -> bool:
-        """Whether a round may record something now (cheap: no store access)."""
-        return self._stale or (self._next is not None and now >= self._next)
+        """Without our thread: whether the tick should run a round now (cheap: no store
+        access). With it, never: the worker keeps its own time."""
+        return not self._worker.started and self._next is not None and now >= self._next
 
     def round(self, now: datetime) -> int:
-        """Record every reminder whose lead has come; returns how many were new."""
-        self._stale = False
-        self._next = None
+        """Record every reminder whose lead has come; returns how many were new. Raises
+        StoreError, having changed nothing it would need to try again."""
+        upcoming: datetime | None = None
         recorded = 0
         for record in self._store.events():
-            lead, upcoming = _leads(record, now)
-            if upcoming is not None and (self._next is None or upcoming < self._next):
-                self._next = upcoming
+            lead, coming = _leads(record, now)
+            if coming is not None and (upcoming is None or coming < upcoming):
+                upcoming = coming
             if lead is None or (record.event.event_id, lead) in self._said:
                 continue
             reminder = Transition(TransitionKind.REMINDER, record.event, now, remind_before=lead)
             sinks = self._sinks_for(record.policy)
             recorded += self._store.record_transition(reminder, sinks, now) is not None
-            self._said.add((record.event.event_id, lead))
+            self._said.add((record.event.event_id, lead))  # the store took it (or had it)
+        self._next = upcoming
+        if recorded:
+            self._on_recorded()
         return recorded
+
+    def _look(self) -> datetime | None:
+        """One round on our thread; the next lead is when the next is due."""
+        self.round(self._clock())
+        return self._next
 
 
 def _leads(record: EventRecord, now: datetime) -> tuple[int | None, datetime | None]:
     """The lead whose reminder is due now (the latest passed), and when the next comes."""
     event, decision = record.event, record.decision
+    # Only while a person's approval would be carried out now (nobody approved it, it is
+    # present and not started): the one answer the buttons and links give too.
     waiting = (
         decision.action == ASK
         and decision.remind
-        and record.present
-        and record.approval is None
-        and not event.started
+        and record.blocker() is None
         and event.not_before is not None
     )
     if not waiting or event.not_before is None or now >= event.not_before:

@@ -137,6 +137,7 @@ class Runner:
         d.dispatcher.start()
         d.carrier.start()
         d.hooks.worker.start()
+        d.reminders.start()
         d.watch_store()
         for service in self._services:
             if isinstance(service, SingleHolder):
@@ -187,6 +188,7 @@ class Runner:
             self.duties.stop()
         # A POST in flight ends at IMDS's timeout at worst; what it recorded is delivered below.
         d.carrier.stop(max(0.1, deadline - time.monotonic()))
+        d.reminders.stop(max(0.1, deadline - time.monotonic()))
         # A hook in progress is not waited for: it runs again at the next start.
         d.hooks.worker.stop(0.1)
         d.dispatcher.flush(max(0.0, deadline - time.monotonic()))

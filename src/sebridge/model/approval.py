@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["CARRIED_OUT", "OPEN", "ApprovalState", "Blocker", "OutcomeKind", "blocker"]
+__all__ = [
+    "BY_APPROVAL",
+    "CARRIED_OUT",
+    "OPEN",
+    "ApprovalState",
+    "Blocker",
+    "OutcomeKind",
+    "blocker",
+]
 
 
 class ApprovalState(StrEnum):
@@ -44,24 +52,58 @@ class OutcomeKind(StrEnum):
 
 
 class Blocker(StrEnum):
-    """Why an event cannot take an approval (any more)."""
+    """Why an event cannot take an approval now (any more)."""
 
     UNKNOWN = "unknown"  # never seen in an IMDS document
-    APPROVED = "approved"  # it has an approval already (whatever became of it)
+    # It has an approval already; what became of it:
+    APPROVED = "approved"  # carried out: StartRequests went to IMDS (dry run: would have)
+    UNDER_WAY = "under_way"  # not sent yet: the carrier owes it a POST (pending, posting)
+    WAITING = "waiting"  # not sent yet: the listed VMs' prepare hooks still run
+    HELD = "held"  # never sent: a prepare hook failed and the rule says hold
+    NOT_SENT = "not_sent"  # never sent: IMDS refused it, or the event started or left first
+    # It has none, and cannot take one:
     GONE = "gone"  # no longer in IMDS's document
     STARTED = "started"  # under way: nothing left to approve
 
 
-def blocker(*, known: bool = True, approved: bool, present: bool, started: bool) -> Blocker | None:
-    """Whether an event can still be approved: None if it can, else what stands in the way.
+# The blockers that are an approval: a second request hears of the first (who, what became
+# of it), never "refused".
+BY_APPROVAL: frozenset[Blocker] = frozenset(
+    {Blocker.APPROVED, Blocker.UNDER_WAY, Blocker.WAITING, Blocker.HELD, Blocker.NOT_SENT}
+)
+_BY_STATE: dict[str, Blocker] = {
+    ApprovalState.POSTED: Blocker.APPROVED,
+    ApprovalState.DRY_RUN: Blocker.APPROVED,
+    ApprovalState.PENDING: Blocker.UNDER_WAY,
+    ApprovalState.POSTING: Blocker.UNDER_WAY,
+    ApprovalState.WAITING: Blocker.WAITING,
+    ApprovalState.HELD: Blocker.HELD,
+    ApprovalState.FAILED: Blocker.NOT_SENT,
+    ApprovalState.ABANDONED: Blocker.NOT_SENT,
+}
 
-    In this order: an existing approval is named before the event's end, so a
-    person who approves twice hears who approved first, even after it started.
+
+def blocker(
+    *, known: bool = True, approval: str | None, present: bool, started: bool
+) -> Blocker | None:
+    """Would an approval of this event be carried out now? None if it would, else what
+    stands in the way. The one answer every affordance asks (Approve buttons, links and
+    the page, the Jira search, the use case, the demo).
+
+    Args:
+        approval: the state of the event's approval (ApprovalState), None when it has none.
+        present: the event is in IMDS's latest document.
+        started: the event is under way.
+
+    In this order: an existing approval is named before the event's end, so a person
+    who approves twice hears who approved first and what became of it, even after the
+    event started. An approval in a state this version does not know stands in the way
+    as one under way: never offered twice.
     """
     if not known:
         return Blocker.UNKNOWN
-    if approved:
-        return Blocker.APPROVED
+    if approval is not None:
+        return _BY_STATE.get(approval, Blocker.UNDER_WAY)
     if not present:
         return Blocker.GONE
     if started:

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from sebridge.kernel.text import clip, displayable, map_text
 from sebridge.model import Receipt, Transition, TransitionKind
-from sebridge.model.approval import blocker
+from sebridge.model.approval import ApprovalState, blocker
 from sebridge.model.decision import offers_approval
 from sebridge.model.readiness import VmReadiness
 
@@ -28,9 +28,15 @@ FIELD_LIMIT = 300
 DESCRIPTION_LIMIT = 10_000
 OTHER_LIMIT = 2_000
 
-# Transitions that say the event has an approval (carried out, or not: a problem), and
-# those that say it left IMDS.
-_APPROVAL_NEWS = (TransitionKind.APPROVED, TransitionKind.WOULD_APPROVE, TransitionKind.PROBLEM)
+# What a transition says of the event's approval, for a message built without the store's
+# word on it (a sample, a redraw): the approval it announces.
+_ANNOUNCES: dict[str, str] = {
+    TransitionKind.APPROVED: ApprovalState.POSTED,
+    TransitionKind.WOULD_APPROVE: ApprovalState.DRY_RUN,
+    TransitionKind.PROBLEM: ApprovalState.FAILED,
+    TransitionKind.HELD: ApprovalState.HELD,
+}
+# Transitions that say the event left IMDS.
 _ENDS = (TransitionKind.COMPLETED, TransitionKind.CANCELLED)
 
 
@@ -45,7 +51,10 @@ class Message:
         receipt: what this sink returned for an earlier transition of the
             same event (update that message or ticket instead of a new one).
         dry_run: sebridge runs with policy.dry_run: nothing reaches IMDS.
-        approved_by: who approved the event, if anyone has by the time of delivery.
+        approved_by: who approved the event, if anyone has by the time of delivery
+            (carried out: posted, or dry run).
+        approval_state: the state of the event's approval at delivery (ApprovalState),
+            whatever became of it; None when it has none.
         attempt: earlier attempts at this same delivery that reached the sink
             (0 on the first), counted as begun in the store before each send, so
             one cut short by a crash (kill -9, power loss) counts too.
@@ -67,6 +76,7 @@ class Message:
     receipt: Receipt | None = None
     dry_run: bool = False
     approved_by: str | None = None
+    approval_state: str | None = None
     attempt: int = 0
     approve_url: str | None = None
     transition_id: int = 0
@@ -82,17 +92,25 @@ class Message:
 
     @property
     def approvable(self) -> bool:
-        """Whether a person is offered an approval, as of this transition: the event can
-        still take one (approval.states) and the policy offers one (not for "inform")."""
+        """Whether a person is offered an approval (a button, a link, a Jira status): the
+        policy offers one (not for "inform") and one would be carried out now, as of this
+        transition and the approval at delivery (model/approval.py: blocker(); an event
+        whose approval waits for hooks or is held offers none)."""
         t = self.transition
         return offers_approval(self.policy) and (
-            blocker(
-                approved=self.approved_by is not None or t.kind in _APPROVAL_NEWS,
-                present=t.kind not in _ENDS,
-                started=t.event.started,
-            )
+            blocker(approval=self.approval, present=t.kind not in _ENDS, started=t.event.started)
             is None
         )
+
+    @property
+    def approval(self) -> str | None:
+        """The event's approval's state as this message knows it: the store's at delivery;
+        else what approved_by or the transition announce."""
+        if self.approval_state is not None:
+            return self.approval_state
+        if self.approved_by is not None:
+            return ApprovalState.POSTED
+        return _ANNOUNCES.get(self.transition.kind)
 
 
 class Sink(Protocol):

@@ -155,6 +155,23 @@ class ApprovalTable:
             (PENDING, POSTING, self.agent),
         )
 
+    def put_back(self, claims: Sequence[ApprovalRecord]) -> int:
+        """Put back approvals claimed whose POST never began (a round the store cut short):
+        pending again at once, not after their lease. Only under each claim's own token: one
+        that passed to another claim meanwhile is the new holder's. Never for a claim whose
+        POST began (begin_post): that one's outcome is recorded, or its lease runs out and
+        the next claim knows a POST may have reached IMDS."""
+        changed = 0
+        for token in {claim.token for claim in claims}:
+            ids = [claim.event_id for claim in claims if claim.token == token]
+            changed += self.db.execute(
+                "UPDATE approvals SET state = ?, claimed_by = NULL, claimed_until = NULL, "
+                f"claim_token = NULL WHERE state = ? AND claim_token = ? "
+                f"AND event_id IN ({', '.join('?' * len(ids))})",
+                (PENDING, POSTING, token, *ids),
+            )
+        return changed
+
     def finish_approval(
         self,
         claim: ApprovalRecord,

@@ -40,11 +40,12 @@ class Outbox:
         # The claim's query (parameters: claim_params), public for EXPLAIN in tests.
         self.claim_sql = (
             "SELECT o.id, o.attempts, t.data, e.policy, e.gone_at, r.external_id, r.data, "
-            "a.actor, o.begun, o.transition_id, o.begun_by "
+            "CASE WHEN a.state IN (?, ?) THEN a.actor END, o.begun, o.transition_id, o.begun_by, "
+            "a.state "
             "FROM outbox o JOIN transitions t ON t.id = o.transition_id "
             "JOIN events e ON e.event_id = o.event_id "
             "LEFT JOIN receipts r ON r.event_id = o.event_id AND r.sink = o.sink "
-            "LEFT JOIN approvals a ON a.event_id = o.event_id AND a.state IN (?, ?) "
+            "LEFT JOIN approvals a ON a.event_id = o.event_id "
             f"WHERE o.sink = ? AND o.state = '{PENDING}' AND o.next_attempt_at <= ? "
             f"AND (o.claimed_until IS NULL OR o.claimed_until < ? OR {self._gone}) "
             # The oldest pending row of its event (rows of one event go in order): one
@@ -110,6 +111,7 @@ class Outbox:
                 begun=row[8],
                 transition_id=row[9],
                 begun_by=row[10],
+                approval_state=row[11],
                 token=token,
             )
             for row in rows

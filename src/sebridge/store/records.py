@@ -87,9 +87,12 @@ class EventRecord:
         return self.decision.action
 
     def blocker(self) -> Blocker | None:
-        """What keeps this event from being approved now (None: it can be); see approval.states."""
+        """What keeps an approval of this event from being carried out now (None: nothing);
+        model/approval.py: blocker()."""
         return blocker(
-            approved=self.approval is not None, present=self.present, started=self.event.started
+            approval=self.approval.state if self.approval else None,
+            present=self.present,
+            started=self.event.started,
         )
 
 
@@ -110,6 +113,7 @@ class Delivery:
     policy: str
     gone_at: datetime | None  # when the event left the document (bounds retries)
     approved_by: str | None = None  # who approved the event, once IMDS has it (or dry run)
+    approval_state: str | None = None  # the event's approval's state as claimed (None: none)
     begun: int = 0
     transition_id: int = 0  # the transition's row id: stable, the JSON lines sink writes it
     begun_by: str | None = None  # the agent that began the latest attempt (None: before v9)

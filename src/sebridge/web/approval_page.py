@@ -28,7 +28,7 @@ from sebridge.integrations.render import Renderer
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ConfigError
 from sebridge.kernel.wsgi import StartResponse
-from sebridge.model.approval import Blocker, OutcomeKind
+from sebridge.model.approval import BY_APPROVAL, Blocker, OutcomeKind
 from sebridge.model.readiness import VmReadiness
 from sebridge.store.records import EventRecord
 from sebridge.web.links import LinkError, LinkSigner
@@ -175,8 +175,9 @@ class ApprovalPage:
         return 200, self._page(OUTCOME, fresh, outcome="approved")
 
     def _blocked(self, record: EventRecord, blocked: Blocker) -> tuple[int, str]:
-        """The page for an event nobody can approve any more, or that has an approval."""
-        if blocked == Blocker.APPROVED:
+        """The page for an event nobody can approve any more, or that has an approval
+        (whatever became of it: the page says)."""
+        if blocked in BY_APPROVAL:
             return 200, self._page(OUTCOME, record, outcome="already")
         if blocked == Blocker.STARTED:
             return 409, self._page(OUTCOME, record, outcome="started")

@@ -40,6 +40,7 @@ def click_inbound(slack: SlackSettings, dry_run: bool, daemon: Host, sink: Slack
             record.policy,
             dry_run=dry_run,
             approved_by=approved_by,
+            approval_state=approval.state if approval else None,
         )
         sink.show(channel, ts, message, note)
 
