@@ -48,7 +48,13 @@ class Schedule:
         self._interrupt = interrupt
         self._scheduler: BackgroundScheduler = BackgroundScheduler(
             timezone=UTC,
-            executors={"default": DebugExecutor(), "pool": ThreadPoolExecutor(POOL_THREADS)},
+            executors={
+                "default": DebugExecutor(),
+                # Named: each thread of the daemon is a row of the thread table.
+                "pool": ThreadPoolExecutor(
+                    POOL_THREADS, pool_kwargs={"thread_name_prefix": "scheduler-pool"}
+                ),
+            },
         )
         self._scheduler.add_job(
             poll,
