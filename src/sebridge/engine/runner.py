@@ -198,8 +198,8 @@ class _Part:
         self._start()
 
     def stop(self, timeout: float = 0.0) -> bool:
-        """Stop it, waiting as bounded; True unless it says it still runs (parts that wait
-        for nothing return None)."""
+        """Stop it, waiting as bounded; True unless it says it still runs (a stop that
+        returns nothing counts as ended)."""
         wait = max(self._least, timeout + self._extra)
         return self._stop(wait if self._most is None else min(self._most, wait)) is not False
 
