@@ -158,9 +158,10 @@ def test_a_dead_agents_claimed_rows_pass_at_once_and_the_heartbeat_says_so(
         (delivery,) = a.outbox.claim("slack", T0, T0 + LEASE)
         assert b.outbox.claim("slack", T0, T0 + LEASE) == []  # a lives: its lease holds
         assert not b.heartbeat(T0)
-        # b waits for the lease, not looking again and again while a sends; a's own
-        # row in flight is due now for a (its flush at shutdown waits for it).
-        assert (b.outbox.next_due("slack"), a.outbox.next_due("slack")) == (T0 + LEASE, T0)
+        # b waits for the lease, not looking again and again while a sends; so does a (no
+        # claim can take the row before), though its flush at shutdown waits for the send.
+        assert (b.outbox.next_due("slack"), a.outbox.next_due("slack")) == (T0 + LEASE,) * 2
+        assert (b.outbox.busy("slack", T0), a.outbox.busy("slack", T0)) == (False, True)
     finally:
         a.close()  # kill -9 ends the session the same way: the server lets go of a's name
     try:

@@ -58,8 +58,8 @@ def once(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
         daemon.take_back_claims()
         result = daemon.tick()
         daemon.dispatcher.start()
-        daemon.dispatcher.flush(config.dispatch.shutdown_grace_seconds)
-        daemon.dispatcher.stop(timeout=1.0)
+        # Delivers what is due within the grace (its flush), then stops its workers.
+        daemon.dispatcher.stop(timeout=config.dispatch.shutdown_grace_seconds + 1.0)
     finally:
         daemon.imds.close()
         daemon.store.close()

@@ -12,9 +12,11 @@ and an outcome written after the claim passed to another agent changes nothing.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -24,6 +26,7 @@ from sebridge.engine.metrics import Metrics
 from sebridge.kernel.backoff import backoff_delay
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import PermanentDeliveryError, RetryableDeliveryError, StoreError
+from sebridge.kernel.worker import Pause, Worker
 from sebridge.model import ScheduledEvent
 from sebridge.model.message import Message, Sink
 from sebridge.model.readiness import VmReadiness
@@ -39,6 +42,13 @@ log = logging.getLogger("sebridge.dispatch")  # the name operators filter on, ke
 # this is only a safety net.
 IDLE_WAIT = 60.0
 LEASE = timedelta(minutes=2)
+# Of a stop's timeout, what is kept for the workers to end once the flush is over.
+_END_SHARE = 0.5
+
+
+def _wait(event: threading.Event, seconds: float | None) -> None:
+    """How a sink's worker waits between rounds (tests give a fake one)."""
+    event.wait(seconds)
 
 
 @dataclass(frozen=True)
@@ -65,6 +75,7 @@ class Dispatcher:
         metrics: counts deliveries by sink and outcome (default: a registry of its own).
         lease: how long a claim holds a row before another agent may take it over
             (renewed while the row's sink is called).
+        clock, pause: time, and how the sinks' workers wait (kernel/worker.py), for tests.
     """
 
     def __init__(
@@ -83,6 +94,7 @@ class Dispatcher:
         | None = None,
         metrics: Metrics | None = None,
         lease: timedelta = LEASE,
+        pause: Pause = _wait,
     ) -> None:
         self._store = store
         self._lease = lease
@@ -97,10 +109,22 @@ class Dispatcher:
         self._clock = clock
         self._jitter = jitter
         self._approve_url = approve_url
-        self._wake = {name: threading.Event() for name in self._sinks}
-        self._stopping = threading.Event()
-        self._threads: list[threading.Thread] = []
         self._outcomes: dict[str, SinkOutcome] = {}
+        # The idle look is only a safety net: commits wake the workers (the tick, the
+        # store's listener, the heartbeat when a row waits unannounced).
+        idle = max(IDLE_WAIT, store.db.IDLE_CHECK_SECONDS)
+        self._workers = {
+            name: Worker(
+                f"sink-{name}",
+                functools.partial(self._round, name),
+                idle=idle,
+                expected=(StoreError,),
+                logger=log,
+                clock=clock,
+                pause=pause,
+            )
+            for name in self._sinks
+        }
 
     @property
     def sinks(self) -> Mapping[str, Sink]:
@@ -112,49 +136,61 @@ class Dispatcher:
         return dict(self._outcomes)
 
     def start(self) -> None:
-        """Start one worker thread per sink, and the thread that renews their claims."""
+        """Start one worker per sink, and the one that renews their claims."""
         self._leases.start()
-        for name in self._sinks:
-            thread = threading.Thread(
-                target=self._work, args=(name,), name=f"sink-{name}", daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
+        for worker in self._workers.values():
+            worker.start()
 
     def wake(self) -> None:
-        """New rows were committed: look now rather than at the next idle check."""
-        for event in self._wake.values():
-            event.set()
+        """New rows were committed: every sink's worker looks now, not at its next due time."""
+        for worker in self._workers.values():
+            worker.wake()
 
     def flush(self, timeout: float) -> bool:
-        """Wait until no row is due now, at most `timeout` seconds; True if drained."""
-        deadline = self._clock() + timedelta(seconds=timeout)
+        """Wait until no sink has a row a claim could take now or that this agent is sending,
+        at most `timeout` seconds; True if so. A row waiting for its back-off is not waited
+        for. Each look at the store follows a round of a sink's worker, never a timer."""
+        deadline = time.monotonic() + max(0.0, timeout)
         while True:
-            due = [name for name in self._sinks if self._due_now(name)]
-            if not due:
-                return True
-            if self._clock() >= deadline:
-                log.warning("outbox not drained in %.1fs: %s still have rows due", timeout, due)
+            try:
+                now = self._clock()
+                busy = [name for name in self._workers if self._store.outbox.busy(name, now)]
+            except StoreError as exc:  # the store away: what is due is delivered at the next start
+                log.warning("outbox not drained: the store does not answer (%s)", exc)
                 return False
-            self.wake()
-            self._stopping.wait(0.02)
+            left = deadline - time.monotonic()
+            if not busy:
+                return True
+            if left <= 0:
+                log.warning("outbox not drained in %.1fs: %s still have rows due", timeout, busy)
+                return False
+            worker = self._workers[busy[0]]
+            after = worker.rounds
+            worker.wake()
+            worker.wait_round(after, left)
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop the workers; a worker stuck in a sink is left behind (it is a daemon thread)."""
-        self._stopping.set()
-        self.wake()
-        deadline = self._clock() + timedelta(seconds=timeout)
-        for thread in self._threads:
-            thread.join(max(0.0, (deadline - self._clock()).total_seconds()))
-        self._leases.stop(max(0.0, (deadline - self._clock()).total_seconds()))
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Deliver what is due (flush) for all but the last half second of `timeout`, stop the
+        workers within what is left (at least 0.1 s), then close the sinks. True when every
+        worker ended; one stuck in a sink is left behind (a daemon thread)."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        running = [w for w in self._workers.values() if w.started and not w.stopping]
+        if running:  # only workers can deliver; a stopped dispatcher is not waited for twice
+            self.flush(max(0.0, timeout - _END_SHARE))
+        for worker in self._workers.values():
+            worker.stop()  # every worker told first: one stuck in its sink delays no other
+        end = max(deadline, time.monotonic() + 0.1)
+        ended = [w.join(end - time.monotonic()) for w in self._workers.values()]
+        ended.append(self._leases.stop(end - time.monotonic()))
         for sink in self._sinks.values():
             sink.close()
+        return all(ended)
 
     def deliver_due(self, name: str) -> int:
         """Deliver every row of the sink called `name` that is due now; returns how many
         were tried."""
         tried = 0
-        while not self._stopping.is_set():
+        while not self._workers[name].stopping:
             now = self._clock()
             batch = self._store.outbox.claim(name, now, now + self._lease)
             if not batch:
@@ -164,30 +200,12 @@ class Dispatcher:
                 tried += 1
         return tried
 
-    def _due_now(self, sink_name: str) -> bool:
-        due = self._store.outbox.next_due(sink_name)
-        return due is not None and due <= self._clock()
-
-    def _work(self, name: str) -> None:
-        wake = self._wake[name]
-        while not self._stopping.is_set():
-            wake.clear()
-            try:
-                if self.deliver_due(name):
-                    continue
-                due = self._store.outbox.next_due(name)
-            except StoreError as exc:  # the store away: the daemon's tick says so too
-                # Said once for the whole daemon (kernel/outage.py); the heartbeat wakes us after.
-                log.debug("dispatcher for %s cannot use the store (%s); retrying", name, exc)
-                due = None
-            except Exception:  # a bug must not kill the worker
-                log.exception("dispatcher for %s failed; retrying", name)
-                due = None
-            idle = max(IDLE_WAIT, self._store.db.IDLE_CHECK_SECONDS)
-            wait = idle
-            if due is not None:
-                wait = min(idle, max(0.01, (due - self._clock()).total_seconds()))
-            wake.wait(wait)
+    def _round(self, name: str) -> datetime | None:
+        """A sink worker's round: what is due, delivered; then when a claim could take the
+        next row (store/outbox.py: next_due). A StoreError backs the worker off (the
+        daemon says the outage once: kernel/outage.py)."""
+        self.deliver_due(name)
+        return self._store.outbox.next_due(name)
 
     def _deliver(self, name: str, delivery: Delivery) -> None:
         sink = self._sinks[name]

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
+from datetime import datetime
 
 from sebridge.engine.poll import Polled
 from sebridge.kernel.errors import StoreError
 from sebridge.kernel.outage import StoreOutage
+from sebridge.kernel.worker import AT_ONCE, Worker
 from sebridge.model import Document
 
 __all__ = ["MAX_WAITING", "Recorder"]
@@ -26,11 +29,11 @@ __all__ = ["MAX_WAITING", "Recorder"]
 log = logging.getLogger("sebridge.daemon")
 
 MAX_WAITING = 1000  # new documents kept while the store is away (a few a day is usual)
-RETRY_SECONDS = 1.0  # how soon a poll the store failed is tried again
+RETRY_SECONDS = 1.0  # how soon a poll the store failed is tried again (with jitter)
 
 
 class Recorder:
-    """Acts on polls in order on a thread of its own.
+    """Acts on polls in order on a worker of its own (`recorder`, kernel/worker.py).
 
     Args:
         act: the tick's second half (Daemon.act); StoreError means "try again".
@@ -40,16 +43,27 @@ class Recorder:
     def __init__(self, act: Callable[[Polled], object], outage: StoreOutage) -> None:
         self._act = act
         self._outage = outage
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._waiting: deque[tuple[Polled, bool]] = deque()  # (poll, brought a new document)
         self._last: Document | None = None
         self._stopping = False
+        self._failing = False  # the last round's poll was refused by the store
         self._full_said = False
-        self._thread = threading.Thread(target=self._run, name="recorder", daemon=True)
+        # A wake (each poll) does not cut a failed round's back-off short: tried again
+        # after RETRY_SECONDS, not at every poll.
+        self._worker = Worker(
+            "recorder",
+            self._round,
+            idle=None,
+            backoff_base=RETRY_SECONDS,
+            backoff_cap=RETRY_SECONDS,
+            expected=(StoreError,),
+            logger=log,
+        )
 
     def start(self) -> None:
         """Act on polls from now on."""
-        self._thread.start()
+        self._worker.start()
 
     def offer(self, polled: Polled) -> None:
         """Hand a poll over (the scheduler's thread); never waits on the store.
@@ -59,7 +73,7 @@ class Recorder:
         new = polled.document is not None and polled.document is not self._last
         if new:
             self._last = polled.document
-        with self._cond:
+        with self._lock:
             if not new and self._waiting and not self._waiting[-1][1]:
                 self._waiting[-1] = (polled, False)
             elif len(self._waiting) >= MAX_WAITING:
@@ -72,52 +86,60 @@ class Recorder:
                 self._waiting[-1] = (polled, new or self._waiting[-1][1])
             else:
                 self._waiting.append((polled, new))
-            self._cond.notify()
+        self._worker.wake()
 
     def stop(self, timeout: float) -> bool:
         """Act on the polls still waiting, then stop (up to `timeout` s; a poll the store
         fails is not tried again); True when stopped. What is left is dropped: IMDS shows
         its events again at the next start."""
-        with self._cond:
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._lock:
             self._stopping = True
-            self._cond.notify()
-        if self._thread.is_alive():
-            self._thread.join(max(0.0, timeout))
-        return not self._thread.is_alive()
+        while self._worker.started and (left := deadline - time.monotonic()) > 0:
+            with self._lock:
+                if self._failing or not self._waiting:
+                    break  # a failed round backs off: what waits is dropped, not retried
+            after = self._worker.rounds
+            self._worker.wake()
+            if not self._worker.wait_round(after, left):
+                break
+        return self._worker.stop(max(0.0, deadline - time.monotonic()))
 
     def waiting(self) -> int:
         """Polls not acted on yet."""
-        with self._cond:
+        with self._lock:
             return len(self._waiting)
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._waiting and not self._stopping:
-                    self._cond.wait()
-                if not self._waiting:
-                    return  # stopping, and nothing left
-                polled, new = self._waiting[0]
-            try:
-                self._act(polled)
-            except StoreError as exc:
-                self._outage.failed(exc)
-                with self._cond:  # kept first in line; tried again soon
-                    if self._stopping or self._cond.wait_for(lambda: self._stopping, RETRY_SECONDS):
-                        return
-                continue
-            except Exception:
-                log.exception("tick failed; polling goes on")
-            else:
-                if new:  # recorded: the store answered (an unchanged poll may not ask it)
-                    self._outage.answered()
-            with self._cond:
-                if self._waiting and self._waiting[0][0] is polled:
-                    self._waiting.popleft()
-                # A poll with nothing new that came while this one was acted on is skipped,
-                # as the scheduler skips a tick while the last runs: the next comes within an
-                # interval. (Acted on at once, it saw this act's own write as another's and
-                # woke the dispatcher before the carrier had carried the policy's approval
-                # out: a first message with an Approve button for an approved event.)
-                if self._waiting and not self._waiting[0][1]:
-                    self._waiting.popleft()
+    def _round(self) -> datetime | None:
+        """Act on the first poll waiting; returns at once while more wait (None: none)."""
+        with self._lock:
+            if not self._waiting:
+                return None
+            polled, new = self._waiting[0]
+        try:
+            self._act(polled)
+        except StoreError as exc:
+            self._outage.failed(exc)
+            with self._lock:
+                if self._stopping:  # not tried again: the daemon is going
+                    self._waiting.clear()
+                    return None
+                self._failing = True  # kept first in line; the worker backs off
+            raise
+        except Exception:
+            log.exception("tick failed; polling goes on")
+        else:
+            if new:  # recorded: the store answered (an unchanged poll may not ask it)
+                self._outage.answered()
+        with self._lock:
+            self._failing = False
+            if self._waiting and self._waiting[0][0] is polled:
+                self._waiting.popleft()
+            # A poll with nothing new that came while this one was acted on is skipped,
+            # as the scheduler skips a tick while the last runs: the next comes within an
+            # interval. (Acted on at once, it saw this act's own write as another's and
+            # woke the dispatcher before the carrier had carried the policy's approval
+            # out: a first message with an Approve button for an approved event.)
+            if self._waiting and not self._waiting[0][1]:
+                self._waiting.popleft()
+            return AT_ONCE if self._waiting else None

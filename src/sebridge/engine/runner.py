@@ -1,13 +1,12 @@
-"""The daemon's life from first poll to exit (`sebridge run`): threads, scheduler, signals, stop.
+"""The daemon's life from first poll to exit (`sebridge run`): parts, jobs, signals, stop.
 
-The poll runs as an APScheduler interval job on the scheduler's own thread
-(first poll at once, never two at once); the heartbeat, pruning and the
-integrations' jobs run on a small pool beside it (a slow Jira search never
-delays a poll), single-holder ones only on the agent that holds their duty.
-The carrier (approvals) and the dispatcher (one worker per sink) have
-threads of their own; services (the HTTP server, Slack's Socket Mode) start
-last and stop first. SIGTERM/SIGINT stop it all within the shutdown grace,
-whatever IMDS or a sink does. See docs/ARCHITECTURE.md, "Threads".
+The scheduler (engine/schedule.py) polls and runs the heartbeat, pruning and the
+integrations' jobs, single-holder ones only on the agent that holds their duty. The
+dispatcher, the hook worker, the carrier, the duties board, the services (the HTTP server,
+Slack's Socket Mode), the recorder and the scheduler are started in that order by one
+Supervisor (kernel/worker.py) and stopped in reverse against one deadline: SIGTERM/SIGINT
+stop it all within the shutdown grace (plus a second), whatever IMDS or a sink does. See
+docs/ARCHITECTURE.md, "Threads".
 """
 
 from __future__ import annotations
@@ -15,29 +14,23 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, timedelta
-from typing import TYPE_CHECKING
+from datetime import timedelta
 
 from sebridge.engine.daemon import Daemon
 from sebridge.engine.record import Recorder
+from sebridge.engine.schedule import Schedule
 from sebridge.engine.services import Job, Service, SingleHolder
-from sebridge.kernel.clock import utcnow
 from sebridge.kernel.errors import StoreError
 from sebridge.kernel.outage import StoreOutage
+from sebridge.kernel.worker import Supervisor
 from sebridge.store.duties import Duties, Duty
 from sebridge.store.store import HEARTBEAT
-
-if TYPE_CHECKING:
-    from apscheduler.schedulers.background import BackgroundScheduler
 
 __all__ = ["Runner", "stop_signals_exit"]
 
 log = logging.getLogger("sebridge.daemon")
-
-POOL_THREADS = 4  # heartbeat, pruning and integration jobs (never two runs of one at once)
 
 
 class Runner:
@@ -95,107 +88,65 @@ class Runner:
 
         The first poll runs at once. On a signal, within the shutdown grace: a call
         waiting for IMDS is cut short, the running tick finishes, the outbox
-        delivers what is due; then we return (see _stop).
+        delivers what is due; then we return (see _parts).
         """
-        from apscheduler.executors.debug import DebugExecutor
-        from apscheduler.executors.pool import ThreadPoolExecutor
-        from apscheduler.schedulers.background import BackgroundScheduler
-
         d = self.daemon
         d.take_back_claims()
         stop = stop or threading.Event()
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(signum, lambda *_: stop.set())
-        # The poll runs on the scheduler's own thread: no hand-off to a pool thread
-        # every second (half the idle CPU); ticks never overlap anyway.
-        scheduler = BackgroundScheduler(
-            timezone=UTC,
-            executors={"default": DebugExecutor(), "pool": ThreadPoolExecutor(POOL_THREADS)},
-        )
-        scheduler.add_job(
-            self._poll,
-            "interval",
-            seconds=self._poll_interval,
-            next_run_time=utcnow(),
-            max_instances=1,
-            coalesce=True,
-            misfire_grace_time=None,
-            id="poll",
-        )
+        schedule = Schedule(self._poll, self._poll_interval, d.imds.interrupt)
         # Single-holder duties: one agent of a fleet prunes, runs each such job and
         # service; on SQLite this daemon holds them all (store/duties.py).
         duties = self.duties = d.store.db.duties()
         prune = duties.duty("prune")
         prune.on_change(lambda _: self._prune_if_held(prune))  # at once when taken
-        self._every(scheduler, Job("prune", 6 * 3600.0, lambda: self._prune_if_held(prune)))
+        schedule.every(Job("prune", 6 * 3600.0, lambda: self._prune_if_held(prune)))
         # Other agents take this one for dead without it (see Store.heartbeat).
-        self._every(scheduler, Job("heartbeat", self._heartbeat_every.total_seconds(), self._beat))
+        schedule.every(Job("heartbeat", self._heartbeat_every.total_seconds(), self._beat))
         for given in self._jobs:
             job = _held_only(given, duties.duty(given.name)) if given.single_holder else given
-            self._every(scheduler, job)
-        d.dispatcher.start()
-        d.carrier.start()
-        d.hooks.worker.start()
-        d.reminders.start()
-        d.watch_store()
-        for service in self._services:
-            if isinstance(service, SingleHolder):
-                service.bind(duties)
-            service.start()
-        self._recorder.start()
-        scheduler.start()
-        duties.start()
+            schedule.every(job)
+        parts = self._parts(schedule, duties)
+        parts.start()
         log.info("sebridge polling %s every %gs", d.imds.endpoint, self._poll_interval)
         stop.wait()
         log.info("stopping: finishing the current tick")
-        self._stop(scheduler, time.monotonic() + self._shutdown_grace)
-        return 0
-
-    def _every(self, scheduler: BackgroundScheduler, job: Job) -> None:
-        scheduler.add_job(
-            _logged(job),
-            "interval",
-            seconds=job.interval,
-            max_instances=1,
-            coalesce=True,
-            id=job.name,
-            executor="pool",
-        )
-
-    def _stop(self, scheduler: BackgroundScheduler, deadline: float) -> None:
-        """Stop within the grace (plus a second), whatever IMDS or a sink does.
-
-        A poll waiting for IMDS (up to 120 s on the first call) is cut short; a
-        job that still runs at the deadline is left behind on its daemon thread,
-        and so are the connections it uses: the process is about to exit.
-        """
-        d = self.daemon
-        d.imds.interrupt()
-        # The scheduler's shutdown joins its thread, which runs the poll: waited for on
-        # a thread of its own, so the wait has a bound.
-        stopper = threading.Thread(target=scheduler.shutdown, name="scheduler-stop", daemon=True)
-        stopper.start()
-        # At least half a second, even with no grace: an idle scheduler needs a moment.
-        stopper.join(max(0.5, deadline - time.monotonic()))
-        if stopper.is_alive():
-            log.warning("a job is still running at the end of the shutdown grace; left behind")
-        # The tick's second half being acted on finishes (a statement ends by its deadline).
-        recorded = self._recorder.stop(max(0.1, deadline - time.monotonic()))
-        for service in reversed(self._services):
-            service.stop()
-        if self.duties is not None:
-            self.duties.stop()
-        # A POST in flight ends at IMDS's timeout at worst; what it recorded is delivered below.
-        d.carrier.stop(max(0.1, deadline - time.monotonic()))
-        d.reminders.stop(max(0.1, deadline - time.monotonic()))
-        # A hook in progress is not waited for: it runs again at the next start.
-        d.hooks.worker.stop(0.1)
-        d.dispatcher.flush(max(0.0, deadline - time.monotonic()))
-        d.dispatcher.stop(timeout=max(0.1, deadline + 0.5 - time.monotonic()))
-        if not stopper.is_alive() and recorded:
+        left = parts.stop(self._shutdown_grace)
+        # A job or a tick left behind still uses them; the process is about to exit anyway.
+        if not {"scheduler", "recorder"} & set(left):
             d.imds.close()
             d.store.close()
+        return 0
+
+    def _parts(self, schedule: Schedule, duties: Duties) -> Supervisor:
+        """The daemon's parts in start order. They stop in reverse, each waited for before
+        the next is told, within the shutdown grace (plus a second), whatever IMDS or a
+        sink does: the scheduler (a poll waiting for IMDS cut short), the recorder, the
+        services, the duties, the carrier, the hook worker, the reminders, and last the
+        dispatcher, which delivers what the others recorded."""
+        d = self.daemon
+        parts = Supervisor()
+        # Delivers what is due until the grace ends, then has half a second for its workers.
+        parts.add("dispatcher", _Part(d.dispatcher.start, d.dispatcher.stop, least=0.1, extra=0.5))
+        # Records the reminders that come due; wakes the dispatcher, so it stops before it.
+        parts.add("reminders", _Part(d.reminders.start, d.reminders.stop, least=0.1))
+        # A hook in progress is not waited for: it runs again at the next start.
+        parts.add("hooks", _Part(d.hooks.worker.start, d.hooks.worker.stop, least=0.1, most=0.1))
+        # A POST in flight ends at IMDS's timeout at worst; what it recorded is delivered.
+        parts.add("carrier", _Part(d.carrier.start, d.carrier.stop, least=0.1))
+        # Other processes' commits wake the parts above (the listener ends with the store).
+        parts.add("store-watch", _Part(d.watch_store, lambda _: None))
+        parts.add("duties", _Part(duties.start, _unbounded(duties.stop)))
+        for service in self._services:
+            if isinstance(service, SingleHolder):
+                service.bind(duties)  # before the board takes its duties
+            parts.add(type(service).__name__, _Part(service.start, _unbounded(service.stop)))
+        # The tick's second half being acted on finishes (a statement ends by its deadline).
+        parts.add("recorder", _Part(self._recorder.start, self._recorder.stop, least=0.1))
+        parts.add("scheduler", schedule)
+        return parts
 
     def _poll(self) -> None:
         # The tick's first half (IMDS only); the recorder acts on what it found.
@@ -228,6 +179,33 @@ class Runner:
             log.info("pruned %d events older than %s", removed, self._retention)
 
 
+class _Part:
+    """A part of the daemon as the supervisor runs it, its stop's wait bounded as the part
+    needs: the seconds left of the grace plus `extra`, at least `least`, at most `most`."""
+
+    def __init__(
+        self,
+        start: Callable[[], object],
+        stop: Callable[[float], bool | None],
+        *,
+        least: float = 0.0,
+        most: float | None = None,
+        extra: float = 0.0,
+    ) -> None:
+        self._start, self._stop = start, stop
+        self._least, self._most, self._extra = least, most, extra
+
+    def start(self) -> None:
+        """Start the part."""
+        self._start()
+
+    def stop(self, timeout: float = 0.0) -> bool:
+        """Stop it, waiting as bounded; True unless it says it still runs (a stop that
+        returns nothing counts as ended)."""
+        wait = max(self._least, timeout + self._extra)
+        return self._stop(wait if self._most is None else min(self._most, wait)) is not False
+
+
 @contextmanager
 def stop_signals_exit() -> Iterator[None]:
     """While the daemon is being built (it may wait for IMDS to say the VM's name): SIGTERM
@@ -248,16 +226,9 @@ def stop_signals_exit() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-def _logged(job: Job) -> Callable[[], None]:
-    """The job, its failures logged: it runs again at its next turn."""
-
-    def run() -> None:
-        try:
-            job.run()
-        except Exception:
-            log.exception("%s failed; it runs again in %gs", job.name, job.interval)
-
-    return run
+def _unbounded(stop: Callable[[], None]) -> Callable[[float], None]:
+    """A stop that takes no timeout (it ends its threads before it returns), as a part's."""
+    return lambda _timeout: stop()
 
 
 def _held_only(job: Job, duty: Duty) -> Job:

@@ -28,6 +28,14 @@ PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
 _HELD = f"WHERE id = ? AND claim_token = ? AND state = '{PENDING}'"
 # A write that ends the claim lets go of it.
 _LET_GO = "claimed_by = NULL, claimed_until = NULL, claim_token = NULL"
+# Row `o` is the oldest pending row of its event for its sink: the only one of the event a
+# claim may take (rows of one event go in order). One probe of outbox_pending_event. Not
+# NOT EXISTS: a planner without statistics turned that into an anti join scanning every
+# pending row for each row.
+_HEAD = (
+    "o.id = (SELECT MIN(p.id) FROM outbox p WHERE p.sink = o.sink "
+    f"AND p.event_id = o.event_id AND p.state = '{PENDING}')"
+)
 
 
 class Outbox:
@@ -37,6 +45,9 @@ class Outbox:
         self._db = db
         self._agent = agent
         self._gone = db.claimant_gone("o.claimed_by")
+        # Row `o` is claimed by nobody now (one `?`: now): never, its lease ended, or its
+        # claimant is gone (Database.claimant_gone).
+        self._free = f"(o.claimed_until IS NULL OR o.claimed_until < ? OR {self._gone})"
         # The claim's query (parameters: claim_params), public for EXPLAIN in tests.
         self.claim_sql = (
             "SELECT o.id, o.attempts, t.data, e.policy, e.gone_at, r.external_id, r.data, "
@@ -47,12 +58,7 @@ class Outbox:
             "LEFT JOIN receipts r ON r.event_id = o.event_id AND r.sink = o.sink "
             "LEFT JOIN approvals a ON a.event_id = o.event_id "
             f"WHERE o.sink = ? AND o.state = '{PENDING}' AND o.next_attempt_at <= ? "
-            f"AND (o.claimed_until IS NULL OR o.claimed_until < ? OR {self._gone}) "
-            # The oldest pending row of its event (rows of one event go in order): one
-            # probe of outbox_pending_event. Not NOT EXISTS: a planner without statistics
-            # turned that into an anti join scanning every pending row for each row.
-            "AND o.id = (SELECT MIN(p.id) FROM outbox p WHERE p.sink = o.sink "
-            f"AND p.event_id = o.event_id AND p.state = '{PENDING}') "
+            f"AND {self._free} AND {_HEAD} "
             "ORDER BY o.id LIMIT ? FOR UPDATE OF o SKIP LOCKED"
         )
 
@@ -187,26 +193,42 @@ class Outbox:
         return self._db.execute(sql, (*params, delivery.id, delivery.token)) == 1
 
     def stranded(self) -> str:
-        """SQL (one `?`: now), true when some row is due and free to claim, yet nobody
-        claims it: unclaimed, its lease ended, or its claimant gone (Store.heartbeat
-        asks, so an idle dispatcher need not look)."""
+        """SQL (two `?`: now, now), true when some row a claim could take now waits, yet
+        nobody claims it: unclaimed, its lease ended, or its claimant gone (Store.heartbeat
+        asks, so an idle dispatcher need not look). A row behind an earlier row of its event
+        is not one: it cannot be taken."""
         return (
             f"EXISTS (SELECT 1 FROM outbox o WHERE o.state = '{PENDING}' AND "
-            "o.next_attempt_at <= ? AND (o.claimed_until IS NULL OR o.claimed_until < ? "
-            f"OR {self._gone}))"
+            f"o.next_attempt_at <= ? AND {self._free} AND {_HEAD})"
         )
 
     def next_due(self, sink: str) -> datetime | None:
-        """When the earliest pending row of `sink` is due, if any. A row another live agent
-        holds is due when its lease ends (its death wakes us sooner: Store.heartbeat);
-        our own count as due now (flush() waits for what our workers are sending)."""
+        """The earliest moment claim() could take a row of `sink` (None: no row pending).
+
+        Only the head of each event counts (a row behind an earlier one of its event cannot
+        be taken, whenever it is due), and a head under a live claim (this agent's too) is
+        due when both its retry time and its lease have come: a worker that looked sooner
+        would find nothing and look again at once (docs/ARCHITECTURE.md, "Threads"). A
+        claimant's death makes its rows due sooner: Store.heartbeat says so."""
         row = self._db.one(
-            "SELECT MIN(CASE WHEN o.claimed_by <> ? AND o.claimed_until > o.next_attempt_at "
+            "SELECT MIN(CASE WHEN o.claimed_until > o.next_attempt_at "
             f"AND NOT {self._gone} THEN o.claimed_until ELSE o.next_attempt_at END) "
-            f"FROM outbox o WHERE o.sink = ? AND o.state = '{PENDING}'",
-            (self._agent, sink),
+            f"FROM outbox o WHERE o.sink = ? AND o.state = '{PENDING}' AND {_HEAD}",
+            (sink,),
         )
         return from_iso(row[0]) if row and row[0] else None
+
+    def busy(self, sink: str, now: datetime) -> bool:
+        """Whether `sink` has a row claim() could take at `now`, or one this agent holds (its
+        worker is sending it): what a flush waits for. A row waiting for its back-off, or
+        behind an earlier row of its event, or held by another live agent, is not."""
+        row = self._db.one(
+            f"SELECT 1 FROM outbox o WHERE o.sink = ? AND o.state = '{PENDING}' "
+            f"AND (o.claimed_by = ? OR (o.next_attempt_at <= ? AND {self._free} AND {_HEAD})) "
+            "LIMIT 1",
+            (sink, self._agent, iso(now), iso(now)),
+        )
+        return row is not None
 
     def pending_count(self) -> int:
         """Rows not yet delivered nor failed, over all sinks."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 from slack_bolt import Ack, App
@@ -22,6 +22,8 @@ from sebridge.integrations.slack.actions import APPROVE, TAKE, Click, SlackActio
 __all__ = ["SocketModeService", "build_bolt_app", "slack_wsgi_app"]
 
 log = logging.getLogger(__name__)
+
+SOCKET_WORKERS = 10  # threads running Bolt for Socket Mode's messages (slack_sdk's default)
 
 
 def build_bolt_app(
@@ -91,6 +93,17 @@ class SocketModeService:
             app_token,
             web_client=WebClient(base_url=api_url),
             logger=logging.getLogger("sebridge.slack.socket"),
+            concurrency=SOCKET_WORKERS,
+        )
+        # slack_sdk leaves its threads unnamed ("Thread-7 (_run)"); named here, before any
+        # starts, each is a row of docs/ARCHITECTURE.md's thread table.
+        client = self._handler.client
+        client.current_session_runner.thread.name = "slack-socket-read"
+        client.current_app_monitor.thread.name = "slack-socket-monitor"
+        client.message_processor.thread.name = "slack-socket-queue"
+        client.message_workers.shutdown(wait=False)  # its own pool, no thread of it yet
+        client.message_workers = ThreadPoolExecutor(
+            SOCKET_WORKERS, thread_name_prefix="slack-socket-listener"
         )
 
     def start(self) -> None:

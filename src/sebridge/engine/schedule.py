@@ -1,0 +1,112 @@
+"""The daemon's scheduler: the poll on the scheduler's own thread, other jobs on a pool.
+
+The poll runs as an APScheduler interval job on the scheduler's thread (first poll at
+once, never two at once: no hand-off to a pool thread every second, half the idle CPU);
+the heartbeat, pruning and the integrations' jobs run on a small pool beside it (a slow
+Jira search never delays a poll). Its stop has a bound: a poll waiting for IMDS (up to
+120 s on the first call) is cut short, and a job still running at the end is left behind
+on its daemon thread. See docs/ARCHITECTURE.md, "Threads".
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC
+from typing import TYPE_CHECKING
+
+from sebridge.engine.services import Job
+from sebridge.kernel.clock import utcnow
+
+if TYPE_CHECKING:
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+__all__ = ["POOL_THREADS", "Schedule"]
+
+log = logging.getLogger("sebridge.daemon")
+
+POOL_THREADS = 4  # heartbeat, pruning and integration jobs (never two runs of one at once)
+# At least this long for the scheduler's stop, even with no grace: an idle one needs a moment.
+LEAST_STOP = 0.5
+
+
+class Schedule:
+    """The scheduler: `poll` every `interval` seconds, and jobs added with every().
+
+    Args:
+        interrupt: cuts a call waiting for IMDS short (ImdsClient.interrupt), at stop.
+    """
+
+    def __init__(
+        self, poll: Callable[[], None], interval: float, interrupt: Callable[[], None]
+    ) -> None:
+        from apscheduler.executors.debug import DebugExecutor
+        from apscheduler.executors.pool import ThreadPoolExecutor
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        self._interrupt = interrupt
+        self._scheduler: BackgroundScheduler = BackgroundScheduler(
+            timezone=UTC,
+            executors={
+                "default": DebugExecutor(),
+                # Named: each thread of the daemon is a row of the thread table.
+                "pool": ThreadPoolExecutor(
+                    POOL_THREADS, pool_kwargs={"thread_name_prefix": "scheduler-pool"}
+                ),
+            },
+        )
+        self._scheduler.add_job(
+            poll,
+            "interval",
+            seconds=interval,
+            next_run_time=utcnow(),
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+            id="poll",
+        )
+
+    def every(self, job: Job) -> None:
+        """Run `job` on the pool every job.interval seconds (its failures logged: it runs
+        again at its next turn)."""
+        self._scheduler.add_job(
+            _logged(job),
+            "interval",
+            seconds=job.interval,
+            max_instances=1,
+            coalesce=True,
+            id=job.name,
+            executor="pool",
+        )
+
+    def start(self) -> None:
+        """Poll (the first at once) and run the jobs from now on."""
+        self._scheduler.start()
+
+    def stop(self, timeout: float = 0.0) -> bool:
+        """Cut a poll waiting for IMDS short and stop, waiting at least LEAST_STOP and at
+        most `timeout` seconds; True when the scheduler's threads ended."""
+        self._interrupt()
+        # The scheduler's shutdown joins its thread, which runs the poll: waited for on a
+        # thread of its own, so the wait has a bound.
+        stopper = threading.Thread(
+            target=self._scheduler.shutdown, name="scheduler-stop", daemon=True
+        )
+        stopper.start()
+        stopper.join(max(LEAST_STOP, timeout))
+        if stopper.is_alive():
+            log.warning("a job is still running at the end of the shutdown grace; left behind")
+        return not stopper.is_alive()
+
+
+def _logged(job: Job) -> Callable[[], None]:
+    """The job, its failures logged: it runs again at its next turn."""
+
+    def run() -> None:
+        try:
+            job.run()
+        except Exception:
+            log.exception("%s failed; it runs again in %gs", job.name, job.interval)
+
+    return run
