@@ -197,7 +197,7 @@ if stub:
     def app(environ, start_response):
         start_response("200 OK", [("Content-Type", "text/plain")])
         return [b"stubbed"]
-    runtime._metrics_route = lambda daemon: app
+    runtime._metrics_route = lambda daemon, runner: app
     assert "prometheus_client" not in sys.modules, "prometheus_client was imported anyway"
 sys.exit(cli.main(["run", "--config", sys.argv[2]]))
 """

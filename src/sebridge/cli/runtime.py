@@ -271,7 +271,7 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
     if routes or "http.listen" in config.given:
         http = config.http
         health = Health(runner, config.imds.poll_interval)
-        routes["/metrics"] = _metrics_route(daemon)
+        routes["/metrics"] = _metrics_route(daemon, runner)
         # Last to start, first to stop: no request reaches a part that has stopped.
         runner.add_service(
             HttpServer(
@@ -284,14 +284,15 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
         )
 
 
-def _metrics_route(daemon: Daemon) -> WsgiApp:
-    """GET /metrics: the daemon's registry, with the store's figures read at scrape time."""
+def _metrics_route(daemon: Daemon, runner: Runner) -> WsgiApp:
+    """GET /metrics: the daemon's registry, with the store's figures read at scrape time
+    (by a reader the runner stops with the services)."""
     from prometheus_client import make_wsgi_app
 
     metrics = daemon.metrics
     store = daemon.store
-    metrics.registry.register(
-        StoreGauges(lambda: read_tallies(store.db, metrics.sinks), metrics.sinks)
-    )
+    gauges = StoreGauges(lambda: read_tallies(store.db, metrics.sinks), metrics.sinks)
+    metrics.registry.register(gauges)
+    runner.add_service(gauges)
     app: WsgiApp = make_wsgi_app(metrics.registry)
     return app

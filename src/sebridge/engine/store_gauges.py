@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from sebridge.kernel.worker import Worker
 from sebridge.model import TransitionKind
 from sebridge.store.store import NOTES
 from sebridge.store.tallies import Tallies
@@ -52,7 +53,8 @@ class StoreGauges(Collector):
         self._changed = threading.Condition()
         self._asked = 0  # reads asked for, and the number of the last one done
         self._answered = 0
-        self._reader: threading.Thread | None = None
+        # One worker for the daemon's life (kernel/worker.py), asleep between scrapes.
+        self._reader = Worker("metrics-store", self._round)
         self._last: Tallies | None = None
         self._failing = False
 
@@ -64,28 +66,34 @@ class StoreGauges(Collector):
         """The families with the freshest figures the wait allows."""
         yield from self._families(self._fresh())
 
+    def start(self) -> None:
+        """Nothing to start: the reader starts at the first scrape (a Service's start)."""
+
+    def stop(self) -> None:
+        """No read after the one under way (a Service's stop: not waited for, a read ends
+        by the store's statement deadline); a scrape then answers with the last figures."""
+        self._reader.stop()
+
     def _fresh(self) -> Tallies | None:
         with self._changed:
-            if self._reader is None:  # one thread for the daemon's life, parked between reads
-                self._reader = threading.Thread(
-                    target=self._serve, name="metrics-store", daemon=True
-                )
-                self._reader.start()
             self._asked += 1
             asked = self._asked
-            self._changed.notify_all()
+        self._reader.start()
+        self._reader.wake()
+        with self._changed:
             self._changed.wait_for(lambda: self._answered >= asked, self._wait)
             return self._last
 
-    def _serve(self) -> None:
-        while True:
-            with self._changed:
-                self._changed.wait_for(lambda: self._asked > self._answered)
-                asked = self._asked  # scrapes that came meanwhile share this read
-            self._refresh()
-            with self._changed:
-                self._answered = asked
-                self._changed.notify_all()
+    def _round(self) -> None:
+        with self._changed:
+            asked = self._asked  # scrapes that came meanwhile share this read
+            if asked <= self._answered:
+                return None
+        self._refresh()
+        with self._changed:
+            self._answered = asked
+            self._changed.notify_all()
+        return None
 
     def _refresh(self) -> None:
         try:

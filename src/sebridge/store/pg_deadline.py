@@ -32,9 +32,12 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict
+
+from sebridge.kernel.worker import Worker
 
 __all__ = [
     "DEADLINE_SECONDS",
@@ -92,8 +95,9 @@ class Watch:
 
 
 class StatementDeadline:
-    """Shuts down the socket of a statement that outlives its deadline; one thread
-    watches every statement of a store (the work connection's, a reconnect's).
+    """Shuts down the socket of a statement that outlives its deadline; one worker
+    (`store-deadline`, kernel/worker.py) watches every statement of a store (the work
+    connection's, a reconnect's), asleep until the earliest deadline.
 
     Args:
         seconds: how long a statement may wait for its answer.
@@ -101,48 +105,55 @@ class StatementDeadline:
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._watches: set[Watch] = set()
-        self._thread: threading.Thread | None = None
+        # Deadlines are monotonic: a wall clock set back must not make a statement wait on.
+        self._worker = Worker("store-deadline", self._round, clock=_monotonic)
 
     @contextlib.contextmanager
     def bound(self, fd: int, seconds: float | None = None) -> Iterator[Watch]:
         """Watch the statement run inside this block on socket `fd`."""
         watch = Watch(time.monotonic() + (seconds or self.seconds), fd)
-        with self._cond:
+        with self._lock:
             self._watches.add(watch)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._watch, name="store-deadline", daemon=True
-                )
-                self._thread.start()
-            self._cond.notify()
+        self._worker.start()  # once, at the store's first statement
+        self._worker.wake()
         try:
             yield watch
         finally:
-            with self._cond:
+            with self._lock:
                 self._watches.discard(watch)
 
     def longest_wait(self) -> float:
         """Seconds the longest-waiting statement has waited for its answer (0: none waits)."""
-        with self._cond:
+        with self._lock:
             oldest = min((w.since for w in self._watches), default=None)
         return 0.0 if oldest is None else time.monotonic() - oldest
 
-    def _watch(self) -> None:
-        with self._cond:
-            while True:
-                if not self._watches:
-                    self._cond.wait()
-                    continue
-                first = min(self._watches, key=lambda w: w.deadline)
-                left = first.deadline - time.monotonic()
-                if left > 0:
-                    self._cond.wait(left)
-                    continue
-                self._watches.discard(first)
-                first.cut = True
-                _shut_down(first.fd)
+    def stop(self) -> None:
+        """No more watching (the store closed): a statement after this is not bounded."""
+        self._worker.stop()
+
+    def _round(self) -> datetime | None:
+        """Cut every statement past its deadline; due again at the earliest one left."""
+        now = time.monotonic()
+        with self._lock:
+            late = [w for w in self._watches if w.deadline <= now]
+            self._watches.difference_update(late)
+            first = min((w.deadline for w in self._watches), default=None)
+        for watch in late:
+            watch.cut = True
+            _shut_down(watch.fd)
+        return None if first is None else _as_time(first)
+
+
+def _monotonic() -> datetime:
+    return _as_time(time.monotonic())
+
+
+def _as_time(monotonic: float) -> datetime:
+    """A monotonic reading as the worker's due time (its clock is _monotonic)."""
+    return datetime.fromtimestamp(monotonic, UTC)
 
 
 def _shut_down(fd: int) -> None:

@@ -133,6 +133,7 @@ class PostgresDatabase(Database):
         with self._lock:
             self._conn.close()
             self._reconnect.discard()
+        self._deadline.stop()
 
     # -- statements ----------------------------------------------------------------------------
 
