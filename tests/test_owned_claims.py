@@ -234,6 +234,7 @@ class SlowSink:
 
 
 @pytest.mark.pg
+@pytest.mark.slow  # real sends slower than a real lease
 def test_two_agents_with_a_sink_slower_than_the_lease_deliver_each_row_once(
     pg_url: str,
 ) -> None:
@@ -271,6 +272,7 @@ def test_two_agents_with_a_sink_slower_than_the_lease_deliver_each_row_once(
     b.close()
 
 
+@pytest.mark.slow  # five real leases go by
 def test_a_hung_send_keeps_its_claim_for_five_leases_then_lets_go(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

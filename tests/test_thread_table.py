@@ -161,6 +161,7 @@ def http_port(runner: Runner) -> int:
     return server.port
 
 
+@pytest.mark.slow  # a whole daemon with every sink, on PostgreSQL
 def test_the_thread_table_is_the_threads_of_a_daemon_with_every_part(
     sim: Simulator,
     fakes: tuple[FakeSlack, FakeTeams, FakeJira],
