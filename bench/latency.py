@@ -332,9 +332,10 @@ class StartupResult:
 
 BASELINES = {
     "python -c pass": "pass",
-    "python -c 'import sebridge.cli'": "import sebridge.cli",
+    "python -c 'import sebridge.cli.main'": "import sebridge.cli.main",
     "python -c 'import <run's modules>'": (
-        "import sebridge.cli, sebridge.config, sebridge.commands, apscheduler.schedulers.background"
+        "import sebridge.cli.main, sebridge.config.loader, sebridge.cli.commands, "
+        "apscheduler.schedulers.background"
     ),
 }
 
