@@ -73,3 +73,31 @@ def test_the_limit_grows_with_the_load_beyond_the_cores(monkeypatch: pytest.Monk
     assert slow_check.busy_factor() == 3.0
     monkeypatch.setattr(os, "getloadavg", lambda: (1.5, 9.0, 9.0))  # within the cores
     assert slow_check.busy_factor() == 1.0
+
+
+def _call_report(seconds: float, waited: float) -> pytest.TestReport:
+    return pytest.TestReport(
+        "t.py::test_x",
+        ("t.py", 0, "test_x"),
+        {},
+        "passed",
+        None,
+        "call",
+        duration=seconds,
+        user_properties=[(slow_check.CPU_WAIT, waited)],
+    )
+
+
+@pytest.mark.usefixtures("quiet")
+def test_time_spent_waiting_for_a_cpu_is_not_the_tests_own() -> None:
+    check = slow_check.SlowCheck(3.0)
+    check.pytest_runtest_logreport(_call_report(5.0, 2.5))  # 2.5 s of its own: within
+    assert check.over == []
+    check.pytest_runtest_logreport(_call_report(5.0, 1.0))  # 4 s of its own: over
+    assert check.over == [("t.py::test_x", 4.0, 3.0)]
+
+
+def test_a_threads_cpu_wait_is_read_and_only_grows() -> None:
+    first = slow_check.cpu_wait()
+    sum(range(200_000))
+    assert 0.0 <= first <= slow_check.cpu_wait()
