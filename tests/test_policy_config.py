@@ -369,3 +369,38 @@ def test_what_needs_backtracking_is_refused_naming_why(pattern: str, why: str) -
     assert (
         problem == f"f.toml: policy.rules[1].description: bad regular expression: {why}" + RE2_NOTE
     )
+
+
+def test_rules_after_one_that_matches_every_event_are_said_to_never_match() -> None:
+    config = from_mapping(
+        {
+            "policy": {
+                "rules": [
+                    {"name": "user reboots", "action": "approve", "event_types": ["Reboot"]},
+                    {"name": "everything else", "action": "ask"},
+                    {"name": "terminate", "action": "inform", "event_types": ["Terminate"]},
+                    {"action": "ignore", "this_vm": False},
+                ]
+            }
+        }
+    )
+    assert config.warnings == (
+        'policy.rules[3] ("terminate"): never matches: policy.rules[2] ("everything else") '
+        "before it matches every event",
+        'policy.rules[4] ("rule 4"): never matches: policy.rules[2] ("everything else") '
+        "before it matches every event",
+    )
+
+
+def test_a_catch_all_rule_last_is_no_warning() -> None:
+    config = from_mapping(
+        {
+            "policy": {
+                "rules": [
+                    {"action": "approve", "event_types": ["Freeze"], "window": {"days": ["sat"]}},
+                    {"action": "ask"},
+                ]
+            }
+        }
+    )
+    assert config.warnings == ()

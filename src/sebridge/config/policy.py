@@ -71,6 +71,18 @@ class RuleSettings:
     on_prepare_failure: str = option("hold", choices=("hold", "approve"))
 
 
+# The keys that narrow which events a rule matches; a rule without any matches them all.
+_MATCHERS = (
+    "event_types",
+    "sources",
+    "min_duration_seconds",
+    "max_duration_seconds",
+    "this_vm",
+    "description",
+    "window",
+)
+
+
 @dataclass(frozen=True)
 class HookSettings:
     """One `[hooks.<name>]`: an argv run without a shell, killed after `timeout` seconds."""
@@ -147,12 +159,17 @@ def check_rules(
         )
     checked: list[RuleSettings] = []
     seen: dict[str, int] = {}
+    catch_all = ""  # the first rule that matches every event: none after it ever decides
     for n, rule in enumerate(rules, 1):
         key = f"policy.rules[{n}]"
         name = rule.name or f"rule {n}"
         if name in seen:
             rd.error(f"{key}.name", f'"{name}" is also the name of rule {seen[name]}')
         seen[name] = n
+        if catch_all:
+            rd.warnings.append(f'{key} ("{name}"): never matches: {catch_all} matches every event')
+        elif all(getattr(rule, m) is None for m in _MATCHERS):
+            catch_all = f'policy.rules[{n}] ("{name}") before it'
         _check_rule(key, rule, hooks, rd)
         checked.append(replace(rule, name=name, remind=tuple(sorted(set(rule.remind))[::-1])))
     used = {h for r in rules for h in (*r.prepare, *r.recover)}
