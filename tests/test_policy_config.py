@@ -404,3 +404,18 @@ def test_a_catch_all_rule_last_is_no_warning() -> None:
         }
     )
     assert config.warnings == ()
+
+
+@pytest.mark.parametrize(("environ", "state"), [({}, "not set"), ({"NODE_NAME": ""}, "empty")])
+def test_an_unset_variable_in_a_hook_command_is_an_error_naming_it(
+    environ: dict[str, str], state: str
+) -> None:
+    data = {"hooks": {"drain": {"command": ["/bin/echo", "drain", "${NODE_NAME}"]}}}
+    with pytest.raises(ConfigError) as caught:
+        from_mapping(data, environ=environ, source="f.toml")
+    assert str(caught.value) == (
+        f"f.toml: hooks.drain.command: environment variable NODE_NAME is {state}: "
+        "set it in the service's environment"
+    )
+    hooks = from_mapping(data, environ={"NODE_NAME": "node-1"}).hooks  # set: as written
+    assert hooks["drain"].command == ("/bin/echo", "drain", "node-1")

@@ -115,7 +115,11 @@ def read_hooks(raw: Any, rd: Reader) -> dict[str, HookSettings]:
         hook = rd.section(key, table, HookSettings, {"name": name})
         if "name" in table:
             rd.error(f"{key}.name", "a hook's name is its table's name; remove the key")
-        if not hook.command:
+        unset = rd.env.empty_variables(f"{key}.command")
+        if unset:
+            # Not "": `kubectl drain "${NODE_NAME}"` must not run as `kubectl drain ""`.
+            rd.error(f"{key}.command", f"{unset}: set it in the service's environment")
+        elif not hook.command:
             if table.get("command", []) == []:  # else its type was wrong: said already
                 rd.error(
                     f"{key}.command", 'required: the program and its arguments, e.g. ["drain"]'
