@@ -235,8 +235,42 @@ def test_a_short_configured_key_is_refused_naming_the_key(variant: str, tmp_path
 
 
 def test_a_32_byte_key_is_taken() -> None:
-    config = from_mapping({"http": {"link_secret": "é" * 16}}, environ={})  # 16 chars, 32 bytes
-    assert config.http.link_secret.reveal() == "é" * 16
+    key = "éàüöäçñßøåæœèêëî"  # 16 characters, 32 bytes
+    config = from_mapping({"http": {"link_secret": key}}, environ={})
+    assert config.http.link_secret.reveal() == key
+
+
+@pytest.mark.parametrize("variant", ["link_secret", "link_secret_file", "environment"])
+def test_a_key_is_read_one_way_without_the_whitespace_around_it(
+    variant: str, tmp_path: Path
+) -> None:
+    key = "configured-key-0123456789abcdefghij"
+    given = f"  {key} \t\n"
+    http: dict[str, str] = {"link_secret": given}
+    environ: dict[str, str] = {}
+    if variant == "link_secret_file":
+        (tmp_path / "link.key").write_text(given)
+        http = {"link_secret_file": str(tmp_path / "link.key")}
+    elif variant == "environment":
+        http, environ = {"link_secret": "${LINK_KEY}"}, {"LINK_KEY": given}
+    config = from_mapping({"http": http}, environ=environ)
+    assert config.http.link_secret.reveal() == key
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("abc" + " " * 29, "is shorter than 32 bytes (whitespace around it aside)"),
+        ("a" * 44, "has too little variety (fewer than 8 different characters)"),
+        ("abc" * 15, "has too little variety (fewer than 8 different characters)"),
+    ],
+)
+def test_a_weak_key_is_refused_naming_why(value: str, why: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        from_mapping({"http": {"link_secret": value}}, environ={})
+    said = str(caught.value)
+    assert f"http.link_secret: {why}" in said
+    assert value.strip() not in said
 
 
 def test_no_public_url_no_links(tmp_path: Path) -> None:

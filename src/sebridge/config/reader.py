@@ -192,13 +192,23 @@ class Reader:
         return self._long_enough(Secret(inline), key, meta)
 
     def _long_enough(self, secret: Secret, key: str, meta: Mapping[str, Any]) -> Secret:
-        """The secret, or an error naming `key` when it is set but too short (the value is
-        never shown, nor its length: a short key is guessed faster knowing it)."""
+        """A key (a secret with `min_bytes`) as it is used: without the whitespace around
+        it, whether inline, from the environment or from a file; an error naming `key`
+        when it is then too short or of obviously low variety (the value is never
+        shown, nor its length: a short key is guessed faster knowing it)."""
         least: int = meta.get("min_bytes") or 0
-        if secret and len(secret.reveal().encode("utf-8")) < least:
-            why = f": {meta['why']}" if meta.get("why") else ""
-            self.error(key, f"is shorter than {least} bytes{why}")
-        return secret
+        if not least or not secret:
+            return secret
+        key_text = secret.reveal().strip()
+        why = f": {meta['why']}" if meta.get("why") else ""
+        if len(key_text.encode("utf-8")) < least:
+            self.error(key, f"is shorter than {least} bytes (whitespace around it aside){why}")
+        elif len(set(key_text)) < _LEAST_VARIETY:
+            self.error(
+                key,
+                f"has too little variety (fewer than {_LEAST_VARIETY} different characters){why}",
+            )
+        return Secret(key_text)
 
     def _unread_secret(self, raw: Mapping[str, Any], section: str, name: str) -> Secret:
         """Whether the secret is set, from the raw strings alone: nothing is expanded or read."""
@@ -231,6 +241,11 @@ class Reader:
             self.error(key, f"{unset}: set it, or remove the key")
             return ""
         return text
+
+
+# A key of fewer different characters ("aaaa...", "abcabc...") is no key: one made by
+# `openssl rand -base64 32` has about 30, a hex one up to 16.
+_LEAST_VARIETY = 8
 
 
 def did_you_mean(word: str, known: Iterable[str], *, quote: str = '"') -> str:
