@@ -1,4 +1,4 @@
-"""`sebridge events` and `history` in text form show IMDS's text through `visible()`: one
+"""`sebridge events`, `history` and `approve` in text form show IMDS's text through `visible()`: one
 row stays one line and no terminal escape reaches the terminal; --json keeps the original
 (docs/ARCHITECTURE.md, "Hostile text")."""
 
@@ -68,3 +68,17 @@ def test_history_shows_imds_text_escaped_one_line_per_entry(cfg: str) -> None:
     code, out, _ = cli_main("history", "--json", "--config", cfg)
     (entry,) = json.loads(out)
     assert (entry["event_id"], entry["event_type"]) == (EVENT_ID, EVENT["EventType"])
+
+
+def test_approve_says_a_hostile_id_escaped_and_takes_it_as_events_shows_it(cfg: str) -> None:
+    code, _, err = cli_main("approve", "NO\x1b[2J\nSUCH", "--config", cfg)
+    assert code == 3
+    assert not ACTING.search(err) and "NO\\x1b[2J\\nSUCH" in err, err
+
+    shown = "EV\\n2026-01-01 00:00:00 approved  Reboot    FORGED"  # as `events` shows it
+    code, out, err = cli_main("approve", shown, "--as", "ann", "--config", cfg)
+    assert not ACTING.search(out + err), out + err
+    assert (code, out) == (0, f"approved {shown} as ann: StartRequests sent to IMDS\n"), err
+    code, out, _ = cli_main("history", "--json", "--config", cfg)
+    approvals = [e for e in json.loads(out) if e["kind"] != "scheduled"]
+    assert [(e["event_id"], e["actor"]) for e in approvals] == [(EVENT_ID, "ann")], approvals

@@ -29,7 +29,7 @@ from sebridge.kernel.clock import utcnow
 from sebridge.kernel.errors import BridgeError
 from sebridge.kernel.text import visible
 from sebridge.model.approval import ApprovalState, OutcomeKind
-from sebridge.store import ApprovalRecord
+from sebridge.store import ApprovalRecord, Store
 
 __all__ = ["approve", "check", "events", "history", "once", "run"]
 
@@ -147,7 +147,7 @@ def approve(
     who = actor or os.environ.get("SUDO_USER") or getpass.getuser()
     if missing_store(config) is not None:
         print(
-            f"sebridge: approval refused: unknown event {event_id}: {_not_yet(config)}",
+            visible(f"sebridge: approval refused: unknown event {event_id}: {_not_yet(config)}"),
             file=sys.stderr,
         )
         return REFUSED
@@ -157,8 +157,8 @@ def approve(
     except BaseException:
         imds.close()
         raise
-    request = ApprovalRequest(event_id, who, "cli")
     try:
+        request = ApprovalRequest(_as_stored(store, event_id), who, "cli")
         outcome = desk.request(request)
         if outcome.approval is None:  # refused before anything was recorded
             # Kept beside Slack's refused clicks: `sebridge history` shows both.
@@ -168,7 +168,7 @@ def approve(
         store.close()
     final = outcome.approval
     if final is None:
-        print(f"sebridge: approval refused: {outcome.reason}", file=sys.stderr)
+        print(visible(f"sebridge: approval refused: {outcome.reason}"), file=sys.stderr)
         return REFUSED
     new = outcome.kind != OutcomeKind.ALREADY
     if as_json:
@@ -184,9 +184,19 @@ def approve(
             out,
         )
     else:
-        print(_approval_line(final, outcome, new=new, asked_by=who), file=out)
+        # IMDS's text as `events` shows it: no terminal escape or line break acts here.
+        print(visible(_approval_line(final, outcome, new=new, asked_by=who)), file=out)
     refused = outcome.kind == OutcomeKind.REFUSED or final.state == ApprovalState.HELD
     return FAILED if refused else OK
+
+
+def _as_stored(store: Store, typed: str) -> str:
+    """The event id as stored, when `typed` is how `events` showed it (escaped: an id
+    holding a control or a line break); else `typed` as it is."""
+    if store.event(typed) is not None:
+        return typed
+    shown = [r.event.event_id for r in store.events() if visible(r.event.event_id) == typed]
+    return shown[0] if len(shown) == 1 else typed
 
 
 def _approval_line(final: ApprovalRecord, outcome: Outcome, *, new: bool, asked_by: str) -> str:
