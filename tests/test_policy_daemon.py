@@ -18,7 +18,7 @@ from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
 from sebridge.model.approval import OutcomeKind
-from sebridge.policy import Decision
+from sebridge.model.decision import Decision
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
 

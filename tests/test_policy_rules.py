@@ -11,7 +11,8 @@ import pytest
 from sebridge.config.core import PolicyConfig
 from sebridge.config.loader import from_mapping
 from sebridge.model import EventType, ScheduledEvent
-from sebridge.policy import NO_RULE, Decision, Policy, decide
+from sebridge.model.decision import NO_RULE, Decision
+from sebridge.policy import Policy, decide
 from sebridge.policy.compile import build_policy
 from sebridge.policy.matchers import Facts
 

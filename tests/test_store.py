@@ -16,7 +16,7 @@ import pytest
 
 from sebridge.kernel.errors import StoreError
 from sebridge.model import Approval, Document, Receipt, ScheduledEvent, Transition, TransitionKind
-from sebridge.policy import Decision
+from sebridge.model.decision import Decision
 from sebridge.store import Store
 from sebridge.store.codec import event_to_dict, transition_to_json
 from sebridge.store.schema import MIGRATIONS

@@ -71,8 +71,11 @@ class Rig:
     def __init__(self) -> None:
         self._sinks: list[Sink] = []
         self._holds: list[threading.Event] = []
+        self.fake: Any = None  # the fake server (a context manager), entered with the rig
 
     def __enter__(self) -> Rig:
+        if self.fake is not None:
+            self.fake.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -80,6 +83,8 @@ class Rig:
             hold.set()
         for sink in self._sinks:
             sink.close()
+        if self.fake is not None:
+            self.fake.__exit__(None, None, None)
 
     @property
     def name(self) -> str:

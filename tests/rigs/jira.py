@@ -26,14 +26,6 @@ class JiraRig(Rig):
         super().__init__()
         self.fake = FakeJira("cloud", token=f"ATATT3x-{secrets.token_hex(16)}")
 
-    def __enter__(self) -> Rig:
-        self.fake.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        super().__exit__()
-        self.fake.__exit__()
-
     def section(self) -> dict[str, Any]:
         f = self.fake
         return {"url": f.url, "email": f.email, "api_token": f.token, "project": "OPS"}

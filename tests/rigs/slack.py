@@ -35,14 +35,6 @@ class SlackRig(Rig):
         token = f"xoxb-4242-{secrets.token_hex(16)}"
         self.fake = FakeSlack(bot_token=token, app_token=f"xapp-1-{secrets.token_hex(16)}")
 
-    def __enter__(self) -> Rig:
-        self.fake.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        super().__exit__()
-        self.fake.stop()
-
     def section(self) -> dict[str, Any]:
         f = self.fake
         return {

@@ -34,14 +34,6 @@ class TeamsRig(Rig):
         super().__init__()
         self.fake = FakeTeams()
 
-    def __enter__(self) -> Rig:
-        self.fake.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        super().__exit__()
-        self.fake.__exit__()
-
     def section(self) -> dict[str, Any]:
         return {"webhook_url": self.fake.workflows_url}
 

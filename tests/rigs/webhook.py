@@ -19,14 +19,6 @@ class WebhookRig(Rig):
         super().__init__()
         self.fake = FakeWebhook()
 
-    def __enter__(self) -> Rig:
-        self.fake.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        super().__exit__()
-        self.fake.__exit__()
-
     def section(self) -> dict[str, Any]:
         return {"url": self.fake.url}
 

@@ -32,8 +32,8 @@ from sebridge.integrations.render import Renderer
 from sebridge.kernel.errors import ConfigError, PermanentDeliveryError, StoreInUseError
 from sebridge.kernel.text import VisibleFormatter
 from sebridge.kernel.wsgi import WsgiApp
+from sebridge.model.decision import sinks_for
 from sebridge.model.message import Sink
-from sebridge.policy import sinks_for
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
 from sebridge.store.tallies import read_tallies

@@ -7,7 +7,7 @@ reading secrets: each configured one is then `Secret.unread(key)`, true (its
 integration is on) but with no value, and revealing it is an error rather
 than an empty token (docs/ARCHITECTURE.md, "Config"). `Expander`
 replaces `${NAME}` with the environment variable (unset: "", an error for
-secrets: see config_reader) and `$$` with a
+secrets: see config/reader.py) and `$$` with a
 literal `$`, and remembers which variables came up empty for which key, so a
 later "required" error can say why the value is empty. A `$` followed by
 anything else stays as it is.

@@ -32,8 +32,9 @@ from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ImdsError
 from sebridge.model import Approval, Document, ScheduledEvent, TransitionKind
+from sebridge.model.decision import APPROVE, NO_MATCH, Decision, sinks_for
 from sebridge.model.message import Sink
-from sebridge.policy import APPROVE, NO_MATCH, Decision, Policy, decide, sinks_for
+from sebridge.policy import Policy, decide
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
 
@@ -48,7 +49,7 @@ class Daemon:
     Args:
         sinks: each sink by its integration's name (the outbox key).
         vm_name: this VM's name as Resources list it, known before the store was opened
-            (runtime.vm_name); the agent's identity, never a host name.
+            (cli/runtime.py: vm_name); the agent's identity, never a host name.
         approve_url: an event's signed approval link, for messages (None: links are off).
         hooks: the configured readiness hooks ([hooks.<name>]) by name.
         policy: the rules that decide each new event (policy/compile.py: build_policy);
@@ -79,7 +80,7 @@ class Daemon:
         self._sink_names = tuple(sinks)
         self.policy = policy or build_policy(PolicyConfig())
         if not vm_name:
-            raise ValueError("the daemon needs this VM's name (runtime.vm_name)")
+            raise ValueError("the daemon needs this VM's name (cli/runtime.py: vm_name)")
         self._vm_name = vm_name
         self.clock = clock
         self._wakeups = Wakeups()

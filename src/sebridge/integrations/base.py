@@ -4,7 +4,7 @@ An integration is one place sebridge talks to people (console, JSON lines,
 Slack, ...). It lives in `integrations/<name>/` and may bring, each optional:
 
 - settings: the frozen dataclass of its `[<name>]` config section (every
-  field is a key; `config_reader` reads it), plus `validate()` for checks
+  field is a key; config/reader.py reads it), plus `validate()` for checks
   beyond types;
 - a sink (outbound: one attempt per `send()`), delivered under the
   integration's name: the name is the config section and the outbox key at
