@@ -180,7 +180,7 @@ def _rule(**rule: Any) -> dict[str, Any]:
         (_rule(this_vm="yes"), 'policy.rules[1].this_vm: expected true or false, got "yes"'),
         (
             _rule(remind=[600, "120"]),
-            "policy.rules[1].remind: expected a list of integers, got a list",
+            'policy.rules[1].remind: "120" is not a duration: give seconds (600) or a number and a unit',
         ),
         (
             {"policy": {"rules": [{"action": "approve", "remind": [60]}]}},

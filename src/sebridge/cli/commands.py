@@ -7,6 +7,7 @@ usage or configuration; 3 an approval was refused.
 from __future__ import annotations
 
 import getpass
+import logging
 import os
 import sys
 from datetime import timedelta
@@ -34,10 +35,12 @@ from sebridge.store import ApprovalRecord, Store
 __all__ = ["approve", "check", "events", "history", "once", "run"]
 
 OK, FAILED, USAGE, REFUSED = 0, 1, 2, 3
+log = logging.getLogger("sebridge.config")
 
 
 def run(config: Config) -> int:
     """The daemon, until SIGTERM/SIGINT."""
+    _say_warnings(config)
     with stop_signals_exit():  # building waits for IMDS to say this VM's name
         runner = build_runner(config)
     daemon = runner.daemon
@@ -50,9 +53,17 @@ def run(config: Config) -> int:
     return runner.run()
 
 
+def _say_warnings(config: Config) -> None:
+    """What `check` says as "warning:", once at start: a daemon started without `check`
+    must still tell that a hook never runs or a rule never matches."""
+    for warning in config.warnings:
+        log.warning("%s", warning)
+
+
 def once(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
     """One tick, then deliver what it produced (bounded by the shutdown grace)."""
     out = out or sys.stdout
+    _say_warnings(config)
     daemon = build_daemon(config, stdout=sys.stderr if as_json else None)
     try:
         daemon.take_back_claims()

@@ -18,12 +18,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from sebridge.config.durations import Seconds, WholeSeconds
 from sebridge.config.pattern import PatternError, user_pattern
 from sebridge.config.reader import Reader, option
+from sebridge.model import EventType
 
 __all__ = [
     "ACTIONS",
     "DAYS",
+    "EVENT_TYPES",
     "OLD_KEYS",
     "HookSettings",
     "RuleSettings",
@@ -37,7 +40,8 @@ ACTIONS = ("approve", "ask", "inform", "ignore")
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")  # date.weekday() order
 # The keys that shape the built-in rules; with [[policy.rules]] they would do nothing.
 OLD_KEYS = ("approve_user_events", "approve_freeze_under_seconds", "only_this_vm")
-_KNOWN_TYPES = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")
+# The documented types: a rule naming another (a slip: "Terminte") would match nothing.
+EVENT_TYPES = tuple(t.value for t in EventType)
 _CLOCK = re.compile(r"([01]\d|2[0-3]):([0-5]\d)|24:00")
 
 
@@ -57,17 +61,17 @@ class RuleSettings:
     """One `[[policy.rules]]` table. A matcher left out (None) matches any event."""
 
     name: str = ""  # "" -> "rule N"
-    event_types: tuple[str, ...] | None = None
+    event_types: tuple[str, ...] | None = option(None, choices=EVENT_TYPES)
     sources: tuple[str, ...] | None = option(None, choices=("Platform", "User"))
-    min_duration_seconds: int | None = option(None, ge=0)
-    max_duration_seconds: int | None = option(None, ge=0)
+    min_duration_seconds: WholeSeconds | None = option(None, ge=0)
+    max_duration_seconds: WholeSeconds | None = option(None, ge=0)
     this_vm: bool | None = None
     description: str | None = None
     window: WindowSettings | None = None
     action: str = option("", choices=ACTIONS)  # required: checked in check_rules
     prepare: tuple[str, ...] = ()
     recover: tuple[str, ...] = ()
-    remind: tuple[int, ...] = option((), ge=1)
+    remind: tuple[WholeSeconds, ...] = option((), ge=1)
     on_prepare_failure: str = option("hold", choices=("hold", "approve"))
 
 
@@ -89,7 +93,7 @@ class HookSettings:
 
     name: str = ""
     command: tuple[str, ...] = ()
-    timeout: float = option(300.0, gt=0.0, le=86400.0)
+    timeout: Seconds = option(300.0, gt=0.0, le=86400.0)
 
 
 def seconds_of_day(clock: str) -> int:
@@ -188,12 +192,6 @@ def _check_rule(
 ) -> None:
     if not rule.action:
         rd.error(f"{key}.action", f"required: one of {', '.join(ACTIONS)}")
-    for kind in rule.event_types or ():
-        if kind not in _KNOWN_TYPES:
-            rd.warnings.append(
-                f'{key}.event_types: "{kind}" is no documented event type '
-                f"({', '.join(_KNOWN_TYPES)}); the rule matches it only if IMDS sends exactly that"
-            )
     low, high = rule.min_duration_seconds, rule.max_duration_seconds
     if low is not None and high is not None and low > high:
         rd.error(f"{key}.min_duration_seconds", f"{low} is above max_duration_seconds ({high})")
