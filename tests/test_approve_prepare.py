@@ -49,7 +49,7 @@ def test_approve_without_a_daemon_waits_for_this_vms_prepare_hooks(
     db = tmp_path / "state.db"
     _stopped_long_ago(db)
     code, out, err = cli_main("approve", event_id, "--as", "alice", "--config", str(config))
-    assert code == 0, err
+    assert code == 4, err  # held: recorded, waiting for readiness
     assert "StartRequests sent" not in out
     assert f"approval of {event_id} by alice: waiting for prepare hooks: vm0: " in out
     assert sim.start_requests == []  # the drain has not run here: nothing POSTed

@@ -245,6 +245,7 @@ class SlackSink:
             policy=m.policy,
             dry_run=m.dry_run or t.dry_run,
             approvable=m.approvable,
+            anyway=m.anyway,
             approved_by=approved_by,
             mention=mention,
             now=self._clock(),
