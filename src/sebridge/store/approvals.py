@@ -105,11 +105,13 @@ class ApprovalTable:
         when the approval is in no such state (carried out, closed, anyway already)."""
         with self.db.transaction():
             self.lock_events([event_id])
-            # A held one was closed (done_at, its reason): open again, as recorded anew.
+            # A held one was closed (done_at, its reason; never POSTed): open again, as
+            # recorded anew.
             held = f"state = '{HELD}'"
             changed = self.db.execute(
                 "UPDATE approvals SET anyway_by = ?, anyway_via = ?, "
                 f"last_error = CASE WHEN {held} THEN NULL ELSE last_error END, "
+                f"attempts = CASE WHEN {held} THEN 0 ELSE attempts END, "
                 f"done_at = CASE WHEN {held} THEN NULL ELSE done_at END, "
                 f"state = CASE WHEN {held} THEN '{PENDING}' ELSE state END "
                 f"WHERE event_id = ? AND anyway_by IS NULL AND state IN ('{HELD}', {_OPEN_LIST})",
