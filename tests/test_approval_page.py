@@ -4,8 +4,8 @@ HTTP requests the way a phone's browser sends them. GET never approves; POST app
 from __future__ import annotations
 
 import io
-import sys
 import re
+import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
