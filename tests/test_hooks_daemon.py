@@ -454,3 +454,105 @@ def test_every_recover_hook_runs_even_after_one_failed(
     assert ran(tmp_path) == ["fails:recover:vm0", "undrain:recover:vm0"]
     assert sink.kinds(event_id).count("hook_failed") == 1
     assert sink.kinds(event_id).count("hook_succeeded") == 1
+
+
+def test_approve_anyway_carries_out_a_held_approval_and_the_start_is_an_alarm(
+    sim: Simulator, make_daemon: MakeDaemon
+) -> None:
+    sink = ListSink()
+    d = make_daemon([{"action": "approve", "prepare": ["fails"]}], sink)
+    event_id = sim.schedule("Reboot")
+    tick(d)
+    tick(d)
+    assert sink.kinds(event_id)[-1] == "held"
+    # Without --anyway: held, told the two ways out; a double click is one note, to every sink.
+    for _ in range(2):
+        outcome = d.approvals.request(ApprovalRequest(event_id, "carol", "cli"), wait=1.0)
+        assert outcome.kind == OutcomeKind.HELD
+    d.dispatcher.deliver_due("list")
+    (note,) = sink.of(event_id, "problem")
+    assert note.transition.actor == "carol"
+    assert "Approval by carol not carried out: held: fails failed (exit 1) on vm0" in (
+        note.transition.note
+    )
+    assert f"`sebridge hooks retry {event_id}`" in note.transition.note
+    assert f"`sebridge approve {event_id} --anyway`" in note.transition.note
+    assert [h.transition.kind for h in d.store.history(event_id=event_id)].count("problem") == 1
+    assert sim.start_requests == []
+
+    outcome = d.approvals.request(ApprovalRequest(event_id, "carol", "cli", anyway=True), wait=1.0)
+    assert outcome.kind == OutcomeKind.APPROVED
+    assert sim.start_requests == [event_id]
+    d.dispatcher.deliver_due("list")
+    (approved,) = sink.of(event_id, "approved")
+    assert (approved.transition.actor, approved.transition.via) == ("carol", "cli")
+    assert approved.transition.note == (
+        "approved anyway by carol; not ready: vm0: failed: fails exit 1"
+    )
+    approval = d.store.approval(event_id)
+    assert approval is not None
+    assert (approval.state, approval.actor, approval.anyway_by) == ("posted", "policy", "carol")
+    # A second anyway finds it carried out: already approved.
+    again = d.approvals.request(ApprovalRequest(event_id, "dave", "cli", anyway=True), wait=0.5)
+    assert again.kind == OutcomeKind.ALREADY
+    assert sim.start_requests == [event_id]
+
+    sim.start_event(event_id)
+    tick(d)
+    tick(d)
+    assert sink.kinds(event_id)[-2:] == ["started", "started_unready"]
+    (alarm,) = sink.of(event_id, "started_unready")
+    assert alarm.transition.note == "started while not ready: vm0: failed: fails exit 1"
+
+
+def test_approve_anyway_does_not_wait_for_unfinished_prepare_hooks(
+    sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    sink = ListSink()
+    d = make_daemon([{"action": "ask", "prepare": ["drain"]}], sink, lead=60)
+    event_id = sim.schedule("Redeploy", notice=900)
+    tick(d)
+    outcome = d.approvals.request(ApprovalRequest(event_id, "U123", "slack", anyway=True), wait=1.0)
+    assert outcome.kind == OutcomeKind.APPROVED
+    assert sim.start_requests == [event_id]
+    assert ran(tmp_path) == []  # nothing waited for the drain
+    d.dispatcher.deliver_due("list")
+    (approved,) = sink.of(event_id, "approved")
+    assert approved.transition.note == (
+        "approved anyway by U123; not ready: vm0: waiting (drain not started)"
+    )
+
+
+def test_an_event_that_starts_ready_raises_no_alarm(
+    sim: Simulator, make_daemon: MakeDaemon
+) -> None:
+    sink = ListSink()
+    d = make_daemon([{"action": "approve", "prepare": ["drain"]}], sink)
+    event_id = sim.schedule("Reboot")
+    tick(d)
+    assert sim.start_requests == [event_id]
+    sim.start_event(event_id)
+    tick(d)
+    assert "started" in sink.kinds(event_id)
+    assert "started_unready" not in sink.kinds(event_id)
+
+
+def test_a_held_event_that_azure_starts_at_not_before_is_an_alarm_once_across_a_fleet(
+    sim: Simulator, make_daemon: MakeDaemon
+) -> None:
+    sink, other = ListSink(), ListSink()
+    rules = [{"action": "approve", "prepare": ["fails"]}]
+    d = make_daemon(rules, sink)
+    e = make_daemon(rules, other, vm="vm1")  # a second agent of the same store
+    event_id = sim.schedule("Reboot", resources=["vm0", "vm1"])
+    tick(d)
+    tick(d)
+    assert sim.start_requests == []
+    sim.start_event(event_id)  # NotBefore came: Azure starts it regardless
+    tick(d)
+    tick(e)
+    tick(d)
+    e.dispatcher.deliver_due("list")
+    alarms = sink.of(event_id, "started_unready") + other.of(event_id, "started_unready")
+    assert len(alarms) == 1
+    assert "vm0: failed: fails exit 1" in alarms[0].transition.note

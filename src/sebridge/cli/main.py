@@ -80,9 +80,16 @@ def _parser() -> argparse.ArgumentParser:
     approve = command("approve", "approve an event: IMDS may start it now", common, as_json)
     approve.add_argument("event_id", metavar="EVENT_ID")
     approve.add_argument("--as", dest="actor", help="who approves (default: your user name)")
+    approve.add_argument(
+        "--anyway",
+        action="store_true",
+        help="carry it out despite failed or unfinished prepare hooks (held or waiting)",
+    )
     approve.set_defaults(
         run=_with_config(
-            lambda cmd, c, a: cmd.approve(c, a.event_id, actor=a.actor, as_json=a.json),
+            lambda cmd, c, a: cmd.approve(
+                c, a.event_id, actor=a.actor, as_json=a.json, anyway=a.anyway
+            ),
             secrets=False,
         )
     )

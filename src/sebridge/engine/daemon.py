@@ -31,7 +31,7 @@ from sebridge.hooks.process import HookCommand
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ImdsError
-from sebridge.model import Approval, Document, ScheduledEvent, TransitionKind
+from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.model.decision import APPROVE, NO_MATCH, Decision, sinks_for
 from sebridge.model.message import Sink
 from sebridge.policy import Policy, decide
@@ -237,7 +237,7 @@ class Daemon:
         """Write the document's transitions as of `now`, when it was read; True when the
         policy approved something."""
         approved = self.store.approved_ids() if self._previous else frozenset()
-        transitions = diff(self._previous, document, now, approved)
+        transitions = self._with_alarms(diff(self._previous, document, now, approved))
         # Decided once, when an event is first seen (by this agent: in a fleet the first
         # agent's decision is the one the store keeps).
         decisions: dict[str, Decision] = {}
@@ -270,6 +270,15 @@ class Daemon:
                 "" if first else " (recorded by another agent)",
             )
         return bool(approvals)
+
+    def _with_alarms(self, transitions: list[Transition]) -> list[Transition]:
+        """Each event that started with unready VMs gets its alarm right after its start."""
+        out: list[Transition] = []
+        for t in transitions:
+            out.append(t)
+            alarm = self.hooks.started_unready(t) if t.kind == TransitionKind.STARTED else None
+            out += [alarm] if alarm is not None else []
+        return out
 
     def _decision(self, event_id: str, fresh: dict[str, Decision]) -> Decision:
         if event_id in fresh:

@@ -38,6 +38,12 @@ class Readiness:
         """The first VM whose prepare hook failed, if any."""
         return next((v for v in self.vms if v.state == VmState.FAILED), None)
 
+    def not_ready(self) -> str:
+        """The VMs that can prepare and have not (failed, preparing, not started), one line
+        each, for people ("" when ready): what an approval anyway and started_unready name."""
+        unready = (VmState.FAILED, VmState.WAITING, VmState.PREPARING)
+        return "; ".join(v.line() for v in self.vms if v.state in unready)
+
     def waiting_for(self) -> str:
         """What the approval waits for, for people ("" when ready)."""
         busy = [v.line() for v in self.vms if v.state in (VmState.WAITING, VmState.PREPARING)]

@@ -144,6 +144,9 @@ class TransitionKind(StrEnum):
     # An approval not carried out because a prepare hook failed (on_prepare_failure hold).
     HELD = "held"
     REMINDER = "reminder"  # an unapproved `ask` event, announced again before NotBefore
+    # An alarm: the event started while a listed VM's prepare hooks had failed or not
+    # finished (at NotBefore, or approved anyway). `note` names those VMs. Once per event.
+    STARTED_UNREADY = "started_unready"
 
 
 @dataclass(frozen=True)
@@ -179,7 +182,8 @@ class Transition:
         actor, via: for APPROVED, WOULD_APPROVE (and TAKEN), who and through
             what ("cli", "slack", "link", "policy").
         dry_run: for WOULD_APPROVE, nothing was POSTed to IMDS (policy.dry_run).
-        note: for PROBLEM and HELD, what went wrong, for people.
+        note: for PROBLEM and HELD, what went wrong, for people; for STARTED_UNREADY,
+            the VMs that were not ready and why.
         hook: for HOOK_STARTED, HOOK_SUCCEEDED and HOOK_FAILED, which run.
         remind_before: for REMINDER, the lead (seconds before NotBefore) it is for.
     """

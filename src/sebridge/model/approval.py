@@ -16,7 +16,9 @@ __all__ = [
     "ApprovalState",
     "Blocker",
     "OutcomeKind",
+    "anyway_offered",
     "blocker",
+    "ways_out",
 ]
 
 
@@ -109,3 +111,19 @@ def blocker(
     if started:
         return Blocker.STARTED
     return None
+
+
+def ways_out(event_id: str, *, held: bool = True) -> str:
+    """The ways out of an approval held by a failed prepare hook (retry it, or approve
+    anyway), or waiting for unfinished ones (approve anyway), for people."""
+    anyway = f"approve anyway: `sebridge approve {event_id} --anyway`."
+    if not held:
+        return f"Not waiting for them: {anyway}"
+    return f"Retry the failed hooks: `sebridge hooks retry {event_id}`; or {anyway}"
+
+
+def anyway_offered(*, approval: str | None, present: bool, started: bool) -> bool:
+    """Whether "Approve anyway" is offered instead of Approve: the event's approval waits for
+    its VMs' prepare hooks or is held by a failed one, and the event can still start on it
+    (present, not started). Approve anyway is the use case's (usecase.py) for exactly these."""
+    return approval in (ApprovalState.WAITING, ApprovalState.HELD) and present and not started

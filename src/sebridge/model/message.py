@@ -14,7 +14,7 @@ from typing import Protocol
 
 from sebridge.kernel.text import clip, displayable, map_text
 from sebridge.model import Receipt, Transition, TransitionKind
-from sebridge.model.approval import ApprovalState, blocker
+from sebridge.model.approval import ApprovalState, anyway_offered, blocker
 from sebridge.model.decision import offers_approval
 from sebridge.model.readiness import VmReadiness
 
@@ -100,6 +100,16 @@ class Message:
         return offers_approval(self.policy) and (
             blocker(approval=self.approval, present=t.kind not in _ENDS, started=t.event.started)
             is None
+        )
+
+    @property
+    def anyway(self) -> bool:
+        """Whether "Approve anyway" is offered instead (model/approval.py: anyway_offered): the
+        policy offers approvals and the event's approval waits for or is held by its prepare
+        hooks. Never together with approvable."""
+        t = self.transition
+        return offers_approval(self.policy) and anyway_offered(
+            approval=self.approval, present=t.kind not in _ENDS, started=t.event.started
         )
 
     @property

@@ -104,7 +104,9 @@ def transition_to_json(transition: Transition) -> str:
 
 
 # Each of these happens once in an event's life, whoever derives it.
-_ONCE = frozenset(("scheduled", "unplanned", "approved", "started", "completed", "cancelled"))
+_ONCE = frozenset(
+    ("scheduled", "unplanned", "approved", "started", "started_unready", "completed", "cancelled")
+)
 
 
 def event_digest(event: ScheduledEvent) -> str:

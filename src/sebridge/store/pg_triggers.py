@@ -29,7 +29,12 @@ _TRIGGERS = {
         "AFTER UPDATE ON outbox FOR EACH ROW "
         "WHEN (NEW.state = 'pending' AND NEW.claimed_by IS NULL)",
     ),
-    "approvals": ("AFTER INSERT ON approvals FOR EACH STATEMENT",),  # new approvals
+    "approvals": (
+        "AFTER INSERT ON approvals FOR EACH STATEMENT",  # new approvals
+        # approve anyway: an approval held (or waiting) for unready VMs may now be carried out
+        "AFTER UPDATE ON approvals FOR EACH ROW "
+        "WHEN (NEW.anyway_by IS NOT NULL AND OLD.anyway_by IS NULL)",
+    ),
     # a VM's readiness changed: a hook ended (the carrier may now POST, or hold)
     "hook_runs": ("AFTER UPDATE ON hook_runs FOR EACH ROW WHEN (NEW.state <> 'running')",),
 }

@@ -38,6 +38,9 @@ class ApprovalRecord:
     last_error: str | None
     done_at: datetime | None
     unanswered: int = 0
+    # Approve anyway: who asked that it be carried out despite unready VMs (None: nobody).
+    anyway_by: str | None = None
+    anyway_via: str | None = None
     token: str = ""  # set by claim_approvals: the claim's (store/claims.py)
 
     @property

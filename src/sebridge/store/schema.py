@@ -230,6 +230,15 @@ CREATE INDEX events_gone ON events (gone_at) WHERE present = 0;
 CREATE INDEX sightings_present ON sightings (agent, event_id) WHERE present = 1
 """
 
+# Approve anyway (`sebridge approve --anyway`, the page's and Slack's "Approve anyway"): who
+# asked that the approval be carried out despite failed or unfinished prepare hooks, and
+# through what. The carrier (on any agent of a fleet) reads it from the row it claims and
+# lets the readiness gate's "wait" or "hold" pass. Depends on version 12's tables only.
+_V14 = """
+ALTER TABLE approvals ADD COLUMN anyway_by TEXT;
+ALTER TABLE approvals ADD COLUMN anyway_via TEXT
+"""
+
 # Index i holds the statements of schema version i + 1.
 MIGRATIONS: tuple[str, ...] = (
     _V1,
@@ -244,4 +253,5 @@ MIGRATIONS: tuple[str, ...] = (
     _V10,
     _V11,
     _V12,
+    _V14,
 )

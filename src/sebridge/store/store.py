@@ -42,6 +42,7 @@ NOTES = (
     TransitionKind.PROBLEM,
     TransitionKind.HELD,
     TransitionKind.REMINDER,
+    TransitionKind.STARTED_UNREADY,
     TransitionKind.HOOK_STARTED,
     TransitionKind.HOOK_SUCCEEDED,
     TransitionKind.HOOK_FAILED,
