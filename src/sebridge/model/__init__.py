@@ -15,6 +15,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from sebridge.model.leads import Lead
+
 __all__ = [
     "Approval",
     "Document",
@@ -143,7 +145,8 @@ class TransitionKind(StrEnum):
     HOOK_FAILED = "hook_failed"  # ... and exited non-zero, timed out or could not start
     # An approval not carried out because a prepare hook failed (on_prepare_failure hold).
     HELD = "held"
-    REMINDER = "reminder"  # an unapproved `ask` event, announced again before NotBefore
+    # An event announced again at a lead: nobody approved it (`ask`), or its approval is held.
+    REMINDER = "reminder"
 
 
 @dataclass(frozen=True)
@@ -182,6 +185,12 @@ class Transition:
         note: for PROBLEM and HELD, what went wrong, for people.
         hook: for HOOK_STARTED, HOOK_SUCCEEDED and HOOK_FAILED, which run.
         remind_before: for REMINDER, the lead (seconds before NotBefore) it is for.
+        remind_after: for REMINDER, the lead (seconds after the event was first
+            announced) it is for; a reminder has one of the two.
+        while_held: for REMINDER, the event's approval was held when it was recorded
+            (else nobody had approved it).
+        unreachable: for SCHEDULED, the rule's reminder leads this event's notice can
+            never reach (model/leads.py), said once, here.
     """
 
     kind: str
@@ -194,6 +203,9 @@ class Transition:
     note: str = ""
     hook: HookRun | None = None
     remind_before: int | None = None
+    remind_after: int | None = None
+    while_held: bool = False
+    unreachable: tuple[Lead, ...] = ()
 
     @property
     def event_id(self) -> str:
