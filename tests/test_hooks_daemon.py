@@ -23,9 +23,11 @@ from sebridge.engine.daemon import Daemon
 from sebridge.hooks.words import hook_news
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
+from sebridge.integrations.jsonl.sink import record
 from sebridge.kernel.clock import utcnow
 from sebridge.kernel.errors import StoreError
 from sebridge.model.approval import ApprovalState, OutcomeKind
+from sebridge.model.leads import REMIND, REMIND_AFTER, Lead
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
 
@@ -369,6 +371,81 @@ def test_approved_events_are_not_reminded(sim: Simulator, make_daemon: MakeDaemo
     tick(d)
     assert [m.transition.remind_before for m in sink.of(asked, "reminder")] == [900]
     assert sink.of(approved, "reminder") == []
+
+
+def test_a_held_event_is_reminded_at_each_lead_of_either_kind(
+    sim: Simulator, make_daemon: MakeDaemon
+) -> None:
+    """The finding: once an approval was held, no reminder came until Azure started the
+    event. Held, it is reminded at its `remind_after` and `remind` leads, each once (a
+    restart says none again); the leads its 10 minutes' notice can never reach are said in
+    its first message. Nothing reaches IMDS."""
+    sink = ListSink()
+    shift = [timedelta(0)]
+    rules = [
+        {
+            "action": "approve",
+            "prepare": ["fails"],
+            "remind": [1200, 300],
+            "remind_after": [60, 900],
+        }
+    ]
+
+    def clock() -> datetime:
+        return utcnow() + shift[0]
+
+    d = make_daemon(rules, sink, clock=clock)
+    event_id = sim.schedule("Redeploy", notice=600)
+    tick(d)
+    tick(d)
+    assert len(sink.of(event_id, "held")) == 1 and sink.of(event_id, "reminder") == []
+    (first,) = sink.of(event_id, "scheduled")
+    assert first.transition.unreachable == (Lead(REMIND, 1200), Lead(REMIND_AFTER, 900))
+    assert record(first)["unreachable_reminders"] == [{"remind": 1200}, {"remind_after": 900}]
+    # No document change from here on: only the wake at the hold has the reminders look.
+    shift[0] = timedelta(seconds=70)
+    tick(d)
+    shift[0] = timedelta(seconds=310)
+    tick(d)
+    d.store.close()
+    again = make_daemon(rules, sink, clock=clock)
+    tick(again)
+    reminders = sink.of(event_id, "reminder")
+    said = [(m.transition.remind_before, m.transition.remind_after) for m in reminders]
+    assert said == [(None, 60), (300, None)]
+    assert all(m.transition.while_held for m in reminders)
+    assert all(m.approval_state == ApprovalState.HELD for m in reminders)  # sinks word it so
+    lines = [record(m) for m in reminders]
+    assert [(x["remind_before"], x["remind_after"], x["while_held"]) for x in lines] == [
+        (None, 60, True),
+        (300, None, True),
+    ]
+    assert sim.start_requests == []
+
+
+def test_remind_after_and_remind_of_the_same_seconds_are_two_reminders(
+    sim: Simulator, make_daemon: MakeDaemon
+) -> None:
+    """An unanswered ask event: 120 s after it was first announced, and 120 s before
+    NotBefore, each its own reminder (their keys never collide); waiting for its hooks
+    after a person approved, it gets none."""
+    sink = ListSink()
+    shift = [timedelta(0)]
+    rules = [{"action": "ask", "remind": [120], "remind_after": [120]}]
+    d = make_daemon(rules, sink, clock=lambda: utcnow() + shift[0])
+    event_id = sim.schedule("Redeploy", notice=600)
+    tick(d)
+    assert sink.of(event_id, "scheduled")[0].transition.unreachable == ()
+    shift[0] = timedelta(seconds=130)
+    tick(d)
+    shift[0] = timedelta(seconds=490)
+    tick(d)
+    reminders = sink.of(event_id, "reminder")
+    said = [(m.transition.remind_before, m.transition.remind_after) for m in reminders]
+    assert said == [(None, 120), (120, None)]
+    assert not any(m.transition.while_held for m in reminders)
+    history = [h for h in d.store.history() if h.transition.kind == "reminder"]
+    assert len(history) == 2
 
 
 @pytest.fixture

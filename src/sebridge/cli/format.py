@@ -60,8 +60,14 @@ def history_line(e: HistoryEntry) -> str:
     t = e.transition
     who = f" by {t.actor} via {t.via}" if t.actor else ""
     said = hook_news(t) or t.note
-    if t.remind_before is not None:
-        said = f"{t.remind_before} s before NotBefore, nobody has approved it"
+    if t.remind_before is not None or t.remind_after is not None:
+        lead = (
+            f"{t.remind_before} s before NotBefore"
+            if t.remind_before is not None
+            else f"{t.remind_after} s after it was first announced"
+        )
+        state = "its approval is held" if t.while_held else "nobody has approved it"
+        said = f"{lead}, {state}"
     return (
         f"{e.at:%Y-%m-%d %H:%M:%S} {t.kind:<9} {t.event.event_type:<9} {t.event_id}{who}"
         f"{' [DRY RUN]' if t.dry_run else ''}{': ' + said if said else ''}"
@@ -84,6 +90,8 @@ def history_json(e: HistoryEntry) -> dict[str, Any]:
         "note": t.note,
         "hook": asdict(t.hook) if t.hook else None,
         "remind_before": t.remind_before,
+        "remind_after": t.remind_after,
+        "while_held": t.while_held,
         "deliveries": [
             {"sink": d.sink, "state": d.state, "attempts": d.attempts, "error": d.last_error}
             for d in e.deliveries

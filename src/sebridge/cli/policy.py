@@ -49,20 +49,21 @@ def explain(
 ) -> int:
     """Print which rule matches the event and why each earlier rule did not."""
     out = out or sys.stdout
+    first_seen: datetime | None
     try:
         now = _moment(at)
         if (event_id is None) == (event_file is None):
             raise _BadInput("give an EVENT_ID (see `sebridge events`) or --event FILE.json")
         if event_file is not None:
-            event, recorded = _from_file(event_file), None
+            event, recorded, first_seen = _from_file(event_file), None, None  # as if now
         else:
             assert event_id is not None
-            event, recorded = _from_store(config, event_id)
+            event, recorded, first_seen = _from_store(config, event_id)
         vm = vm_name or _this_vm(config)
     except _BadInput as exc:
         print(f"sebridge: policy explain: {exc}", file=sys.stderr)
         return USAGE
-    result = explain_rules(event, build_policy(config.policy), vm, now)
+    result = explain_rules(event, build_policy(config.policy), vm, now, first_seen)
     if as_json:
         data = result.as_json()
         data["recorded"] = _decision_json(recorded) if recorded else None
@@ -102,7 +103,9 @@ def _moment(at: str | None) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _from_store(config: Config, event_id: str) -> tuple[ScheduledEvent, Decision]:
+def _from_store(config: Config, event_id: str) -> tuple[ScheduledEvent, Decision, datetime]:
+    """The event, its recorded decision, and when it was first seen (its reminders' leads
+    count from then)."""
     unknown = f"unknown event {event_id}: not in the store (see `sebridge events --all`)"
     if missing_store(config) is not None:
         raise _BadInput(f"{unknown}; sebridge has not run with this store yet")
@@ -113,7 +116,7 @@ def _from_store(config: Config, event_id: str) -> tuple[ScheduledEvent, Decision
         store.close()
     if record is None:
         raise _BadInput(unknown)
-    return record.event, record.decision
+    return record.event, record.decision, record.first_seen
 
 
 def _from_file(path: Path) -> ScheduledEvent:

@@ -73,6 +73,7 @@ class RuleSettings:
     recover: tuple[str, ...] = ()
     remind: tuple[WholeSeconds, ...] = option((), ge=1)
     on_prepare_failure: str = option("hold", choices=("hold", "approve"))
+    remind_after: tuple[WholeSeconds, ...] = option((), ge=1)
 
 
 # The keys that narrow which events a rule matches; a rule without any matches them all.
@@ -157,7 +158,8 @@ def check_rules(
     rd: Reader,
 ) -> tuple[RuleSettings, ...]:
     """Checks of the rules together and against [hooks]; returns them with their names
-    filled in ("rule N") and `remind` in descending order."""
+    filled in ("rule N"), `remind` in descending and `remind_after` in ascending order
+    (the order they come in)."""
     old = [f"policy.{k}" for k in OLD_KEYS if f"policy.{k}" in given]
     if rules and old:
         rd.error(
@@ -179,7 +181,14 @@ def check_rules(
         elif all(getattr(rule, m) is None for m in _MATCHERS):
             catch_all = f'policy.rules[{n}] ("{name}") before it'
         _check_rule(key, rule, hooks, rd)
-        checked.append(replace(rule, name=name, remind=tuple(sorted(set(rule.remind))[::-1])))
+        checked.append(
+            replace(
+                rule,
+                name=name,
+                remind=tuple(sorted(set(rule.remind))[::-1]),
+                remind_after=tuple(sorted(set(rule.remind_after))),
+            )
+        )
     used = {h for r in rules for h in (*r.prepare, *r.recover)}
     for name in hooks:
         if name not in used:
@@ -209,8 +218,20 @@ def _check_rule(
                 rd.error(f"{key}.{stage}", f'no hook "{hook}" ([hooks.{hook}]; defined: {known})')
         if getattr(rule, stage) and rule.action == "ignore":
             rd.error(f"{key}.{stage}", "an ignored event runs no hooks")
-    if rule.remind and rule.action != "ask":
-        rd.error(f"{key}.remind", f'only an "ask" event is reminded of (action is "{rule.action}")')
+    _check_reminders(key, rule, rd)
+
+
+def _check_reminders(key: str, rule: RuleSettings, rd: Reader) -> None:
+    # Reminders follow an event nobody approved ("ask") or whose approval is held: an
+    # "approve" rule's event is held when its prepare hooks fail and it says "hold".
+    holds = rule.action == "approve" and rule.prepare and rule.on_prepare_failure == "hold"
+    for remind in ("remind", "remind_after"):
+        if getattr(rule, remind) and rule.action != "ask" and not holds:
+            rd.error(
+                f"{key}.{remind}",
+                'only an "ask" event, or an "approve" one whose prepare hooks can hold it '
+                f'(on_prepare_failure "hold"), is reminded of (action is "{rule.action}")',
+            )
 
 
 def _check_window(key: str, window: WindowSettings, rd: Reader) -> None:

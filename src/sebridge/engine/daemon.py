@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from sebridge.approval.assembly import assemble
@@ -33,6 +34,7 @@ from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ImdsError
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.model.decision import APPROVE, NO_MATCH, Decision, sinks_for
+from sebridge.model.leads import unreachable
 from sebridge.model.message import Sink
 from sebridge.policy import Policy, decide
 from sebridge.policy.compile import build_policy
@@ -118,14 +120,15 @@ class Daemon:
             carries=True,
             dry_run=dry_run,
             clock=clock,
-            on_recorded=self.dispatcher.wake,
+            # Also wakes the reminders: a held event is reminded of from now on.
+            on_recorded=self._wakeups.recorded,
             gate=self.hooks.gate,
             on_waiting=self._wakeups.hooks_awaited,
             metrics=self.metrics,
         )
         assert carrier is not None  # carries=True
         self.carrier = carrier
-        self._wakeups.bind(Parts(self.carrier, self.dispatcher, self.hooks.worker))
+        self._wakeups.bind(Parts(self.carrier, self.dispatcher, self.hooks.worker, self.reminders))
         self._previous: Document | None = store.last_document()
         self._last_object: Document | None = None
         self._imds_failing: str | None = None
@@ -242,10 +245,15 @@ class Daemon:
         # agent's decision is the one the store keeps).
         decisions: dict[str, Decision] = {}
         approvals: list[Approval] = []
-        for t in transitions:
+        for n, t in enumerate(transitions):
             if t.kind in (TransitionKind.SCHEDULED, TransitionKind.UNPLANNED):
                 decision = decide(t.event, self.policy, self.vm_name(), now)
                 decisions[t.event_id] = decision
+                # A reminder lead its notice can never reach is said once: in its first
+                # message (model/leads.py; the store keeps `now` as its first sight).
+                missed = unreachable(decision.leads, t.event.not_before, now)
+                if missed and t.kind == TransitionKind.SCHEDULED:
+                    transitions[n] = replace(t, unreachable=missed)
                 # decide() never approves a started event (nothing to approve).
                 if decision.action == APPROVE:
                     approvals.append(Approval(t.event_id, "policy", "policy", now))

@@ -10,6 +10,8 @@ import jinja2
 
 from sebridge.hooks.words import hook_news
 from sebridge.kernel.errors import PermanentDeliveryError
+from sebridge.model import Transition
+from sebridge.model.leads import unreachable_line
 
 __all__ = ["Renderer", "countdown", "relative"]
 
@@ -53,6 +55,12 @@ def _span(seconds: int) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
+def _unreachable(t: Transition) -> str:
+    """A first message's sentence on the reminder leads its event's notice can never
+    reach ("" when none): the transition's moment is the event's first sight."""
+    return unreachable_line(t.unreachable, t.event.not_before, t.at)
+
+
 def _clock(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%H:%M:%S")
 
@@ -77,7 +85,9 @@ class Renderer:
             lstrip_blocks=True,
         )
         self._env.filters.update(clock=_clock, utc=_utc, relative=relative)
-        self._env.globals.update(countdown=countdown, hook_news=hook_news)
+        self._env.globals.update(
+            countdown=countdown, hook_news=hook_news, unreachable_line=_unreachable
+        )
 
     def add_filters(self, **filters: Any) -> None:
         """Sink-specific filters (e.g. Slack's mrkdwn escaping)."""

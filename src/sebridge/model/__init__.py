@@ -15,6 +15,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from sebridge.model.leads import Lead
+
 __all__ = [
     "Approval",
     "Document",
@@ -143,7 +145,8 @@ class TransitionKind(StrEnum):
     HOOK_FAILED = "hook_failed"  # ... and exited non-zero, timed out or could not start
     # An approval not carried out because a prepare hook failed (on_prepare_failure hold).
     HELD = "held"
-    REMINDER = "reminder"  # an unapproved `ask` event, announced again before NotBefore
+    # An event announced again at a lead: nobody approved it (`ask`), or its approval is held.
+    REMINDER = "reminder"
     # An alarm: the event started while a listed VM's prepare hooks had failed or not
     # finished (at NotBefore, or approved anyway). `note` names those VMs. Once per event.
     STARTED_UNREADY = "started_unready"
@@ -186,6 +189,12 @@ class Transition:
             the VMs that were not ready and why.
         hook: for HOOK_STARTED, HOOK_SUCCEEDED and HOOK_FAILED, which run.
         remind_before: for REMINDER, the lead (seconds before NotBefore) it is for.
+        remind_after: for REMINDER, the lead (seconds after the event was first
+            announced) it is for; a reminder has one of the two.
+        while_held: for REMINDER, the event's approval was held when it was recorded
+            (else nobody had approved it).
+        unreachable: for SCHEDULED, the rule's reminder leads this event's notice can
+            never reach (model/leads.py), said once, here.
     """
 
     kind: str
@@ -198,6 +207,9 @@ class Transition:
     note: str = ""
     hook: HookRun | None = None
     remind_before: int | None = None
+    remind_after: int | None = None
+    while_held: bool = False
+    unreachable: tuple[Lead, ...] = ()
 
     @property
     def event_id(self) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from sebridge.model import ScheduledEvent
+from sebridge.model.leads import Lead, leads_of
 
 __all__ = [
     "ACTIONS",
@@ -41,8 +42,10 @@ class Decision:
         rule: the matching rule's name; a built-in rule's readable name; or
             "no rule matched".
         prepare, recover: hook names ([hooks.<name>]).
-        remind: seconds before NotBefore at which an unapproved "ask" event is
-            announced again, descending.
+        remind: seconds before NotBefore at which an event is announced again while
+            nobody approved it ("ask") or its approval is held, descending.
+        remind_after: seconds after the event was first announced at which it is
+            announced again, on the same terms, ascending (model/leads.py).
         on_prepare_failure: "hold" (nothing is POSTed) or "approve" (POST anyway).
     """
 
@@ -52,6 +55,12 @@ class Decision:
     recover: tuple[str, ...] = ()
     remind: tuple[int, ...] = ()
     on_prepare_failure: str = "hold"
+    remind_after: tuple[int, ...] = ()
+
+    @property
+    def leads(self) -> tuple[Lead, ...]:
+        """Its reminders' leads, `remind` and `remind_after` alike."""
+        return leads_of(self.remind, self.remind_after)
 
 
 NO_MATCH = Decision(ASK, NO_RULE)

@@ -67,5 +67,8 @@ def _line(note: TrialNote) -> dict[str, object]:
         "note": note.text,
         **hook_fields(None),  # sink.record's hook fields, all null: no hook ran
         "remind_before": None,
+        "remind_after": None,
+        "while_held": False,
+        "unreachable_reminders": [],
         "maybe_repeat": False,
     }
