@@ -377,9 +377,11 @@ def fleet(sim: Simulator, pg_url: str, tmp_path: Path) -> Iterator[Callable[...,
     fails on vm1."""
     made: list[Daemon] = []
     check = hook_script(tmp_path, "check", "sys.exit(os.environ['SEBRIDGE_VM_NAME'] == 'vm1')\n")
+    undrain = hook_script(tmp_path, "undrain", "")
+    hooks = {"check": {"command": check}, "undrain": {"command": undrain}}
 
     def agent(vm: str, sink: ListSink, rules: list[dict[str, Any]]) -> Daemon:
-        config = from_mapping({"policy": {"rules": rules}, "hooks": {"check": {"command": check}}})
+        config = from_mapping({"policy": {"rules": rules}, "hooks": hooks})
         d = Daemon(
             ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
             Store(pg_url, agent=vm),
@@ -437,6 +439,31 @@ def test_one_failed_vm_holds_the_fleets_approval(
     assert len(held) == 1 and "check failed (exit 1) on vm1" in held[0].transition.note
     lines = [v.line() for v in vm0.hooks.shown(event_id)[0]]
     assert lines == ["vm0: ready", "vm1: failed: check exit 1"]
+
+
+def test_every_agent_recovers_at_its_own_tick_after_the_end(
+    sim: Simulator, fleet: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    """Finding: after a 3-VM Reboot, undrain ran at once on the agent whose tick recorded the
+    end, a minute later on the others. Each agent's own tick that sees the event gone from
+    its own document runs its recover hook, whatever the others saw."""
+    sink = ListSink()
+    rules = [{"action": "approve", "prepare": ["check"], "recover": ["undrain"]}]
+    agents = [fleet(vm, sink, rules) for vm in ("vm0", "vm2", "vm3")]
+    event_id = sim.schedule("Reboot", resources=["vm0", "vm2", "vm3"])
+    for d in agents * 2:
+        d.tick()
+    assert sim.start_requests == [event_id]
+    sim.start_event(event_id)
+    for d in agents:
+        d.tick()
+    sim.complete(event_id)
+    for n, d in enumerate(agents, 1):
+        d.tick()  # this agent's document lost the event (the others' may not have yet)
+        recovered = sorted(r for r in ran(tmp_path) if r.startswith("undrain"))
+        assert recovered == [f"undrain:recover:{a.vm_name()}" for a in agents[:n]]
+    record = d.store.event(event_id)
+    assert record is not None and not record.present  # the last agent's document lost it too
 
 
 def test_every_recover_hook_runs_even_after_one_failed(

@@ -5,8 +5,9 @@ For each event that lists this VM and whose policy decision names hooks:
   person) or `prepare_lead_seconds` before its NotBefore, whichever comes
   first; the first that fails ends the chain (the carrier holds or goes on,
   as the rule says);
-- recover hooks, once the event ended (completed or cancelled), if its
-  prepare hooks began here (or it had none).
+- recover hooks, once the event ended (completed or cancelled) as this
+  VM's own document says (a fleet's other agents may see it a poll later),
+  if its prepare hooks began here (or it had none).
 Each run is begun and ended in the store with its transition (hook_started,
 hook_succeeded, hook_failed), at most once per event, hook and VM; a run a
 crash cut short runs again at the next start. In the daemon, each event's
@@ -140,18 +141,26 @@ class HookWorker:
         vm = self._vm_name()
         ran = 0
         next_due: datetime | None = None
-        for record in self._store.events(include_gone_since=now - _RECOVER_WITHIN):
+        records = [
+            (record, self._plan_of(record))
+            for record in self._store.events(include_gone_since=now - _RECOVER_WITHIN)
+            if vm in listed_vms(record.event)
+        ]
+        # Ended for this VM once its own document lost it, not when the fleet's last agent's
+        # did: each agent's tick wakes its own worker then (finding: undrain a poll late).
+        left = self._store.left_here(
+            [record.event.event_id for record, plan in records if record.present and plan.recover]
+        )
+        for record, plan in records:
             if self._worker.stopping:
                 break
-            if vm not in listed_vms(record.event):
-                continue
-            plan = self._plan_of(record)
-            stage, names = self._due(record, plan, now)
+            gone = not record.present or record.event.event_id in left
+            stage, names = self._due(record, plan, now, gone=gone)
             if stage:
                 ran += self._begin_chain(record, stage, names, vm)
             elif (
                 plan.prepare
-                and record.present
+                and not gone
                 and not record.event.started
                 and record.event.not_before is not None
             ):
@@ -163,11 +172,12 @@ class HookWorker:
         return ran
 
     def _due(
-        self, record: EventRecord, plan: HookPlan, now: datetime
+        self, record: EventRecord, plan: HookPlan, now: datetime, *, gone: bool
     ) -> tuple[str, tuple[str, ...]]:
-        """Which stage's hooks are due for this event now ("" for none)."""
+        """Which stage's hooks are due for this event now ("" for none); `gone`: this VM's
+        document no longer lists it."""
         event = record.event
-        if not record.present:
+        if gone:
             if not plan.recover:  # nothing to run: no need to read its runs (every round)
                 return "", ()
             prepared = not plan.prepare or any(
