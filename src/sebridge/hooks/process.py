@@ -62,6 +62,12 @@ class HookCommand(Protocol):
     @property
     def timeout(self) -> float: ...
 
+    @property
+    def retries(self) -> int: ...
+
+    @property
+    def retry_delay(self) -> float: ...
+
 
 @dataclass(frozen=True)
 class HookSpec:
@@ -70,6 +76,8 @@ class HookSpec:
     name: str
     command: tuple[str, ...]
     timeout: float = 300.0
+    retries: int = 0
+    retry_delay: float = 30.0
 
 
 @dataclass(frozen=True)
