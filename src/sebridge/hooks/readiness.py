@@ -95,7 +95,7 @@ def _vm(
             return VmReadiness(vm, VmState.WAITING, hook, _again(run))
         if run.state == "failed":
             # Which run failed last: a hold after a retry is news, not the same hold again.
-            why = run.run.why + (f" (attempt {run.run.attempt})" if run.run.attempt > 1 else "")
+            why = run.run.why + (f", attempt {run.run.attempt}" if run.run.attempt > 1 else "")
             return VmReadiness(vm, VmState.FAILED, hook, why, run.run.output)
         if run.state != "succeeded":
             return VmReadiness(vm, VmState.PREPARING if alive else VmState.NO_AGENT, hook)
