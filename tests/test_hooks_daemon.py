@@ -60,6 +60,12 @@ _WAIT_FOR_RELEASE = (
 )
 
 
+_FAILS_TWICE = (
+    "runs = open(os.path.join(os.path.dirname(__file__), 'ran')).read().count('flaky:')\n"
+    "if runs <= 2:\n    print(f'lb busy ({runs})'); sys.exit(1)\n"
+)
+
+
 @pytest.fixture
 def make_daemon(sim: Simulator, store_url: str, tmp_path: Path) -> Iterator[MakeDaemon]:
     made: list[Daemon] = []
@@ -69,6 +75,24 @@ def make_daemon(sim: Simulator, store_url: str, tmp_path: Path) -> Iterator[Make
         "undrain": {"command": hook_script(tmp_path, "undrain", "")},
         # Runs until the test creates tmp_path/release (at most 30 s).
         "slow": {"command": hook_script(tmp_path, "slow", _WAIT_FOR_RELEASE)},
+        # Fails its first two runs, then succeeds; retries at once.
+        "flaky": {
+            "command": hook_script(tmp_path, "flaky", _FAILS_TWICE),
+            "retries": 2,
+            "retry_delay": 0,
+        },
+        "fails_twice_tried": {
+            "command": hook_script(tmp_path, "fails_twice_tried", "print('503'); sys.exit(1)\n"),
+            "retries": 1,
+            "retry_delay": 60,
+        },
+        # A timeout longer than any notice: NotBefore is always nearer.
+        "fails_long": {
+            "command": hook_script(tmp_path, "fails_long", "sys.exit(2)\n"),
+            "retries": 3,
+            "retry_delay": 0,
+            "timeout": 86400,
+        },
     }
 
     def make(
@@ -454,9 +478,11 @@ def fleet(sim: Simulator, pg_url: str, tmp_path: Path) -> Iterator[Callable[...,
     fails on vm1."""
     made: list[Daemon] = []
     check = hook_script(tmp_path, "check", "sys.exit(os.environ['SEBRIDGE_VM_NAME'] == 'vm1')\n")
+    undrain = hook_script(tmp_path, "undrain", "")
+    hooks = {"check": {"command": check}, "undrain": {"command": undrain}}
 
     def agent(vm: str, sink: ListSink, rules: list[dict[str, Any]]) -> Daemon:
-        config = from_mapping({"policy": {"rules": rules}, "hooks": {"check": {"command": check}}})
+        config = from_mapping({"policy": {"rules": rules}, "hooks": hooks})
         d = Daemon(
             ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
             Store(pg_url, agent=vm),
@@ -514,6 +540,31 @@ def test_one_failed_vm_holds_the_fleets_approval(
     assert len(held) == 1 and "check failed (exit 1) on vm1" in held[0].transition.note
     lines = [v.line() for v in vm0.hooks.shown(event_id)[0]]
     assert lines == ["vm0: ready", "vm1: failed: check exit 1"]
+
+
+def test_every_agent_recovers_at_its_own_tick_after_the_end(
+    sim: Simulator, fleet: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    """Finding: after a 3-VM Reboot, undrain ran at once on the agent whose tick recorded the
+    end, a minute later on the others. Each agent's own tick that sees the event gone from
+    its own document runs its recover hook, whatever the others saw."""
+    sink = ListSink()
+    rules = [{"action": "approve", "prepare": ["check"], "recover": ["undrain"]}]
+    agents = [fleet(vm, sink, rules) for vm in ("vm0", "vm2", "vm3")]
+    event_id = sim.schedule("Reboot", resources=["vm0", "vm2", "vm3"])
+    for d in agents * 2:
+        d.tick()
+    assert sim.start_requests == [event_id]
+    sim.start_event(event_id)
+    for d in agents:
+        d.tick()
+    sim.complete(event_id)
+    for n, d in enumerate(agents, 1):
+        d.tick()  # this agent's document lost the event (the others' may not have yet)
+        recovered = sorted(r for r in ran(tmp_path) if r.startswith("undrain"))
+        assert recovered == [f"undrain:recover:{a.vm_name()}" for a in agents[:n]]
+    record = d.store.event(event_id)
+    assert record is not None and not record.present  # the last agent's document lost it too
 
 
 def test_every_recover_hook_runs_even_after_one_failed(
@@ -633,3 +684,108 @@ def test_a_held_event_that_azure_starts_at_not_before_is_an_alarm_once_across_a_
     alarms = sink.of(event_id, "started_unready") + other.of(event_id, "started_unready")
     assert len(alarms) == 1
     assert "vm0: failed: fails exit 1" in alarms[0].transition.note
+
+
+def news(sink: ListSink, event_id: str, kind: str) -> list[str]:
+    return [hook_news(m.transition) for m in sink.of(event_id, kind)]
+
+
+def test_a_failed_prepare_hook_runs_again_and_only_its_final_outcome_counts(
+    sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    sink = ListSink()
+    d = make_daemon([{"action": "approve", "prepare": ["flaky"]}], sink)
+    event_id = sim.schedule("Reboot", notice=1800)
+    tick(d)  # the first run fails: another try comes, so the approval waits, not held
+    assert ran(tmp_path) == ["flaky:prepare:vm0"]
+    approval = d.store.approval(event_id)
+    assert approval is not None and approval.state == ApprovalState.WAITING
+    assert sim.start_requests == []
+    tick(d)  # the second fails too
+    tick(d)  # the third succeeds: StartRequests goes
+    assert ran(tmp_path) == ["flaky:prepare:vm0"] * 3
+    assert sim.start_requests == [event_id]
+    tick(d)
+    assert sink.of(event_id, "held") == []
+    assert news(sink, event_id, "hook_started") == [
+        "flaky started on vm0 (attempt 1 of 3)",
+        "flaky started on vm0 again (attempt 2 of 3)",
+        "flaky started on vm0 again (attempt 3 of 3)",
+    ]
+    failed = news(sink, event_id, "hook_failed")
+    assert len(failed) == 2
+    assert failed[0].startswith("flaky failed (exit 1) on vm0: lb busy (1); runs again at ")
+    assert failed[0].endswith(" UTC (attempt 2 of 3)")
+    assert failed[1].endswith(" UTC (attempt 3 of 3)")
+
+
+def test_a_hook_whose_retries_are_spent_holds_once(
+    sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    now = [utcnow()]
+    sink = ListSink()
+    d = make_daemon(
+        [{"action": "approve", "prepare": ["fails_twice_tried"]}], sink, clock=lambda: now[0]
+    )
+    event_id = sim.schedule("Reboot", notice=1800)
+    tick(d)
+    tick(d)  # its retry_delay (60 s) has not passed: nothing runs again yet
+    assert ran(tmp_path) == ["fails_twice_tried:prepare:vm0"]
+    lines = [v.line() for v in d.hooks.shown(event_id)[0]]
+    assert lines[0].startswith("vm0: waiting (fails_twice_tried failed (exit 1), runs again at ")
+    now[0] += timedelta(seconds=61)
+    tick(d)  # the retry came: it fails again, and that is final
+    tick(d)
+    assert ran(tmp_path) == ["fails_twice_tried:prepare:vm0"] * 2
+    assert sim.start_requests == []
+    held = sink.of(event_id, "held")
+    assert len(held) == 1
+    assert "fails_twice_tried failed (exit 1, attempt 2) on vm0" in held[0].transition.note
+    assert news(sink, event_id, "hook_failed")[-1].endswith("; no retries left (attempt 2 of 2)")
+
+
+def test_no_retry_when_notbefore_is_nearer_than_the_hooks_timeout(
+    sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    sink = ListSink()
+    d = make_daemon([{"action": "approve", "prepare": ["fails_long"]}], sink)
+    event_id = sim.schedule("Reboot", notice=1800)
+    tick(d)
+    tick(d)
+    assert ran(tmp_path) == ["fails_long:prepare:vm0"]
+    assert len(sink.of(event_id, "held")) == 1
+    assert news(sink, event_id, "hook_failed")[0].endswith(
+        "; no time for another try before NotBefore (attempt 1 of 4)"
+    )
+
+
+def test_a_hooks_retry_runs_again_on_the_agent_where_it_failed_only(
+    sim: Simulator, fleet: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    sink = ListSink()
+    rules = [{"action": "approve", "prepare": ["check"]}]
+    vm0, vm1 = fleet("vm0", sink, rules), fleet("vm1", sink, rules)
+    event_id = sim.schedule("Reboot", resources=["vm0", "vm1"], notice=1800)
+    for d in (vm1, vm0, vm1, vm0):
+        d.tick()
+    vm0.dispatcher.deliver_due("list")
+    assert len(sink.of(event_id, "held")) == 1
+    assert sorted(ran(tmp_path)) == ["check:prepare:vm0", "check:prepare:vm1"]
+    # What `sebridge hooks retry` records (tests/test_hooks_retry.py runs the command).
+    answer = vm0.store.request_hook_retry(
+        event_id, actor="alice", via="cli", now=utcnow(), sinks_for=lambda r: ("list",)
+    )
+    assert answer.runs == (("vm1", "check"),) and answer.released
+    vm0.heard(frozenset({"hook_retries"}))  # vm0 has nothing to run again
+    vm1.heard(frozenset({"hook_retries"}))  # its listener hears the request: check runs again
+    for d in (vm0, vm1):
+        d.carrier.wake()
+    vm0.dispatcher.deliver_due("list")
+    assert sorted(ran(tmp_path)) == ["check:prepare:vm0", "check:prepare:vm1", "check:prepare:vm1"]
+    # It failed again on vm1: held again, and said again (a new attempt, a new hold).
+    assert sim.start_requests == []
+    held = [m.transition.note for m in sink.of(event_id, "held")]
+    assert len(held) == 2 and "check failed (exit 1, attempt 2) on vm1" in held[1]
+    assert [m.transition.note for m in sink.of(event_id, "hooks_retry")] == [
+        "hooks retry requested by alice: check on vm1 runs again; the held approval waits for them"
+    ]

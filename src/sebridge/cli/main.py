@@ -127,6 +127,12 @@ def _parser() -> argparse.ArgumentParser:
         )
     )
 
+    _hooks_parser(
+        command("hooks", "readiness hooks: run an event's failed prepare hooks again"),
+        common,
+        as_json,
+    )
+
     policy = command("policy", "the policy's rules: which one decides an event, and why")
     policy_commands = policy.add_subparsers(
         dest="policy_command", metavar="SUBCOMMAND", required=True
@@ -207,6 +213,29 @@ def _with_config(
             return 1
 
     return run
+
+
+def _hooks_parser(hooks: argparse.ArgumentParser, *parents: argparse.ArgumentParser) -> None:
+    """`sebridge hooks retry` (cli/hooks.py)."""
+    hooks_commands = hooks.add_subparsers(dest="hooks_command", metavar="SUBCOMMAND", required=True)
+    retry = hooks_commands.add_parser(
+        "retry",
+        help="run an event's failed prepare hooks again, on every VM where they failed",
+        description="Run an event's failed prepare hooks again on every VM where they "
+        "failed (each VM's daemon picks the request up from the store); a held approval "
+        "is carried out once they succeed. Exit 0 requested, 1 the store failed, 3 refused "
+        "(unknown, gone or started event, no failed prepare hook).",
+        parents=list(parents),
+    )
+    retry.add_argument("event_id", metavar="EVENT_ID")
+    retry.add_argument("--as", dest="actor", help="who asks (default: your user name)")
+    retry.set_defaults(run=_with_config(_hooks_retry, secrets=False))
+
+
+def _hooks_retry(_commands: object, config: Config, args: argparse.Namespace) -> int:
+    from sebridge.cli.hooks import retry
+
+    return retry(config, args.event_id, actor=args.actor, as_json=args.json)
 
 
 def _policy_explain(_commands: object, config: Config, args: argparse.Namespace) -> int:

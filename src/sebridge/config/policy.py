@@ -90,11 +90,15 @@ _MATCHERS = (
 
 @dataclass(frozen=True)
 class HookSettings:
-    """One `[hooks.<name>]`: an argv run without a shell, killed after `timeout` seconds."""
+    """One `[hooks.<name>]`: an argv run without a shell, killed after `timeout` seconds. A
+    failed prepare hook runs again `retries` times, `retry_delay` seconds after each
+    failure, while NotBefore leaves it its timeout (hooks/retries.py)."""
 
     name: str = ""
     command: tuple[str, ...] = ()
     timeout: Seconds = option(300.0, gt=0.0, le=86400.0)
+    retries: int = option(0, ge=0, le=100)
+    retry_delay: Seconds = option(30.0, ge=0.0, le=86400.0)
 
 
 def seconds_of_day(clock: str) -> int:

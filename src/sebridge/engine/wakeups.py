@@ -59,6 +59,8 @@ class Wakeups:
             p.worker.wake()
         if "hook_runs" in tables:
             p.carrier.wake()  # a VM's readiness changed
+        if "hook_retries" in tables:
+            p.worker.wake()  # failed prepare hooks are to run again (`sebridge hooks retry`)
         if "outbox" in tables:
             p.dispatcher.wake()
 

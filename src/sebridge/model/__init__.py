@@ -18,6 +18,8 @@ from typing import Any
 from sebridge.model.leads import Lead
 
 __all__ = [
+    "AGAIN_RESTART",
+    "AGAIN_RETRY",
     "Approval",
     "Document",
     "EventSource",
@@ -150,6 +152,8 @@ class TransitionKind(StrEnum):
     # An alarm: the event started while a listed VM's prepare hooks had failed or not
     # finished (at NotBefore, or approved anyway). `note` names those VMs. Once per event.
     STARTED_UNREADY = "started_unready"
+    # A person asked the failed prepare hooks to run again (`sebridge hooks retry`): `note`.
+    HOOKS_RETRY = "hooks_retry"
 
 
 @dataclass(frozen=True)
@@ -158,8 +162,14 @@ class HookRun:
 
     Args:
         stage: "prepare" (before StartRequests) or "recover" (after the event ended).
-        attempt: 1, or more when a restart interrupted an earlier run (it runs again).
+        attempt: 1, or more for every run after the first (a restart interrupted one,
+            a retry): counts every run of the hook for this event on this VM.
         exit_code, timed_out, seconds, output, why: once it ended (output: its tail).
+        again: why this is not the first run: "" (it is), AGAIN_RESTART, AGAIN_RETRY,
+            or "asked by X" (`sebridge hooks retry`).
+        retry, retries: a prepare hook's try of its budget (0 the first, 1 the first retry)
+            and how many retries the hook has ([hooks.<name>] retries).
+        retry_at: for a failed run, when it runs again (None: this failure is final).
     """
 
     hook: str
@@ -171,6 +181,14 @@ class HookRun:
     seconds: float | None = None
     output: str = ""
     why: str = ""
+    again: str = ""
+    retry: int = 0
+    retries: int = 0
+    retry_at: str | None = None  # ISO 8601 UTC (a transition's JSON keeps it as text)
+
+
+# HookRun.again: a restart interrupted the run before; the hook's retries ran it again.
+AGAIN_RESTART, AGAIN_RETRY = "restart", "retry"
 
 
 @dataclass(frozen=True)

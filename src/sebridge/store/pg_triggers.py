@@ -37,6 +37,8 @@ _TRIGGERS = {
     ),
     # a VM's readiness changed: a hook ended (the carrier may now POST, or hold)
     "hook_runs": ("AFTER UPDATE ON hook_runs FOR EACH ROW WHEN (NEW.state <> 'running')",),
+    # a person asked failed prepare hooks to run again (`sebridge hooks retry`)
+    "hook_retries": ("AFTER INSERT OR UPDATE ON hook_retries FOR EACH ROW",),
 }
 _TABLES = tuple(name for m in MIGRATIONS for name in re.findall(r"CREATE TABLE (\w+)", m))
 _EXISTING = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1"
