@@ -131,8 +131,9 @@ def test_a_failed_drain_holds_and_a_persons_approval_is_held_too(
     assert reminder["remind_before"] == 1195
     env = cli_env()
     approved = run_cli("approve", event_id, "--config", str(config), "--as", "alice", env=env)
-    # Recorded; the drain the approval started runs: the person hears what it waits for.
-    assert approved.returncode == 0, approved.stderr
+    # Recorded, held (4): the drain the approval started runs, and the person hears what it
+    # waits for.
+    assert approved.returncode == 4, approved.stderr
     # (the drain may be starting or running at that instant: either way it waits for it)
     assert f"approval of {event_id} by alice: waiting for prepare hooks: vm0: " in approved.stdout
     assert "drain" in approved.stdout and "StartRequests goes to IMDS once" in approved.stdout
@@ -143,9 +144,12 @@ def test_a_failed_drain_holds_and_a_persons_approval_is_held_too(
     held = wait_line(out, event_id, "held", timeout=START)
     assert "held: drain failed (exit 1) on vm0: pool web: 3 sessions left" in held["note"]
     again = run_cli("approve", event_id, "--config", str(config), "--as", "bob", env=env)
-    assert again.returncode == 1
+    assert again.returncode == 4
     assert f"approval of {event_id} by bob: held: drain failed (exit 1) on vm0" in again.stdout
-    assert again.stdout.rstrip().endswith("(approved by alice first)"), again.stdout
+    assert "(approved by alice first)." in again.stdout, again.stdout
+    # ... and the two ways out.
+    assert f"sebridge hooks retry {event_id}" in again.stdout
+    assert f"sebridge approve {event_id} --anyway" in again.stdout
     assert sim.start_requests == []
     assert len(lines_of(out, event_id, "reminder")) == 1
     shown = run_cli("history", event_id, "--config", str(config), env=env)

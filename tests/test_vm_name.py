@@ -244,7 +244,7 @@ def test_approve_without_imds_records_for_a_daemon_and_invents_no_agent(
 ) -> None:
     cfg, event_id = known_event
     done = run_cli("approve", event_id, "--as", "alice", "--config", str(cfg), timeout=60)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 4, done.stdout + done.stderr  # held: recorded, not carried out
     assert "a daemon whose IMDS lists the event sends StartRequests" in done.stdout
     db = tmp_path / "s.db"
     assert query(db, "SELECT actor, state, claimed_by FROM approvals") == [
