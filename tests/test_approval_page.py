@@ -84,7 +84,7 @@ def test_post_approves_once_then_says_who(bridge: Bridge, sim: Simulator) -> Non
     done = bridge.post(link, name="Alice \u202eevil\x00")
     assert done.status_code == 200
     assert_hardened(done)
-    assert "Approved by approval link (Alice evil)" in text_of(done.text)
+    assert "Approved by Alice evil via approval link" in text_of(done.text)
     assert "Azure was told it may start now" in text_of(done.text)
     assert sim.start_requests == [event_id]
     approval = bridge.daemon.store.approval(event_id)
@@ -98,7 +98,7 @@ def test_post_approves_once_then_says_who(bridge: Bridge, sim: Simulator) -> Non
     again = bridge.post(link, name="Bob")
     assert again.status_code == 200
     said = text_of(again.text)
-    assert "Already approved by approval link (Alice evil) (via link) at" in said
+    assert "Already approved by Alice evil via approval link at" in said
     assert "Nothing more was sent" in said
     assert bridge.get(link).status_code == 200  # and GET says the same, no button
     assert "<form" not in bridge.get(link).text
@@ -266,5 +266,5 @@ def test_the_page_reopened_later_says_where_the_event_is_now(
     said = text_of(bridge.get(link).text)
     assert re.search(r"the Reboot is over: IMDS no longer lists it \(since \d{4}-", said), said
     assert "may start now" not in said and "has started" not in said
-    assert "Already approved by approval link (Ann)" in said
+    assert "Already approved by Ann via approval link" in said
     assert [p.ids for p in sim.posts] == [(event_id,)]

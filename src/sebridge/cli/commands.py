@@ -9,7 +9,8 @@ from __future__ import annotations
 import getpass
 import os
 import sys
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import TextIO
 
 from sebridge.approval.request import ApprovalRequest, Outcome
@@ -25,11 +26,16 @@ from sebridge.cli.runtime import (
 )
 from sebridge.config.loader import Config
 from sebridge.engine.runner import stop_signals_exit
+from sebridge.hooks.readiness import readiness
 from sebridge.kernel.clock import utcnow
 from sebridge.kernel.errors import BridgeError
 from sebridge.kernel.text import visible
+from sebridge.model import ScheduledEvent
 from sebridge.model.approval import ApprovalState, OutcomeKind
-from sebridge.store import ApprovalRecord, Store
+from sebridge.model.outlook import not_ready
+from sebridge.model.readiness import VmReadiness
+from sebridge.store import ApprovalRecord, EventRecord, Store
+from sebridge.web.links import LINK_KEY_SETTING, LinkSigner, approval_link
 
 __all__ = ["approve", "check", "events", "history", "once", "run"]
 
@@ -92,10 +98,24 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
     try:
         records = store.events(include_gone_since=now - timedelta(days=1) if show_all else None)
         polled = store.polled()
+        vms = _readiness(store, records, now, dry_run=config.policy.dry_run)
+        link = _approval_link(config, store)
     finally:
         store.close()
+    later = {r.event.event_id: fmt.next_of(r, vms.get(r.event.event_id, ()), now) for r in records}
     if as_json:
-        fmt.dump([fmt.event_json(r) for r in records], out)
+        fmt.dump(
+            [
+                fmt.event_json(
+                    r,
+                    later=later[r.event.event_id],
+                    not_ready=not_ready(vms.get(r.event.event_id, ())),
+                    approve_url=link(r.event) if link else None,
+                )
+                for r in records
+            ],
+            out,
+        )
         return OK
     if not records:
         said = (
@@ -132,6 +152,9 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
     ]
     fmt.table(head, rows, out)
     for r in records:
+        if later[r.event.event_id].held:
+            for line in fmt.held_lines(r, later[r.event.event_id]):
+                print(line, file=out)
         for d in r.deliveries:
             if d.state == "failed":
                 print(visible(f"! {r.event.event_id} {d.sink}: {d.last_error}"), file=out)
@@ -188,6 +211,36 @@ def approve(
         print(visible(_approval_line(final, outcome, new=new, asked_by=who)), file=out)
     refused = outcome.kind == OutcomeKind.REFUSED or final.state == ApprovalState.HELD
     return FAILED if refused else OK
+
+
+def _readiness(
+    store: Store, records: list[EventRecord], now: datetime, *, dry_run: bool
+) -> dict[str, tuple[VmReadiness, ...]]:
+    """Each listed VM's readiness, by event, for the events whose rule names prepare hooks
+    (what the daemon's messages show: hooks/readiness.py)."""
+    with_hooks = [r for r in records if r.decision.prepare and r.present]
+    if not with_hooks:
+        return {}
+    live = store.live_agents(now)
+    return {
+        r.event.event_id: readiness(
+            r.event,
+            r.decision.prepare,
+            store.hook_runs(r.event.event_id),
+            live=live,
+            dry_run=dry_run,
+        ).vms
+        for r in with_hooks
+    }
+
+
+def _approval_link(config: Config, store: Store) -> Callable[[ScheduledEvent], str] | None:
+    """Each event's approval link, when links are on (`[http] public_url`) and their key
+    is known (configured, or the one the daemon kept in the store): never made here."""
+    if not config.http.public_url:
+        return None
+    key = config.http.link_secret.reveal() or store.setting(LINK_KEY_SETTING)
+    return approval_link(config.http.public_url, LinkSigner(key)) if key else None
 
 
 def _as_stored(store: Store, typed: str) -> str:

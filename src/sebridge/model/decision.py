@@ -66,8 +66,10 @@ def effective(decision: Decision, event: ScheduledEvent) -> Decision:
 
 def offers_approval(action: str) -> bool:
     """Whether people are offered an approval (buttons, links, Jira status) for an event
-    with this action: not for "inform" (Azure starts it at NotBefore) nor "ignore"."""
-    return action not in (INFORM, IGNORE)
+    with this action: not for "inform" (Azure starts it at NotBefore) nor "ignore"; nor
+    for "approve": the policy's own approval is recorded with the event, and an Approve
+    button beside "sebridge approves this at once" would only answer "already"."""
+    return action not in (INFORM, IGNORE, APPROVE)
 
 
 def sinks_for(action: str, sinks: Sequence[str]) -> tuple[str, ...]:

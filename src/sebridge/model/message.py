@@ -16,7 +16,7 @@ from typing import Protocol
 from sebridge.kernel.text import clip, displayable, map_text
 from sebridge.model import Receipt, Transition, TransitionKind
 from sebridge.model.approval import ApprovalState, blocker
-from sebridge.model.decision import APPROVE, offers_approval
+from sebridge.model.decision import offers_approval
 from sebridge.model.outlook import Outlook, decided, outlook
 from sebridge.model.readiness import VmReadiness
 
@@ -99,11 +99,9 @@ class Message:
         """Whether a person is offered an approval (a button, a link, a Jira status): the
         policy offers one (not for "inform") and one would be carried out now, as of this
         transition and the approval at delivery (model/approval.py: blocker(); an event
-        whose approval waits for hooks or is held offers none). An event the policy
-        approves itself offers none either: its approval is recorded with the event."""
+        whose approval waits for hooks or is held offers none; nor does one the policy
+        approves itself: model/decision.py, offers_approval)."""
         t = self.transition
-        if self.policy == APPROVE:
-            return False
         return offers_approval(self.policy) and (
             blocker(approval=self.approval, present=t.kind not in _ENDS, started=t.event.started)
             is None
@@ -118,7 +116,6 @@ class Message:
         if self.approved_by is not None:
             return ApprovalState.POSTED
         return _ANNOUNCES.get(self.transition.kind)
-
 
     @property
     def held(self) -> bool:

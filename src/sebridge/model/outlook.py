@@ -103,7 +103,7 @@ def approver(actor: str, via: str | None, rule: str = "") -> str:
     (the page's actor is "approval link (NAME)"); "policy (rule "night freeze")"."""
     if actor == "policy" or via == "policy":
         return f'policy (rule "{rule}")' if rule and rule != NO_RULE else "policy"
-    if via == "link" and actor.startswith("approval link"):
+    if via in (None, "link") and actor.startswith("approval link"):
         name = actor.removeprefix("approval link").strip()
         if name.startswith("(") and name.endswith(")"):
             name = name[1:-1]

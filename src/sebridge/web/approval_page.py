@@ -29,6 +29,7 @@ from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ConfigError
 from sebridge.kernel.wsgi import StartResponse
 from sebridge.model.approval import BY_APPROVAL, Blocker, OutcomeKind
+from sebridge.model.outlook import approver, outlook
 from sebridge.model.readiness import VmReadiness
 from sebridge.store.records import EventRecord
 from sebridge.web.links import LinkError, LinkSigner
@@ -185,6 +186,8 @@ class ApprovalPage:
 
     def _page(self, template: str, record: EventRecord, *, outcome: str) -> str:
         readiness, prepare = self._readiness_of(record.event.event_id)
+        now = self._clock()
+        approval = record.approval
         return self._renderer.render(
             template,
             readiness=readiness,
@@ -192,10 +195,18 @@ class ApprovalPage:
             outcome=outcome,
             record=record,
             e=record.event,
-            approval=record.approval,
+            approval=approval,
+            who=approver(approval.actor, approval.via, record.decision.rule) if approval else "",
+            next=outlook(
+                record.event,
+                approval=approval.state if approval else None,
+                readiness=readiness,
+                now=now,
+                over=not record.present,
+            ),
             vm=self._host.vm_name(),
             dry_run=self._dry_run,
-            now=self._clock(),
+            now=now,
         )
 
     @staticmethod
