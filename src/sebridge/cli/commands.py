@@ -27,8 +27,9 @@ from sebridge.cli.runtime import (
 from sebridge.config.loader import Config
 from sebridge.engine.runner import stop_signals_exit
 from sebridge.hooks.readiness import readiness
+from sebridge.integrations.registry import load_config
 from sebridge.kernel.clock import utcnow
-from sebridge.kernel.errors import BridgeError
+from sebridge.kernel.errors import BridgeError, ConfigError
 from sebridge.kernel.text import visible
 from sebridge.model import ScheduledEvent
 from sebridge.model.approval import ApprovalState, OutcomeKind
@@ -236,10 +237,19 @@ def _readiness(
 
 def _approval_link(config: Config, store: Store) -> Callable[[ScheduledEvent], str] | None:
     """Each event's approval link, when links are on (`[http] public_url`) and their key
-    is known (configured, or the one the daemon kept in the store): never made here."""
+    is known: `link_secret`, or the one the daemon generated and kept in the store (never
+    made here). `events` loads no secrets (it works where only the service can read
+    them), so a configured `link_secret` is read now, with the config's other secrets;
+    when this user cannot read them, there is no link (the command still works)."""
     if not config.http.public_url:
         return None
-    key = config.http.link_secret.reveal() or store.setting(LINK_KEY_SETTING)
+    secret = config.http.link_secret
+    if secret.is_unread:
+        try:
+            secret = load_config(config.source).http.link_secret
+        except ConfigError:
+            return None
+    key = secret.reveal() or store.setting(LINK_KEY_SETTING)
     return approval_link(config.http.public_url, LinkSigner(key)) if key else None
 
 

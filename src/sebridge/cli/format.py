@@ -101,14 +101,14 @@ def event_json(
         ],
         # What happens next: when Azure starts it anyway (a held event), the VMs not ready,
         # and the ways out of a hold.
-        "azure_starts_at": r.event.not_before.isoformat()
-        if later and later.held and later.starts and r.event.not_before
-        else None,
+        "azure_starts_at": None,
         "not_ready": [
             {"vm": v.vm, "state": str(v.state), "hook": v.hook, "why": v.why} for v in not_ready
         ],
         "ways_out": [command for command, _ in later.ways_out] if later else [],
     }
+    if later and later.held and later.starts:  # NotBefore, spelt as `not_before` is
+        data["azure_starts_at"] = data.get("not_before")
     if approve_url and approvable(r):
         data["approve_url"] = approve_url
     if approvable(r):
