@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -268,3 +269,36 @@ def test_the_page_reopened_later_says_where_the_event_is_now(
     assert "may start now" not in said and "has started" not in said
     assert "Already approved by Ann via approval link" in said
     assert [p.ids for p in sim.posts] == [(event_id,)]
+
+
+def test_a_held_approval_is_not_approved_and_says_what_happens_next(
+    make_bridge: Callable[..., Bridge], tmp_path: Path
+) -> None:
+    """Finding 2: the page of a held event never says "Already approved"; it says held and
+    why, when Azure starts it anyway, the VM not ready, and the two ways out."""
+    fails = tmp_path / "fails.py"
+    fails.write_text("import sys\nprint('lb refused web1')\nsys.exit(1)\n")
+    bridge = make_bridge(
+        sections={
+            "policy": {"rules": [{"name": "drain first", "action": "ask", "prepare": ["drain"]}]},
+            "hooks": {"drain": {"command": [sys.executable, str(fails)]}},
+        }
+    )
+    event_id = bridge.schedule("Redeploy")
+    path = bridge.link(event_id)
+    bridge.post(path, name="carol (on-call)")
+    wait_until(
+        lambda: (a := bridge.daemon.store.approval(event_id)) is not None and a.state == "held",
+        10,
+        message="the approval held",
+    )
+    seen = text_of(bridge.get(path).text)
+    assert "Already approved" not in seen and "✅" not in seen
+    assert "Asked to approve by carol (on-call) via approval link at " in seen
+    assert "it is not approved yet" in seen and "(carol (on-call))" not in seen
+    assert "⛔ Held, not approved: drain failed (exit 1) on vm0" in seen
+    assert re.search(r"Azure starts it anyway at \S+ \S+ UTC \(in \d+ min\), ready or not", seen)
+    assert "Not ready: vm0: failed: drain exit 1: lb refused web1" in seen
+    assert f"sebridge hooks retry {event_id} : runs the failed prepare hooks again" in seen
+    assert f"sebridge approve {event_id} --anyway : starts it now" in seen
+    assert '<form method="post">' not in bridge.get(path).text
