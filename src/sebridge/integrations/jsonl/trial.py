@@ -63,9 +63,15 @@ def _line(note: TrialNote) -> dict[str, object]:
         "actor": None,
         "via": None,
         "policy": None,
+        "action": None,
+        "rule": None,
+        "approval": None,
         "dry_run": False,
         "note": note.text,
         **hook_fields(None),  # sink.record's hook fields, all null: no hook ran
         "remind_before": None,
+        "azure_starts_at": None,
+        "not_ready": [],
+        "ways_out": [],
         "maybe_repeat": False,
     }
