@@ -16,6 +16,7 @@ from tests.fakes.jira import FakeJira
 from tests.fakes.slack import FakeSlack
 from tests.fakes.teams import FakeTeams
 
+from sebridge.cli.format import history_line
 from sebridge.config.secrets import Secret
 from sebridge.integrations.console.sink import ConsoleSink
 from sebridge.integrations.jira.client import JiraApi
@@ -36,6 +37,7 @@ from sebridge.model.outlook import (
     starts_at,
 )
 from sebridge.model.readiness import VmReadiness, VmState
+from sebridge.store import HistoryEntry
 
 pytestmark = pytest.mark.usefixtures("no_proxy")
 
@@ -251,3 +253,13 @@ def test_a_recover_hooks_json_line_has_no_imds_status() -> None:
     assert line["status"] is None and line["stage"] == "recover"
     prepare = HookRun("drain", "prepare", "vm0", exit_code=0, seconds=0.4)
     assert record(message("hook_succeeded", hook=prepare))["status"] == "Scheduled"
+
+
+def test_history_says_who_approved_once() -> None:
+    policy = Transition("approved", event(), NOW, actor="policy", via="policy")
+    line = history_line(HistoryEntry(1, NOW, policy, ()))
+    assert line.endswith(f"{EVENT_ID} by policy") and "via policy" not in line
+    link = Transition("approved", event(), NOW, actor="approval link (carol (on-call))", via="link")
+    assert history_line(HistoryEntry(2, NOW, link, ())).endswith(
+        "by carol (on-call) via approval link"
+    )

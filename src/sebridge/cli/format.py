@@ -18,7 +18,7 @@ from sebridge.integrations.render import countdown
 from sebridge.kernel.text import visible
 from sebridge.model import TransitionKind
 from sebridge.model.decision import offers_approval
-from sebridge.model.outlook import Outlook, approve_command, outlook
+from sebridge.model.outlook import Outlook, approve_command, approver, outlook
 from sebridge.model.readiness import VmReadiness
 from sebridge.store import AuditEntry, EventRecord, HistoryEntry
 from sebridge.store.codec import event_to_dict
@@ -119,7 +119,7 @@ def event_json(
 def history_line(e: HistoryEntry) -> str:
     """One transition as `sebridge history` prints it (without its deliveries)."""
     t = e.transition
-    who = f" by {t.actor} via {t.via}" if t.actor else ""
+    who = f" by {approver(t.actor, t.via)}" if t.actor else ""
     said = hook_news(t) or t.note
     if t.remind_before is not None:
         said = f"{t.remind_before} s before NotBefore, nobody has approved it"

@@ -20,7 +20,6 @@ import os
 import sys
 import threading
 from dataclasses import asdict
-from datetime import datetime
 from typing import Any, BinaryIO, TextIO
 
 from sebridge.kernel.errors import PermanentDeliveryError, RetryableDeliveryError
@@ -36,14 +35,12 @@ TAIL = 64 * 1024  # bytes read back from the end of the file to find an earlier 
 _NEVER_WRITABLE = frozenset({errno.EISDIR, errno.ENOTDIR, errno.ENAMETOOLONG})
 
 
-def record(
-    message: Message, maybe_repeat: bool = False, now: datetime | None = None
-) -> dict[str, Any]:
+def record(message: Message, maybe_repeat: bool = False) -> dict[str, Any]:
     """The JSON object written for a message: stable keys, snake_case. maybe_repeat: an
     earlier attempt may have written this line where we cannot look. `approve_url` and
     `approve_command` are there only while an approval would be carried out now."""
     t, e = message.transition, message.transition.event
-    later = message.outlook(now or t.at)
+    later = message.outlook(t.at)  # only what it says, never its "in N min", is written
     about_next = message.held or t.kind in (TransitionKind.HELD, TransitionKind.REMINDER)
     line = {
         "ts": t.at.isoformat(),
