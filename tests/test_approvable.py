@@ -46,6 +46,8 @@ from sebridge.web.links import LinkSigner
 T0 = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=1)
 LINK = "https://sebridge.example.net/approve/"
+APPROVE_BUTTON = "Approve: let it start now"  # the page's Approve form
+ANYWAY_FIELD = '<input type="hidden" name="anyway" value="1">'  # its "Approve anyway" form
 
 STATES = [None, "pending", "posting", "waiting", "held", "posted", "dry_run", "failed", "abandoned"]
 SITUATIONS = ["present", "gone", "started"]
@@ -81,6 +83,7 @@ class Seen:
     link: str | None  # ... and its approval link
     open: bool  # in the Jira search's open events
     page: tuple[int, bool]  # the page's GET: status, and whether it offers an Approve form
+    anyway: tuple[bool, bool]  # "Approve anyway" offered: the last message (Message.anyway), page
 
 
 class Host:
@@ -174,7 +177,8 @@ def _seen(url: str) -> Iterator[dict[str, Seen]]:
                 last.approvable,
                 last.approve_url,
                 eid in open_ids,
-                (status, '<form method="post">' in body),
+                (status, APPROVE_BUTTON in body),
+                (last.anyway, ANYWAY_FIELD in body),
             )
         yield found
     finally:
@@ -188,6 +192,7 @@ def test_every_affordance_gives_the_one_answer(
 ) -> None:
     expected = answer(state, situation)
     offered = expected is None
+    anyway_offered = state in ("waiting", "held") and situation == "present"
     page_status = {Blocker.STARTED: 409, Blocker.GONE: 410}.get(expected, 200)
     assert seen[event_id(state, situation)] == Seen(
         blocker=expected,
@@ -196,6 +201,9 @@ def test_every_affordance_gives_the_one_answer(
         # The Jira search also takes started events: a person who moved the issue is told why.
         open=expected in (None, Blocker.STARTED),
         page=(page_status, offered),
+        # Instead of Approve: the approval waits for or is held by the prepare hooks, and the
+        # event can still start on it.
+        anyway=(anyway_offered, anyway_offered),
     )
 
 
@@ -269,6 +277,17 @@ def test_an_approval_held_or_waiting_is_offered_nowhere(
 
         (parent,) = slack.fake.messages.values()
         assert "approve" not in buttons(parent)
+        assert buttons(parent) == ["approve_anyway"]  # instead: anyway, behind a confirm dialog
+        (anyway,) = (
+            e for b in parent.blocks or () for e in b.get("elements", ()) if "confirm" in e
+        )
+        assert anyway["confirm"]["title"]["text"] == "Approve anyway?"
+        # (no readiness rows here: the gate is a stand-in)
+        said_first = anyway["confirm"]["text"]["text"]
+        assert (
+            said_first
+            == "Not ready: prepare hooks. Let the Redeploy start now anyway? (event `E1`)"
+        )
         card = card_of(teams.fake.posts[-1].body)
         assert "Changed: not before" in card  # the full card: it offers the link while approvable
         assert LINK not in card and "Approve…" not in card
@@ -285,7 +304,8 @@ def test_an_approval_held_or_waiting_is_offered_nowhere(
             f"http://127.0.0.1:{server.server_port}{PREFIX}{signer.token_for(moved)}", timeout=10
         )
     assert page.status_code == 200
-    assert '<form method="post">' not in page.text
+    assert APPROVE_BUTTON not in page.text
+    assert ANYWAY_FIELD in page.text  # Approve anyway instead (confirmed by a second POST)
     assert said in page.text
     assert sim.start_requests == []
 

@@ -301,4 +301,55 @@ def test_a_held_approval_is_not_approved_and_says_what_happens_next(
     assert "Not ready: vm0: failed: drain exit 1: lb refused web1" in seen
     assert f"sebridge hooks retry {event_id} : runs the failed prepare hooks again" in seen
     assert f"sebridge approve {event_id} --anyway : starts it now" in seen
-    assert '<form method="post">' not in bridge.get(path).text
+    # Approve anyway is offered (behind a confirming POST), never a plain Approve.
+    assert '<input type="hidden" name="anyway" value="1">' in bridge.get(path).text
+
+
+def test_a_held_event_offers_approve_anyway_behind_a_confirming_post(
+    make_bridge: Callable[..., Bridge], sim: Simulator, tmp_path: Path
+) -> None:
+    fails = tmp_path / "fails.py"
+    fails.write_text(
+        "import sys\nprint('drained 3 of 4')\nprint('<b>lb said 503</b>')\nsys.exit(1)\n"
+    )
+    bridge = make_bridge(
+        sections={
+            "policy": {"rules": [{"action": "approve", "prepare": ["fails"]}]},
+            "hooks": {"fails": {"command": [sys.executable, str(fails)]}},
+        }
+    )
+    event_id = bridge.schedule("Reboot")
+    store = bridge.daemon.store
+    wait_until(lambda: (a := store.approval(event_id)) is not None and a.state == "held", 10)
+    link = bridge.link(event_id)
+
+    shown = bridge.get(link)
+    assert shown.status_code == 200
+    seen = text_of(shown.text)
+    assert "Approve: let it start now" not in seen  # no Approve while held
+    assert "vm0: failed: fails exit 1" in seen
+    assert "drained 3 of 4 | &lt;b&gt;lb said 503&lt;/b&gt;" in shown.text  # tail, escaped
+    assert '<input type="hidden" name="anyway" value="1">' in shown.text
+    assert 'name="confirm"' not in shown.text
+    assert f"sebridge hooks retry {event_id}" in seen
+
+    held = bridge.post(link, name="Bob")  # an old page's Approve: held, and says so
+    assert "Held: fails failed (exit 1) on vm0" in text_of(held.text)
+    assert "Approve anyway…" in held.text
+    confirming = bridge.post(link, anyway="1", name="Carol")  # the first POST only asks
+    assert confirming.status_code == 200
+    assert '<input type="hidden" name="confirm" value="1">' in confirming.text
+    assert "Approving anyway lets the Reboot start now" in text_of(confirming.text)
+    bridge.sim.refresh()
+    assert sim.start_requests == []
+    assert store.approval(event_id).state == "held"  # type: ignore[union-attr]
+
+    done = bridge.post(link, anyway="1", confirm="1", name="Carol")
+    assert done.status_code == 200
+    assert "Azure was told it may start now" in text_of(done.text)
+    assert sim.start_requests == [event_id]
+    approval = store.approval(event_id)
+    assert approval is not None
+    assert (approval.state, approval.anyway_by) == ("posted", "approval link (Carol)")
+    again = bridge.get(link)
+    assert "<form" not in again.text  # carried out: neither Approve nor anyway

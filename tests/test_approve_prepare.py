@@ -49,7 +49,7 @@ def test_approve_without_a_daemon_waits_for_this_vms_prepare_hooks(
     db = tmp_path / "state.db"
     _stopped_long_ago(db)
     code, out, err = cli_main("approve", event_id, "--as", "alice", "--config", str(config))
-    assert code == 0, err
+    assert code == 4, err  # held: recorded, waiting for readiness
     assert "StartRequests sent" not in out
     assert f"approval of {event_id} by alice: waiting for prepare hooks: vm0: " in out
     assert sim.start_requests == []  # the drain has not run here: nothing POSTed
@@ -63,3 +63,34 @@ def _stopped_long_ago(db: Path) -> None:
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE documents SET seen_at = ?", (past,))
     conn.close()
+
+
+@pytest.mark.usefixtures("cli_in_process")
+def test_approve_exits_4_while_held_and_anyway_carries_it_out(
+    sim: Simulator, tmp_path: Path
+) -> None:
+    config = _config(tmp_path, sim, "vm0")
+    event_id = sim.schedule("Redeploy", notice=1200)
+    assert cli_main("once", "--config", str(config))[0] == 0
+    _stopped_long_ago(tmp_path / "state.db")
+    code, out, err = cli_main("approve", event_id, "--as", "alice", "--config", str(config))
+    assert code == 4, err
+    assert "waiting for prepare hooks" in out
+    assert f"`sebridge approve {event_id} --anyway`" in out
+    code, out, err = cli_main("approve", event_id, "--as", "bob", "--config", str(config))
+    assert code == 4, err  # still held; bob hears who approved first
+    assert "(approved by alice first)" in out
+    code, out, err = cli_main(
+        "approve", event_id, "--as", "bob", "--anyway", "--config", str(config)
+    )
+    assert code == 0, err
+    assert out.startswith(f"approved {event_id} anyway as bob: StartRequests sent to IMDS")
+    assert sim.start_requests == [event_id]
+    assert not (tmp_path / "drained").exists()
+    code, out, err = cli_main("approve", event_id, "--as", "carol", "--config", str(config))
+    assert code == 3, err  # refused: already approved
+    code, out, err = cli_main("history", event_id, "--config", str(config))
+    assert code == 0, err
+    assert "Approval by bob not carried out: waiting for prepare hooks" in out
+    assert "already approved by alice" in out  # carol's refused attempt
+    assert "approved anyway by bob; not ready: vm0: waiting (drain not started)" in out

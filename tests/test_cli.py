@@ -406,7 +406,7 @@ def test_approve_exit_codes_and_json(cfg: str, sim: Simulator) -> None:
     assert "CANCELLED" in out
 
     code, out, _ = run("approve", event_id, "--as", "dave", "--json", "--config", cfg)
-    assert code == 0
+    assert code == 3  # refused: already approved
     assert as_json(out) == {
         "event_id": event_id,
         "actor": "carol",
@@ -414,9 +414,10 @@ def test_approve_exit_codes_and_json(cfg: str, sim: Simulator) -> None:
         "state": "posted",
         "new": False,
         "error": None,
+        "anyway_by": None,
     }
     code, out, _ = run("approve", event_id, "--config", cfg)
-    assert code == 0
+    assert code == 3
     assert "already approved by carol" in out
 
     code, out, err = run(

@@ -13,6 +13,7 @@ from sebridge.integrations.console.sink import ConsoleSink
 from sebridge.integrations.render import Renderer
 from sebridge.kernel.errors import PermanentDeliveryError
 from sebridge.model import ScheduledEvent, Transition, TransitionKind
+from sebridge.model.leads import REMIND, REMIND_AFTER, Lead
 from sebridge.model.message import Message
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -80,3 +81,16 @@ def test_a_broken_template_stops_start_up_with_exit_2(
     )
     assert cli.main(["once", "--config", str(config)]) == 2
     assert "configuration error: console: template" in capsys.readouterr().err
+
+
+def test_the_first_line_names_the_reminders_its_notice_can_never_reach() -> None:
+    """15 minutes' notice: a 1200 s `remind` and an 1800 s `remind_after` can never come;
+    the scheduled line says so, once (later lines do not)."""
+    missed = (Lead(REMIND, 1200), Lead(REMIND_AFTER, 1800))
+    text = line(Transition(TransitionKind.SCHEDULED, EVENT, NOW, unreachable=missed))
+    assert (
+        "; Reminders that can never come (NotBefore is 900 s after it was first announced): "
+        "1200 s before NotBefore; 1800 s after it was first announced"
+    ) in text
+    assert text.count("\n") == 1
+    assert "can never come" not in line(Transition(TransitionKind.SCHEDULED, EVENT, NOW))

@@ -161,7 +161,7 @@ def test_cli_approval_reaches_imds_once_and_refusals_post_nothing(
     assert approved["dry_run"] is False
 
     again = run_cli("approve", event_id, "--config", cfg, "--as", "bob")
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == 3, again.stderr  # refused: already approved
     assert "already approved" in again.stdout
     assert "alice" in again.stdout  # the first approver stays the approver
 

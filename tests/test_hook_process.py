@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -203,3 +204,41 @@ def test_an_event_read_from_hostile_text_still_runs_its_hook(tmp_path: Path) -> 
     assert seen["env"]["SEBRIDGE_EVENT_SOURCE"] == "Plat\ufffdform"
     assert seen["env"]["SEBRIDGE_RESOURCES"] == "vm1,v\ufffdm2"
     assert seen["stdin"]["Description"] == "kept \x00 \ud800"
+
+
+# An event whose Description alone is over three times a pipe's 64 KiB.
+BIG = replace(EVENT, description="d" * 200_000)
+
+
+def test_the_timeout_covers_writing_a_big_event_to_a_hook_that_never_reads_it(
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "pid"
+    command = script(
+        tmp_path,
+        "deaf",
+        f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n",
+    )
+    outcome = run_hook(HookSpec("drain", command, timeout=1.0), BIG, stage="prepare", vm_name="vm1")
+    assert outcome.timed_out and not outcome.succeeded and outcome.exit_code is None
+    assert outcome.why() == "timed out after 1 s"
+    hook = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while process_alive(hook) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not process_alive(hook)  # its process group is gone
+
+
+def test_a_hook_that_exits_without_reading_a_big_event_succeeded(tmp_path: Path) -> None:
+    command = script(tmp_path, "quick", "print('drained')\n")
+    outcome = run_hook(HookSpec("drain", command, timeout=30), BIG, stage="prepare", vm_name="vm1")
+    assert outcome.succeeded and outcome.exit_code == 0 and outcome.output == "drained\n"
+
+
+def test_a_hook_that_reads_a_big_event_gets_all_of_it(tmp_path: Path) -> None:
+    out = tmp_path / "seen.json"
+    outcome = run_hook(
+        HookSpec("drain", seen_script(tmp_path, out)), BIG, stage="prepare", vm_name="vm1"
+    )
+    assert outcome.succeeded
+    assert json.loads(out.read_text())["stdin"]["Description"] == "d" * 200_000

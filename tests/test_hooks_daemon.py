@@ -23,9 +23,11 @@ from sebridge.engine.daemon import Daemon
 from sebridge.hooks.words import hook_news
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
+from sebridge.integrations.jsonl.sink import record
 from sebridge.kernel.clock import utcnow
 from sebridge.kernel.errors import StoreError
 from sebridge.model.approval import ApprovalState, OutcomeKind
+from sebridge.model.leads import REMIND, REMIND_AFTER, Lead
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
 
@@ -58,6 +60,12 @@ _WAIT_FOR_RELEASE = (
 )
 
 
+_FAILS_TWICE = (
+    "runs = open(os.path.join(os.path.dirname(__file__), 'ran')).read().count('flaky:')\n"
+    "if runs <= 2:\n    print(f'lb busy ({runs})'); sys.exit(1)\n"
+)
+
+
 @pytest.fixture
 def make_daemon(sim: Simulator, store_url: str, tmp_path: Path) -> Iterator[MakeDaemon]:
     made: list[Daemon] = []
@@ -67,6 +75,24 @@ def make_daemon(sim: Simulator, store_url: str, tmp_path: Path) -> Iterator[Make
         "undrain": {"command": hook_script(tmp_path, "undrain", "")},
         # Runs until the test creates tmp_path/release (at most 30 s).
         "slow": {"command": hook_script(tmp_path, "slow", _WAIT_FOR_RELEASE)},
+        # Fails its first two runs, then succeeds; retries at once.
+        "flaky": {
+            "command": hook_script(tmp_path, "flaky", _FAILS_TWICE),
+            "retries": 2,
+            "retry_delay": 0,
+        },
+        "fails_twice_tried": {
+            "command": hook_script(tmp_path, "fails_twice_tried", "print('503'); sys.exit(1)\n"),
+            "retries": 1,
+            "retry_delay": 60,
+        },
+        # A timeout longer than any notice: NotBefore is always nearer.
+        "fails_long": {
+            "command": hook_script(tmp_path, "fails_long", "sys.exit(2)\n"),
+            "retries": 3,
+            "retry_delay": 0,
+            "timeout": 86400,
+        },
     }
 
     def make(
@@ -371,15 +397,92 @@ def test_approved_events_are_not_reminded(sim: Simulator, make_daemon: MakeDaemo
     assert sink.of(approved, "reminder") == []
 
 
+def test_a_held_event_is_reminded_at_each_lead_of_either_kind(
+    sim: Simulator, make_daemon: MakeDaemon
+) -> None:
+    """The finding: once an approval was held, no reminder came until Azure started the
+    event. Held, it is reminded at its `remind_after` and `remind` leads, each once (a
+    restart says none again); the leads its 10 minutes' notice can never reach are said in
+    its first message. Nothing reaches IMDS."""
+    sink = ListSink()
+    shift = [timedelta(0)]
+    rules = [
+        {
+            "action": "approve",
+            "prepare": ["fails"],
+            "remind": [1200, 300],
+            "remind_after": [60, 900],
+        }
+    ]
+
+    def clock() -> datetime:
+        return utcnow() + shift[0]
+
+    d = make_daemon(rules, sink, clock=clock)
+    event_id = sim.schedule("Redeploy", notice=600)
+    tick(d)
+    tick(d)
+    assert len(sink.of(event_id, "held")) == 1 and sink.of(event_id, "reminder") == []
+    (first,) = sink.of(event_id, "scheduled")
+    assert first.transition.unreachable == (Lead(REMIND, 1200), Lead(REMIND_AFTER, 900))
+    assert record(first)["unreachable_reminders"] == [{"remind": 1200}, {"remind_after": 900}]
+    # No document change from here on: only the wake at the hold has the reminders look.
+    shift[0] = timedelta(seconds=70)
+    tick(d)
+    shift[0] = timedelta(seconds=310)
+    tick(d)
+    d.store.close()
+    again = make_daemon(rules, sink, clock=clock)
+    tick(again)
+    reminders = sink.of(event_id, "reminder")
+    said = [(m.transition.remind_before, m.transition.remind_after) for m in reminders]
+    assert said == [(None, 60), (300, None)]
+    assert all(m.transition.while_held for m in reminders)
+    assert all(m.approval_state == ApprovalState.HELD for m in reminders)  # sinks word it so
+    lines = [record(m) for m in reminders]
+    assert [(x["remind_before"], x["remind_after"], x["while_held"]) for x in lines] == [
+        (None, 60, True),
+        (300, None, True),
+    ]
+    assert sim.start_requests == []
+
+
+def test_remind_after_and_remind_of_the_same_seconds_are_two_reminders(
+    sim: Simulator, make_daemon: MakeDaemon
+) -> None:
+    """An unanswered ask event: 120 s after it was first announced, and 120 s before
+    NotBefore, each its own reminder (their keys never collide); waiting for its hooks
+    after a person approved, it gets none."""
+    sink = ListSink()
+    shift = [timedelta(0)]
+    rules = [{"action": "ask", "remind": [120], "remind_after": [120]}]
+    d = make_daemon(rules, sink, clock=lambda: utcnow() + shift[0])
+    event_id = sim.schedule("Redeploy", notice=600)
+    tick(d)
+    assert sink.of(event_id, "scheduled")[0].transition.unreachable == ()
+    shift[0] = timedelta(seconds=130)
+    tick(d)
+    shift[0] = timedelta(seconds=490)
+    tick(d)
+    reminders = sink.of(event_id, "reminder")
+    said = [(m.transition.remind_before, m.transition.remind_after) for m in reminders]
+    assert said == [(None, 120), (120, None)]
+    assert not any(m.transition.while_held for m in reminders)
+    history = [h for h in d.store.history() if h.transition.kind == "reminder"]
+    assert len(history) == 2
+
+
 @pytest.fixture
 def fleet(sim: Simulator, pg_url: str, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     """Agents of one fleet on one PostgreSQL database, each its own VM; the hook `check`
     fails on vm1."""
     made: list[Daemon] = []
     check = hook_script(tmp_path, "check", "sys.exit(os.environ['SEBRIDGE_VM_NAME'] == 'vm1')\n")
+    undrain = hook_script(tmp_path, "undrain", "")
+    hooks = {"check": {"command": check}, "undrain": {"command": undrain}}
 
     def agent(vm: str, sink: ListSink, rules: list[dict[str, Any]]) -> Daemon:
-        config = from_mapping({"policy": {"rules": rules}, "hooks": {"check": {"command": check}}})
+        config = from_mapping({"policy": {"rules": rules}, "hooks": hooks})
         d = Daemon(
             ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
             Store(pg_url, agent=vm),
@@ -439,6 +542,31 @@ def test_one_failed_vm_holds_the_fleets_approval(
     assert lines == ["vm0: ready", "vm1: failed: check exit 1"]
 
 
+def test_every_agent_recovers_at_its_own_tick_after_the_end(
+    sim: Simulator, fleet: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    """Finding: after a 3-VM Reboot, undrain ran at once on the agent whose tick recorded the
+    end, a minute later on the others. Each agent's own tick that sees the event gone from
+    its own document runs its recover hook, whatever the others saw."""
+    sink = ListSink()
+    rules = [{"action": "approve", "prepare": ["check"], "recover": ["undrain"]}]
+    agents = [fleet(vm, sink, rules) for vm in ("vm0", "vm2", "vm3")]
+    event_id = sim.schedule("Reboot", resources=["vm0", "vm2", "vm3"])
+    for d in agents * 2:
+        d.tick()
+    assert sim.start_requests == [event_id]
+    sim.start_event(event_id)
+    for d in agents:
+        d.tick()
+    sim.complete(event_id)
+    for n, d in enumerate(agents, 1):
+        d.tick()  # this agent's document lost the event (the others' may not have yet)
+        recovered = sorted(r for r in ran(tmp_path) if r.startswith("undrain"))
+        assert recovered == [f"undrain:recover:{a.vm_name()}" for a in agents[:n]]
+    record = d.store.event(event_id)
+    assert record is not None and not record.present  # the last agent's document lost it too
+
+
 def test_every_recover_hook_runs_even_after_one_failed(
     sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
 ) -> None:
@@ -454,3 +582,210 @@ def test_every_recover_hook_runs_even_after_one_failed(
     assert ran(tmp_path) == ["fails:recover:vm0", "undrain:recover:vm0"]
     assert sink.kinds(event_id).count("hook_failed") == 1
     assert sink.kinds(event_id).count("hook_succeeded") == 1
+
+
+def test_approve_anyway_carries_out_a_held_approval_and_the_start_is_an_alarm(
+    sim: Simulator, make_daemon: MakeDaemon
+) -> None:
+    sink = ListSink()
+    d = make_daemon([{"action": "approve", "prepare": ["fails"]}], sink)
+    event_id = sim.schedule("Reboot")
+    tick(d)
+    tick(d)
+    assert sink.kinds(event_id)[-1] == "held"
+    # Without --anyway: held, told the two ways out; a double click is one note, to every sink.
+    for _ in range(2):
+        outcome = d.approvals.request(ApprovalRequest(event_id, "carol", "cli"), wait=1.0)
+        assert outcome.kind == OutcomeKind.HELD
+    d.dispatcher.deliver_due("list")
+    (note,) = sink.of(event_id, "problem")
+    assert note.transition.actor == "carol"
+    assert "Approval by carol not carried out: held: fails failed (exit 1) on vm0" in (
+        note.transition.note
+    )
+    assert f"`sebridge hooks retry {event_id}`" in note.transition.note
+    assert f"`sebridge approve {event_id} --anyway`" in note.transition.note
+    assert [h.transition.kind for h in d.store.history(event_id=event_id)].count("problem") == 1
+    assert sim.start_requests == []
+
+    outcome = d.approvals.request(ApprovalRequest(event_id, "carol", "cli", anyway=True), wait=1.0)
+    assert outcome.kind == OutcomeKind.APPROVED
+    assert sim.start_requests == [event_id]
+    d.dispatcher.deliver_due("list")
+    (approved,) = sink.of(event_id, "approved")
+    assert (approved.transition.actor, approved.transition.via) == ("carol", "cli")
+    assert approved.transition.note == (
+        "approved anyway by carol; not ready: vm0: failed: fails exit 1"
+    )
+    approval = d.store.approval(event_id)
+    assert approval is not None
+    assert (approval.state, approval.actor, approval.anyway_by) == ("posted", "policy", "carol")
+    # A second anyway finds it carried out: already approved.
+    again = d.approvals.request(ApprovalRequest(event_id, "dave", "cli", anyway=True), wait=0.5)
+    assert again.kind == OutcomeKind.ALREADY
+    assert sim.start_requests == [event_id]
+
+    sim.start_event(event_id)
+    tick(d)
+    tick(d)
+    assert sink.kinds(event_id)[-2:] == ["started", "started_unready"]
+    (alarm,) = sink.of(event_id, "started_unready")
+    assert alarm.transition.note == "started while not ready: vm0: failed: fails exit 1"
+
+
+def test_approve_anyway_does_not_wait_for_unfinished_prepare_hooks(
+    sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    sink = ListSink()
+    d = make_daemon([{"action": "ask", "prepare": ["drain"]}], sink, lead=60)
+    event_id = sim.schedule("Redeploy", notice=900)
+    tick(d)
+    outcome = d.approvals.request(ApprovalRequest(event_id, "U123", "slack", anyway=True), wait=1.0)
+    assert outcome.kind == OutcomeKind.APPROVED
+    assert sim.start_requests == [event_id]
+    assert ran(tmp_path) == []  # nothing waited for the drain
+    d.dispatcher.deliver_due("list")
+    (approved,) = sink.of(event_id, "approved")
+    assert approved.transition.note == (
+        "approved anyway by U123; not ready: vm0: waiting (drain not started)"
+    )
+
+
+def test_an_event_that_starts_ready_raises_no_alarm(
+    sim: Simulator, make_daemon: MakeDaemon
+) -> None:
+    sink = ListSink()
+    d = make_daemon([{"action": "approve", "prepare": ["drain"]}], sink)
+    event_id = sim.schedule("Reboot")
+    tick(d)
+    assert sim.start_requests == [event_id]
+    sim.start_event(event_id)
+    tick(d)
+    assert "started" in sink.kinds(event_id)
+    assert "started_unready" not in sink.kinds(event_id)
+
+
+def test_a_held_event_that_azure_starts_at_not_before_is_an_alarm_once_across_a_fleet(
+    sim: Simulator, make_daemon: MakeDaemon
+) -> None:
+    sink, other = ListSink(), ListSink()
+    rules = [{"action": "approve", "prepare": ["fails"]}]
+    d = make_daemon(rules, sink)
+    e = make_daemon(rules, other, vm="vm1")  # a second agent of the same store
+    event_id = sim.schedule("Reboot", resources=["vm0", "vm1"])
+    tick(d)
+    tick(d)
+    assert sim.start_requests == []
+    sim.start_event(event_id)  # NotBefore came: Azure starts it regardless
+    tick(d)
+    tick(e)
+    tick(d)
+    e.dispatcher.deliver_due("list")
+    alarms = sink.of(event_id, "started_unready") + other.of(event_id, "started_unready")
+    assert len(alarms) == 1
+    assert "vm0: failed: fails exit 1" in alarms[0].transition.note
+
+
+def news(sink: ListSink, event_id: str, kind: str) -> list[str]:
+    return [hook_news(m.transition) for m in sink.of(event_id, kind)]
+
+
+def test_a_failed_prepare_hook_runs_again_and_only_its_final_outcome_counts(
+    sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    sink = ListSink()
+    d = make_daemon([{"action": "approve", "prepare": ["flaky"]}], sink)
+    event_id = sim.schedule("Reboot", notice=1800)
+    tick(d)  # the first run fails: another try comes, so the approval waits, not held
+    assert ran(tmp_path) == ["flaky:prepare:vm0"]
+    approval = d.store.approval(event_id)
+    assert approval is not None and approval.state == ApprovalState.WAITING
+    assert sim.start_requests == []
+    tick(d)  # the second fails too
+    tick(d)  # the third succeeds: StartRequests goes
+    assert ran(tmp_path) == ["flaky:prepare:vm0"] * 3
+    assert sim.start_requests == [event_id]
+    tick(d)
+    assert sink.of(event_id, "held") == []
+    assert news(sink, event_id, "hook_started") == [
+        "flaky started on vm0 (attempt 1 of 3)",
+        "flaky started on vm0 again (attempt 2 of 3)",
+        "flaky started on vm0 again (attempt 3 of 3)",
+    ]
+    failed = news(sink, event_id, "hook_failed")
+    assert len(failed) == 2
+    assert failed[0].startswith("flaky failed (exit 1) on vm0: lb busy (1); runs again at ")
+    assert failed[0].endswith(" UTC (attempt 2 of 3)")
+    assert failed[1].endswith(" UTC (attempt 3 of 3)")
+
+
+def test_a_hook_whose_retries_are_spent_holds_once(
+    sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    now = [utcnow()]
+    sink = ListSink()
+    d = make_daemon(
+        [{"action": "approve", "prepare": ["fails_twice_tried"]}], sink, clock=lambda: now[0]
+    )
+    event_id = sim.schedule("Reboot", notice=1800)
+    tick(d)
+    tick(d)  # its retry_delay (60 s) has not passed: nothing runs again yet
+    assert ran(tmp_path) == ["fails_twice_tried:prepare:vm0"]
+    lines = [v.line() for v in d.hooks.shown(event_id)[0]]
+    assert lines[0].startswith("vm0: waiting (fails_twice_tried failed (exit 1), runs again at ")
+    now[0] += timedelta(seconds=61)
+    tick(d)  # the retry came: it fails again, and that is final
+    tick(d)
+    assert ran(tmp_path) == ["fails_twice_tried:prepare:vm0"] * 2
+    assert sim.start_requests == []
+    held = sink.of(event_id, "held")
+    assert len(held) == 1
+    assert "fails_twice_tried failed (exit 1, attempt 2) on vm0" in held[0].transition.note
+    assert news(sink, event_id, "hook_failed")[-1].endswith("; no retries left (attempt 2 of 2)")
+
+
+def test_no_retry_when_notbefore_is_nearer_than_the_hooks_timeout(
+    sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    sink = ListSink()
+    d = make_daemon([{"action": "approve", "prepare": ["fails_long"]}], sink)
+    event_id = sim.schedule("Reboot", notice=1800)
+    tick(d)
+    tick(d)
+    assert ran(tmp_path) == ["fails_long:prepare:vm0"]
+    assert len(sink.of(event_id, "held")) == 1
+    assert news(sink, event_id, "hook_failed")[0].endswith(
+        "; no time for another try before NotBefore (attempt 1 of 4)"
+    )
+
+
+def test_a_hooks_retry_runs_again_on_the_agent_where_it_failed_only(
+    sim: Simulator, fleet: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    sink = ListSink()
+    rules = [{"action": "approve", "prepare": ["check"]}]
+    vm0, vm1 = fleet("vm0", sink, rules), fleet("vm1", sink, rules)
+    event_id = sim.schedule("Reboot", resources=["vm0", "vm1"], notice=1800)
+    for d in (vm1, vm0, vm1, vm0):
+        d.tick()
+    vm0.dispatcher.deliver_due("list")
+    assert len(sink.of(event_id, "held")) == 1
+    assert sorted(ran(tmp_path)) == ["check:prepare:vm0", "check:prepare:vm1"]
+    # What `sebridge hooks retry` records (tests/test_hooks_retry.py runs the command).
+    answer = vm0.store.request_hook_retry(
+        event_id, actor="alice", via="cli", now=utcnow(), sinks_for=lambda r: ("list",)
+    )
+    assert answer.runs == (("vm1", "check"),) and answer.released
+    vm0.heard(frozenset({"hook_retries"}))  # vm0 has nothing to run again
+    vm1.heard(frozenset({"hook_retries"}))  # its listener hears the request: check runs again
+    for d in (vm0, vm1):
+        d.carrier.wake()
+    vm0.dispatcher.deliver_due("list")
+    assert sorted(ran(tmp_path)) == ["check:prepare:vm0", "check:prepare:vm1", "check:prepare:vm1"]
+    # It failed again on vm1: held again, and said again (a new attempt, a new hold).
+    assert sim.start_requests == []
+    held = [m.transition.note for m in sink.of(event_id, "held")]
+    assert len(held) == 2 and "check failed (exit 1, attempt 2) on vm1" in held[1]
+    assert [m.transition.note for m in sink.of(event_id, "hooks_retry")] == [
+        "hooks retry requested by alice: check on vm1 runs again; the held approval waits for them"
+    ]

@@ -23,6 +23,7 @@ from sebridge.integrations.jira.sink import JiraSink
 from sebridge.integrations.render import Renderer
 from sebridge.kernel.errors import PermanentDeliveryError, RetryableDeliveryError
 from sebridge.model import Receipt, ScheduledEvent, Transition
+from sebridge.model.leads import REMIND, REMIND_AFTER, Lead
 from sebridge.model.message import Message
 
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
@@ -426,3 +427,16 @@ def test_deleted_issue_is_a_permanent_error_naming_it(jira: FakeJira) -> None:
 def test_texts_are_fitted_as_jira_counts_them(text: str, limit: int, expected: str) -> None:
     assert fit(text, limit) == expected
     assert len(expected.encode("utf-16-le")) // 2 <= limit
+
+
+def test_the_issue_names_the_reminders_its_notice_can_never_reach(jira: FakeJira) -> None:
+    sink = make_sink(jira)
+    missed = (Lead(REMIND, 10**8), Lead(REMIND_AFTER, 10**8))
+    first = Transition("scheduled", event(), NOW, unreachable=missed)
+    sink.send(Message(first, "vm0", "ask"))
+    (issue,) = jira.issues.values()
+    assert "\nReminders that can never come (" in issue["description"]
+    assert (
+        "100000000 s before NotBefore; 100000000 s after it was first announced"
+        in issue["description"]
+    )

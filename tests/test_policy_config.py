@@ -56,7 +56,7 @@ def test_rules_and_hooks_are_read_in_order(script: str) -> None:
                         "recover": ["drain"],
                         "on_prepare_failure": "approve",
                     },
-                    {"action": "ask", "remind": [60, 600]},
+                    {"action": "ask", "remind": [60, 600], "remind_after": [900, 300, 900]},
                 ],
             },
             "hooks": {"drain": {"command": [script, "--grace", "60"], "timeout": 30}},
@@ -78,10 +78,23 @@ def test_rules_and_hooks_are_read_in_order(script: str) -> None:
             recover=("drain",),
             on_prepare_failure="approve",
         ),
-        RuleSettings(name="rule 2", action="ask", remind=(600, 60)),
+        # remind in the order they come: descending; remind_after: ascending, once each.
+        RuleSettings(name="rule 2", action="ask", remind=(600, 60), remind_after=(300, 900)),
     )
     assert config.hooks == {"drain": HookSettings("drain", (script, "--grace", "60"), 30.0)}
     assert config.warnings == ()
+
+
+def test_an_approve_rule_whose_hooks_can_hold_its_event_may_remind() -> None:
+    """A held approval is reminded of (Azure starts the event at NotBefore anyway): an
+    "approve" rule with prepare hooks that hold may set reminders; one that cannot hold
+    (on_prepare_failure "approve") may not."""
+    rule = {"action": "approve", "prepare": ["t"], "remind": [300], "remind_after": [600]}
+    config = from_mapping({"policy": {"rules": [rule]}, "hooks": {"t": {"command": ["true"]}}})
+    assert (config.policy.rules[0].remind, config.policy.rules[0].remind_after) == ((300,), (600,))
+    never_held = {**rule, "on_prepare_failure": "approve"}
+    problem = _problem({"policy": {"rules": [never_held]}, "hooks": {"t": {"command": ["true"]}}})
+    assert "policy.rules[1].remind: only" in problem and "policy.rules[1].remind_after" in problem
 
 
 def test_a_bare_hook_command_is_found_on_path() -> None:
@@ -180,11 +193,22 @@ def _rule(**rule: Any) -> dict[str, Any]:
         (_rule(this_vm="yes"), 'policy.rules[1].this_vm: expected true or false, got "yes"'),
         (
             _rule(remind=[600, "120"]),
-            "policy.rules[1].remind: expected a list of integers, got a list",
+            'policy.rules[1].remind: "120" is not a duration: give seconds (600) or a number and a unit',
+        ),
+        (
+            _rule(remind_after=[0]),
+            "policy.rules[1].remind_after: must be >= 1, got 0",
         ),
         (
             {"policy": {"rules": [{"action": "approve", "remind": [60]}]}},
-            'policy.rules[1].remind: only an "ask" event is reminded of (action is "approve")',
+            'policy.rules[1].remind: only an "ask" event, or an "approve" one whose prepare '
+            'hooks can hold it (on_prepare_failure "hold"), is reminded of (action is "approve")',
+        ),
+        (
+            {"policy": {"rules": [{"action": "inform", "remind_after": [60]}]}},
+            'policy.rules[1].remind_after: only an "ask" event, or an "approve" one whose '
+            'prepare hooks can hold it (on_prepare_failure "hold"), is reminded of '
+            '(action is "inform")',
         ),
         (
             _rule(evnet_types=["Reboot"]),

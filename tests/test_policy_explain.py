@@ -104,7 +104,11 @@ def test_an_event_file_on_a_monday_is_asked_with_reasons(cfg: str, tmp_path: Pat
         "      event_types: Reboot is one of Reboot",
         "decision: ask: a person decides (Approve buttons, links, Jira status)",
         "  rule: reboots",
-        "  reminders: 600 s, 180 s before NotBefore, while nobody approved",
+        "  reminders: 600 s, 180 s before NotBefore, while nobody approved it or its approval "
+        "is held",
+        # Explained at --at, long after the file's NotBefore: as if first seen then.
+        "  reminders that can never come (NotBefore had come when it was first announced): "
+        "600 s, 180 s before NotBefore",
     ]
 
 
@@ -207,6 +211,38 @@ def test_an_event_from_the_store_shows_what_was_recorded(cfg: str, sim: Simulato
     code, out, _ = run("policy", "explain", "--config", cfg, eid)
     assert "Reboot, Scheduled" in out and "decision: ask: a person decides" in out
     assert "the recorded decision is the one that counts" not in out
+
+
+def test_the_leads_an_events_notice_can_never_reach_are_named(
+    tmp_path: Path, sim: Simulator
+) -> None:
+    """A 900 s `remind` and a 700 s `remind_after` cannot come for a Redeploy with 10
+    minutes' notice: explain names them, counted from the event's first sight."""
+    rules = '[[policy.rules]]\naction = "ask"\nremind = [900, 120]\nremind_after = [700, 60]\n'
+    path = write_config(
+        tmp_path / "sebridge.toml",
+        endpoint=sim.url,
+        db=tmp_path / "state.db",
+        vm_name="vm0",
+        extra=rules,
+    )
+    eid = sim.schedule("Redeploy", notice=600)
+    assert run("once", "--config", str(path))[0] == 0
+    code, out, err = run("policy", "explain", "--config", str(path), eid)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert (
+        "  reminders: 900 s, 120 s before NotBefore; 60 s, 700 s after it was first announced, "
+        "while nobody approved it or its approval is held"
+    ) in lines
+    said = [line for line in lines if "can never come" in line]
+    assert len(said) == 1, lines
+    notice, leads = said[0].split(" s after it was first announced): ")
+    assert notice.startswith("  reminders that can never come (NotBefore is ")
+    assert 590 <= int(notice.rpartition(" ")[2]) <= 600  # the simulator's notice, from first sight
+    assert leads == "900 s before NotBefore; 700 s after it was first announced"
+    code, out, _ = run("policy", "explain", "--config", str(path), eid, "--json")
+    assert json.loads(out)["unreachable_reminders"] == [{"remind": 900}, {"remind_after": 700}]
 
 
 def test_builtin_rules_are_named_after_their_keys(tmp_path: Path, sim: Simulator) -> None:

@@ -1,4 +1,5 @@
-"""Reminders (engine/reminders.py): a store error at a reminder's lead loses nothing. The next
+"""Reminders (engine/reminders.py): a store error at a reminder's lead loses nothing, for a
+`remind` and a `remind_after` lead; a held approval is reminded of, no other. The next
 lead and what was said change only once the store answered, so the same lead is tried again:
 at the next tick without threads, after the worker's back-off with them.
 
@@ -16,7 +17,8 @@ import pytest
 from helpers import wait_until
 from sebridge.engine.reminders import Reminders
 from sebridge.kernel.errors import StoreError
-from sebridge.model import Document, ScheduledEvent, Transition, TransitionKind
+from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
+from sebridge.model.approval import ApprovalState
 from sebridge.model.decision import ASK, Decision
 from sebridge.store import EventRecord, Store
 
@@ -110,3 +112,60 @@ def test_a_store_error_at_the_lead_is_tried_again_after_the_workers_back_off(
     assert flaky.failed == 1
     assert reminders_in(store) == [LEAD]
     assert recorded == [1]  # the dispatcher was woken for it, once
+
+
+def test_a_store_error_at_a_remind_after_lead_delays_it_once(store: Store) -> None:
+    """The same for a `remind_after` lead (seconds after the event was first announced):
+    the store fails at the lead, comes back later; the reminder is recorded once, late."""
+    event = ScheduledEvent("E2", "Reboot", "Scheduled", ("vm0",), not_before=NOT_BEFORE)
+    store.apply(
+        Document(2, (event,)),
+        [(Transition(TransitionKind.SCHEDULED, event, T0), ["list"])],
+        T0,
+        decisions={"E2": Decision(ASK, "asked", remind_after=(120,))},
+    )
+    flaky = Flaky(store)
+    reminders = Reminders(flaky, lambda action: ["list"])
+    reminders.round(T0)
+    at_lead = T0 + timedelta(seconds=120)
+    flaky.fail = 2
+    for now in (at_lead, at_lead + timedelta(seconds=1)):  # the store is away at the lead
+        assert reminders.due(now)
+        with pytest.raises(StoreError):
+            reminders.round(now)
+    later = at_lead + timedelta(seconds=90)  # back: said late, once
+    assert reminders.due(later) and reminders.round(later) == 1
+    assert not reminders.due(later + timedelta(seconds=1))
+    said = [h.transition for h in store.history() if h.transition.kind == TransitionKind.REMINDER]
+    assert [(t.event_id, t.remind_after, t.remind_before, t.at) for t in said] == [
+        ("E2", 120, None, later)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("state", "reminded"),
+    [
+        (ApprovalState.HELD, True),
+        (ApprovalState.PENDING, False),
+        (ApprovalState.POSTING, False),
+        (ApprovalState.WAITING, False),
+        (ApprovalState.POSTED, False),
+        (ApprovalState.DRY_RUN, False),
+        (ApprovalState.FAILED, False),
+        (ApprovalState.ABANDONED, False),
+    ],
+)
+def test_only_a_held_approval_is_reminded_of(store: Store, state: str, reminded: bool) -> None:
+    """An approved event is reminded of only while its approval is held (Azure starts it at
+    NotBefore all the same), from the hold on; not while it is carried out, under way or
+    waiting for hooks."""
+    store.record_approval(Approval("E1", "alice", "slack", T0))
+    held_at = T0 + timedelta(seconds=5)
+    store.db.execute(
+        "UPDATE approvals SET state = ?, done_at = ? WHERE event_id = ?",
+        (state, held_at.isoformat(), "E1"),
+    )
+    reminders = Reminders(store, lambda action: ["list"])
+    assert reminders.round(AT_LEAD) == int(reminded)
+    said = [h.transition for h in store.history() if h.transition.kind == TransitionKind.REMINDER]
+    assert [(t.remind_before, t.while_held) for t in said] == ([(LEAD, True)] if reminded else [])

@@ -389,6 +389,18 @@ def test_minimum_notice_is_default_and_enforced(
         sim.schedule(event_type, notice=minimum - 1)
 
 
+def test_a_short_notice_is_refused_pointing_to_the_time_scale(sim: Simulator) -> None:
+    """Azure never gives less than the minimum, so the simulator neither: the error says
+    how to wait less (a faster clock), with the scale that fits the notice asked for."""
+    with pytest.raises(ValueError) as caught:
+        sim.schedule("Reboot", notice=60)
+    assert str(caught.value) == (
+        "notice: Reboot needs at least 900 seconds of notice, got 60; for a shorter wait, run"
+        " the simulator faster: --time-scale 15 (time_scale = 15 in a scenario) makes 900 s"
+        " of notice pass in 60 s"
+    )
+
+
 def test_terminate_notice_setting(clock: FakeClock) -> None:
     sim = Simulator(clock=clock, terminate_notice=600)
     sim.schedule("Terminate", notice=600)

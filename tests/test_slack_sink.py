@@ -28,6 +28,7 @@ from sebridge.integrations.slack.sink import (
 )
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
 from sebridge.model import Receipt, ScheduledEvent, Transition
+from sebridge.model.leads import REMIND, REMIND_AFTER, Lead
 from sebridge.model.message import Message
 
 TOKEN = "xoxb-1111-2222-SECRETSECRET"
@@ -636,3 +637,15 @@ def test_broken_template_fails_check_templates_naming_it(
         with pytest.raises(PermanentDeliveryError, match="slack: template"):
             sink.send(attempt)
     assert fake.calls == []  # nothing reaches Slack, not even half an update
+
+
+def test_the_first_message_names_the_reminders_its_notice_can_never_reach(
+    fake: _FakeWebApi, sink: SlackSink
+) -> None:
+    missed = (Lead(REMIND, 10**8), Lead(REMIND_AFTER, 10**8))
+    first = Transition("scheduled", event(), NOW, unreachable=missed)
+    receipt = sink.send(Message(transition=first, vm_name="vm1", policy="ask"))
+    assert receipt is not None
+    shown = texts(fake.messages[CHANNEL, receipt.data["ts"]]["blocks"])
+    assert ":alarm_clock: Reminders that can never come (NotBefore is " in shown
+    assert "100000000 s before NotBefore; 100000000 s after it was first announced" in shown

@@ -196,7 +196,7 @@ def test_a_lost_listen_connection_comes_back_and_counts_every_table_as_written(p
             )
         # Whatever was committed while nobody listened may need acting on: all of it is.
         wait_until(lambda: heard, 10, message="the listener to reconnect")
-        assert heard == [frozenset({"outbox", "approvals", "hook_runs"})]
+        assert heard == [frozenset({"outbox", "approvals", "hook_runs", "hook_retries"})]
         other = Store(pg_url, agent="cli")
         e = ScheduledEvent("E9", "Reboot", "Scheduled", ("vm0",))
         other.apply(Document(1, (e,)), [], datetime.now(UTC))

@@ -16,6 +16,7 @@ from sebridge.integrations.teams.card import MAX_PAYLOAD
 from sebridge.integrations.teams.sink import TeamsSink
 from sebridge.kernel.errors import PermanentDeliveryError, RetryableDeliveryError
 from sebridge.model import ScheduledEvent, Transition
+from sebridge.model.leads import REMIND, Lead
 from sebridge.model.message import Message
 
 NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
@@ -306,3 +307,19 @@ def test_proxy_variables_are_honoured(teams: FakeTeams, monkeypatch: pytest.Monk
     s.send(message())
     assert [p.status for p in teams.posts] == [202]
     s.close()
+
+
+@pytest.mark.parametrize("fmt", ["adaptive", "messagecard"])
+def test_the_first_card_names_the_reminders_its_notice_can_never_reach(
+    teams: FakeTeams, fmt: str
+) -> None:
+    """14 min 10 s of notice: a 900 s `remind` can never come (a 600 s one can)."""
+    url = teams.workflows_url if fmt == "adaptive" else teams.connector_url
+    first = Transition("scheduled", event(), NOW, unreachable=(Lead(REMIND, 900),))
+    sink(url, fmt).send(Message(first, "vm0", "ask"))
+    said = json.dumps(teams.posts[0].body, ensure_ascii=False)
+    assert "Reminders that can never come (NotBefore is 850 s after it was first announced)" in said
+    assert "900 s before NotBefore" in said
+    later = Transition("reminder", event(), NOW, remind_before=600)
+    sink(url, fmt).send(Message(later, "vm0", "ask"))
+    assert "can never come" not in json.dumps(teams.posts[1].body, ensure_ascii=False)

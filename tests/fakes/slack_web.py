@@ -92,6 +92,25 @@ def _element_errors(element: Any, where: str) -> list[str]:
             errors.append(f"must be less than 2001 characters [json-pointer:{where}/value]")
         if "style" in element and element["style"] not in ("primary", "danger"):
             errors.append(f"must be one of primary, danger [json-pointer:{where}/style]")
+        if "confirm" in element:
+            errors += _confirm_errors(element["confirm"], f"{where}/confirm")
+    return errors
+
+
+def _confirm_errors(confirm: Any, where: str) -> list[str]:
+    """A confirmation dialog object (docs.slack.dev/reference/block-kit/composition-objects/
+    confirmation-dialog-object): title, text, confirm and deny required, each within its limit."""
+    if not isinstance(confirm, dict):
+        return [f"must be an object [json-pointer:{where}]"]
+    errors = _text_errors(confirm.get("title"), f"{where}/title", 100, plain_only=True)
+    errors += _text_errors(confirm.get("text"), f"{where}/text", 300)
+    for button in ("confirm", "deny"):
+        errors += _text_errors(confirm.get(button), f"{where}/{button}", 30, plain_only=True)
+    if "style" in confirm and confirm["style"] not in ("primary", "danger"):
+        errors.append(f"must be one of primary, danger [json-pointer:{where}/style]")
+    extra = set(confirm) - {"title", "text", "confirm", "deny", "style"}
+    if extra:
+        errors.append(f"unexpected fields {sorted(extra)} [json-pointer:{where}]")
     return errors
 
 

@@ -38,11 +38,11 @@ from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ImdsError, ImdsRequestError, ImdsTimeoutError, StoreError
 from sebridge.kernel.worker import Worker
-from sebridge.model import Transition, TransitionKind
+from sebridge.model import Transition, TransitionKind, outlook
 from sebridge.model.approval import ApprovalState
 from sebridge.store import ApprovalRecord, EventRecord, Store
 
-__all__ = ["CLAIM_LEASE", "RETRY_DELAY", "Carrier"]
+__all__ = ["CLAIM_LEASE", "RETRY_DELAY", "Carrier", "anyway_note"]
 
 log = logging.getLogger("sebridge.approve")
 
@@ -207,6 +207,11 @@ class Carrier:
         # A POST that may have gone out already passed the gate: holding it now would
         # say "nothing was sent to IMDS", which may be false.
         answer = GO if self._dry_run or approval.maybe_sent else self._gate(record)
+        actor, via = approval.actor, approval.via
+        if (answer.wait or answer.hold) and approval.anyway_by is not None:
+            # Approve anyway: someone asked for it despite the unready VMs; say who and which.
+            actor, via = approval.anyway_by, approval.anyway_via or approval.via
+            answer = GateAnswer(note=anyway_note(actor, answer))
         if answer.wait or answer.hold:
             self._settling(approval)
             return self._not_ready(record, approval, answer)
@@ -214,8 +219,8 @@ class Carrier:
             kind=TransitionKind.WOULD_APPROVE if self._dry_run else TransitionKind.APPROVED,
             event=record.event,
             at=self._clock(),
-            actor=approval.actor,
-            via=approval.via,
+            actor=actor,
+            via=via,
             dry_run=self._dry_run,
             note=answer.note,
         )
@@ -282,3 +287,9 @@ class Carrier:
             problem=note,
             kind=TransitionKind.HELD,
         )
+
+
+def anyway_note(actor: str, answer: GateAnswer) -> str:
+    """What an approval carried out anyway says: by whom, and which VMs were not ready and
+    why (the gate's wait or hold when it names none)."""
+    return outlook.anyway_note(actor, answer.unready or answer.hold or answer.wait)

@@ -21,6 +21,8 @@ class GateAnswer:
     wait: str = ""  # not yet: the listed VMs are still preparing
     hold: str = ""  # never: a prepare hook failed and the rule says hold
     note: str = ""  # go, and say this (a prepare hook failed; the rule says approve anyway)
+    # With wait or hold: the VMs not ready and why (what an approval anyway names).
+    unready: str = ""
 
 
 GO = GateAnswer()

@@ -23,11 +23,14 @@ class ApprovalRequest:
         event_id: as typed or clicked (matched case-insensitively).
         actor: who (a Slack user id, "approval link (Ann)", a Jira user, a login name).
         via: through what: "slack", "link", "jira", "cli", "demo".
+        anyway: carry it out despite failed or unfinished prepare hooks (approve anyway):
+            an approval held or waiting for the VMs' readiness is carried out now.
     """
 
     event_id: str
     actor: str
     via: str
+    anyway: bool = False
 
 
 @dataclass(frozen=True)

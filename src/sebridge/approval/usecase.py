@@ -22,6 +22,7 @@ from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Approval, Transition, TransitionKind
 from sebridge.model.approval import BY_APPROVAL, ApprovalState, Blocker, OutcomeKind
 from sebridge.model.decision import offers_approval
+from sebridge.model.outlook import ways_out
 from sebridge.store import ApprovalRecord, AuditEntry, EventRecord, Store
 
 __all__ = ["DEFAULT_WAIT", "Approvals"]
@@ -67,25 +68,29 @@ class Approvals:
         """Approve `req.event_id` for `req.actor`; the outcome once known (or after `wait`)."""
         record = self._store.event(req.event_id.strip())
         if record is None:
-            self._metrics.approval_settled(req.via, OutcomeKind.REFUSED)
-            return _refused(req.event_id, Blocker.UNKNOWN, None)
+            return self._refused(req, _refused(req.event_id, Blocker.UNKNOWN, None))
         event_id = record.event.event_id
         blocked = record.blocker()
         if blocked is not None and blocked not in BY_APPROVAL:
-            self._metrics.approval_settled(req.via, OutcomeKind.REFUSED)
-            return _refused(event_id, blocked, record)
-        new = blocked is None and self._store.record_approval(
-            Approval(event_id, req.actor, req.via, self._clock())
-        )
+            return self._refused(req, _refused(event_id, blocked, record))
+        if blocked is None:
+            asked = Approval(event_id, req.actor, req.via, self._clock())
+            new = self._store.record_approval(asked, anyway=req.anyway)
+        else:  # approve anyway turns one held or waiting for readiness into one carried out
+            new = req.anyway and self._store.approve_anyway(event_id, req.actor, req.via)
         if new and self._carrier is not None:
             self._carrier.wake()
-        approval = self._settled(event_id, wait)
+        approval = self._settled(event_id, wait, anyway=req.anyway and new)
         fresh = self._store.event(event_id) or record
-        if not new and approval.state == ApprovalState.HELD:  # held too, and told why
+        if not new and approval.state in (ApprovalState.HELD, ApprovalState.WAITING):
+            # Held too, and told why; the attempt is news (history, every sink).
+            self._note_held(req, approval, fresh)
             return Outcome(OutcomeKind.HELD, event_id, _state_note(approval), approval, fresh)
         if not new:
             self._metrics.approval_settled(req.via, OutcomeKind.ALREADY)
-            return Outcome(OutcomeKind.ALREADY, event_id, _state_note(approval), approval, fresh)
+            note = _state_note(approval)
+            self.refuse(req, f"already approved by {approval.actor} ({approval.state}): {note}")
+            return Outcome(OutcomeKind.ALREADY, event_id, note, approval, fresh)
         return _outcome(event_id, approval, fresh)
 
     def take(self, event_id: str, actor: str, via: str) -> bool:
@@ -121,9 +126,33 @@ class Approvals:
             AuditEntry(self._clock(), req.event_id, req.actor, req.via, "refused", why)
         )
 
-    def _settled(self, event_id: str, wait: float) -> ApprovalRecord:
+    def _refused(self, req: ApprovalRequest, outcome: Outcome) -> Outcome:
+        """A request refused before anything was recorded: counted. The channel keeps it for
+        history (refuse()) when a person asked: the Jira search asks again every round."""
+        self._metrics.approval_settled(req.via, OutcomeKind.REFUSED)
+        return outcome
+
+    def _note_held(
+        self, req: ApprovalRequest, approval: ApprovalRecord, record: EventRecord
+    ) -> None:
+        """Announce an approval asked for and not carried out because the event's approval is
+        held or waits for readiness: one note per (event, who, what it came to), so a
+        double click says it once; every sink hears it, as a problem."""
+        why = _state_note(approval)
+        held = approval.state == ApprovalState.HELD
+        out = ways_out(record.event.event_id, held=held)
+        note = f"Approval by {req.actor} not carried out: {why}. {out}"
+        now = self._clock()
+        problem = Transition(
+            TransitionKind.PROBLEM, record.event, now, actor=req.actor, via=req.via, note=note
+        )
+        self._store.record_transition(problem, self._sinks_for(record.policy), now)
+        self._on_recorded()
+
+    def _settled(self, event_id: str, wait: float, *, anyway: bool = False) -> ApprovalRecord:
         """The approval once the carrier is done with it (carried out, refused, abandoned, or
-        put back after a failed POST), or as it stands after `wait` seconds."""
+        put back after a failed POST), or as it stands after `wait` seconds. One turned
+        anyway is not done while it waits: the carrier has yet to let it through."""
         deadline = time.monotonic() + wait
         while True:
             rounds = self._carrier.rounds if self._carrier is not None else 0
@@ -133,7 +162,7 @@ class Approvals:
             # Done with: carried out or closed, put back after an attempt (IMDS failed), or
             # waiting for the VMs' prepare hooks (minutes, not seconds: say so now).
             put_back = approval.state == ApprovalState.PENDING and approval.attempts > 0
-            waiting = approval.state == ApprovalState.WAITING
+            waiting = approval.state == ApprovalState.WAITING and not anyway
             if not approval.open or put_back or waiting or left <= 0:
                 return approval
             if self._carrier is not None:

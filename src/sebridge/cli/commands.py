@@ -1,12 +1,15 @@
 """What each `sebridge` subcommand does, given a loaded Config.
 
 Exit codes: 0 done; 1 something failed at run time (IMDS, store); 2 bad
-usage or configuration; 3 an approval was refused.
+usage or configuration; 3 an approval was refused (unknown, gone, started, already
+approved); 4 an approval was recorded and held (waiting for readiness, held by a
+failed hook, or not carried out yet).
 """
 
 from __future__ import annotations
 
 import getpass
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -33,18 +36,20 @@ from sebridge.kernel.errors import BridgeError, ConfigError
 from sebridge.kernel.text import visible
 from sebridge.model import ScheduledEvent
 from sebridge.model.approval import ApprovalState, OutcomeKind
-from sebridge.model.outlook import not_ready
+from sebridge.model.outlook import not_ready, ways_out
 from sebridge.model.readiness import VmReadiness
 from sebridge.store import ApprovalRecord, EventRecord, Store
 from sebridge.web.links import LINK_KEY_SETTING, LinkSigner, approval_link
 
 __all__ = ["approve", "check", "events", "history", "once", "run"]
 
-OK, FAILED, USAGE, REFUSED = 0, 1, 2, 3
+OK, FAILED, USAGE, REFUSED, HELD = 0, 1, 2, 3, 4
+log = logging.getLogger("sebridge.config")
 
 
 def run(config: Config) -> int:
     """The daemon, until SIGTERM/SIGINT."""
+    _say_warnings(config)
     with stop_signals_exit():  # building waits for IMDS to say this VM's name
         runner = build_runner(config)
     daemon = runner.daemon
@@ -57,9 +62,17 @@ def run(config: Config) -> int:
     return runner.run()
 
 
+def _say_warnings(config: Config) -> None:
+    """What `check` says as "warning:", once at start: a daemon started without `check`
+    must still tell that a hook never runs or a rule never matches."""
+    for warning in config.warnings:
+        log.warning("%s", warning)
+
+
 def once(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
     """One tick, then deliver what it produced (bounded by the shutdown grace)."""
     out = out or sys.stdout
+    _say_warnings(config)
     daemon = build_daemon(config, stdout=sys.stderr if as_json else None)
     try:
         daemon.take_back_claims()
@@ -163,10 +176,18 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
 
 
 def approve(
-    config: Config, event_id: str, *, actor: str | None, as_json: bool, out: TextIO | None = None
+    config: Config,
+    event_id: str,
+    *,
+    actor: str | None,
+    as_json: bool,
+    anyway: bool = False,
+    out: TextIO | None = None,
 ) -> int:
     """Approve an event and show what became of it: the daemon carries it out (or this
-    process, when no daemon holds the store); the daemon retries a POST that failed."""
+    process, when no daemon holds the store); the daemon retries a POST that failed.
+    `anyway`: despite failed or unfinished prepare hooks. Exit: 0 carried out (dry run:
+    would be), 1 IMDS or the store failed, 3 refused, 4 held (the line says which)."""
     out = out or sys.stdout
     who = actor or os.environ.get("SUDO_USER") or getpass.getuser()
     if missing_store(config) is not None:
@@ -182,7 +203,7 @@ def approve(
         imds.close()
         raise
     try:
-        request = ApprovalRequest(_as_stored(store, event_id), who, "cli")
+        request = ApprovalRequest(_as_stored(store, event_id), who, "cli", anyway=anyway)
         outcome = desk.request(request)
         if outcome.approval is None:  # refused before anything was recorded
             # Kept beside Slack's refused clicks: `sebridge history` shows both.
@@ -204,14 +225,28 @@ def approve(
                 "state": final.state,
                 "new": new,
                 "error": final.last_error,
+                "anyway_by": final.anyway_by,
             },
             out,
         )
     else:
         # IMDS's text as `events` shows it: no terminal escape or line break acts here.
         print(visible(_approval_line(final, outcome, new=new, asked_by=who)), file=out)
-    refused = outcome.kind == OutcomeKind.REFUSED or final.state == ApprovalState.HELD
-    return FAILED if refused else OK
+    return _exit_code(outcome, final)
+
+
+def _exit_code(outcome: Outcome, final: ApprovalRecord) -> int:
+    """0 carried out (dry run: would be); 1 IMDS refused it or did not answer; 3 refused
+    (already approved, or the event went first); 4 held: recorded, not carried out (waiting
+    for readiness, held by a failed hook, or no agent carried it out yet)."""
+    if outcome.kind == OutcomeKind.APPROVED:
+        return OK
+    if outcome.kind == OutcomeKind.ALREADY or final.state == ApprovalState.ABANDONED:
+        return REFUSED
+    unanswered = final.last_error is not None and final.state == ApprovalState.PENDING
+    if final.state == ApprovalState.FAILED or unanswered:  # IMDS refused, or did not answer
+        return FAILED
+    return HELD
 
 
 def _readiness(
@@ -267,20 +302,27 @@ def _approval_line(final: ApprovalRecord, outcome: Outcome, *, new: bool, asked_
     event_id, who = final.event_id, final.actor
     if final.state in (ApprovalState.HELD, ApprovalState.WAITING):  # readiness hooks
         first = "" if who == asked_by else f" (approved by {who} first)"
-        return f"approval of {event_id} by {asked_by}: {outcome.reason}{first}"
+        out = ways_out(event_id, held=final.state == ApprovalState.HELD)
+        return f"approval of {event_id} by {asked_by}: {outcome.reason}{first}. {out}"
     if not new:
         return f"{event_id} was already approved by {who} ({final.state})"
+    anyway = " anyway" if final.anyway_by is not None else ""
+    if final.anyway_by is not None:
+        who = final.anyway_by
     if final.state == ApprovalState.POSTED:
-        return f"approved {event_id} as {who}: StartRequests sent to IMDS"
+        return f"approved {event_id}{anyway} as {who}: StartRequests sent to IMDS"
     if final.state == ApprovalState.DRY_RUN:
-        return f"would approve {event_id} as {who}: dry run (policy.dry_run), nothing sent to IMDS"
+        return (
+            f"would approve {event_id}{anyway} as {who}: dry run (policy.dry_run), "
+            "nothing sent to IMDS"
+        )
     if outcome.kind == OutcomeKind.REFUSED:  # IMDS refused it, or the event went first
         why = outcome.reason
     elif final.last_error is None:  # this VM's IMDS does not list it: a daemon's that does POSTs
         why = "a daemon whose IMDS lists the event sends StartRequests"
     else:
         why = f"{final.last_error}; the daemon retries it"
-    return f"approval of {event_id} recorded ({final.state}): {why}"
+    return f"approval of {event_id}{anyway} recorded ({final.state}): {why}"
 
 
 def history(

@@ -18,7 +18,7 @@ from sebridge.integrations.render import countdown
 from sebridge.kernel.text import visible
 from sebridge.model import TransitionKind
 from sebridge.model.decision import offers_approval
-from sebridge.model.outlook import Outlook, approve_command, approver, outlook
+from sebridge.model.outlook import Outlook, approve_command, approved_as, approver, outlook
 from sebridge.model.readiness import VmReadiness
 from sebridge.store import AuditEntry, EventRecord, HistoryEntry
 from sebridge.store.codec import event_to_dict
@@ -121,8 +121,17 @@ def history_line(e: HistoryEntry) -> str:
     t = e.transition
     who = f" by {approver(t.actor, t.via)}" if t.actor else ""
     said = hook_news(t) or t.note
-    if t.remind_before is not None:
-        said = f"{t.remind_before} s before NotBefore, nobody has approved it"
+    if t.kind == TransitionKind.APPROVED and t.actor:  # an approval anyway names it once
+        by, said = approved_as(t.actor, t.via, "", t.note)
+        who = f" {by}"
+    if t.remind_before is not None or t.remind_after is not None:
+        lead = (
+            f"{t.remind_before} s before NotBefore"
+            if t.remind_before is not None
+            else f"{t.remind_after} s after it was first announced"
+        )
+        state = "its approval is held" if t.while_held else "nobody has approved it"
+        said = f"{lead}, {state}"
     return (
         f"{e.at:%Y-%m-%d %H:%M:%S} {t.kind:<9} {t.event.event_type:<9} {t.event_id}{who}"
         f"{' [DRY RUN]' if t.dry_run else ''}{': ' + said if said else ''}"
@@ -145,6 +154,8 @@ def history_json(e: HistoryEntry) -> dict[str, Any]:
         "note": t.note,
         "hook": asdict(t.hook) if t.hook else None,
         "remind_before": t.remind_before,
+        "remind_after": t.remind_after,
+        "while_held": t.while_held,
         "deliveries": [
             {"sink": d.sink, "state": d.state, "attempts": d.attempts, "error": d.last_error}
             for d in e.deliveries

@@ -80,9 +80,16 @@ def _parser() -> argparse.ArgumentParser:
     approve = command("approve", "approve an event: IMDS may start it now", common, as_json)
     approve.add_argument("event_id", metavar="EVENT_ID")
     approve.add_argument("--as", dest="actor", help="who approves (default: your user name)")
+    approve.add_argument(
+        "--anyway",
+        action="store_true",
+        help="carry it out despite failed or unfinished prepare hooks (held or waiting)",
+    )
     approve.set_defaults(
         run=_with_config(
-            lambda cmd, c, a: cmd.approve(c, a.event_id, actor=a.actor, as_json=a.json),
+            lambda cmd, c, a: cmd.approve(
+                c, a.event_id, actor=a.actor, as_json=a.json, anyway=a.anyway
+            ),
             secrets=False,
         )
     )
@@ -118,6 +125,12 @@ def _parser() -> argparse.ArgumentParser:
             ),
             unit_credentials=True,
         )
+    )
+
+    _hooks_parser(
+        command("hooks", "readiness hooks: run an event's failed prepare hooks again"),
+        common,
+        as_json,
     )
 
     policy = command("policy", "the policy's rules: which one decides an event, and why")
@@ -214,6 +227,29 @@ def _with_config(
             return 1
 
     return run
+
+
+def _hooks_parser(hooks: argparse.ArgumentParser, *parents: argparse.ArgumentParser) -> None:
+    """`sebridge hooks retry` (cli/hooks.py)."""
+    hooks_commands = hooks.add_subparsers(dest="hooks_command", metavar="SUBCOMMAND", required=True)
+    retry = hooks_commands.add_parser(
+        "retry",
+        help="run an event's failed prepare hooks again, on every VM where they failed",
+        description="Run an event's failed prepare hooks again on every VM where they "
+        "failed (each VM's daemon picks the request up from the store); a held approval "
+        "is carried out once they succeed. Exit 0 requested, 1 the store failed, 3 refused "
+        "(unknown, gone or started event, no failed prepare hook).",
+        parents=list(parents),
+    )
+    retry.add_argument("event_id", metavar="EVENT_ID")
+    retry.add_argument("--as", dest="actor", help="who asks (default: your user name)")
+    retry.set_defaults(run=_with_config(_hooks_retry, secrets=False))
+
+
+def _hooks_retry(_commands: object, config: Config, args: argparse.Namespace) -> int:
+    from sebridge.cli.hooks import retry
+
+    return retry(config, args.event_id, actor=args.actor, as_json=args.json)
 
 
 def _policy_explain(_commands: object, config: Config, args: argparse.Namespace) -> int:

@@ -58,6 +58,7 @@ def explain(
     """Print the recorded decision (an event from the store), then which rule matches the
     event and why, and why each earlier rule did not."""
     out = out or sys.stdout
+    first_seen: datetime | None = None  # a file's event: as if first seen now
     try:
         moment = _moment(at) if at is not None else utcnow()
         if (event_id is None) == (event_file is None):
@@ -71,11 +72,12 @@ def explain(
             then = not (now or at is not None)  # as of the decision: the default
             event = recorded.first_event if then else recorded.event
             moment = recorded.first_seen if then else moment
+            first_seen = recorded.first_seen  # its reminders' leads count from then
         vm = vm_name or _this_vm(config)
     except _BadInput as exc:
         print(f"sebridge: policy explain: {exc}", file=sys.stderr)
         return USAGE
-    result = explain_rules(event, build_policy(config.policy), vm, moment)
+    result = explain_rules(event, build_policy(config.policy), vm, moment, first_seen)
     as_of = "file" if recorded is None else "now" if now else "at" if at else "first_seen"
     if as_json:
         data = result.as_json()
@@ -155,6 +157,8 @@ def _moment(at: str | None) -> datetime:
 
 
 def _from_store(config: Config, event_id: str) -> _Recorded:
+    """The event as now and as first seen, its recorded decision, and when it was first
+    seen (the decision's moment; its reminders' leads count from then)."""
     unknown = f"unknown event {event_id}: not in the store (see `sebridge events --all`)"
     if missing_store(config) is not None:
         raise _BadInput(f"{unknown}; sebridge has not run with this store yet")

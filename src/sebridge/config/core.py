@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sebridge.config import checks
+from sebridge.config.durations import Seconds, WholeSeconds
 from sebridge.config.policy import RuleSettings
 from sebridge.config.reader import Reader, option
 from sebridge.config.secrets import Secret
@@ -41,8 +42,8 @@ class ImdsConfig:
 
     endpoint: str = "http://169.254.169.254"
     api_version: str = option(DEFAULT_API_VERSION, choices=API_VERSIONS)
-    poll_interval: float = option(1.0, ge=0.2, le=3600.0, why="IMDS allows 5 requests/s")
-    timeout: float = option(
+    poll_interval: Seconds = option(1.0, ge=0.2, le=3600.0, why="IMDS allows 5 requests/s")
+    timeout: Seconds = option(
         5.0, gt=0.0, le=120.0, why="IMDS answers in milliseconds; its first call waits 120 s anyway"
     )
     vm_name: str = ""  # empty: ask IMDS for the compute name
@@ -81,11 +82,11 @@ class PolicyConfig:
     dry_run: bool = False
     approve_user_events: bool = True
     # 0 disables
-    approve_freeze_under_seconds: int = option(
+    approve_freeze_under_seconds: WholeSeconds = option(
         9, ge=0, le=3600, why="a Freeze lasts seconds; 3600 already approves every Freeze"
     )
     only_this_vm: bool = False
-    prepare_lead_seconds: int = option(300, ge=0, le=86400, why="a day")
+    prepare_lead_seconds: WholeSeconds = option(300, ge=0, le=86400, why="a day")
     rules: tuple[RuleSettings, ...] = ()
 
 
@@ -93,9 +94,9 @@ class PolicyConfig:
 class DispatchConfig:
     """[dispatch]: delivery retries and shutdown."""
 
-    retry_for_seconds_after_gone: int = option(3600, ge=0, le=604800, why="a week")
-    max_backoff_seconds: float = option(300.0, gt=0.0, le=3600.0, why="an hour")
-    shutdown_grace_seconds: float = option(
+    retry_for_seconds_after_gone: WholeSeconds = option(3600, ge=0, le=604800, why="a week")
+    max_backoff_seconds: Seconds = option(300.0, gt=0.0, le=3600.0, why="an hour")
+    shutdown_grace_seconds: Seconds = option(
         5.0,
         ge=0.0,
         le=25.0,
@@ -117,7 +118,7 @@ class HttpConfig:
     public_url: str = ""
     # Anyone holding one link can test keys offline: a short one is found in seconds.
     # (A Secret is immutable: one default object may serve every instance.)
-    link_secret: Secret = option(  # noqa: RUF009
+    link_secret: Secret = option(
         _UNSET,
         min_bytes=32,
         why="make one with `openssl rand -base64 32`, or leave it unset and sebridge"

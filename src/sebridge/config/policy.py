@@ -18,12 +18,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from sebridge.config.durations import Seconds, WholeSeconds
 from sebridge.config.pattern import PatternError, user_pattern
 from sebridge.config.reader import Reader, option
+from sebridge.model import EventType
 
 __all__ = [
     "ACTIONS",
     "DAYS",
+    "EVENT_TYPES",
     "OLD_KEYS",
     "HookSettings",
     "RuleSettings",
@@ -37,7 +40,8 @@ ACTIONS = ("approve", "ask", "inform", "ignore")
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")  # date.weekday() order
 # The keys that shape the built-in rules; with [[policy.rules]] they would do nothing.
 OLD_KEYS = ("approve_user_events", "approve_freeze_under_seconds", "only_this_vm")
-_KNOWN_TYPES = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")
+# The documented types: a rule naming another (a slip: "Terminte") would match nothing.
+EVENT_TYPES = tuple(t.value for t in EventType)
 _CLOCK = re.compile(r"([01]\d|2[0-3]):([0-5]\d)|24:00")
 
 
@@ -57,18 +61,19 @@ class RuleSettings:
     """One `[[policy.rules]]` table. A matcher left out (None) matches any event."""
 
     name: str = ""  # "" -> "rule N"
-    event_types: tuple[str, ...] | None = None
+    event_types: tuple[str, ...] | None = option(None, choices=EVENT_TYPES)
     sources: tuple[str, ...] | None = option(None, choices=("Platform", "User"))
-    min_duration_seconds: int | None = option(None, ge=0)
-    max_duration_seconds: int | None = option(None, ge=0)
+    min_duration_seconds: WholeSeconds | None = option(None, ge=0)
+    max_duration_seconds: WholeSeconds | None = option(None, ge=0)
     this_vm: bool | None = None
     description: str | None = None
     window: WindowSettings | None = None
     action: str = option("", choices=ACTIONS)  # required: checked in check_rules
     prepare: tuple[str, ...] = ()
     recover: tuple[str, ...] = ()
-    remind: tuple[int, ...] = option((), ge=1)
+    remind: tuple[WholeSeconds, ...] = option((), ge=1)
     on_prepare_failure: str = option("hold", choices=("hold", "approve"))
+    remind_after: tuple[WholeSeconds, ...] = option((), ge=1)
 
 
 # The keys that narrow which events a rule matches; a rule without any matches them all.
@@ -85,11 +90,15 @@ _MATCHERS = (
 
 @dataclass(frozen=True)
 class HookSettings:
-    """One `[hooks.<name>]`: an argv run without a shell, killed after `timeout` seconds."""
+    """One `[hooks.<name>]`: an argv run without a shell, killed after `timeout` seconds. A
+    failed prepare hook runs again `retries` times, `retry_delay` seconds after each
+    failure, while NotBefore leaves it its timeout (hooks/retries.py)."""
 
     name: str = ""
     command: tuple[str, ...] = ()
-    timeout: float = option(300.0, gt=0.0, le=86400.0)
+    timeout: Seconds = option(300.0, gt=0.0, le=86400.0)
+    retries: int = option(0, ge=0, le=100)
+    retry_delay: Seconds = option(30.0, ge=0.0, le=86400.0)
 
 
 def seconds_of_day(clock: str) -> int:
@@ -153,7 +162,8 @@ def check_rules(
     rd: Reader,
 ) -> tuple[RuleSettings, ...]:
     """Checks of the rules together and against [hooks]; returns them with their names
-    filled in ("rule N") and `remind` in descending order."""
+    filled in ("rule N"), `remind` in descending and `remind_after` in ascending order
+    (the order they come in)."""
     old = [f"policy.{k}" for k in OLD_KEYS if f"policy.{k}" in given]
     if rules and old:
         rd.error(
@@ -175,7 +185,14 @@ def check_rules(
         elif all(getattr(rule, m) is None for m in _MATCHERS):
             catch_all = f'policy.rules[{n}] ("{name}") before it'
         _check_rule(key, rule, hooks, rd)
-        checked.append(replace(rule, name=name, remind=tuple(sorted(set(rule.remind))[::-1])))
+        checked.append(
+            replace(
+                rule,
+                name=name,
+                remind=tuple(sorted(set(rule.remind))[::-1]),
+                remind_after=tuple(sorted(set(rule.remind_after))),
+            )
+        )
     used = {h for r in rules for h in (*r.prepare, *r.recover)}
     for name in hooks:
         if name not in used:
@@ -188,12 +205,6 @@ def _check_rule(
 ) -> None:
     if not rule.action:
         rd.error(f"{key}.action", f"required: one of {', '.join(ACTIONS)}")
-    for kind in rule.event_types or ():
-        if kind not in _KNOWN_TYPES:
-            rd.warnings.append(
-                f'{key}.event_types: "{kind}" is no documented event type '
-                f"({', '.join(_KNOWN_TYPES)}); the rule matches it only if IMDS sends exactly that"
-            )
     low, high = rule.min_duration_seconds, rule.max_duration_seconds
     if low is not None and high is not None and low > high:
         rd.error(f"{key}.min_duration_seconds", f"{low} is above max_duration_seconds ({high})")
@@ -211,8 +222,20 @@ def _check_rule(
                 rd.error(f"{key}.{stage}", f'no hook "{hook}" ([hooks.{hook}]; defined: {known})')
         if getattr(rule, stage) and rule.action == "ignore":
             rd.error(f"{key}.{stage}", "an ignored event runs no hooks")
-    if rule.remind and rule.action != "ask":
-        rd.error(f"{key}.remind", f'only an "ask" event is reminded of (action is "{rule.action}")')
+    _check_reminders(key, rule, rd)
+
+
+def _check_reminders(key: str, rule: RuleSettings, rd: Reader) -> None:
+    # Reminders follow an event nobody approved ("ask") or whose approval is held: an
+    # "approve" rule's event is held when its prepare hooks fail and it says "hold".
+    holds = rule.action == "approve" and rule.prepare and rule.on_prepare_failure == "hold"
+    for remind in ("remind", "remind_after"):
+        if getattr(rule, remind) and rule.action != "ask" and not holds:
+            rd.error(
+                f"{key}.{remind}",
+                'only an "ask" event, or an "approve" one whose prepare hooks can hold it '
+                f'(on_prepare_failure "hold"), is reminded of (action is "{rule.action}")',
+            )
 
 
 def _check_window(key: str, window: WindowSettings, rd: Reader) -> None:

@@ -4,7 +4,11 @@ A dataclass field is a config key: its annotation says how to read it (bool,
 int, float, str, tuple[str, ...], tuple[int, ...], Secret, another such
 dataclass (a nested table), a tuple of them (an array of tables, each named
 `key[N]` from 1), or `X | None`: None when the key is absent), its default is the key's default,
-and its metadata (see `option`) holds limits and choices. Secret fields
+and its metadata (see `option`) holds limits and choices. A choice matches
+without regard to case and is kept in its canonical spelling ("terminate" is
+Terminate); anything else is an error naming the nearest choice. A number of
+seconds typed `Seconds` or `WholeSeconds` (config/durations.py) also takes
+"90s", "10m", "2h", "1d". Secret fields
 also accept `<name>_file`, whose path `locate` may map (config_files: where
 `check` outside the service finds the unit's credentials). Strings are
 interpolated (config_secrets.Expander). With `read_secrets=False` a secret
@@ -25,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field, fields
 from typing import Any, TypeVar
 
+from sebridge.config.durations import EXAMPLE, is_seconds, parse_duration
 from sebridge.config.secrets import Expander, Secret, read_secret_file
 from sebridge.kernel.errors import ConfigError
 
@@ -103,7 +108,7 @@ class Reader:
             raw = {}
         known: list[str] = []
         values: dict[str, Any] = dict(defaults)
-        hints = typing.get_type_hints(cls)
+        hints = typing.get_type_hints(cls, include_extras=True)  # keeps Seconds' marker
         for f in fields(cls):  # type: ignore[arg-type]
             kind, key = hints[f.name], f"{name}.{f.name}"
             known.append(f.name)
@@ -130,14 +135,15 @@ class Reader:
         item = typing.get_args(kind)[0] if typing.get_origin(kind) is tuple else None
         if dataclasses.is_dataclass(kind) or dataclasses.is_dataclass(item):
             return self._tables(kind, item, raw, key)
-        if kind == tuple[int, ...]:
-            if not isinstance(raw, list) or not all(
-                isinstance(i, int) and not isinstance(i, bool) for i in raw
-            ):
-                raise ValueError(f"expected a list of integers, got {_describe(raw)}")
-            for number in raw:
-                _check_range(number, meta)
-            return tuple(raw)
+        if is_seconds(kind):
+            kind, raw = typing.get_args(kind)[0], _seconds(raw, kind)
+        if item is not None and (is_seconds(item) or item in (int, float)):
+            if not isinstance(raw, list):
+                example = ', e.g. [600, "10m"]' if is_seconds(item) else ""
+                raise ValueError(f"expected a list of numbers{example}, got {_describe(raw)}")
+            if is_seconds(item):
+                item, raw = typing.get_args(item)[0], [_seconds(i, item) for i in raw]
+            return tuple(self._scalar(item, i, key, meta) for i in raw)
         return self._scalar(kind, raw, key, meta)
 
     def _tables(self, kind: Any, item: Any, raw: Any, key: str) -> Any:
@@ -270,11 +276,34 @@ def _check_range(value: float, meta: Mapping[str, Any]) -> None:
 
 
 def _check_choice(value: str, meta: Mapping[str, Any]) -> str:
+    """`value` in its canonical spelling, whatever its case: a rule meant for Terminate
+    must not silently match nothing because it says "terminate" (fail closed)."""
     choices: tuple[str, ...] = meta.get("choices", ())
-    if choices and value not in choices:
+    if not choices:
+        return value
+    canonical = {c.casefold(): c for c in choices}.get(value.casefold())
+    if canonical is None:
         hint = did_you_mean(value, choices)
         raise ValueError(f'must be one of {", ".join(choices)}; got "{value}"{hint}')
-    return value
+    return canonical
+
+
+def _seconds(raw: Any, kind: Any) -> Any:
+    """A duration string as a number of seconds (an int for `WholeSeconds`); a number as
+    it is, for its own checks (finite, in range) to judge."""
+    whole = typing.get_args(kind)[0] is int
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        raise ValueError(f"expected {EXAMPLE}, got {_describe(raw)}")
+    if whole and isinstance(raw, float):
+        raise ValueError(f"expected a whole number of seconds, got {_describe(raw)}")
+    if not isinstance(raw, str):
+        return raw
+    seconds = parse_duration(raw)
+    if whole:
+        if not seconds.is_integer():
+            raise ValueError(f"{_describe(raw)} is not a whole number of seconds; give {EXAMPLE}")
+        return int(seconds)
+    return seconds
 
 
 def _describe(value: Any, *, secret: bool = False) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from sebridge.approval.assembly import assemble
@@ -31,8 +32,9 @@ from sebridge.hooks.process import HookCommand
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ImdsError
-from sebridge.model import Approval, Document, ScheduledEvent, TransitionKind
+from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.model.decision import APPROVE, NO_MATCH, Decision, sinks_for
+from sebridge.model.leads import unreachable
 from sebridge.model.message import Sink
 from sebridge.policy import Policy, decide
 from sebridge.policy.compile import build_policy
@@ -118,14 +120,15 @@ class Daemon:
             carries=True,
             dry_run=dry_run,
             clock=clock,
-            on_recorded=self.dispatcher.wake,
+            # Also wakes the reminders: a held event is reminded of from now on.
+            on_recorded=self._wakeups.recorded,
             gate=self.hooks.gate,
             on_waiting=self._wakeups.hooks_awaited,
             metrics=self.metrics,
         )
         assert carrier is not None  # carries=True
         self.carrier = carrier
-        self._wakeups.bind(Parts(self.carrier, self.dispatcher, self.hooks.worker))
+        self._wakeups.bind(Parts(self.carrier, self.dispatcher, self.hooks.worker, self.reminders))
         self._previous: Document | None = store.last_document()
         self._last_object: Document | None = None
         self._imds_failing: str | None = None
@@ -237,15 +240,20 @@ class Daemon:
         """Write the document's transitions as of `now`, when it was read; True when the
         policy approved something."""
         approved = self.store.approved_ids() if self._previous else frozenset()
-        transitions = diff(self._previous, document, now, approved)
+        transitions = self._with_alarms(diff(self._previous, document, now, approved))
         # Decided once, when an event is first seen (by this agent: in a fleet the first
         # agent's decision is the one the store keeps).
         decisions: dict[str, Decision] = {}
         approvals: list[Approval] = []
-        for t in transitions:
+        for n, t in enumerate(transitions):
             if t.kind in (TransitionKind.SCHEDULED, TransitionKind.UNPLANNED):
                 decision = decide(t.event, self.policy, self.vm_name(), now)
                 decisions[t.event_id] = decision
+                # A reminder lead its notice can never reach is said once: in its first
+                # message (model/leads.py; the store keeps `now` as its first sight).
+                missed = unreachable(decision.leads, t.event.not_before, now)
+                if missed and t.kind == TransitionKind.SCHEDULED:
+                    transitions[n] = replace(t, unreachable=missed)
                 # decide() never approves a started event (nothing to approve).
                 if decision.action == APPROVE:
                     approvals.append(Approval(t.event_id, "policy", "policy", now))
@@ -270,6 +278,15 @@ class Daemon:
                 "" if first else " (recorded by another agent)",
             )
         return bool(approvals)
+
+    def _with_alarms(self, transitions: list[Transition]) -> list[Transition]:
+        """Each event that started with unready VMs gets its alarm right after its start."""
+        out: list[Transition] = []
+        for t in transitions:
+            out.append(t)
+            alarm = self.hooks.started_unready(t) if t.kind == TransitionKind.STARTED else None
+            out += [alarm] if alarm is not None else []
+        return out
 
     def _decision(self, event_id: str, fresh: dict[str, Decision]) -> Decision:
         if event_id in fresh:

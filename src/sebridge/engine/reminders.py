@@ -1,15 +1,20 @@
-"""Reminders: an `ask` event nobody approved is announced again at each `remind` lead.
+"""Reminders: an event nobody approved (`ask`), or whose approval is held, is announced
+again at each lead of its rule: `remind` (seconds before NotBefore) and `remind_after`
+(seconds after it was first announced; model/leads.py).
 
 Once per lead, across restarts and across a fleet: a reminder is a transition
 keyed by its lead (store/codec.py: transition_key), so whichever agent records
 it first is the only one that delivers it. A lead that passed while sebridge
 was down is said late, once, and only the latest one (the earlier would be
-stale); one that had passed when the event was first seen is not said at all.
+stale); one that had passed when the event was first seen, or when its approval
+was held, is not said at all (that announcement said it). A lead the event's
+notice can never reach was said in its first message (Transition.unreachable).
 
 A round reads the events, records every lead that came, and says when the
 next comes. The daemon runs rounds on a thread of their own, the kernel's
-worker named `reminders`, asleep until the next lead or until the tick wakes
-it (the document changed); without threads (`sebridge once`, tests) the tick
+worker named `reminders`, asleep until the next lead or until woken: the
+document changed, or an approval's outcome was recorded (held: reminded from
+now; engine/wakeups.py). Without threads (`sebridge once`, tests) the tick
 asks `due()` (no store access until a lead comes) and runs the round itself.
 What a round learnt (the next lead, what was said) is kept only once the store
 answered: a StoreError leaves it as it was, and the same lead is tried again
@@ -21,14 +26,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Protocol
 
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import StoreError
 from sebridge.kernel.worker import AT_ONCE, Worker
 from sebridge.model import Transition, TransitionKind
+from sebridge.model.approval import Blocker
 from sebridge.model.decision import ASK
+from sebridge.model.leads import REMIND, Lead
 from sebridge.store import EventRecord
 
 __all__ = ["ReminderStore", "Reminders"]
@@ -71,7 +78,7 @@ class Reminders:
         self._sinks_for = sinks_for
         self._clock = clock
         self._on_recorded = on_recorded
-        self._said: set[tuple[str, int]] = set()
+        self._said: set[tuple[str, Lead]] = set()
         # When the next round is due: at start at once, then at the next lead (None: none
         # to come until the document changes).
         self._next: datetime | None = AT_ONCE
@@ -88,8 +95,9 @@ class Reminders:
         return self._worker.stop(timeout)
 
     def wake(self) -> None:
-        """Events changed (new ones, ones that ended): look at the store again, on our
-        thread now, else at the next tick."""
+        """Events changed (new ones, ones that ended) or an approval's outcome was recorded
+        (held, carried out): look at the store again, on our thread now, else at the next
+        tick."""
         if self._worker.started:
             self._worker.wake()
         else:
@@ -116,7 +124,14 @@ class Reminders:
                 upcoming = coming
             if lead is None or (record.event.event_id, lead) in self._said:
                 continue
-            reminder = Transition(TransitionKind.REMINDER, record.event, now, remind_before=lead)
+            reminder = Transition(
+                TransitionKind.REMINDER,
+                record.event,
+                now,
+                remind_before=lead.seconds if lead.key == REMIND else None,
+                remind_after=None if lead.key == REMIND else lead.seconds,
+                while_held=record.blocker() == Blocker.HELD,
+            )
             sinks = self._sinks_for(record.policy)
             recorded += self._store.record_transition(reminder, sinks, now) is not None
             self._said.add((record.event.event_id, lead))  # the store took it (or had it)
@@ -131,25 +146,35 @@ class Reminders:
         return self._next
 
 
-def _leads(record: EventRecord, now: datetime) -> tuple[int | None, datetime | None]:
+def _leads(record: EventRecord, now: datetime) -> tuple[Lead | None, datetime | None]:
     """The lead whose reminder is due now (the latest passed), and when the next comes."""
-    event, decision = record.event, record.decision
-    # Only while a person's approval would be carried out now (nobody approved it, it is
-    # present and not started): the one answer the buttons and links give too.
-    waiting = (
-        decision.action == ASK
-        and decision.remind
-        and record.blocker() is None
-        and event.not_before is not None
-    )
-    if not waiting or event.not_before is None or now >= event.not_before:
+    event, since = record.event, _reminded_since(record)
+    if since is None or (event.not_before is not None and now >= event.not_before):
         return None, None
-    left = (event.not_before - now).total_seconds()
-    # A lead already passed when the event was first seen is no reminder: the first
-    # announcement said it (a 10-minute notice must not remind at 600 s a second later).
-    notice = (event.not_before - record.first_seen).total_seconds()
-    leads = [lead for lead in decision.remind if lead < notice]
-    passed = [lead for lead in leads if lead >= left]
-    coming = [lead for lead in leads if lead < left]
-    upcoming = event.not_before - timedelta(seconds=max(coming)) if coming else None
-    return (min(passed) if passed else None), upcoming
+    # A lead already passed at `since` is no reminder: the first announcement (or the hold)
+    # said it (a 10-minute notice must not remind at 600 s a second later).
+    due: list[tuple[datetime, Lead]] = []
+    for lead in record.decision.leads:
+        at = lead.moment(event.not_before, record.first_seen)
+        if at is not None and lead.reachable(event.not_before, record.first_seen) and at > since:
+            due.append((at, lead))
+    passed = [(at, lead) for at, lead in due if at <= now]
+    coming = [at for at, _ in due if at > now]
+    return (max(passed)[1] if passed else None), (min(coming) if coming else None)
+
+
+def _reminded_since(record: EventRecord) -> datetime | None:
+    """Since when the event is reminded of; None: not now. While a person's approval would
+    be carried out now (an "ask" event nobody approved, present, not started: the one
+    answer the buttons and links give too), or while its approval is held (a prepare hook
+    failed; Azure starts it at NotBefore all the same): not while one is carried out,
+    under way or waiting for hooks."""
+    if not record.decision.leads:
+        return None
+    blocker = record.blocker()
+    if blocker is None and record.decision.action == ASK:
+        return record.first_seen
+    if blocker == Blocker.HELD and record.approval is not None:
+        held = record.approval.done_at or record.first_seen
+        return max(held, record.first_seen)
+    return None

@@ -1,10 +1,11 @@
 """Who acts on what: the one place that says which part a happening wakes.
 
 The daemon's parts each run on a thread of their own (the carrier, the
-dispatcher's workers, the hook worker); this wakes the right one when an
-approval is stored, a hook begins or ends, another agent commits, or the
-heartbeat says work may wait unannounced. Without threads (`sebridge once`)
-the tick runs each part in order itself, so the hook callbacks wake nobody.
+dispatcher's workers, the hook worker, the reminders); this wakes the right one
+when an approval is stored or its outcome recorded, a hook begins or ends,
+another agent commits, or the heartbeat says work may wait unannounced. Without
+threads (`sebridge once`) the tick runs each part in order itself, so the hook
+callbacks wake nobody.
 See docs/ARCHITECTURE.md, "Threads".
 """
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 from sebridge.approval.carrier import Carrier
 from sebridge.engine.dispatch import Dispatcher
+from sebridge.engine.reminders import Reminders
 from sebridge.hooks.worker import HookWorker
 
 __all__ = ["Parts", "Wakeups"]
@@ -26,6 +28,7 @@ class Parts:
     carrier: Carrier
     dispatcher: Dispatcher
     worker: HookWorker
+    reminders: Reminders
 
 
 class Wakeups:
@@ -48,15 +51,25 @@ class Wakeups:
         New approvals go to the carrier (first: it wakes the dispatcher when it carried one
         out) and start this VM's prepare hooks; outbox rows go to the dispatcher even with
         an approval in the batch, since the carrier wakes nobody when it has nothing to
-        carry out here. (A reminder looks for an approval when its lead comes.)"""
+        carry out here. (A reminder looks for an approval when its lead comes; an
+        approval held on another agent reminds from that agent, woken by `recorded`.)"""
         p = self.parts
         if "approvals" in tables:
             p.carrier.wake()
             p.worker.wake()
         if "hook_runs" in tables:
             p.carrier.wake()  # a VM's readiness changed
+        if "hook_retries" in tables:
+            p.worker.wake()  # failed prepare hooks are to run again (`sebridge hooks retry`)
         if "outbox" in tables:
             p.dispatcher.wake()
+
+    def recorded(self) -> None:
+        """An approval or its outcome was recorded here (carried out, waiting, held): its
+        transition goes out, and the reminders look again, since a held event is reminded
+        of from now on and one carried out no more (their next lead may have changed)."""
+        self.parts.dispatcher.wake()
+        self.parts.reminders.wake()
 
     def look_again(self) -> None:
         """Work may wait that no NOTIFY announced (the heartbeat says so)."""
@@ -64,6 +77,7 @@ class Wakeups:
         p.carrier.wake()
         p.dispatcher.wake()
         p.worker.wake()
+        p.reminders.wake()
 
     def hooks_awaited(self) -> None:
         """An approval waits for this VM's prepare hooks: the worker looks now."""

@@ -13,6 +13,7 @@ from sebridge.hooks.gate import ReadinessGate
 from sebridge.hooks.process import HookCommand
 from sebridge.hooks.worker import HookWorker
 from sebridge.kernel.clock import Clock, utcnow
+from sebridge.model import Transition, TransitionKind
 from sebridge.model.decision import Decision
 from sebridge.model.readiness import VmReadiness
 from sebridge.store import EventRecord, Store
@@ -69,3 +70,16 @@ class AgentHooks:
         if record is None or not record.decision.prepare:
             return (), ()
         return self.gate.readiness(record).vms, record.decision.prepare
+
+    def started_unready(self, started: Transition) -> Transition | None:
+        """The alarm for an event that started (at NotBefore, or approved anyway) while a
+        listed VM's prepare hooks had failed or not finished: one transition naming those
+        VMs and why; None when every VM was ready (or the rule names no prepare hooks)."""
+        record = self._store.event(started.event_id)
+        if record is None or not record.decision.prepare:
+            return None
+        unready = self.gate.readiness(record).not_ready()
+        if not unready:
+            return None
+        note = f"started while not ready: {unready}"
+        return Transition(TransitionKind.STARTED_UNREADY, started.event, started.at, note=note)

@@ -66,7 +66,8 @@ class ReadinessGate:
             why += f": {tail}" if tail else ""
             if self._plan_of(record).on_prepare_failure == "approve":
                 return GateAnswer(note=f"{why}; approved anyway (on_prepare_failure = approve)")
-            return GateAnswer(hold=why)
+            return GateAnswer(hold=why, unready=ready.not_ready())
         if not ready.ready:
-            return GateAnswer(wait=f"waiting for prepare hooks: {ready.waiting_for()}")
+            wait = f"waiting for prepare hooks: {ready.waiting_for()}"
+            return GateAnswer(wait=wait, unready=ready.not_ready())
         return GO

@@ -6,8 +6,10 @@ everything it started, not only the first process; and so does its end:
 children left behind by a hook that exited (a `sleep &` holding our pipe)
 are killed too, because nothing waits for them and they would keep the
 output pipe open. Output (stdout and stderr together) is kept bounded: the
-tail is what people need when a drain fails. See docs/ARCHITECTURE.md,
-"Readiness hooks".
+tail is what people need when a drain fails. The event goes to its stdin
+from a thread of its own, while the timeout runs: a hook that never reads
+stdin (a pipe holds 64 KiB; an event's Description may be longer) still ends
+at its timeout. See docs/ARCHITECTURE.md, "Readiness hooks".
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import contextlib
 import json
 import logging
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -59,6 +62,12 @@ class HookCommand(Protocol):
     @property
     def timeout(self) -> float: ...
 
+    @property
+    def retries(self) -> int: ...
+
+    @property
+    def retry_delay(self) -> float: ...
+
 
 @dataclass(frozen=True)
 class HookSpec:
@@ -67,6 +76,8 @@ class HookSpec:
     name: str
     command: tuple[str, ...]
     timeout: float = 300.0
+    retries: int = 0
+    retry_delay: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -149,7 +160,8 @@ def run_hook(
     started(process.pid)
     tail = _Tail(process.stdout)
     tail.start()
-    _feed(process.stdin, stdin)
+    feed = _Feed(process.stdin, stdin)  # written while the timeout runs, never before it
+    feed.start()
     timed_out = False
     try:
         process.wait(timeout=spec.timeout)
@@ -157,6 +169,7 @@ def run_hook(
         timed_out = True
         _end_group(process, grace=_TERM_GRACE)
     seconds = time.monotonic() - began
+    feed.stop()  # what the hook did not read is not written
     # Whatever the hook left behind goes with it (see the module's docstring).
     tail.join(_DRAIN_AFTER_EXIT)
     _kill_group(process.pid, signal.SIGKILL)
@@ -164,15 +177,6 @@ def run_hook(
     process.stdout.close()
     code = None if timed_out else process.returncode
     return HookOutcome(code == 0, code, timed_out, seconds, tail.text())
-
-
-def _feed(pipe: IO[bytes], data: bytes) -> None:
-    """Write the event to the hook's stdin; a hook that does not read it is fine."""
-    try:
-        pipe.write(data)
-        pipe.close()
-    except (BrokenPipeError, OSError):
-        pass
 
 
 def _end_group(process: subprocess.Popen[bytes], *, grace: float) -> None:
@@ -264,3 +268,40 @@ class _Tail(threading.Thread):
     def text(self) -> str:
         with self._lock:
             return bytes(self._kept).decode("utf-8", "replace")
+
+
+class _Feed(threading.Thread):
+    """Writes the event to a hook's stdin on its own thread, then closes it (the hook sees
+    its end). A hook that exits without reading is fine (EPIPE ends the write); one that
+    neither reads nor exits is not waited for: the writes never block (the pipe is
+    non-blocking), so stop() ends the thread at once, whoever else holds the pipe open."""
+
+    # How often a write waiting for room in the pipe looks whether it should stop.
+    _LOOK = 0.05
+
+    def __init__(self, pipe: IO[bytes], data: bytes) -> None:
+        super().__init__(name="hook-input", daemon=True)
+        self._pipe = pipe
+        self._data = data
+        self._stopping = threading.Event()
+        os.set_blocking(pipe.fileno(), False)
+
+    def run(self) -> None:
+        fd = self._pipe.fileno()
+        left = memoryview(self._data)
+        try:
+            while left and not self._stopping.is_set():
+                try:
+                    left = left[os.write(fd, left[:65536]) :]
+                except BlockingIOError:  # the pipe is full: wait for room, or for stop()
+                    select.select([], [fd], [], self._LOOK)
+        except OSError:  # EPIPE: the hook exited (or closed stdin) without reading it all
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                self._pipe.close()
+
+    def stop(self) -> None:
+        """Write no more (the hook ended or timed out) and wait for the thread's end."""
+        self._stopping.set()
+        self.join()

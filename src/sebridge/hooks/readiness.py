@@ -38,6 +38,12 @@ class Readiness:
         """The first VM whose prepare hook failed, if any."""
         return next((v for v in self.vms if v.state == VmState.FAILED), None)
 
+    def not_ready(self) -> str:
+        """The VMs that can prepare and have not (failed, preparing, not started), one line
+        each, for people ("" when ready): what an approval anyway and started_unready name."""
+        unready = (VmState.FAILED, VmState.WAITING, VmState.PREPARING)
+        return "; ".join(v.line() for v in self.vms if v.state in unready)
+
     def waiting_for(self) -> str:
         """What the approval waits for, for people ("" when ready)."""
         busy = [v.line() for v in self.vms if v.state in (VmState.WAITING, VmState.PREPARING)]
@@ -73,18 +79,38 @@ def readiness(
     by_vm: dict[tuple[str, str], HookRunRecord] = {
         (r.run.vm, r.run.hook): r for r in runs if r.run.stage == "prepare"
     }
-    return Readiness(tuple(_vm(vm, prepare, by_vm, vm in live) for vm in listed_vms(event)))
+    # A started event's retries never come: its failures are final.
+    retrying = not event.started
+    return Readiness(
+        tuple(_vm(vm, prepare, by_vm, vm in live, retrying) for vm in listed_vms(event))
+    )
 
 
 def _vm(
-    vm: str, prepare: Sequence[str], runs: dict[tuple[str, str], HookRunRecord], alive: bool
+    vm: str,
+    prepare: Sequence[str],
+    runs: dict[tuple[str, str], HookRunRecord],
+    alive: bool,
+    retrying: bool,
 ) -> VmReadiness:
     for hook in prepare:
         run = runs.get((vm, hook))
         if run is None:
             return VmReadiness(vm, VmState.WAITING if alive else VmState.NO_AGENT, hook)
+        if run.retry_pending and retrying and alive:  # not final: the gate waits for it
+            return VmReadiness(vm, VmState.WAITING, hook, _again(run))
         if run.state == "failed":
-            return VmReadiness(vm, VmState.FAILED, hook, run.run.why, run.run.output)
+            # Which run failed last: a hold after a retry is news, not the same hold again.
+            why = run.run.why + (f", attempt {run.run.attempt}" if run.run.attempt > 1 else "")
+            return VmReadiness(vm, VmState.FAILED, hook, why, run.run.output)
         if run.state != "succeeded":
             return VmReadiness(vm, VmState.PREPARING if alive else VmState.NO_AGENT, hook)
     return VmReadiness(vm, VmState.READY)
+
+
+def _again(run: HookRunRecord) -> str:
+    """When a failed hook runs again, for people: "failed (exit 1), runs again at 08:12:03
+    UTC", or "failed (exit 1), runs again (asked)"."""
+    if run.asked or run.retry_at is None:
+        return f"failed ({run.run.why}), runs again (hooks retry requested)"
+    return f"failed ({run.run.why}), runs again at {run.retry_at:%H:%M:%S} UTC"

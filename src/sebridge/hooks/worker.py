@@ -5,8 +5,9 @@ For each event that lists this VM and whose policy decision names hooks:
   person) or `prepare_lead_seconds` before its NotBefore, whichever comes
   first; the first that fails ends the chain (the carrier holds or goes on,
   as the rule says);
-- recover hooks, once the event ended (completed or cancelled), if its
-  prepare hooks began here (or it had none).
+- recover hooks, once the event ended (completed or cancelled) as this
+  VM's own document says (a fleet's other agents may see it a poll later),
+  if its prepare hooks began here (or it had none).
 Each run is begun and ended in the store with its transition (hook_started,
 hook_succeeded, hook_failed), at most once per event, hook and VM; a run a
 crash cut short runs again at the next start. In the daemon, each event's
@@ -21,6 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -30,8 +32,9 @@ from sebridge.hooks.readiness import listed_vms
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import StoreError
 from sebridge.kernel.worker import Worker
-from sebridge.model import HookRun
+from sebridge.model import AGAIN_RESTART, HookRun, ScheduledEvent
 from sebridge.store import EventRecord, Store
+from sebridge.store.codec import iso
 
 __all__ = ["HookPlan", "HookWorker"]
 
@@ -140,18 +143,29 @@ class HookWorker:
         vm = self._vm_name()
         ran = 0
         next_due: datetime | None = None
-        for record in self._store.events(include_gone_since=now - _RECOVER_WITHIN):
+        records = [
+            (record, self._plan_of(record))
+            for record in self._store.events(include_gone_since=now - _RECOVER_WITHIN)
+            if vm in listed_vms(record.event)
+        ]
+        # Ended for this VM once its own document lost it, not when the fleet's last agent's
+        # did: each agent's tick wakes its own worker then (finding: undrain a poll late).
+        left = self._store.left_here(
+            [record.event.event_id for record, plan in records if record.present and plan.recover]
+        )
+        for record, plan in records:
             if self._worker.stopping:
                 break
-            if vm not in listed_vms(record.event):
-                continue
-            plan = self._plan_of(record)
-            stage, names = self._due(record, plan, now)
+            gone = not record.present or record.event.event_id in left
+            stage, names = self._due(record, plan, now, gone=gone)
             if stage:
-                ran += self._begin_chain(record, stage, names, vm)
+                began, retry_at = self._begin_chain(record, stage, names, vm, now)
+                ran += began
+                if retry_at is not None:  # a failed prepare hook runs again then
+                    next_due = retry_at if next_due is None else min(next_due, retry_at)
             elif (
                 plan.prepare
-                and record.present
+                and not gone
                 and not record.event.started
                 and record.event.not_before is not None
             ):
@@ -163,11 +177,12 @@ class HookWorker:
         return ran
 
     def _due(
-        self, record: EventRecord, plan: HookPlan, now: datetime
+        self, record: EventRecord, plan: HookPlan, now: datetime, *, gone: bool
     ) -> tuple[str, tuple[str, ...]]:
-        """Which stage's hooks are due for this event now ("" for none)."""
+        """Which stage's hooks are due for this event now ("" for none); `gone`: this VM's
+        document no longer lists it."""
         event = record.event
-        if not record.present:
+        if gone:
             if not plan.recover:  # nothing to run: no need to read its runs (every round)
                 return "", ()
             prepared = not plan.prepare or any(
@@ -181,33 +196,44 @@ class HookWorker:
         lead_passed = event.not_before is not None and now >= event.not_before - self._lead
         return ("prepare", plan.prepare) if approved or lead_passed else ("", ())
 
-    def _begin_chain(self, record: EventRecord, stage: str, names: Sequence[str], vm: str) -> int:
+    def _begin_chain(
+        self, record: EventRecord, stage: str, names: Sequence[str], vm: str, now: datetime
+    ) -> tuple[int, datetime | None]:
         """Run what is left of the chain here (`once`) or on a thread of its own (the daemon),
-        unless this event's chain runs already; returns how many hooks or chains began."""
-        left = self._left(record, stage, names, vm)
+        unless this event's chain runs already; returns how many hooks or chains began, and
+        when a failed prepare hook's retry comes (None: none waits)."""
+        left, retry_at = self._left(record, stage, names, vm, now)
         if not left:
-            return 0
+            return 0, retry_at
         args = (record, stage, left, vm)
         if not self._worker.started:
-            return self._run_chain(*args)
-        return int(self._chains.begin(record.event.event_id, lambda: self._run_chain(*args)))
+            return self._run_chain(*args), None
+        return int(self._chains.begin(record.event.event_id, lambda: self._run_chain(*args))), None
 
-    def _left(self, record: EventRecord, stage: str, names: Sequence[str], vm: str) -> list[str]:
-        """The stage's hooks still to run, in order, each at most once. A failed prepare hook
-        ends the chain (the VM is not ready: the carrier holds or goes on); recover hooks all
-        run (re-adding to the load balancer must not wait for another hook's success)."""
+    def _left(
+        self, record: EventRecord, stage: str, names: Sequence[str], vm: str, now: datetime
+    ) -> tuple[list[str], datetime | None]:
+        """The stage's hooks still to run, in order, each at most once but for a failed
+        prepare hook's retries and a person's `sebridge hooks retry`. A failed prepare hook
+        ends the chain (the VM is not ready: the carrier holds, waits for its retry, or goes
+        on); recover hooks all run (re-adding to the load balancer must not wait for another
+        hook's success). Also: when the failed hook's retry comes, if later."""
         done = {
-            r.run.hook: r.state
+            r.run.hook: r
             for r in self._store.hook_runs(record.event.event_id)
             if r.run.vm == vm and r.run.stage == stage
         }
         left: list[str] = []
         for name in names:
-            if done.get(name) == "failed" and stage == "prepare":
-                break
-            if done.get(name) not in ("succeeded", "failed"):
+            run = done.get(name)
+            if run is not None and run.state == "failed" and stage == "prepare":
+                if run.asked or (run.retry_at is not None and run.retry_at <= now):
+                    left.append(name)  # runs again, and the chain goes on after it
+                    continue
+                return left, run.retry_at
+            if run is None or run.state not in ("succeeded", "failed"):
                 left.append(name)
-        return left
+        return left, None
 
     def _run_chain(self, record: EventRecord, stage: str, names: Sequence[str], vm: str) -> int:
         """`names` in order (from _left); a failed prepare hook ends the chain."""
@@ -224,9 +250,16 @@ class HookWorker:
         """Begin, run and end one hook; True when it succeeded."""
         event = record.event
         sinks = self._sinks_for(record)
+        spec = self._hooks.get(name)
         try:
             run = self._store.begin_hook_run(
-                event, vm=vm, stage=stage, hook=name, now=self._clock(), sinks=sinks
+                event,
+                vm=vm,
+                stage=stage,
+                hook=name,
+                now=self._clock(),
+                sinks=sinks,
+                retries=spec.retries if spec is not None and stage == "prepare" else 0,
             )
         except StoreError as exc:  # ends the chain, which nothing wakes again at once
             log.warning("hook %s for %s not started: %s", name, event.event_id, exc)
@@ -234,12 +267,11 @@ class HookWorker:
         if run is None:  # ended before (another round of ours): nothing to do
             return True
         self._on_begun()
-        spec = self._hooks.get(name)
         if spec is None:  # config checks refuse this; a fleet's agents may differ
-            ended = HookRun(name, stage, vm, run.attempt, why=f"hook {name!r} is not defined")
+            ended = replace(run, why=f"hook {name!r} is not defined")
         else:
             log.info("%s hook %s for %s (attempt %d)", stage, name, event.event_id, run.attempt)
-            if run.attempt > 1:  # never two attempts at once
+            if run.again == AGAIN_RESTART:  # never two attempts at once
                 end_leftovers(event.event_id, hook=name, stage=stage, vm_name=vm)
             try:
                 outcome = run_hook(
@@ -249,17 +281,16 @@ class HookWorker:
                 self._chains.ended()
             if self._worker.stopping:  # ended by stop(): left `running`, run again at start
                 return False
-            ended = HookRun(
-                name,
-                stage,
-                vm,
-                run.attempt,
+            ended = replace(
+                run,
                 exit_code=outcome.exit_code,
                 timed_out=outcome.timed_out,
                 seconds=round(outcome.seconds, 3),
                 output=outcome.output,
                 why="" if outcome.succeeded else outcome.why(),
             )
+            if not outcome.succeeded and stage == "prepare":
+                ended = replace(ended, retry_at=self._retry_at(spec, run, event))
             level = logging.INFO if outcome.succeeded else logging.WARNING
             log.log(
                 level,
@@ -273,6 +304,18 @@ class HookWorker:
         self._on_ended(stage, ended_as)
         self._finish(record, ended, sinks)
         return not ended.why
+
+    def _retry_at(self, spec: HookCommand, run: HookRun, event: ScheduledEvent) -> str | None:
+        """When a failed prepare hook runs again (ISO 8601 UTC; None: never): after its
+        retry_delay while retries are left, unless NotBefore would come before the next try
+        could end (its timeout) or the event started. See docs/ARCHITECTURE.md, "Readiness
+        hooks"."""
+        if run.retry >= spec.retries or event.started:
+            return None
+        at = self._clock() + timedelta(seconds=spec.retry_delay)
+        if event.not_before is not None and at + timedelta(seconds=spec.timeout) > event.not_before:
+            return None
+        return iso(at)
 
     def _finish(self, record: EventRecord, run: HookRun, sinks: Sequence[str]) -> None:
         """Record the end; a store away now is tried until it takes it (the row stays

@@ -10,7 +10,16 @@ import jinja2
 
 from sebridge.hooks.words import hook_news
 from sebridge.kernel.errors import PermanentDeliveryError
-from sebridge.model.outlook import anyway_command, approve_command, approver, retry_command, until
+from sebridge.model import Transition
+from sebridge.model.leads import unreachable_line
+from sebridge.model.outlook import (
+    anyway_command,
+    approve_command,
+    approved_as,
+    approver,
+    retry_command,
+    until,
+)
 
 __all__ = ["Renderer", "countdown", "relative"]
 
@@ -42,6 +51,12 @@ def _span(seconds: int) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
+def _unreachable(t: Transition) -> str:
+    """A first message's sentence on the reminder leads its event's notice can never
+    reach ("" when none): the transition's moment is the event's first sight."""
+    return unreachable_line(t.unreachable, t.event.not_before, t.at)
+
+
 def _clock(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%H:%M:%S")
 
@@ -70,7 +85,9 @@ class Renderer:
         self._env.globals.update(
             countdown=countdown,
             hook_news=hook_news,
+            unreachable_line=_unreachable,
             approver=approver,
+            approved_as=approved_as,
             approve_command=approve_command,
             retry_command=retry_command,
             anyway_command=anyway_command,

@@ -12,6 +12,7 @@ from typing import Any
 
 from sebridge.kernel.clock import utcnow
 from sebridge.model import HookRun, ScheduledEvent, Transition, TransitionKind
+from sebridge.model.leads import REMIND, Lead
 from sebridge.model.message import Message
 from sebridge.model.readiness import VmReadiness, VmState
 
@@ -107,13 +108,15 @@ def _readiness_samples(event: ScheduledEvent, vm: str, now: datetime) -> list[Me
             "Nothing was sent to IMDS.",
         ),
         Transition(TransitionKind.REMINDER, event, now, remind_before=600),
+        Transition(TransitionKind.REMINDER, event, now, remind_after=600, while_held=True),
     ]
     return [
         Message(t, vm, "ask", readiness=ready, prepare=("drain",), approve_url=APPROVE_URL)
         for t in said
     ] + [
         Message(
-            Transition(TransitionKind.SCHEDULED, event, now),
+            # A first message naming a reminder its notice can never reach.
+            Transition(TransitionKind.SCHEDULED, event, now, unreachable=(Lead(REMIND, 86400),)),
             vm,
             "ask",
             readiness=ready,

@@ -15,7 +15,11 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from sebridge.model.leads import Lead
+
 __all__ = [
+    "AGAIN_RESTART",
+    "AGAIN_RETRY",
     "Approval",
     "Document",
     "EventSource",
@@ -143,7 +147,13 @@ class TransitionKind(StrEnum):
     HOOK_FAILED = "hook_failed"  # ... and exited non-zero, timed out or could not start
     # An approval not carried out because a prepare hook failed (on_prepare_failure hold).
     HELD = "held"
-    REMINDER = "reminder"  # an unapproved `ask` event, announced again before NotBefore
+    # An event announced again at a lead: nobody approved it (`ask`), or its approval is held.
+    REMINDER = "reminder"
+    # An alarm: the event started while a listed VM's prepare hooks had failed or not
+    # finished (at NotBefore, or approved anyway). `note` names those VMs. Once per event.
+    STARTED_UNREADY = "started_unready"
+    # A person asked the failed prepare hooks to run again (`sebridge hooks retry`): `note`.
+    HOOKS_RETRY = "hooks_retry"
 
 
 @dataclass(frozen=True)
@@ -152,8 +162,14 @@ class HookRun:
 
     Args:
         stage: "prepare" (before StartRequests) or "recover" (after the event ended).
-        attempt: 1, or more when a restart interrupted an earlier run (it runs again).
+        attempt: 1, or more for every run after the first (a restart interrupted one,
+            a retry): counts every run of the hook for this event on this VM.
         exit_code, timed_out, seconds, output, why: once it ended (output: its tail).
+        again: why this is not the first run: "" (it is), AGAIN_RESTART, AGAIN_RETRY,
+            or "asked by X" (`sebridge hooks retry`).
+        retry, retries: a prepare hook's try of its budget (0 the first, 1 the first retry)
+            and how many retries the hook has ([hooks.<name>] retries).
+        retry_at: for a failed run, when it runs again (None: this failure is final).
     """
 
     hook: str
@@ -165,6 +181,14 @@ class HookRun:
     seconds: float | None = None
     output: str = ""
     why: str = ""
+    again: str = ""
+    retry: int = 0
+    retries: int = 0
+    retry_at: str | None = None  # ISO 8601 UTC (a transition's JSON keeps it as text)
+
+
+# HookRun.again: a restart interrupted the run before; the hook's retries ran it again.
+AGAIN_RESTART, AGAIN_RETRY = "restart", "retry"
 
 
 @dataclass(frozen=True)
@@ -179,9 +203,16 @@ class Transition:
         actor, via: for APPROVED, WOULD_APPROVE (and TAKEN), who and through
             what ("cli", "slack", "link", "policy").
         dry_run: for WOULD_APPROVE, nothing was POSTed to IMDS (policy.dry_run).
-        note: for PROBLEM and HELD, what went wrong, for people.
+        note: for PROBLEM and HELD, what went wrong, for people; for STARTED_UNREADY,
+            the VMs that were not ready and why.
         hook: for HOOK_STARTED, HOOK_SUCCEEDED and HOOK_FAILED, which run.
         remind_before: for REMINDER, the lead (seconds before NotBefore) it is for.
+        remind_after: for REMINDER, the lead (seconds after the event was first
+            announced) it is for; a reminder has one of the two.
+        while_held: for REMINDER, the event's approval was held when it was recorded
+            (else nobody had approved it).
+        unreachable: for SCHEDULED, the rule's reminder leads this event's notice can
+            never reach (model/leads.py), said once, here.
     """
 
     kind: str
@@ -194,6 +225,9 @@ class Transition:
     note: str = ""
     hook: HookRun | None = None
     remind_before: int | None = None
+    remind_after: int | None = None
+    while_held: bool = False
+    unreachable: tuple[Lead, ...] = ()
 
     @property
     def event_id(self) -> str:

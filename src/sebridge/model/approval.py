@@ -16,6 +16,7 @@ __all__ = [
     "ApprovalState",
     "Blocker",
     "OutcomeKind",
+    "anyway_offered",
     "blocker",
 ]
 
@@ -109,3 +110,10 @@ def blocker(
     if started:
         return Blocker.STARTED
     return None
+
+
+def anyway_offered(*, approval: str | None, present: bool, started: bool) -> bool:
+    """Whether "Approve anyway" is offered instead of Approve: the event's approval waits for
+    its VMs' prepare hooks or is held by a failed one, and the event can still start on it
+    (present, not started). Approve anyway is the use case's (usecase.py) for exactly these."""
+    return approval in (ApprovalState.WAITING, ApprovalState.HELD) and present and not started

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from sebridge.model import ScheduledEvent
+from sebridge.model.leads import Lead, leads_of
 
 __all__ = [
     "ACTIONS",
@@ -21,6 +22,7 @@ __all__ = [
     "NO_RULE",
     "Decision",
     "effective",
+    "offers_anyway",
     "offers_approval",
     "sinks_for",
 ]
@@ -41,8 +43,10 @@ class Decision:
         rule: the matching rule's name; a built-in rule's readable name; or
             "no rule matched".
         prepare, recover: hook names ([hooks.<name>]).
-        remind: seconds before NotBefore at which an unapproved "ask" event is
-            announced again, descending.
+        remind: seconds before NotBefore at which an event is announced again while
+            nobody approved it ("ask") or its approval is held, descending.
+        remind_after: seconds after the event was first announced at which it is
+            announced again, on the same terms, ascending (model/leads.py).
         on_prepare_failure: "hold" (nothing is POSTed) or "approve" (POST anyway).
     """
 
@@ -52,6 +56,12 @@ class Decision:
     recover: tuple[str, ...] = ()
     remind: tuple[int, ...] = ()
     on_prepare_failure: str = "hold"
+    remind_after: tuple[int, ...] = ()
+
+    @property
+    def leads(self) -> tuple[Lead, ...]:
+        """Its reminders' leads, `remind` and `remind_after` alike."""
+        return leads_of(self.remind, self.remind_after)
 
 
 NO_MATCH = Decision(ASK, NO_RULE)
@@ -70,6 +80,13 @@ def offers_approval(action: str) -> bool:
     for "approve": the policy's own approval is recorded with the event, and an Approve
     button beside "sebridge approves this at once" would only answer "already"."""
     return action not in (INFORM, IGNORE, APPROVE)
+
+
+def offers_anyway(action: str) -> bool:
+    """Whether people are offered "Approve anyway" for an event with this action whose
+    approval waits for or is held by its prepare hooks: as offers_approval, and for
+    "approve" too: the policy's own approval is held by a failed hook like a person's."""
+    return action not in (INFORM, IGNORE)
 
 
 def sinks_for(action: str, sinks: Sequence[str]) -> tuple[str, ...]:

@@ -15,8 +15,8 @@ from typing import Protocol
 
 from sebridge.kernel.text import clip, displayable, map_text
 from sebridge.model import Receipt, Transition, TransitionKind
-from sebridge.model.approval import ApprovalState, blocker
-from sebridge.model.decision import offers_approval
+from sebridge.model.approval import ApprovalState, anyway_offered, blocker
+from sebridge.model.decision import offers_anyway, offers_approval
 from sebridge.model.outlook import Outlook, decided, outlook
 from sebridge.model.readiness import VmReadiness
 
@@ -108,14 +108,28 @@ class Message:
         )
 
     @property
+    def anyway(self) -> bool:
+        """Whether "Approve anyway" is offered instead (model/approval.py: anyway_offered): the
+        policy offers approvals and the event's approval waits for or is held by its prepare
+        hooks. Never together with approvable."""
+        t = self.transition
+        return offers_anyway(self.policy) and anyway_offered(
+            approval=self.approval, present=t.kind not in _ENDS, started=t.event.started
+        )
+
+    @property
     def approval(self) -> str | None:
         """The event's approval's state as this message knows it: the store's at delivery;
-        else what approved_by or the transition announce."""
+        else what approved_by or the transition announce (a reminder recorded while the
+        approval was held: held)."""
         if self.approval_state is not None:
             return self.approval_state
         if self.approved_by is not None:
             return ApprovalState.POSTED
-        return _ANNOUNCES.get(self.transition.kind)
+        t = self.transition
+        if t.kind == TransitionKind.REMINDER and t.while_held:  # recorded while held
+            return ApprovalState.HELD
+        return _ANNOUNCES.get(t.kind)
 
     @property
     def held(self) -> bool:

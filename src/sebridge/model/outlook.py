@@ -25,7 +25,9 @@ from sebridge.model.readiness import VmReadiness, VmState
 __all__ = [
     "Outlook",
     "anyway_command",
+    "anyway_note",
     "approve_command",
+    "approved_as",
     "approver",
     "decided",
     "not_ready",
@@ -33,6 +35,8 @@ __all__ = [
     "retry_command",
     "starts_at",
     "until",
+    "ways",
+    "ways_out",
 ]
 
 # The states in which a listed VM is not ready to be released (NO_AGENT is not waited for,
@@ -88,6 +92,37 @@ def anyway_command(event_id: str) -> str:
     return f"sebridge approve {_id(event_id)} --anyway"
 
 
+def ways(event_id: str, *, held: bool = True) -> tuple[tuple[str, str], ...]:
+    """The ways out of an approval held by a failed prepare hook (retry them, or approve
+    anyway), or waiting for unfinished ones (approve anyway): each command and what it
+    does."""
+    anyway = (anyway_command(event_id), "starts it now, the VMs not ready")
+    if not held:
+        return (anyway,)
+    retry = "runs the failed prepare hooks again; the approval goes once they succeed"
+    return ((retry_command(event_id), retry), anyway)
+
+
+def _ways_line(commands: Sequence[tuple[str, str]]) -> str:
+    return "Ways out: " + "; or ".join(f"{c} ({what})" for c, what in commands)
+
+
+def ways_out(event_id: str, *, held: bool = True) -> str:
+    """The ways out in one sentence, for an answer to a person (`sebridge approve`, Slack's
+    ephemeral, a `problem` note, the page): "Ways out: sebridge hooks retry ID (...); or
+    sebridge approve ID --anyway (...)."."""
+    return _ways_line(ways(event_id, held=held)) + "."
+
+
+def anyway_note(actor: str, unready: str) -> str:
+    """What an approval carried out anyway says (its `approved` transition's note): by whom,
+    and which VMs were not ready and why."""
+    return f"{_ANYWAY_BY}{actor}; not ready: {unready}"
+
+
+_ANYWAY_BY = "approved anyway by "
+
+
 def decided(action: str, rule: str) -> str:
     """The decision as the first message names it: 'ask: rule "business hours"',
     "ask: no rule matched"."""
@@ -111,6 +146,18 @@ def approver(actor: str, via: str | None, rule: str = "") -> str:
     if not via or via == actor:
         return actor
     return f"{actor} via {via}"
+
+
+def approved_as(actor: str, via: str | None, rule: str, note: str) -> tuple[str, str]:
+    """An `approved` transition's who and note, the approver said once: ("by alice via
+    slack", note); an approval anyway, whose note names its approver already: ("anyway by
+    bob via cli", "Not ready: vm2: failed: drain exit 1")."""
+    who = approver(actor, via, rule)
+    prefix = f"{_ANYWAY_BY}{actor}; "
+    if note.startswith(prefix):
+        rest = note.removeprefix(prefix)
+        return f"anyway by {who}", rest[:1].upper() + rest[1:]
+    return f"by {who}", note
 
 
 def not_ready(readiness: Sequence[VmReadiness]) -> tuple[VmReadiness, ...]:
@@ -145,7 +192,7 @@ class Outlook:
         if self.not_ready:
             out.append("Not ready: " + "; ".join(self.not_ready))
         if self.ways_out:
-            out.append("Ways out: " + "; or ".join(f"{c} ({what})" for c, what in self.ways_out))
+            out.append(_ways_line(self.ways_out))
         return out
 
 
@@ -163,16 +210,8 @@ def outlook(
     live = not (over or event.started)
     starts = f"Azure starts it anyway {starts_at(event, now)}, ready or not" if live else ""
     lines = tuple(_vm_line(v) for v in not_ready(readiness))
-    ways: tuple[tuple[str, str], ...] = ()
-    if held and live:
-        ways = (
-            (
-                retry_command(event.event_id),
-                "runs the failed prepare hooks again; the approval goes once they succeed",
-            ),
-            (anyway_command(event.event_id), "starts it now, the VMs not ready"),
-        )
-    return Outlook(held, starts, lines, ways)
+    out = ways(event.event_id) if held and live else ()
+    return Outlook(held, starts, lines, out)
 
 
 def _vm_line(v: VmReadiness) -> str:

@@ -30,7 +30,7 @@ class VmReadiness:
     vm: str
     state: VmState
     hook: str = ""  # the hook running, failed or awaited
-    why: str = ""  # for FAILED: exit code, timeout or could not start
+    why: str = ""  # for FAILED: exit code, timeout or could not start; WAITING: a retry's when
     output: str = ""  # for FAILED: the tail of the hook's output
 
     def line(self) -> str:
@@ -39,6 +39,8 @@ class VmReadiness:
             return f"{self.vm}: failed: {self.hook} {self.why}"
         if self.state == VmState.DRY_RUN:
             return f"{self.vm}: dry run ({self.hook} not run)"
+        if self.state == VmState.WAITING and self.why:  # a failed hook that runs again
+            return f"{self.vm}: waiting ({self.hook} {self.why})"
         if self.state in (VmState.PREPARING, VmState.WAITING):
             verb = "running" if self.state == VmState.PREPARING else "not started"
             return f"{self.vm}: {self.state} ({self.hook} {verb})"

@@ -62,6 +62,7 @@ def compile_rule(rule: RuleSettings) -> Rule:
         recover=rule.recover,
         remind=rule.remind,
         on_prepare_failure=rule.on_prepare_failure,
+        remind_after=rule.remind_after,
     )
     return Rule(rule.name, tuple(matchers), decision)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from sebridge.model import ScheduledEvent
 from sebridge.model.decision import APPROVE, NO_MATCH, Decision, effective
+from sebridge.model.leads import leads_words, unreachable, unreachable_line
 from sebridge.policy.matchers import Facts
 from sebridge.policy.rules import Policy
 
@@ -50,6 +51,9 @@ class Explanation:
     verdicts: tuple[RuleVerdict, ...]
     decision: Decision
     started_approve: bool  # an approve rule matched a started event: announced instead
+    # When the event was first announced (the store's first sight; an event from a file:
+    # `at`): which reminder leads its notice can never reach.
+    first_seen: datetime | None = None
 
     def lines(self) -> list[str]:
         """For people: the event, each rule looked at, the decision."""
@@ -88,7 +92,16 @@ class Explanation:
                 "so it is announced (inform)"
             )
         out.extend(_hooks(d))
+        out.append(self._unreachable_line())
         return [line for line in out if line]
+
+    def _unreachable_line(self) -> str:
+        """The decision's reminder leads this event's notice can never reach, as its first
+        message says them (model/leads.py); "" when every lead can come."""
+        first_seen = self.first_seen or self.at
+        missed = unreachable(self.decision.leads, self.event.not_before, first_seen)
+        line = unreachable_line(missed, self.event.not_before, first_seen)
+        return f"  {line[0].lower()}{line[1:]}" if line else ""
 
     def as_json(self) -> dict[str, Any]:
         """For scripts: the same, as data."""
@@ -114,16 +127,28 @@ class Explanation:
                 "prepare": list(d.prepare),
                 "recover": list(d.recover),
                 "remind": list(d.remind),
+                "remind_after": list(d.remind_after),
                 "on_prepare_failure": d.on_prepare_failure,
             },
             "started_approve": self.started_approve,
+            "unreachable_reminders": [
+                {lead.key: lead.seconds}
+                for lead in unreachable(d.leads, self.event.not_before, self.first_seen or self.at)
+            ],
         }
 
 
-def explain(event: ScheduledEvent, policy: Policy, vm_name: str, now: datetime) -> Explanation:
+def explain(
+    event: ScheduledEvent,
+    policy: Policy,
+    vm_name: str,
+    now: datetime,
+    first_seen: datetime | None = None,
+) -> Explanation:
     """What decide() decides at `now`, and why (the same rules, in the same order): `now`
     is when the event was first seen to explain a recorded decision (a window's answer
-    depends on it), or this moment."""
+    depends on it), or this moment. first_seen: when the event was first announced (its
+    reminders' leads count from then; None: as if at `now`)."""
     verdicts: list[RuleVerdict] = []
     decision, started_approve = NO_MATCH, False
     facts = Facts(event, vm_name, now)
@@ -136,7 +161,7 @@ def explain(event: ScheduledEvent, policy: Policy, vm_name: str, now: datetime) 
             started_approve = rule.decision.action == APPROVE and event.started
             break
     return Explanation(
-        event, vm_name, now, policy.builtin, tuple(verdicts), decision, started_approve
+        event, vm_name, now, policy.builtin, tuple(verdicts), decision, started_approve, first_seen
     )
 
 
@@ -148,10 +173,10 @@ def _hooks(d: Decision) -> list[str]:
         )
     if d.recover:
         lines.append(f"  recover hooks: {', '.join(d.recover)}")
-    if d.remind:
-        leads = ", ".join(f"{s} s" for s in d.remind)
-        lines.append(f"  reminders: {leads} before NotBefore, while nobody approved")
-    if not (d.prepare or d.recover or d.remind):
+    if d.leads:
+        leads = leads_words(d.leads)
+        lines.append(f"  reminders: {leads}, while nobody approved it or its approval is held")
+    if not (d.prepare or d.recover or d.leads):
         lines.append("  no hooks, no reminders")
     return lines
 

@@ -29,8 +29,12 @@ from sebridge.store.records import ApprovalRecord
 
 __all__ = ["APPROVAL_COLUMNS", "ApprovalTable", "approval_record"]
 
-APPROVAL_COLUMNS = "event_id, actor, via, at, state, attempts, last_error, done_at, unanswered"
+APPROVAL_COLUMNS = (
+    "event_id, actor, via, at, state, attempts, last_error, done_at, unanswered, "
+    "anyway_by, anyway_via"
+)
 PENDING, POSTING, WAITING = ApprovalState.PENDING, ApprovalState.POSTING, ApprovalState.WAITING
+HELD = ApprovalState.HELD
 # The open states as the approvals_open index (schema version 12) spells them, written into
 # the SQL: a planner uses a partial index only for a query that states its condition, and
 # not through a parameter (PostgreSQL's generic plans cannot see its value).
@@ -82,13 +86,37 @@ class ApprovalTable:
         )
         return frozenset(r[0] for r in rows)
 
-    def record_approval(self, approval: Approval) -> bool:
-        """Store an approval once; False when the event already had one (idempotent)."""
+    def record_approval(self, approval: Approval, *, anyway: bool = False) -> bool:
+        """Store an approval once; False when the event already had one (idempotent).
+        `anyway`: carried out despite unready VMs (approve anyway), as its approver asked."""
+        who, via = (approval.actor, approval.via) if anyway else (None, None)
         changed = self.db.execute(
-            "INSERT INTO approvals (event_id, actor, via, at, state) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT (event_id) DO NOTHING",
-            (approval.event_id, approval.actor, approval.via, iso(approval.at), PENDING),
+            "INSERT INTO approvals (event_id, actor, via, at, state, anyway_by, anyway_via) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING",
+            (approval.event_id, approval.actor, approval.via, iso(approval.at), PENDING, who, via),
         )
+        return changed == 1
+
+    def approve_anyway(self, event_id: str, actor: str, via: str) -> bool:
+        """Turn an approval not carried out for want of ready VMs (held, or still open:
+        waiting for its prepare hooks) into an anyway one: `actor` asks that it be carried
+        out despite them. A held one is pending again (claimable: the usual claim rules);
+        an open one keeps its state and its claim (the next claim reads the flag). False
+        when the approval is in no such state (carried out, closed, anyway already)."""
+        with self.db.transaction():
+            self.lock_events([event_id])
+            # A held one was closed (done_at, its reason; never POSTed): open again, as
+            # recorded anew.
+            held = f"state = '{HELD}'"
+            changed = self.db.execute(
+                "UPDATE approvals SET anyway_by = ?, anyway_via = ?, "
+                f"last_error = CASE WHEN {held} THEN NULL ELSE last_error END, "
+                f"attempts = CASE WHEN {held} THEN 0 ELSE attempts END, "
+                f"done_at = CASE WHEN {held} THEN NULL ELSE done_at END, "
+                f"state = CASE WHEN {held} THEN '{PENDING}' ELSE state END "
+                f"WHERE event_id = ? AND anyway_by IS NULL AND state IN ('{HELD}', {_OPEN_LIST})",
+                (actor, via, event_id),
+            )
         return changed == 1
 
     def approval(self, event_id: str) -> ApprovalRecord | None:
@@ -227,4 +255,6 @@ def approval_record(row: Row) -> ApprovalRecord:
         last_error=row[6],
         done_at=from_iso(row[7]) if row[7] else None,
         unanswered=row[8],
+        anyway_by=row[9],
+        anyway_via=row[10],
     )

@@ -11,6 +11,7 @@ from typing import Any
 
 from sebridge.model import HookRun, Incarnation, ScheduledEvent, Transition
 from sebridge.model.decision import ASK, Decision
+from sebridge.model.leads import Lead
 
 __all__ = [
     "decision_from_db",
@@ -98,13 +99,18 @@ def transition_to_json(transition: Transition) -> str:
             "note": transition.note,
             "hook": asdict(transition.hook) if transition.hook else None,
             "remind_before": transition.remind_before,
+            "remind_after": transition.remind_after,
+            "while_held": transition.while_held,
+            "unreachable": [[lead.key, lead.seconds] for lead in transition.unreachable],
         },
         separators=(",", ":"),
     )
 
 
 # Each of these happens once in an event's life, whoever derives it.
-_ONCE = frozenset(("scheduled", "unplanned", "approved", "started", "completed", "cancelled"))
+_ONCE = frozenset(
+    ("scheduled", "unplanned", "approved", "started", "started_unready", "completed", "cancelled")
+)
 
 
 def event_digest(event: ScheduledEvent) -> str:
@@ -133,8 +139,13 @@ def transition_key(transition: Transition) -> str:
     if transition.hook is not None:  # one per run: hook, stage, VM and attempt
         run = transition.hook
         said["hook"] = [run.hook, run.stage, run.vm, run.attempt]
-    if transition.remind_before is not None:  # one per lead
+    # One per lead. A remind_after lead has a key of its own, so it never collides with
+    # a remind lead of the same seconds; while_held is not part of it: a lead is said once,
+    # whatever its approval's state when an agent recorded it.
+    if transition.remind_before is not None:
         said["remind_before"] = transition.remind_before
+    if transition.remind_after is not None:
+        said["remind_after"] = transition.remind_after
     text = json.dumps(said, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -153,6 +164,9 @@ def transition_from_json(text: str) -> Transition:
         note=data.get("note", ""),
         hook=HookRun(**data["hook"]) if data.get("hook") else None,
         remind_before=data.get("remind_before"),
+        remind_after=data.get("remind_after"),
+        while_held=bool(data.get("while_held", False)),
+        unreachable=tuple(Lead(key, seconds) for key, seconds in data.get("unreachable", ())),
     )
 
 
@@ -170,6 +184,7 @@ def decision_to_json(decision: Decision) -> str:
             "prepare": list(decision.prepare),
             "recover": list(decision.recover),
             "remind": list(decision.remind),
+            "remind_after": list(decision.remind_after),
             "on_prepare_failure": decision.on_prepare_failure,
         },
         separators=(",", ":"),
@@ -190,4 +205,6 @@ def decision_from_db(text: str, action: str) -> Decision:
         recover=tuple(data.get("recover", ())),
         remind=tuple(data.get("remind", ())),
         on_prepare_failure=data.get("on_prepare_failure", "hold"),
+        # Absent from decisions stored before remind_after existed.
+        remind_after=tuple(data.get("remind_after", ())),
     )

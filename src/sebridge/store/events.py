@@ -40,6 +40,21 @@ class EventReads:
     """Events by id, and the events of the latest document."""
 
     db: Database
+    agent: str
+
+    def left_here(self, event_ids: Sequence[str]) -> frozenset[str]:
+        """Which of these events this agent's own latest document no longer lists (its
+        sighting says gone), though other agents' may still: in a fleet an event stays
+        present until the last agent's document lost it, but each VM's recover hooks are
+        due as soon as its own document did (docs/ARCHITECTURE.md, "Readiness hooks")."""
+        if not event_ids:
+            return frozenset()
+        rows = self.db.all(
+            "SELECT event_id FROM sightings WHERE agent = ? AND present = 0 "
+            f"AND event_id IN ({', '.join('?' * len(event_ids))})",
+            (self.agent, *event_ids),
+        )
+        return frozenset(r[0] for r in rows)
 
     def event(self, event_id: str) -> EventRecord | None:
         """One event by id; ids match case-insensitively (people type GUIDs in lower case)."""

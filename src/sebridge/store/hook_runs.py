@@ -13,7 +13,14 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sebridge.model import HookRun, ScheduledEvent, Transition, TransitionKind
+from sebridge.model import (
+    AGAIN_RESTART,
+    AGAIN_RETRY,
+    HookRun,
+    ScheduledEvent,
+    Transition,
+    TransitionKind,
+)
 from sebridge.store.codec import from_iso, iso
 from sebridge.store.database import Database, Row
 from sebridge.store.records import HookRunRecord
@@ -22,8 +29,8 @@ __all__ = ["HookRunTable"]
 
 RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
 _COLUMNS = (
-    "event_id, vm, stage, hook, attempt, state, started_at, finished_at, exit_code, "
-    "timed_out, seconds, output, why"
+    "h.event_id, h.vm, h.stage, h.hook, h.attempt, h.state, h.started_at, h.finished_at, "
+    "h.exit_code, h.timed_out, h.seconds, h.output, h.why"
 )
 
 
@@ -49,21 +56,42 @@ class HookRunTable:
         hook: str,
         now: datetime,
         sinks: Sequence[str],
+        retries: int = 0,
     ) -> HookRun | None:
         """Mark a run as begun and queue its hook_started transition. None when this hook
-        already ended for this event on this VM (at most once). A row found `running` was
-        interrupted by a crash: this is its next attempt."""
+        already ended for this event on this VM (at most once), unless it failed and runs
+        again: its retry is due, or a person asked (`sebridge hooks retry`: its budget of
+        `retries` starts afresh). A row found `running` was interrupted by a crash: this is
+        its next attempt."""
         key = (event.event_id, vm, stage, hook)
         with self.db.transaction():
             self.lock_events([event.event_id])
             row = self.db.one(
-                "SELECT attempt, state FROM hook_runs "
-                "WHERE event_id = ? AND vm = ? AND stage = ? AND hook = ?",
+                "SELECT h.attempt, h.state, h.tries, h.retry_at, h.retry_asked, r.seq, r.actor "
+                "FROM hook_runs h LEFT JOIN hook_retries r ON r.event_id = h.event_id "
+                "WHERE h.event_id = ? AND h.vm = ? AND h.stage = ? AND h.hook = ?",
                 key,
             )
-            if row is not None and row[1] != RUNNING:
-                return None
-            run = HookRun(hook, stage, vm, attempt=int(row[0]) + 1 if row else 1)
+            again, tries, asked = "", 0, 0
+            if row is not None:
+                _, state, tries, retry_at, asked, seq, actor = row
+                if state == RUNNING:
+                    again = AGAIN_RESTART
+                elif state == FAILED and seq is not None and seq > asked:
+                    again, tries, asked = f"asked by {actor}", 0, seq
+                elif state == FAILED and retry_at is not None and retry_at <= iso(now):
+                    again = AGAIN_RETRY
+                else:
+                    return None
+            run = HookRun(
+                hook,
+                stage,
+                vm,
+                attempt=int(row[0]) + 1 if row else 1,
+                again=again,
+                retry=int(tries),
+                retries=retries,
+            )
             if row is None:
                 self.db.execute(
                     "INSERT INTO hook_runs (event_id, vm, stage, hook, attempt, state, "
@@ -72,9 +100,10 @@ class HookRunTable:
                 )
             else:
                 self.db.execute(
-                    "UPDATE hook_runs SET attempt = ?, started_at = ? "
+                    "UPDATE hook_runs SET attempt = ?, state = ?, started_at = ?, tries = ?, "
+                    "retry_at = NULL, retry_asked = ? "
                     "WHERE event_id = ? AND vm = ? AND stage = ? AND hook = ?",
-                    (run.attempt, iso(now), *key),
+                    (run.attempt, RUNNING, iso(now), tries, asked, *key),
                 )
             started = Transition(TransitionKind.HOOK_STARTED, event, now, hook=run)
             self._add_transition(started, sinks, now)
@@ -83,14 +112,15 @@ class HookRunTable:
     def finish_hook_run(
         self, event: ScheduledEvent, run: HookRun, *, now: datetime, sinks: Sequence[str]
     ) -> None:
-        """Record how a run ended (run carries exit code, time, output) and announce it."""
+        """Record how a run ended (run carries exit code, time, output; a failure that runs
+        again, when: `retry_at`) and announce it. A failure counts against the retries."""
         succeeded = run.exit_code == 0 and not run.timed_out and not run.why
         kind = TransitionKind.HOOK_SUCCEEDED if succeeded else TransitionKind.HOOK_FAILED
         with self.db.transaction():
             self.lock_events([event.event_id])
             self.db.execute(
                 "UPDATE hook_runs SET state = ?, finished_at = ?, exit_code = ?, timed_out = ?, "
-                "seconds = ?, output = ?, why = ? "
+                "seconds = ?, output = ?, why = ?, tries = tries + ?, retry_at = ? "
                 "WHERE event_id = ? AND vm = ? AND stage = ? AND hook = ? AND attempt = ?",
                 (
                     SUCCEEDED if succeeded else FAILED,
@@ -100,6 +130,8 @@ class HookRunTable:
                     run.seconds,
                     run.output,
                     run.why,
+                    0 if succeeded else 1,
+                    None if succeeded else run.retry_at,
                     event.event_id,
                     run.vm,
                     run.stage,
@@ -110,9 +142,13 @@ class HookRunTable:
             self._add_transition(Transition(kind, event, now, hook=run), sinks, now)
 
     def hook_runs(self, event_id: str) -> list[HookRunRecord]:
-        """Every VM's runs for one event, in the order they began."""
+        """Every VM's runs for one event, in the order they began; a failed one says whether
+        it runs again (its retry, or a person's `sebridge hooks retry` it has not run for)."""
         rows = self.db.all(
-            f"SELECT {_COLUMNS} FROM hook_runs WHERE event_id = ? ORDER BY started_at, vm, hook",
+            f"SELECT {_COLUMNS}, h.tries, h.retry_at, "
+            "CASE WHEN r.seq > h.retry_asked THEN 1 ELSE 0 END "
+            "FROM hook_runs h LEFT JOIN hook_retries r ON r.event_id = h.event_id "
+            "WHERE h.event_id = ? ORDER BY h.started_at, h.vm, h.hook",
             (event_id,),
         )
         return [_record(r) for r in rows]
@@ -137,6 +173,9 @@ def _record(row: Row) -> HookRunRecord:
         seconds=row[10],
         output=row[11],
         why=row[12],
+        # tries counts the failures: a failed run's own is one of them
+        retry=max(0, int(row[13]) - 1) if row[5] == FAILED else int(row[13]),
+        retry_at=row[14],
     )
     return HookRunRecord(
         event_id=row[0],
@@ -144,4 +183,6 @@ def _record(row: Row) -> HookRunRecord:
         state=row[5],
         started_at=from_iso(row[6]),
         finished_at=from_iso(row[7]) if row[7] else None,
+        retry_at=from_iso(row[14]) if row[14] and row[5] == FAILED else None,
+        asked=bool(row[15]) and row[5] == FAILED,
     )

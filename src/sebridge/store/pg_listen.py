@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 CHANNEL = "sebridge"
 # The tables whose commits may send NOTIFY (each names itself; store/postgres.py
 # says which writes do); after a gap in listening, all of them.
-EVERY_TABLE = frozenset(("outbox", "approvals", "hook_runs"))
+EVERY_TABLE = frozenset(("outbox", "approvals", "hook_runs", "hook_retries"))
 # A lost connection is opened again after this, doubling while it fails, up to the cap
 # (the heartbeat looks for unannounced work meanwhile).
 RECONNECT_SECONDS = 2.0

@@ -29,9 +29,16 @@ _TRIGGERS = {
         "AFTER UPDATE ON outbox FOR EACH ROW "
         "WHEN (NEW.state = 'pending' AND NEW.claimed_by IS NULL)",
     ),
-    "approvals": ("AFTER INSERT ON approvals FOR EACH STATEMENT",),  # new approvals
+    "approvals": (
+        "AFTER INSERT ON approvals FOR EACH STATEMENT",  # new approvals
+        # approve anyway: an approval held (or waiting) for unready VMs may now be carried out
+        "AFTER UPDATE ON approvals FOR EACH ROW "
+        "WHEN (NEW.anyway_by IS NOT NULL AND OLD.anyway_by IS NULL)",
+    ),
     # a VM's readiness changed: a hook ended (the carrier may now POST, or hold)
     "hook_runs": ("AFTER UPDATE ON hook_runs FOR EACH ROW WHEN (NEW.state <> 'running')",),
+    # a person asked failed prepare hooks to run again (`sebridge hooks retry`)
+    "hook_retries": ("AFTER INSERT OR UPDATE ON hook_retries FOR EACH ROW",),
 }
 _TABLES = tuple(name for m in MIGRATIONS for name in re.findall(r"CREATE TABLE (\w+)", m))
 _EXISTING = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1"

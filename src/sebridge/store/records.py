@@ -38,6 +38,9 @@ class ApprovalRecord:
     last_error: str | None
     done_at: datetime | None
     unanswered: int = 0
+    # Approve anyway: who asked that it be carried out despite unready VMs (None: nobody).
+    anyway_by: str | None = None
+    anyway_via: str | None = None
     token: str = ""  # set by claim_approvals: the claim's (store/claims.py)
 
     @property
@@ -152,3 +155,12 @@ class HookRunRecord:
     state: str
     started_at: datetime
     finished_at: datetime | None
+    # A failed run that runs again: when its retries say (None: its failure is final) ...
+    retry_at: datetime | None = None
+    # ... or at once: a person asked (`sebridge hooks retry`) and it has not run since.
+    asked: bool = False
+
+    @property
+    def retry_pending(self) -> bool:
+        """A failed run that is to run again: not (yet) a final failure."""
+        return self.state == "failed" and (self.asked or self.retry_at is not None)

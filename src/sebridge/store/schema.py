@@ -230,6 +230,33 @@ CREATE INDEX events_gone ON events (gone_at) WHERE present = 0;
 CREATE INDEX sightings_present ON sightings (agent, event_id) WHERE present = 1
 """
 
+# Retries of a failed prepare hook. A run counts its failures against the hook's `retries`
+# (`tries`) and says when it runs again (`retry_at`; NULL: its failure is final). A person's
+# `sebridge hooks retry` is one row per event, its `seq` counting the requests: each VM's
+# agent runs again a failed row whose `retry_asked` is below it, with a budget afresh.
+_V13 = """
+ALTER TABLE hook_runs ADD COLUMN tries INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE hook_runs ADD COLUMN retry_at TEXT;
+ALTER TABLE hook_runs ADD COLUMN retry_asked INTEGER NOT NULL DEFAULT 0;
+UPDATE hook_runs SET tries = 1 WHERE state = 'failed';
+CREATE TABLE hook_retries (
+    event_id TEXT PRIMARY KEY REFERENCES events (event_id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    actor TEXT NOT NULL,
+    via TEXT NOT NULL,
+    at TEXT NOT NULL
+)
+"""
+
+# Approve anyway (`sebridge approve --anyway`, the page's and Slack's "Approve anyway"): who
+# asked that the approval be carried out despite failed or unfinished prepare hooks, and
+# through what. The carrier (on any agent of a fleet) reads it from the row it claims and
+# lets the readiness gate's "wait" or "hold" pass. Depends on version 12's tables only.
+_V14 = """
+ALTER TABLE approvals ADD COLUMN anyway_by TEXT;
+ALTER TABLE approvals ADD COLUMN anyway_via TEXT
+"""
+
 # Index i holds the statements of schema version i + 1.
 MIGRATIONS: tuple[str, ...] = (
     _V1,
@@ -244,4 +271,6 @@ MIGRATIONS: tuple[str, ...] = (
     _V10,
     _V11,
     _V12,
+    _V13,
+    _V14,
 )

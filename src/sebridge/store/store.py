@@ -25,6 +25,7 @@ from sebridge.store.connect import open_database
 from sebridge.store.database import Held
 from sebridge.store.events import EventReads
 from sebridge.store.history import HistoryLog
+from sebridge.store.hook_retries import HookRetryTable
 from sebridge.store.hook_runs import HookRunTable
 from sebridge.store.outbox import Outbox
 from sebridge.store.schema_check import open_schema
@@ -42,13 +43,15 @@ NOTES = (
     TransitionKind.PROBLEM,
     TransitionKind.HELD,
     TransitionKind.REMINDER,
+    TransitionKind.STARTED_UNREADY,
     TransitionKind.HOOK_STARTED,
     TransitionKind.HOOK_SUCCEEDED,
     TransitionKind.HOOK_FAILED,
+    TransitionKind.HOOKS_RETRY,
 )
 
 
-class Store(EventReads, ApprovalTable, HookRunTable, HistoryLog, SettingsTable):
+class Store(EventReads, ApprovalTable, HookRunTable, HookRetryTable, HistoryLog, SettingsTable):
     """Everything sebridge remembers. Only this package runs SQL.
 
     Args:

@@ -2,7 +2,11 @@
 
 GET never approves: chat unfurlers, mail scanners and link previews follow
 links. It shows the event as a person needs it and one Approve button in a
-form that POSTs back to the same URL. POST is one request to the approval
+form that POSTs back to the same URL. An event whose approval waits for its
+VMs' prepare hooks or is held by a failed one shows what is not ready (a
+failed hook's output tail) and "Approve anyway" instead: a first POST shows
+a confirmation of what is not ready, and only the second (its `confirm`
+field set) carries it out, as `sebridge approve --anyway` does. POST is one request to the approval
 use case, as from Slack, Jira and the CLI (actor "approval link", plus the
 name typed in the form), and the page shows its outcome once the carrier
 is done with it: approved (what IMDS said), already approved (by whom and
@@ -24,13 +28,21 @@ import jinja2
 
 from sebridge.approval.request import ApprovalRequest, Outcome
 from sebridge.approval.usecase import DEFAULT_WAIT
+from sebridge.hooks.words import last_lines
 from sebridge.integrations.render import Renderer
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ConfigError
 from sebridge.kernel.wsgi import StartResponse
-from sebridge.model.approval import BY_APPROVAL, Blocker, OutcomeKind
-from sebridge.model.outlook import approver, outlook
-from sebridge.model.readiness import VmReadiness
+from sebridge.model.approval import (
+    BY_APPROVAL,
+    ApprovalState,
+    Blocker,
+    OutcomeKind,
+    anyway_offered,
+)
+from sebridge.model.decision import offers_anyway
+from sebridge.model.outlook import approver, outlook, ways, ways_out
+from sebridge.model.readiness import VmReadiness, VmState
 from sebridge.store.records import EventRecord
 from sebridge.web.links import LinkError, LinkSigner
 
@@ -41,6 +53,8 @@ log = logging.getLogger(__name__)
 PREFIX = "/approve/"
 CONFIRM = "web/approve.html"
 OUTCOME = "web/outcome.html"
+ANYWAY = "web/anyway.html"  # the confirmation of "Approve anyway" (the first of its two POSTs)
+TAIL_LINES, TAIL_LIMIT = 10, 2000  # a failed hook's output shown on the page: its tail
 MAX_FORM = 8 * 1024  # a name field and a button; anything bigger is not our form
 MAX_NAME = 60
 HEADERS = [
@@ -123,7 +137,7 @@ class ApprovalPage:
 
     def check_templates(self) -> None:
         """Load both pages now, so a broken override fails at start-up, not at 3 a.m."""
-        for name in (CONFIRM, OUTCOME):
+        for name in (CONFIRM, OUTCOME, ANYWAY):
             try:
                 self._renderer.load(name)
             except jinja2.TemplateError as exc:
@@ -139,10 +153,10 @@ class ApprovalPage:
         if record is None:
             return _answer(start_response, 403, b"Forbidden")
         if method == "POST":
-            name = self._form_name(environ)
-            if name is None:
+            form = self._form(environ)
+            if form is None:
                 return _answer(start_response, 413, b"Content Too Large")
-            status, body = self._approve(record, name)
+            status, body = self._post(record, form)
         else:
             status, body = self._show(record)
         return _answer(start_response, status, b"" if method == "HEAD" else body.encode())
@@ -160,9 +174,20 @@ class ApprovalPage:
             return self._blocked(record, blocked)
         return 200, self._page(CONFIRM, record, outcome="confirm")
 
-    def _approve(self, record: EventRecord, name: str) -> tuple[int, str]:
+    def _post(self, record: EventRecord, form: dict[str, str]) -> tuple[int, str]:
+        """Approve; or, for "Approve anyway", first a page confirming what is not ready, and
+        only the second POST (its confirm field set) carries it out."""
+        if not form.get("anyway"):
+            return self._approve(record, form.get("name", ""))
+        if not _anyway(record):  # carried out, started or gone since: say where it is now
+            return self._show(record)
+        if not form.get("confirm"):
+            return 200, self._page(ANYWAY, record, outcome="confirm")
+        return self._approve(record, form.get("name", ""), anyway=True)
+
+    def _approve(self, record: EventRecord, name: str, *, anyway: bool = False) -> tuple[int, str]:
         actor = link_actor(name)
-        request = ApprovalRequest(record.event.event_id, actor, "link")
+        request = ApprovalRequest(record.event.event_id, actor, "link", anyway=anyway)
         outcome = self._host.approvals.request(request, wait=self._wait)
         fresh = outcome.record or record
         if outcome.kind == OutcomeKind.APPROVED:
@@ -188,30 +213,44 @@ class ApprovalPage:
         readiness, prepare = self._readiness_of(record.event.event_id)
         now = self._clock()
         approval = record.approval
+        anyway = _anyway(record)
+        held = approval is not None and approval.state == ApprovalState.HELD
+        later = outlook(
+            record.event,
+            approval=approval.state if approval else None,
+            readiness=readiness,
+            now=now,
+            over=not record.present,
+        )
         return self._renderer.render(
             template,
             readiness=readiness,
             prepare=prepare,
+            anyway=anyway,
+            unready=[
+                (v.line(), last_lines(v.output, lines=TAIL_LINES, limit=TAIL_LIMIT))
+                for v in readiness
+                if v.state in (VmState.FAILED, VmState.WAITING, VmState.PREPARING)
+            ],
+            # The ways out (model/outlook.py): a held event's two; Approve anyway alone
+            # for one waiting for its hooks.
+            ways=later.ways_out or (ways(record.event.event_id, held=False) if anyway else ()),
+            ways_out=ways_out(record.event.event_id, held=held),
             outcome=outcome,
             record=record,
             e=record.event,
             approval=approval,
             who=approver(approval.actor, approval.via, record.decision.rule) if approval else "",
-            next=outlook(
-                record.event,
-                approval=approval.state if approval else None,
-                readiness=readiness,
-                now=now,
-                over=not record.present,
-            ),
+            next=later,
             vm=self._host.vm_name(),
             dry_run=self._dry_run,
             now=now,
         )
 
     @staticmethod
-    def _form_name(environ: dict[str, Any]) -> str | None:
-        """The form's name field ("" if absent); None when the body is too large."""
+    def _form(environ: dict[str, Any]) -> dict[str, str] | None:
+        """The form's fields (name, anyway, confirm), each its first value; None when the
+        body is too large."""
         try:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
@@ -222,8 +261,18 @@ class ApprovalPage:
         try:
             fields = parse_qs(body.decode("utf-8", "replace"), max_num_fields=20)
         except ValueError:  # more fields than our form has: not our form
-            return ""
-        return str((fields.get("name") or [""])[0])
+            return {}
+        return {key: str(values[0]) for key, values in fields.items() if values}
+
+
+def _anyway(record: EventRecord) -> bool:
+    """Whether the page offers "Approve anyway": the event's approval waits for its VMs'
+    prepare hooks or is held by a failed one (model/approval.py: anyway_offered)."""
+    return offers_anyway(record.policy) and anyway_offered(
+        approval=record.approval.state if record.approval else None,
+        present=record.present,
+        started=record.event.started,
+    )
 
 
 def _answer(

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from sebridge.config.checks import http_url
+from sebridge.config.durations import Seconds
 from sebridge.config.reader import Reader, option
 from sebridge.config.secrets import Secret
 
@@ -26,7 +27,9 @@ class JiraSettings:
     issue_type: str = "Task"
     done_transition: str = "Done"
     approve_status: str = ""  # an issue reaching this status approves its event; "" = off
-    poll_interval: float = option(10.0, ge=0.2, le=3600.0, why="seconds between approval searches")
+    poll_interval: Seconds = option(
+        10.0, ge=0.2, le=3600.0, why="seconds between approval searches"
+    )
 
     @property
     def enabled(self) -> bool:

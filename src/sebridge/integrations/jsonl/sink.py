@@ -72,6 +72,11 @@ def record(message: Message, maybe_repeat: bool = False) -> dict[str, Any]:
         # Hook transitions: which hook ran on which VM, and how it ended (else nulls).
         **hook_fields(t.hook),
         "remind_before": t.remind_before,
+        # A reminder's other lead, and whether the event's approval was held when it was
+        # recorded; a first message's leads that can never come (each {rule key: seconds}).
+        "remind_after": t.remind_after,
+        "while_held": t.while_held,
+        "unreachable_reminders": [{lead.key: lead.seconds} for lead in t.unreachable],
         # What happens next (model/outlook.py): for a held event and a reminder, when
         # Azure starts it anyway; every listed VM not ready; held, the ways out.
         "azure_starts_at": e.not_before.isoformat()

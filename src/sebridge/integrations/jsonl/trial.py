@@ -70,6 +70,9 @@ def _line(note: TrialNote) -> dict[str, object]:
         "note": note.text,
         **hook_fields(None),  # sink.record's hook fields, all null: no hook ran
         "remind_before": None,
+        "remind_after": None,
+        "while_held": False,
+        "unreachable_reminders": [],
         "azure_starts_at": None,
         "not_ready": [],
         "ways_out": [],

@@ -22,14 +22,17 @@ from slack_sdk.errors import SlackApiError
 from sebridge.approval.request import ApprovalRequest
 from sebridge.integrations.base import Desk
 from sebridge.integrations.slack.approvers import SlackApprovers
-from sebridge.model.approval import OutcomeKind
+from sebridge.model.approval import ApprovalState, OutcomeKind
+from sebridge.model.outlook import ways_out
 from sebridge.store.records import EventRecord
 
-__all__ = ["APPROVE", "TAKE", "Click", "SlackActions"]
+__all__ = ["APPROVE", "APPROVE_ANYWAY", "TAKE", "Click", "SlackActions"]
 
 log = logging.getLogger(__name__)
 
 APPROVE, TAKE = "approve", "take"
+# Approve despite failed or unfinished prepare hooks; Slack asks to confirm first (sink.py).
+APPROVE_ANYWAY = "approve_anyway"
 VIA = "slack"
 
 
@@ -37,7 +40,7 @@ VIA = "slack"
 class Click:
     """A button click, converted from Slack's payload at the edge."""
 
-    action: str  # APPROVE or TAKE
+    action: str  # APPROVE, APPROVE_ANYWAY or TAKE
     event_id: str
     user_id: str
     channel: str
@@ -78,7 +81,9 @@ class SlackActions:
             if not self._desk.take(click.event_id, click.user_id, VIA):
                 self._ephemeral(click, "This event is gone from IMDS: nothing to take.")
             return
-        outcome = self._desk.request(ApprovalRequest(click.event_id, click.user_id, VIA))
+        anyway = click.action == APPROVE_ANYWAY
+        request = ApprovalRequest(click.event_id, click.user_id, VIA, anyway=anyway)
+        outcome = self._desk.request(request)
         if outcome.kind == OutcomeKind.APPROVED:
             log.info("%s approved %s from Slack", click.user_id, outcome.event_id)
         elif outcome.kind == OutcomeKind.ALREADY and outcome.approval is not None:
@@ -89,8 +94,16 @@ class SlackActions:
                 f"({outcome.reason}).",
             )
         elif outcome.blocker is not None:  # gone, started or unknown: the message says so
+            self._desk.refuse(request, outcome.reason)  # `sebridge history` shows it
             self._stale(click, outcome.reason)
-        else:  # held, or refused by IMDS (the thread hears that too)
+        elif outcome.kind == OutcomeKind.HELD and outcome.approval is not None:
+            state = outcome.approval.state
+            if state in (ApprovalState.HELD, ApprovalState.WAITING):  # say the ways out
+                out = ways_out(outcome.event_id, held=state == ApprovalState.HELD)
+                self._ephemeral(click, f"Not carried out: {outcome.reason}. {out}")
+            else:
+                self._ephemeral(click, f"Your approval is recorded: {outcome.reason}.")
+        else:  # refused by IMDS (the thread hears that too)
             self._ephemeral(click, f"Your approval is recorded: {outcome.reason}.")
 
     def _refuse(self, click: Click) -> None:

@@ -17,7 +17,7 @@ from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_sdk import WebClient
 
-from sebridge.integrations.slack.actions import APPROVE, TAKE, Click, SlackActions
+from sebridge.integrations.slack.actions import APPROVE, APPROVE_ANYWAY, TAKE, Click, SlackActions
 
 __all__ = ["SocketModeService", "build_bolt_app", "slack_wsgi_app"]
 
@@ -62,6 +62,7 @@ def build_bolt_app(
         return on_click
 
     app.action(APPROVE)(listener(APPROVE))
+    app.action(APPROVE_ANYWAY)(listener(APPROVE_ANYWAY))
     app.action(TAKE)(listener(TAKE))
     return app
 

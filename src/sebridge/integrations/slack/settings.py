@@ -82,6 +82,12 @@ def validate(s: SlackSettings, rd: Reader) -> SlackSettings:
         for other in ("app_token", "signing_secret"):
             if getattr(s, other):
                 rd.required("slack.bot_token", f"when slack.{other} is set")
+        if s.remind_mention:  # a key that does nothing must not look like it works
+            rd.error(
+                "slack.remind_mention",
+                "set while Slack is off (slack.bot_token is not set): no reminder would"
+                " mention anyone; set slack.bot_token, or remove the key",
+            )
         return normalised
     if not s.bot_token.is_unread and not s.bot_token.reveal().startswith("xoxb-"):
         kind = slack_token_kind(s.bot_token.reveal())

@@ -148,7 +148,16 @@ class SlackSink:
         if message.maybe_sent and self._looked_up(reply_posted, channel, ts, key, t.at):
             return message.receipt
         metadata = {"event_type": REPLY_TYPE, "event_payload": {"event_id": t.event_id, "key": key}}
-        self._call("chat.postMessage", channel, thread_ts=ts, text=reply, metadata=metadata)
+        # An alarm (started with unready VMs) is also shown in the channel, not only the thread.
+        alarm = t.kind == TransitionKind.STARTED_UNREADY
+        self._call(
+            "chat.postMessage",
+            channel,
+            thread_ts=ts,
+            text=reply,
+            metadata=metadata,
+            **({"reply_broadcast": True} if alarm else {}),
+        )
         return message.receipt
 
     def show(self, channel: str, ts: str, message: Message, note: str) -> None:
@@ -246,6 +255,7 @@ class SlackSink:
             policy=m.policy,
             dry_run=m.dry_run or t.dry_run,
             approvable=m.approvable,
+            anyway=m.anyway,
             approved_by=approved_by,
             mention=mention,
             now=now,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from sebridge.config.checks import webhook_url
+from sebridge.config.durations import Seconds
 from sebridge.config.reader import Reader, option
 from sebridge.config.secrets import Secret
 
@@ -62,7 +63,7 @@ class TeamsSettings:
 
     webhook_url: Secret = _UNSET
     format: str = option(ADAPTIVE, choices=(ADAPTIVE, MESSAGECARD))
-    timeout: float = option(15.0, gt=0.0, le=120.0)
+    timeout: Seconds = option(15.0, gt=0.0, le=120.0)
 
     @property
     def enabled(self) -> bool:

@@ -1,0 +1,112 @@
+"""The hook_retries table: a person's `sebridge hooks retry EVENT_ID`, for every agent.
+
+Part of Store (a mixin: Store provides `db`, `lock_events`, `event` and `_add_transition`).
+A request is one row per event whose `seq` counts the requests; each VM's agent runs
+again the failed prepare hooks of its own VM whose row has not taken the latest request up
+(hook_runs.retry_asked: store/hook_runs.py), with their retry budget afresh. The request,
+its transition ("hooks retry requested by X") and putting a held approval back to waiting
+for readiness are one transaction: the carrier then claims it again, and the gate waits
+for the hooks' new runs. See docs/ARCHITECTURE.md, "Readiness hooks".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from sebridge.model import Transition, TransitionKind
+from sebridge.model.approval import ApprovalState
+from sebridge.store.codec import iso
+from sebridge.store.database import Database
+from sebridge.store.records import EventRecord
+
+__all__ = ["HookRetryTable", "RetryAnswer"]
+
+
+@dataclass(frozen=True)
+class RetryAnswer:
+    """What became of a request: `refused` says why nothing was asked (unknown, gone,
+    started, no failed prepare hook); else `runs` are the (VM, hook) that run again."""
+
+    event_id: str
+    refused: str = ""
+    runs: tuple[tuple[str, str], ...] = ()
+    released: bool = False  # a held approval went back to waiting for readiness
+
+
+class HookRetryTable:
+    """Requests to run an event's failed prepare hooks again."""
+
+    db: Database
+
+    if TYPE_CHECKING:  # Store's other parts
+
+        def lock_events(self, event_ids: Iterable[str]) -> None: ...
+
+        def event(self, event_id: str) -> EventRecord | None: ...
+
+        def _add_transition(
+            self, transition: Transition, sinks: Sequence[str], now: datetime
+        ) -> int | None: ...
+
+    def request_hook_retry(
+        self,
+        event_id: str,
+        *,
+        actor: str,
+        via: str,
+        now: datetime,
+        sinks_for: Callable[[EventRecord], Sequence[str]],
+    ) -> RetryAnswer:
+        """Ask every agent to run the event's failed prepare hooks again (see the module's
+        docstring); refused for an unknown, gone or started event, or one with no failed
+        prepare hook."""
+        with self.db.transaction():
+            record = self.event(event_id)
+            if record is None:
+                return RetryAnswer(event_id, refused=f"unknown event {event_id}")
+            event_id = record.event.event_id  # as stored (people type GUIDs in lower case)
+            self.lock_events([event_id])
+            record = self.event(event_id)  # as of the lock
+            if record is None or not record.present:
+                return RetryAnswer(event_id, refused=f"{event_id} is gone from IMDS")
+            if record.event.started:
+                return RetryAnswer(event_id, refused=f"{event_id} has started")
+            rows = self.db.all(
+                "SELECT vm, hook FROM hook_runs WHERE event_id = ? AND stage = 'prepare' "
+                "AND state = 'failed' ORDER BY vm, hook",
+                (event_id,),
+            )
+            runs = tuple((str(r[0]), str(r[1])) for r in rows)
+            if not runs:
+                return RetryAnswer(event_id, refused=f"{event_id} has no failed prepare hook")
+            seq = self.db.one("SELECT seq FROM hook_retries WHERE event_id = ?", (event_id,))
+            number = int(seq[0]) + 1 if seq else 1
+            self.db.execute(
+                "INSERT INTO hook_retries (event_id, seq, actor, via, at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (event_id) DO UPDATE SET seq = excluded.seq, "
+                "actor = excluded.actor, via = excluded.via, at = excluded.at",
+                (event_id, number, actor, via, iso(now)),
+            )
+            released = self.db.execute(
+                "UPDATE approvals SET state = ?, done_at = NULL, last_error = ? "
+                "WHERE event_id = ? AND state = ?",
+                (
+                    ApprovalState.WAITING,
+                    f"hooks retry requested by {actor}",
+                    event_id,
+                    ApprovalState.HELD,
+                ),
+            )
+            what = ", ".join(f"{hook} on {vm}" for vm, hook in runs)
+            again = f" (request {number})" if number > 1 else ""
+            note = f"hooks retry requested by {actor}{again}: {what} runs again"
+            if released:
+                note += "; the held approval waits for them"
+            said = Transition(
+                TransitionKind.HOOKS_RETRY, record.event, now, actor=actor, via=via, note=note
+            )
+            self._add_transition(said, sinks_for(record), now)
+        return RetryAnswer(event_id, runs=runs, released=released == 1)
