@@ -298,7 +298,7 @@ def test_a_held_approval_is_not_approved_and_says_what_happens_next(
     assert "it is not approved yet" in seen and "(carol (on-call))" not in seen
     assert "⛔ Held, not approved: drain failed (exit 1) on vm0" in seen
     assert re.search(r"Azure starts it anyway at \S+ \S+ UTC \(in \d+ min\), ready or not", seen)
-    assert "Not ready: vm0: failed: drain exit 1: lb refused web1" in seen
+    assert "Not ready: vm0: failed: drain exit 1 lb refused web1" in seen  # the output's tail
     assert f"sebridge hooks retry {event_id} : runs the failed prepare hooks again" in seen
     assert f"sebridge approve {event_id} --anyway : starts it now" in seen
     # Approve anyway is offered (behind a confirming POST), never a plain Approve.
@@ -334,7 +334,7 @@ def test_a_held_event_offers_approve_anyway_behind_a_confirming_post(
     assert f"sebridge hooks retry {event_id}" in seen
 
     held = bridge.post(link, name="Bob")  # an old page's Approve: held, and says so
-    assert "Held: fails failed (exit 1) on vm0" in text_of(held.text)
+    assert "Held, not approved: fails failed (exit 1) on vm0" in text_of(held.text)
     assert "Approve anyway…" in held.text
     confirming = bridge.post(link, anyway="1", name="Carol")  # the first POST only asks
     assert confirming.status_code == 200
