@@ -30,6 +30,7 @@ from sebridge.model import HookRun, ScheduledEvent, Transition
 from sebridge.model.message import Message
 from sebridge.model.outlook import (
     anyway_command,
+    anyway_note,
     approve_command,
     approver,
     decided,
@@ -263,3 +264,61 @@ def test_history_says_who_approved_once() -> None:
     assert history_line(HistoryEntry(2, NOW, link, ())).endswith(
         "by carol (on-call) via approval link"
     )
+
+
+def test_an_approval_anyway_names_its_approver_once_in_every_channel(
+    slack: FakeSlack, teams: FakeTeams
+) -> None:
+    """The carrier's note of an approval anyway ("approved anyway by bob; not ready: ...")
+    beside the sinks' "by bob via cli": each channel says who once, "anyway", and the VMs
+    not ready."""
+    unready = "web1: failed: drain exit 1"
+    note = anyway_note("bob", unready)
+    assert note == f"approved anyway by bob; not ready: {unready}"
+    m = message("approved", actor="bob", via="cli", note=note)
+    out = io.StringIO()
+    ConsoleSink(Renderer(), out, clock=lambda: NOW).send(m)
+    assert (
+        out.getvalue().rstrip().endswith(f"{EVENT_ID} anyway by bob via cli (Not ready: {unready})")
+    )
+    assert history_line(HistoryEntry(1, NOW, m.transition, ())).endswith(
+        f"{EVENT_ID} anyway by bob via cli: Not ready: {unready}"
+    )
+    TeamsSink(teams.workflows_url, Renderer(), timeout=5, clock=lambda: NOW).send(m)
+    (shown,) = teams.wait_shown(1)
+    assert shown.card["body"][0]["text"] == (
+        f"✅ **Approved** anyway by bob via cli (Not ready: {unready})"
+    )
+    sink = SlackSink(build_slack_client(slack.bot_token, slack.url), CHANNEL, Renderer())
+    receipt = sink.send(message("scheduled"))
+    sink.send(message("approved", actor="bob", via="cli", note=note, receipt=receipt))
+    ((channel, ts), _) = next((k, m) for k, m in slack.messages.items() if m.thread_ts is None)
+    (reply,) = slack.replies(channel, ts)
+    assert reply.text.startswith(":white_check_mark: Approved anyway by ")
+    assert reply.text.count("bob") == 1 and f"(Not ready: {unready})" in reply.text
+    with FakeJira("datacenter") as jira:
+        settings = JiraSettings(url=jira.url, project="OPS", pat=Secret(jira.pat))
+        jira_sink = JiraSink(JiraApi(settings), Renderer(), lag_waits=(0.1,))
+        receipt = jira_sink.send(message("scheduled"))
+        jira_sink.send(message("approved", actor="bob", via="cli", note=note, receipt=receipt))
+        (issue,) = jira.issues_of(EVENT_ID)
+        (comment,) = jira.comments(issue["key"])
+    assert comment.startswith("Approved anyway by bob via cli: StartRequests sent to IMDS")
+    assert comment.count("bob") == 1 and f"Not ready: {unready}." in comment
+
+
+def test_a_reminder_recorded_while_held_is_held_without_the_stores_state() -> None:
+    """Transition.while_held (the reminders worker's) says held when the message knows no
+    approval state of the store: the console and the JSON line say held and the ways out."""
+    t = Transition("reminder", event(), NOW, remind_after=600, while_held=True)
+    m = Message(t, "vm0", "ask", readiness=READINESS, prepare=("drain",), approve_url=LINK)
+    assert m.held and not m.approvable and m.anyway
+    out = io.StringIO()
+    ConsoleSink(Renderer(), out, clock=lambda: NOW).send(m)
+    assert "still held: a prepare hook failed" in out.getvalue()
+    assert "nobody has approved" not in out.getvalue()
+    line = record(m)
+    assert line["while_held"] is True and line["ways_out"] == [RETRY, ANYWAY]
+    assert "approve_url" not in line
+    # The store's state at delivery, when known, is what the message says.
+    assert not Message(t, "vm0", "ask", approval_state="posted").held
