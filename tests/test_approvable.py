@@ -218,7 +218,11 @@ class QuietHandler(WSGIRequestHandler):
 @pytest.mark.parametrize(
     ("gate", "state", "said"),
     [
-        (GateAnswer(hold="drain failed on vm0 (exit 1)"), "held", "Held: drain failed on vm0"),
+        (
+            GateAnswer(hold="drain failed on vm0 (exit 1)"),
+            "held",
+            "Held, not approved: drain failed on vm0",
+        ),
         (GateAnswer(wait="vm0 is preparing (drain)"), "waiting", "not sent to Azure yet"),
     ],
 )

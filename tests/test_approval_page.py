@@ -85,7 +85,7 @@ def test_post_approves_once_then_says_who(bridge: Bridge, sim: Simulator) -> Non
     done = bridge.post(link, name="Alice \u202eevil\x00")
     assert done.status_code == 200
     assert_hardened(done)
-    assert "Approved by approval link (Alice evil)" in text_of(done.text)
+    assert "Approved by Alice evil via approval link" in text_of(done.text)
     assert "Azure was told it may start now" in text_of(done.text)
     assert sim.start_requests == [event_id]
     approval = bridge.daemon.store.approval(event_id)
@@ -99,7 +99,7 @@ def test_post_approves_once_then_says_who(bridge: Bridge, sim: Simulator) -> Non
     again = bridge.post(link, name="Bob")
     assert again.status_code == 200
     said = text_of(again.text)
-    assert "Already approved by approval link (Alice evil) (via link) at" in said
+    assert "Already approved by Alice evil via approval link at" in said
     assert "Nothing more was sent" in said
     assert bridge.get(link).status_code == 200  # and GET says the same, no button
     assert "<form" not in bridge.get(link).text
@@ -267,8 +267,42 @@ def test_the_page_reopened_later_says_where_the_event_is_now(
     said = text_of(bridge.get(link).text)
     assert re.search(r"the Reboot is over: IMDS no longer lists it \(since \d{4}-", said), said
     assert "may start now" not in said and "has started" not in said
-    assert "Already approved by approval link (Ann)" in said
+    assert "Already approved by Ann via approval link" in said
     assert [p.ids for p in sim.posts] == [(event_id,)]
+
+
+def test_a_held_approval_is_not_approved_and_says_what_happens_next(
+    make_bridge: Callable[..., Bridge], tmp_path: Path
+) -> None:
+    """Finding 2: the page of a held event never says "Already approved"; it says held and
+    why, when Azure starts it anyway, the VM not ready, and the two ways out."""
+    fails = tmp_path / "fails.py"
+    fails.write_text("import sys\nprint('lb refused web1')\nsys.exit(1)\n")
+    bridge = make_bridge(
+        sections={
+            "policy": {"rules": [{"name": "drain first", "action": "ask", "prepare": ["drain"]}]},
+            "hooks": {"drain": {"command": [sys.executable, str(fails)]}},
+        }
+    )
+    event_id = bridge.schedule("Redeploy")
+    path = bridge.link(event_id)
+    bridge.post(path, name="carol (on-call)")
+    wait_until(
+        lambda: (a := bridge.daemon.store.approval(event_id)) is not None and a.state == "held",
+        10,
+        message="the approval held",
+    )
+    seen = text_of(bridge.get(path).text)
+    assert "Already approved" not in seen and "✅" not in seen
+    assert "Asked to approve by carol (on-call) via approval link at " in seen
+    assert "it is not approved yet" in seen and "(carol (on-call))" not in seen
+    assert "⛔ Held, not approved: drain failed (exit 1) on vm0" in seen
+    assert re.search(r"Azure starts it anyway at \S+ \S+ UTC \(in \d+ min\), ready or not", seen)
+    assert "Not ready: vm0: failed: drain exit 1 lb refused web1" in seen  # the output's tail
+    assert f"sebridge hooks retry {event_id} : runs the failed prepare hooks again" in seen
+    assert f"sebridge approve {event_id} --anyway : starts it now" in seen
+    # Approve anyway is offered (behind a confirming POST), never a plain Approve.
+    assert '<input type="hidden" name="anyway" value="1">' in bridge.get(path).text
 
 
 def test_a_held_event_offers_approve_anyway_behind_a_confirming_post(
@@ -300,7 +334,7 @@ def test_a_held_event_offers_approve_anyway_behind_a_confirming_post(
     assert f"sebridge hooks retry {event_id}" in seen
 
     held = bridge.post(link, name="Bob")  # an old page's Approve: held, and says so
-    assert "Held: fails failed (exit 1) on vm0" in text_of(held.text)
+    assert "Held, not approved: fails failed (exit 1) on vm0" in text_of(held.text)
     assert "Approve anyway…" in held.text
     confirming = bridge.post(link, anyway="1", name="Carol")  # the first POST only asks
     assert confirming.status_code == 200

@@ -76,7 +76,7 @@ def test_approve_exits_4_while_held_and_anyway_carries_it_out(
     code, out, err = cli_main("approve", event_id, "--as", "alice", "--config", str(config))
     assert code == 4, err
     assert "waiting for prepare hooks" in out
-    assert f"`sebridge approve {event_id} --anyway`" in out
+    assert f"Ways out: sebridge approve {event_id} --anyway (starts it now" in out
     code, out, err = cli_main("approve", event_id, "--as", "bob", "--config", str(config))
     assert code == 4, err  # still held; bob hears who approved first
     assert "(approved by alice first)" in out
@@ -93,4 +93,5 @@ def test_approve_exits_4_while_held_and_anyway_carries_it_out(
     assert code == 0, err
     assert "Approval by bob not carried out: waiting for prepare hooks" in out
     assert "already approved by alice" in out  # carol's refused attempt
-    assert "approved anyway by bob; not ready: vm0: waiting (drain not started)" in out
+    # Who approved anyway said once, then the VMs not ready (model/outlook.py: approved_as).
+    assert f"{event_id} anyway by bob via cli: Not ready: vm0: waiting (drain not started)" in out

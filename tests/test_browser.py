@@ -69,7 +69,7 @@ def test_approve_from_the_page_in_a_browser(browser: Any, tmp_path: Path) -> Non
 
             browser.find_element(By.ID, "name").send_keys("Night Owl")
             button.click()
-            wait_until(lambda: "Approved by approval link (Night Owl)" in browser.page_source, 10)
+            wait_until(lambda: "Approved by Night Owl via approval link" in browser.page_source, 10)
             assert (
                 "Azure was told it may start now" in browser.find_element(By.TAG_NAME, "body").text
             )

@@ -603,8 +603,8 @@ def test_approve_anyway_carries_out_a_held_approval_and_the_start_is_an_alarm(
     assert "Approval by carol not carried out: held: fails failed (exit 1) on vm0" in (
         note.transition.note
     )
-    assert f"`sebridge hooks retry {event_id}`" in note.transition.note
-    assert f"`sebridge approve {event_id} --anyway`" in note.transition.note
+    assert f"Ways out: sebridge hooks retry {event_id} (runs the failed" in note.transition.note
+    assert f"; or sebridge approve {event_id} --anyway (starts it now" in note.transition.note
     assert [h.transition.kind for h in d.store.history(event_id=event_id)].count("problem") == 1
     assert sim.start_requests == []
 

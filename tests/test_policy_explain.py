@@ -101,6 +101,7 @@ def test_an_event_file_on_a_monday_is_asked_with_reasons(cfg: str, tmp_path: Pat
         '  policy.rules[2] "quiet hours": no match',
         "      window: it is mon 12:00 in Europe/Berlin, outside sat 22:00-04:00",
         '  policy.rules[3] "reboots": matches',
+        "      event_types: Reboot is one of Reboot",
         "decision: ask: a person decides (Approve buttons, links, Jira status)",
         "  rule: reboots",
         "  reminders: 600 s, 180 s before NotBefore, while nobody approved it or its approval "
@@ -149,7 +150,16 @@ def test_another_vm_name_and_json(cfg: str, tmp_path: Path) -> None:
     assert code == 0
     data = json.loads(out)
     assert data["vm_name"] == "vm9"
-    assert data["rules"] == [{"number": 1, "name": "other VMs", "matched": True, "misses": []}]
+    assert data["rules"] == [
+        {
+            "number": 1,
+            "name": "other VMs",
+            "matched": True,
+            "misses": [],
+            "reasons": ["this_vm = false: Resources (vm0, vm1) do not include vm9"],
+        }
+    ]
+    assert data["as_of"] == "file"
     assert data["decision"]["action"] == "ignore" and data["recorded"] is None
 
 
@@ -178,21 +188,29 @@ def test_an_event_from_the_store_shows_what_was_recorded(cfg: str, sim: Simulato
     code, out, err = run("policy", "explain", "--config", cfg, eid.lower(), "--at", MONDAY_NOON)
     assert code == 0, err
     lines = out.splitlines()
+    assert lines[0].startswith('recorded decision: ask: rule "reboots", when first seen at ')
+    assert lines[1] == "explained at the time given (--at), on the event as it is now:"
     assert "  rule: reboots" in lines
-    # Recorded now (not on a Saturday night): the same rule, so no note that it differs.
-    assert lines[-1] == "recorded when first seen: ask (rule: reboots)"
+    # The same rule at that time, so no note that it differs.
+    assert "the recorded decision is the one that counts" not in out
     code, out, _ = run("policy", "explain", "--config", cfg, eid, "--at", SATURDAY_NIGHT)
-    assert out.splitlines()[-2:] == [
-        "recorded when first seen: ask (rule: reboots)",
-        "  the recorded decision is the one that counts for this event: the rules, the time "
-        "or the event changed since",
-    ]
+    assert out.splitlines()[-1] == (
+        "the recorded decision is the one that counts for this event: the rules, the time "
+        "or the event changed since it was decided"
+    )
     sim.start_event(eid)
     assert run("once", "--config", cfg)[0] == 0
+    code, out, _ = run("policy", "explain", "--config", cfg, eid, "--now")
+    assert out.splitlines()[1] == "explained as of now, on the event as it is now (--now):"
+    assert "Reboot, Started" in out
     code, out, _ = run("policy", "explain", "--config", cfg, eid, "--at", SATURDAY_NIGHT)
     assert out.splitlines()[-1].endswith(
-        "the rules, the time or the event (it has started) changed since"
+        "the rules, the time or the event (it has started) changed since it was decided"
     )
+    # By default: as of when it was decided, on the event as first seen (Scheduled then).
+    code, out, _ = run("policy", "explain", "--config", cfg, eid)
+    assert "Reboot, Scheduled" in out and "decision: ask: a person decides" in out
+    assert "the recorded decision is the one that counts" not in out
 
 
 def test_the_leads_an_events_notice_can_never_reach_are_named(
@@ -393,3 +411,47 @@ def test_without_vm_name_and_imds_the_vm_is_said_to_be_unknown(tmp_path: Path) -
     assert line.endswith(
         "set imds.vm_name to this VM's name as Scheduled Events' Resources list it, or give --vm-name"
     )
+
+
+def test_last_nights_auto_approved_freeze_is_explained_as_it_was_decided(
+    tmp_path: Path, sim: Simulator, store_url: str
+) -> None:
+    """Finding 8: next morning, a Freeze a night window approved is explained as approved
+    (as of when it was first seen), not as what the rules say now."""
+    now = datetime.now(UTC)
+    start, end = now - timedelta(hours=1), now + timedelta(hours=1)
+    rules = (
+        "[[policy.rules]]\n"
+        'name = "night freeze"\n'
+        'event_types = ["Freeze"]\n'
+        f'window = {{ start = "{start:%H:%M}", end = "{end:%H:%M}", timezone = "UTC" }}\n'
+        'action = "approve"\n'
+    )
+    cfg = str(
+        write_config(
+            tmp_path / "n.toml", endpoint=sim.url, store_url=store_url, vm_name="vm0", extra=rules
+        )
+    )
+    eid = sim.schedule("Freeze")
+    assert run("once", "--config", cfg)[0] == 0
+    code, out, err = run("policy", "explain", "--config", cfg, eid)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith(
+        f'recorded decision: approve: rule "night freeze", when first seen at {now:%Y-%m-%d %H:}'
+    )
+    assert lines[1].startswith("explained as of then, on the event as first seen")
+    assert "      event_types: Freeze is one of Freeze" in lines
+    assert any(line.startswith("      window: ") and " is inside " in line for line in lines)
+    assert "decision: approve at once (after the prepare hooks succeed)" in lines
+    assert "the recorded decision is the one that counts" not in out
+    # Next morning, as of then (--at): outside the window, so the rules would ask now.
+    later = (now + timedelta(hours=12)).isoformat()
+    code, out, _ = run("policy", "explain", "--config", cfg, eid, "--at", later)
+    assert lines[0] == out.splitlines()[0]  # the recorded decision comes first, always
+    assert "decision: ask: a person decides" in out and " is inside " not in out
+    assert out.splitlines()[-1].startswith("the recorded decision is the one that counts")
+    data = json.loads(run("policy", "explain", "--config", cfg, eid, "--json")[1])
+    assert data["as_of"] == "first_seen"
+    assert data["recorded"]["action"] == "approve" and data["recorded"]["rule"] == "night freeze"
+    assert data["decision"]["action"] == "approve"

@@ -106,18 +106,18 @@ def test_redeploy_approved_from_a_teams_card(
     assert sim.posts == []
 
     done = bridge.post(path, name="Alice")
-    assert done.status_code == 200 and "Approved by approval link (Alice)" in done.text
+    assert done.status_code == 200 and "Approved by Alice via approval link" in done.text
     assert sim.start_requests == [event_id]
 
-    followup = wait_card(teams, event_id, r"Approved\*\* by approval link \(Alice\) via link")
+    followup = wait_card(teams, event_id, r"Approved\*\* by Alice via approval link")
     assert "actions" not in followup.card and "potentialAction" not in followup.card
 
     again = bridge.post(path, name="Bob")
-    assert "Already approved by approval link (Alice)" in again.text
+    assert "Already approved by Alice via approval link" in again.text
     assert [p.ids for p in sim.posts] == [(event_id,)]
 
     sim.start_event(event_id)
-    wait_card(teams, event_id, r"Started\*\* \(approved by approval link \(Alice\)\)")
+    wait_card(teams, event_id, r"Started\*\* \(approved by Alice via approval link\)")
     sim.complete(event_id)
     wait_card(teams, event_id, r"Completed")
     assert [p.ids for p in sim.posts] == [(event_id,)]

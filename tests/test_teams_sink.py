@@ -103,7 +103,7 @@ def test_no_link_no_button(teams: FakeTeams) -> None:
         (
             "approved",
             {"actor": "approval link (Alice)", "via": "link"},
-            "✅ **Approved** by approval link (Alice) via link",
+            "✅ **Approved** by Alice via approval link",
         ),
         ("started", {"approved_by": "alice"}, "▶️ **Started** (approved by alice)"),
         ("completed", {}, "🏁 **Completed**"),

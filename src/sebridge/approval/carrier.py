@@ -38,7 +38,7 @@ from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ImdsError, ImdsRequestError, ImdsTimeoutError, StoreError
 from sebridge.kernel.worker import Worker
-from sebridge.model import Transition, TransitionKind
+from sebridge.model import Transition, TransitionKind, outlook
 from sebridge.model.approval import ApprovalState
 from sebridge.store import ApprovalRecord, EventRecord, Store
 
@@ -292,5 +292,4 @@ class Carrier:
 def anyway_note(actor: str, answer: GateAnswer) -> str:
     """What an approval carried out anyway says: by whom, and which VMs were not ready and
     why (the gate's wait or hold when it names none)."""
-    unready = answer.unready or answer.hold or answer.wait
-    return f"approved anyway by {actor}; not ready: {unready}"
+    return outlook.anyway_note(actor, answer.unready or answer.hold or answer.wait)

@@ -20,8 +20,9 @@ from sebridge.approval.counts import NOT_COUNTED, ApprovalCounts
 from sebridge.approval.request import ApprovalRequest, Outcome
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Approval, Transition, TransitionKind
-from sebridge.model.approval import BY_APPROVAL, ApprovalState, Blocker, OutcomeKind, ways_out
+from sebridge.model.approval import BY_APPROVAL, ApprovalState, Blocker, OutcomeKind
 from sebridge.model.decision import offers_approval
+from sebridge.model.outlook import ways_out
 from sebridge.store import ApprovalRecord, AuditEntry, EventRecord, Store
 
 __all__ = ["DEFAULT_WAIT", "Approvals"]

@@ -12,7 +12,8 @@ import getpass
 import logging
 import os
 import sys
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import TextIO
 
 from sebridge.approval.request import ApprovalRequest, Outcome
@@ -28,11 +29,17 @@ from sebridge.cli.runtime import (
 )
 from sebridge.config.loader import Config
 from sebridge.engine.runner import stop_signals_exit
+from sebridge.hooks.readiness import readiness
+from sebridge.integrations.registry import load_config
 from sebridge.kernel.clock import utcnow
-from sebridge.kernel.errors import BridgeError
+from sebridge.kernel.errors import BridgeError, ConfigError
 from sebridge.kernel.text import visible
-from sebridge.model.approval import ApprovalState, OutcomeKind, ways_out
-from sebridge.store import ApprovalRecord, Store
+from sebridge.model import ScheduledEvent
+from sebridge.model.approval import ApprovalState, OutcomeKind
+from sebridge.model.outlook import not_ready, ways_out
+from sebridge.model.readiness import VmReadiness
+from sebridge.store import ApprovalRecord, EventRecord, Store
+from sebridge.web.links import LINK_KEY_SETTING, LinkSigner, approval_link
 
 __all__ = ["approve", "check", "events", "history", "once", "run"]
 
@@ -105,10 +112,24 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
     try:
         records = store.events(include_gone_since=now - timedelta(days=1) if show_all else None)
         polled = store.polled()
+        vms = _readiness(store, records, now, dry_run=config.policy.dry_run)
+        link = _approval_link(config, store)
     finally:
         store.close()
+    later = {r.event.event_id: fmt.next_of(r, vms.get(r.event.event_id, ()), now) for r in records}
     if as_json:
-        fmt.dump([fmt.event_json(r) for r in records], out)
+        fmt.dump(
+            [
+                fmt.event_json(
+                    r,
+                    later=later[r.event.event_id],
+                    not_ready=not_ready(vms.get(r.event.event_id, ())),
+                    approve_url=link(r.event) if link else None,
+                )
+                for r in records
+            ],
+            out,
+        )
         return OK
     if not records:
         said = (
@@ -145,6 +166,9 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
     ]
     fmt.table(head, rows, out)
     for r in records:
+        if later[r.event.event_id].held:
+            for line in fmt.held_lines(r, later[r.event.event_id]):
+                print(line, file=out)
         for d in r.deliveries:
             if d.state == "failed":
                 print(visible(f"! {r.event.event_id} {d.sink}: {d.last_error}"), file=out)
@@ -223,6 +247,45 @@ def _exit_code(outcome: Outcome, final: ApprovalRecord) -> int:
     if final.state == ApprovalState.FAILED or unanswered:  # IMDS refused, or did not answer
         return FAILED
     return HELD
+
+
+def _readiness(
+    store: Store, records: list[EventRecord], now: datetime, *, dry_run: bool
+) -> dict[str, tuple[VmReadiness, ...]]:
+    """Each listed VM's readiness, by event, for the events whose rule names prepare hooks
+    (what the daemon's messages show: hooks/readiness.py)."""
+    with_hooks = [r for r in records if r.decision.prepare and r.present]
+    if not with_hooks:
+        return {}
+    live = store.live_agents(now)
+    return {
+        r.event.event_id: readiness(
+            r.event,
+            r.decision.prepare,
+            store.hook_runs(r.event.event_id),
+            live=live,
+            dry_run=dry_run,
+        ).vms
+        for r in with_hooks
+    }
+
+
+def _approval_link(config: Config, store: Store) -> Callable[[ScheduledEvent], str] | None:
+    """Each event's approval link, when links are on (`[http] public_url`) and their key
+    is known: `link_secret`, or the one the daemon generated and kept in the store (never
+    made here). `events` loads no secrets (it works where only the service can read
+    them), so a configured `link_secret` is read now, with the config's other secrets;
+    when this user cannot read them, there is no link (the command still works)."""
+    if not config.http.public_url:
+        return None
+    secret = config.http.link_secret
+    if secret.is_unread:
+        try:
+            secret = load_config(config.source).http.link_secret
+        except ConfigError:
+            return None
+    key = secret.reveal() or store.setting(LINK_KEY_SETTING)
+    return approval_link(config.http.public_url, LinkSigner(key)) if key else None
 
 
 def _as_stored(store: Store, typed: str) -> str:

@@ -8,6 +8,7 @@ was sent (docs/ARCHITECTURE.md, "Hostile text"). JSON keeps the original.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any, TextIO
@@ -16,10 +17,23 @@ from sebridge.hooks.words import hook_news
 from sebridge.integrations.render import countdown
 from sebridge.kernel.text import visible
 from sebridge.model import TransitionKind
+from sebridge.model.decision import offers_approval
+from sebridge.model.outlook import Outlook, approve_command, approved_as, approver, outlook
+from sebridge.model.readiness import VmReadiness
 from sebridge.store import AuditEntry, EventRecord, HistoryEntry
 from sebridge.store.codec import event_to_dict
 
-__all__ = ["dump", "event_json", "history_json", "history_lines", "table", "when"]
+__all__ = [
+    "approvable",
+    "dump",
+    "event_json",
+    "held_lines",
+    "history_json",
+    "history_lines",
+    "next_of",
+    "table",
+    "when",
+]
 
 _ENDS = (TransitionKind.COMPLETED, TransitionKind.CANCELLED)
 
@@ -30,9 +44,42 @@ def when(r: EventRecord, now: datetime) -> str:
     return countdown(r.event.not_before, now) or (f'unknown ("{text}")' if text else "-")
 
 
-def event_json(r: EventRecord) -> dict[str, Any]:
-    """One event as `sebridge events --json` shows it."""
-    return {
+def next_of(r: EventRecord, readiness: Sequence[VmReadiness], now: datetime) -> Outlook:
+    """What happens next to the event (model/outlook.py), as of now."""
+    return outlook(
+        r.event,
+        approval=r.approval.state if r.approval else None,
+        readiness=readiness,
+        now=now,
+        over=not r.present,
+    )
+
+
+def approvable(r: EventRecord) -> bool:
+    """An approval of this event would be carried out now, and its policy offers one: the
+    rule every Approve affordance follows (model/approval.py: blocker)."""
+    return r.blocker() is None and offers_approval(r.policy)
+
+
+def held_lines(r: EventRecord, later: Outlook) -> list[str]:
+    """`sebridge events` for a held event: held and why, when Azure starts it anyway, the
+    VMs not ready, the ways out (each line `visible()`)."""
+    why = r.approval.last_error if r.approval and r.approval.last_error else "a prepare hook failed"
+    lines = [f"! {r.event.event_id} held, not approved: {why}"]
+    lines += [f"    {line}" for line in later.lines()]
+    return [visible(line) for line in lines]
+
+
+def event_json(
+    r: EventRecord,
+    *,
+    later: Outlook | None = None,
+    not_ready: Sequence[VmReadiness] = (),
+    approve_url: str | None = None,
+) -> dict[str, Any]:
+    """One event as `sebridge events --json` shows it. `approve_url` is there only while an
+    approval would be carried out now (and links are on)."""
+    data = {
         **event_to_dict(r.event),
         "state": r.state,
         "policy": r.policy,
@@ -52,14 +99,31 @@ def event_json(r: EventRecord) -> dict[str, Any]:
             {"sink": d.sink, "state": d.state, "attempts": d.attempts, "error": d.last_error}
             for d in r.deliveries
         ],
+        # What happens next: when Azure starts it anyway (a held event), the VMs not ready,
+        # and the ways out of a hold.
+        "azure_starts_at": None,
+        "not_ready": [
+            {"vm": v.vm, "state": str(v.state), "hook": v.hook, "why": v.why} for v in not_ready
+        ],
+        "ways_out": [command for command, _ in later.ways_out] if later else [],
     }
+    if later and later.held and later.starts:  # NotBefore, spelt as `not_before` is
+        data["azure_starts_at"] = data.get("not_before")
+    if approve_url and approvable(r):
+        data["approve_url"] = approve_url
+    if approvable(r):
+        data["approve_command"] = approve_command(r.event.event_id)
+    return data
 
 
 def history_line(e: HistoryEntry) -> str:
     """One transition as `sebridge history` prints it (without its deliveries)."""
     t = e.transition
-    who = f" by {t.actor} via {t.via}" if t.actor else ""
+    who = f" by {approver(t.actor, t.via)}" if t.actor else ""
     said = hook_news(t) or t.note
+    if t.kind == TransitionKind.APPROVED and t.actor:  # an approval anyway names it once
+        by, said = approved_as(t.actor, t.via, "", t.note)
+        who = f" {by}"
     if t.remind_before is not None or t.remind_after is not None:
         lead = (
             f"{t.remind_before} s before NotBefore"

@@ -139,9 +139,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     explain = policy_commands.add_parser(
         "explain",
-        help="which rule matches an event, its action and hooks, why earlier rules did not",
-        description="Which rule matches an event (from the store, or a file), its action "
-        "and hooks, and why each earlier rule did not match. Exit 0; 2 on bad input.",
+        help="the decision recorded for an event, and why: which rule matched, why earlier"
+        " ones did not",
+        description="For an event in the store: the decision recorded when it was first "
+        "seen (which rule, which action), explained as of that moment (--now: as of now). "
+        "For an event from a file: which rule matches it now. Each rule looked at says why "
+        "it did or did not match. Exit 0; 2 on bad input.",
         parents=[common, as_json],
     )
     explain.add_argument("event_id", nargs="?", metavar="EVENT_ID", help="an event in the store")
@@ -153,7 +156,18 @@ def _parser() -> argparse.ArgumentParser:
         help="one event object as IMDS sends it, or a Scheduled Events document with one event",
     )
     explain.add_argument("--vm-name", help="this VM's name (default: [imds] vm_name, else learnt)")
-    explain.add_argument("--at", metavar="TIME", help="evaluate at this ISO 8601 time (now)")
+    moment = explain.add_mutually_exclusive_group()
+    moment.add_argument(
+        "--at",
+        metavar="TIME",
+        help="evaluate at this ISO 8601 time (default: when the event was first seen; "
+        "from a file: now)",
+    )
+    moment.add_argument(
+        "--now",
+        action="store_true",
+        help="evaluate the event as it is now, at this moment, not as first seen",
+    )
     explain.set_defaults(run=_with_config(_policy_explain, secrets=False))
 
     simulate = command("simulate", "run the IMDS Scheduled Events simulator (test drain logic)")
@@ -247,6 +261,7 @@ def _policy_explain(_commands: object, config: Config, args: argparse.Namespace)
         event_file=args.event_file,
         vm_name=args.vm_name,
         at=args.at,
+        now=args.now,
         as_json=args.json,
     )
 

@@ -221,6 +221,7 @@ class Dispatcher:
             attempt=delivery.begun,
             transition_id=delivery.transition_id,
             begun_elsewhere=delivery.begun_by not in (None, self._store.agent),
+            rule=delivery.rule,
         )
         if self._readiness_of is not None:
             vms, prepare = self._readiness_of(delivery.transition.event_id)

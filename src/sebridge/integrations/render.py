@@ -12,6 +12,14 @@ from sebridge.hooks.words import hook_news
 from sebridge.kernel.errors import PermanentDeliveryError
 from sebridge.model import Transition
 from sebridge.model.leads import unreachable_line
+from sebridge.model.outlook import (
+    anyway_command,
+    approve_command,
+    approved_as,
+    approver,
+    retry_command,
+    until,
+)
 
 __all__ = ["Renderer", "countdown", "relative"]
 
@@ -28,20 +36,8 @@ def countdown(moment: datetime | None, now: datetime) -> str:
 
 
 def relative(moment: datetime | None, now: datetime) -> str:
-    """ "in 14 min", "in 40 s", "3 min ago"; "" without a time."""
-    if moment is None:
-        return ""
-    seconds = int((moment - now).total_seconds())
-    span = abs(seconds)
-    if span < 90:
-        text = f"{span} s"
-    elif span < 90 * 60:
-        text = f"{round(span / 60)} min"
-    elif span < 48 * 3600:
-        text = f"{span // 3600} h {span % 3600 // 60:02d} min"
-    else:
-        text = f"{span // 86400} days"
-    return f"in {text}" if seconds >= 0 else f"{text} ago"
+    """ "in 14 min", "in 40 s", "3 min ago"; "" without a time (model/outlook.py: until)."""
+    return until(moment, now)
 
 
 def _span(seconds: int) -> str:
@@ -85,8 +81,16 @@ class Renderer:
             lstrip_blocks=True,
         )
         self._env.filters.update(clock=_clock, utc=_utc, relative=relative)
+        # What happens next and who did what, in the one wording every sink shares.
         self._env.globals.update(
-            countdown=countdown, hook_news=hook_news, unreachable_line=_unreachable
+            countdown=countdown,
+            hook_news=hook_news,
+            unreachable_line=_unreachable,
+            approver=approver,
+            approved_as=approved_as,
+            approve_command=approve_command,
+            retry_command=retry_command,
+            anyway_command=anyway_command,
         )
 
     def add_filters(self, **filters: Any) -> None:

@@ -18,7 +18,6 @@ __all__ = [
     "OutcomeKind",
     "anyway_offered",
     "blocker",
-    "ways_out",
 ]
 
 
@@ -111,15 +110,6 @@ def blocker(
     if started:
         return Blocker.STARTED
     return None
-
-
-def ways_out(event_id: str, *, held: bool = True) -> str:
-    """The ways out of an approval held by a failed prepare hook (retry it, or approve
-    anyway), or waiting for unfinished ones (approve anyway), for people."""
-    anyway = f"approve anyway: `sebridge approve {event_id} --anyway`."
-    if not held:
-        return f"Not waiting for them: {anyway}"
-    return f"Retry the failed hooks: `sebridge hooks retry {event_id}`; or {anyway}"
 
 
 def anyway_offered(*, approval: str | None, present: bool, started: bool) -> bool:

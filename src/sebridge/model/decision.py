@@ -22,6 +22,7 @@ __all__ = [
     "NO_RULE",
     "Decision",
     "effective",
+    "offers_anyway",
     "offers_approval",
     "sinks_for",
 ]
@@ -75,7 +76,16 @@ def effective(decision: Decision, event: ScheduledEvent) -> Decision:
 
 def offers_approval(action: str) -> bool:
     """Whether people are offered an approval (buttons, links, Jira status) for an event
-    with this action: not for "inform" (Azure starts it at NotBefore) nor "ignore"."""
+    with this action: not for "inform" (Azure starts it at NotBefore) nor "ignore"; nor
+    for "approve": the policy's own approval is recorded with the event, and an Approve
+    button beside "sebridge approves this at once" would only answer "already"."""
+    return action not in (INFORM, IGNORE, APPROVE)
+
+
+def offers_anyway(action: str) -> bool:
+    """Whether people are offered "Approve anyway" for an event with this action whose
+    approval waits for or is held by its prepare hooks: as offers_approval, and for
+    "approve" too: the policy's own approval is held by a failed hook like a person's."""
     return action not in (INFORM, IGNORE)
 
 

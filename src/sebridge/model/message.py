@@ -10,12 +10,14 @@ may have, and a sink that can look (Slack, a JSON-lines file) looks first.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Protocol
 
 from sebridge.kernel.text import clip, displayable, map_text
 from sebridge.model import Receipt, Transition, TransitionKind
 from sebridge.model.approval import ApprovalState, anyway_offered, blocker
-from sebridge.model.decision import offers_approval
+from sebridge.model.decision import offers_anyway, offers_approval
+from sebridge.model.outlook import Outlook, decided, outlook
 from sebridge.model.readiness import VmReadiness
 
 __all__ = ["Message", "Sink", "shown", "shown_field"]
@@ -68,6 +70,7 @@ class Message:
         begun_elsewhere: the latest earlier attempt was begun by another agent (it died
             and this one took its delivery over): what it left on its own host (a
             console, a JSON lines file) cannot be looked at from here.
+        rule: the name of the rule that chose `policy` (the first message names both).
     """
 
     transition: Transition
@@ -83,6 +86,7 @@ class Message:
     readiness: tuple[VmReadiness, ...] = ()
     prepare: tuple[str, ...] = ()
     begun_elsewhere: bool = False
+    rule: str = ""
 
     @property
     def maybe_sent(self) -> bool:
@@ -95,7 +99,8 @@ class Message:
         """Whether a person is offered an approval (a button, a link, a Jira status): the
         policy offers one (not for "inform") and one would be carried out now, as of this
         transition and the approval at delivery (model/approval.py: blocker(); an event
-        whose approval waits for hooks or is held offers none)."""
+        whose approval waits for hooks or is held offers none; nor does one the policy
+        approves itself: model/decision.py, offers_approval)."""
         t = self.transition
         return offers_approval(self.policy) and (
             blocker(approval=self.approval, present=t.kind not in _ENDS, started=t.event.started)
@@ -108,19 +113,41 @@ class Message:
         policy offers approvals and the event's approval waits for or is held by its prepare
         hooks. Never together with approvable."""
         t = self.transition
-        return offers_approval(self.policy) and anyway_offered(
+        return offers_anyway(self.policy) and anyway_offered(
             approval=self.approval, present=t.kind not in _ENDS, started=t.event.started
         )
 
     @property
     def approval(self) -> str | None:
         """The event's approval's state as this message knows it: the store's at delivery;
-        else what approved_by or the transition announce."""
+        else what approved_by or the transition announce (a reminder recorded while the
+        approval was held: held)."""
         if self.approval_state is not None:
             return self.approval_state
         if self.approved_by is not None:
             return ApprovalState.POSTED
-        return _ANNOUNCES.get(self.transition.kind)
+        t = self.transition
+        if t.kind == TransitionKind.REMINDER and t.while_held:  # recorded while held
+            return ApprovalState.HELD
+        return _ANNOUNCES.get(t.kind)
+
+    @property
+    def held(self) -> bool:
+        """The event's approval is held: a prepare hook failed, nothing was sent to IMDS."""
+        return self.approval == ApprovalState.HELD
+
+    @property
+    def decided(self) -> str:
+        """The action and the rule that chose it: 'ask: rule "business hours"'."""
+        return decided(self.policy, self.rule)
+
+    def outlook(self, now: datetime) -> Outlook:
+        """What happens next (model/outlook.py): when Azure starts it anyway, which VMs
+        are not ready, and, held, the ways out."""
+        t = self.transition
+        return outlook(
+            t.event, approval=self.approval, readiness=self.readiness, now=now, over=t.kind in _ENDS
+        )
 
 
 class Sink(Protocol):

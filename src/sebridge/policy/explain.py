@@ -32,11 +32,12 @@ _ACTIONS = {
 @dataclass(frozen=True)
 class RuleVerdict:
     """One rule looked at: its number (from 1), name, and why it did not match (empty:
-    it matched)."""
+    it matched, and `reasons` says why)."""
 
     number: int
     name: str
     misses: tuple[str, ...]
+    reasons: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class Explanation:
                 out.extend(f"      {why}" for why in v.misses)
             else:
                 out.append(f"  {label} {_quoted(v.name)}: matches")
+                out.extend(f"      {why}" for why in v.reasons)
         d = self.decision
         if not self.verdicts or self.verdicts[-1].misses:
             out.append("  no rule matched")
@@ -115,6 +117,7 @@ class Explanation:
                     "name": v.name,
                     "matched": not v.misses,
                     "misses": list(v.misses),
+                    "reasons": list(v.reasons),
                 }
                 for v in self.verdicts
             ],
@@ -142,14 +145,17 @@ def explain(
     now: datetime,
     first_seen: datetime | None = None,
 ) -> Explanation:
-    """What decide() would decide now, and why (the same rules, in the same order).
-    first_seen: when the event was first announced (None: as if now)."""
+    """What decide() decides at `now`, and why (the same rules, in the same order): `now`
+    is when the event was first seen to explain a recorded decision (a window's answer
+    depends on it), or this moment. first_seen: when the event was first announced (its
+    reminders' leads count from then; None: as if at `now`)."""
     verdicts: list[RuleVerdict] = []
     decision, started_approve = NO_MATCH, False
     facts = Facts(event, vm_name, now)
     for number, rule in enumerate(policy.rules, 1):
         misses = tuple(rule.misses(facts))
-        verdicts.append(RuleVerdict(number, rule.name, misses))
+        reasons = () if misses else tuple(rule.reasons(facts))
+        verdicts.append(RuleVerdict(number, rule.name, misses, reasons))
         if not misses:
             decision = effective(rule.decision, event)
             started_approve = rule.decision.action == APPROVE and event.started

@@ -1,7 +1,8 @@
 """What a rule matches on: one small class per matcher, each able to say why it failed.
 
-`test()` is the fast path decide() takes for every rule; `why_not()` names the
-matcher's key and the value it saw, for `sebridge policy explain`. An event
+`test()` is the fast path decide() takes for every rule; `why_not()` and `why()`
+name the matcher's key and the value it saw, for `sebridge policy explain`
+(why a rule did not match; why the one that decided did). An event
 field IMDS did not send (an old api-version) matches no matcher about it.
 """
 
@@ -70,6 +71,10 @@ class Matcher(Protocol):
         """Why it does not: "<key>: <what was seen>", for people."""
         ...
 
+    def why(self, f: Facts) -> str:
+        """Why it does: "<key>: <what was seen>", for people."""
+        ...
+
 
 def _listed(values: frozenset[str] | tuple[str, ...]) -> str:
     return ", ".join(sorted(values))
@@ -85,6 +90,9 @@ class EventTypes:
     def why_not(self, f: Facts) -> str:
         return f"event_types: {f.event.event_type} is not one of {_listed(self.types)}"
 
+    def why(self, f: Facts) -> str:
+        return f"event_types: {f.event.event_type} is one of {_listed(self.types)}"
+
 
 @dataclass(frozen=True)
 class Sources:
@@ -96,6 +104,9 @@ class Sources:
     def why_not(self, f: Facts) -> str:
         seen = f.event.source or "unknown (the api-version in use has no EventSource)"
         return f"sources: {seen} is not one of {_listed(self.sources)}"
+
+    def why(self, f: Facts) -> str:
+        return f"sources: {f.event.source} is one of {_listed(self.sources)}"
 
 
 @dataclass(frozen=True)
@@ -120,6 +131,12 @@ class Duration:
             return f"min_duration_seconds: {d} s is under {self.low}"
         return f"max_duration_seconds: {d} s is over {self.high}"
 
+    def why(self, f: Facts) -> str:
+        low = "" if self.low is None else f"at least {self.low} s"
+        high = "" if self.high is None else f"at most {self.high} s"
+        bounds = " and ".join(b for b in (low, high) if b)
+        return f"duration: {f.event.duration_seconds} s is {bounds}"
+
 
 @dataclass(frozen=True)
 class ThisVm:
@@ -133,6 +150,11 @@ class ThisVm:
     def why_not(self, f: Facts) -> str:
         listed = ", ".join(f.event.resources) or "none"
         verb = "do not include" if self.wanted else "include"
+        return f"this_vm = {str(self.wanted).lower()}: Resources ({listed}) {verb} {f.vm_name}"
+
+    def why(self, f: Facts) -> str:
+        listed = ", ".join(f.event.resources) or "none"
+        verb = "include" if self.wanted else "do not include"
         return f"this_vm = {str(self.wanted).lower()}: Resources ({listed}) {verb} {f.vm_name}"
 
 
@@ -153,6 +175,11 @@ class Description:
         text = text if len(text) <= 80 else text[:77] + "..."
         shown = json.dumps(text, ensure_ascii=False)
         return f"description: /{self.pattern.pattern}/ not found in {shown}"
+
+    def why(self, f: Facts) -> str:
+        found = self.pattern.search(f.event.description or "")
+        shown = json.dumps(found.group(0)[:80] if found else "", ensure_ascii=False)
+        return f"description: /{self.pattern.pattern}/ found ({shown})"
 
 
 @dataclass(frozen=True)
@@ -185,6 +212,14 @@ class Window:
             f"outside {days} {_clock(self.start)}-{_clock(self.end)}"
         )
 
+    def why(self, f: Facts) -> str:
+        local = f.local(self.zone)
+        days = ",".join(_DAY_NAMES[d] for d in sorted(self.days))
+        return (
+            f"window: {_DAY_NAMES[local.weekday()]} {local:%H:%M} in {self.zone.key} is "
+            f"inside {days} {_clock(self.start)}-{_clock(self.end)}"
+        )
+
 
 def _clock(second: int) -> str:
     return f"{second // 3600:02d}:{second % 3600 // 60:02d}"
@@ -200,4 +235,7 @@ class Started:
         return f.event.started is self.wanted
 
     def why_not(self, f: Facts) -> str:
+        return f"status: {f.event.status}"
+
+    def why(self, f: Facts) -> str:
         return f"status: {f.event.status}"

@@ -40,6 +40,11 @@ class Rule:
         """Why it does not match: one line per matcher that fails, with the value it saw."""
         return [m.why_not(f) for m in self.matchers if not m.test(f)]
 
+    def reasons(self, f: Facts) -> list[str]:
+        """Why it matches: one line per matcher, with the value it saw (none: every event
+        matches a rule without conditions)."""
+        return [m.why(f) for m in self.matchers] or ["no conditions: it matches every event"]
+
 
 @dataclass(frozen=True)
 class Policy:

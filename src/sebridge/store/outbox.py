@@ -17,7 +17,7 @@ from datetime import datetime
 from sebridge.model import Receipt
 from sebridge.model.approval import CARRIED_OUT
 from sebridge.store.claims import new_token
-from sebridge.store.codec import from_iso, iso, transition_from_json
+from sebridge.store.codec import decision_from_db, from_iso, iso, transition_from_json
 from sebridge.store.database import Database
 from sebridge.store.records import Delivery
 
@@ -52,7 +52,7 @@ class Outbox:
         self.claim_sql = (
             "SELECT o.id, o.attempts, t.data, e.policy, e.gone_at, r.external_id, r.data, "
             "CASE WHEN a.state IN (?, ?) THEN a.actor END, o.begun, o.transition_id, o.begun_by, "
-            "a.state "
+            "a.state, e.decision "
             "FROM outbox o JOIN transitions t ON t.id = o.transition_id "
             "JOIN events e ON e.event_id = o.event_id "
             "LEFT JOIN receipts r ON r.event_id = o.event_id AND r.sink = o.sink "
@@ -118,6 +118,7 @@ class Outbox:
                 transition_id=row[9],
                 begun_by=row[10],
                 approval_state=row[11],
+                rule=decision_from_db(row[12], row[3]).rule,
                 token=token,
             )
             for row in rows

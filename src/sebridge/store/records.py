@@ -120,6 +120,7 @@ class Delivery:
     begun: int = 0
     transition_id: int = 0  # the transition's row id: stable, the JSON lines sink writes it
     begun_by: str | None = None  # the agent that began the latest attempt (None: before v9)
+    rule: str = ""  # the name of the rule that decided the event's action (`policy`)
     token: str = ""  # the claim's (store/claims.py): every write after the claim names it
 
 

@@ -39,9 +39,9 @@ from sebridge.model.approval import (
     Blocker,
     OutcomeKind,
     anyway_offered,
-    ways_out,
 )
-from sebridge.model.decision import offers_approval
+from sebridge.model.decision import offers_anyway
+from sebridge.model.outlook import approver, outlook, ways, ways_out
 from sebridge.model.readiness import VmReadiness, VmState
 from sebridge.store.records import EventRecord
 from sebridge.web.links import LinkError, LinkSigner
@@ -211,27 +211,40 @@ class ApprovalPage:
 
     def _page(self, template: str, record: EventRecord, *, outcome: str) -> str:
         readiness, prepare = self._readiness_of(record.event.event_id)
+        now = self._clock()
+        approval = record.approval
+        anyway = _anyway(record)
+        held = approval is not None and approval.state == ApprovalState.HELD
+        later = outlook(
+            record.event,
+            approval=approval.state if approval else None,
+            readiness=readiness,
+            now=now,
+            over=not record.present,
+        )
         return self._renderer.render(
             template,
             readiness=readiness,
             prepare=prepare,
-            anyway=_anyway(record),
+            anyway=anyway,
             unready=[
                 (v.line(), last_lines(v.output, lines=TAIL_LINES, limit=TAIL_LIMIT))
                 for v in readiness
                 if v.state in (VmState.FAILED, VmState.WAITING, VmState.PREPARING)
             ],
-            ways_out=ways_out(
-                record.event.event_id,
-                held=record.approval is not None and record.approval.state == ApprovalState.HELD,
-            ),
+            # The ways out (model/outlook.py): a held event's two; Approve anyway alone
+            # for one waiting for its hooks.
+            ways=later.ways_out or (ways(record.event.event_id, held=False) if anyway else ()),
+            ways_out=ways_out(record.event.event_id, held=held),
             outcome=outcome,
             record=record,
             e=record.event,
-            approval=record.approval,
+            approval=approval,
+            who=approver(approval.actor, approval.via, record.decision.rule) if approval else "",
+            next=later,
             vm=self._host.vm_name(),
             dry_run=self._dry_run,
-            now=self._clock(),
+            now=now,
         )
 
     @staticmethod
@@ -255,7 +268,7 @@ class ApprovalPage:
 def _anyway(record: EventRecord) -> bool:
     """Whether the page offers "Approve anyway": the event's approval waits for its VMs'
     prepare hooks or is held by a failed one (model/approval.py: anyway_offered)."""
-    return offers_approval(record.policy) and anyway_offered(
+    return offers_anyway(record.policy) and anyway_offered(
         approval=record.approval.state if record.approval else None,
         present=record.present,
         started=record.event.started,

@@ -40,6 +40,7 @@ class ConsoleSink:
     def render(self, message: Message) -> str:
         """The line this message prints. A broken template is a PermanentDeliveryError."""
         t = message.transition
+        now = self._clock()
         return self._renderer.render_for(
             "console",
             TEMPLATE,
@@ -47,9 +48,15 @@ class ConsoleSink:
             e=t.event,
             vm=message.vm_name,
             policy=message.policy,
+            rule=message.rule,
+            decided=message.decided,
             dry_run=message.dry_run,
-            now=self._clock(),
+            now=now,
             prepare=message.prepare,
+            approvable=message.approvable,
+            approve_url=message.approve_url if message.approvable else None,
+            held=message.held,
+            next=message.outlook(now),
         )
 
     def check_templates(self) -> None:

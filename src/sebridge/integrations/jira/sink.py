@@ -252,6 +252,7 @@ class JiraSink:
     def _context(self, message: Message) -> dict[str, Any]:
         t, m = message.transition, message
         approved_by = t.actor if t.kind == TransitionKind.APPROVED and t.actor else m.approved_by
+        now = self._clock()
         return dict(
             t=t,
             e=t.event,
@@ -262,9 +263,13 @@ class JiraSink:
             approved_by=approved_by,
             approve_url=m.approve_url,
             approve_status=self._s.approve_status,
-            now=self._clock(),
+            now=now,
             readiness=m.readiness,
             prepare=m.prepare,
+            rule=m.rule,
+            decided=m.decided,
+            held=m.held,
+            next=m.outlook(now),
         )
 
     def _summary(self, context: dict[str, Any]) -> str:

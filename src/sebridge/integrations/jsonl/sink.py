@@ -23,8 +23,9 @@ from dataclasses import asdict
 from typing import Any, BinaryIO, TextIO
 
 from sebridge.kernel.errors import PermanentDeliveryError, RetryableDeliveryError
-from sebridge.model import HookRun, Receipt
+from sebridge.model import HookRun, Receipt, TransitionKind
 from sebridge.model.message import Message
+from sebridge.model.outlook import approve_command, not_ready
 
 __all__ = ["TAIL", "JsonlSink", "hook_fields", "record"]
 
@@ -36,15 +37,20 @@ _NEVER_WRITABLE = frozenset({errno.EISDIR, errno.ENOTDIR, errno.ENAMETOOLONG})
 
 def record(message: Message, maybe_repeat: bool = False) -> dict[str, Any]:
     """The JSON object written for a message: stable keys, snake_case. maybe_repeat: an
-    earlier attempt may have written this line where we cannot look."""
+    earlier attempt may have written this line where we cannot look. `approve_url` and
+    `approve_command` are there only while an approval would be carried out now."""
     t, e = message.transition, message.transition.event
-    return {
+    later = message.outlook(t.at)  # only what it says, never its "in N min", is written
+    about_next = message.held or t.kind in (TransitionKind.HELD, TransitionKind.REMINDER)
+    line = {
         "ts": t.at.isoformat(),
         "transition_id": message.transition_id,
         "transition": t.kind,
         "event_id": e.event_id,
         "event_type": e.event_type,
-        "status": e.status,
+        # IMDS's status as of the transition: a recover hook runs after the event left
+        # IMDS, so it has none (the event's last seen status is on its completed line).
+        "status": None if t.hook and t.hook.stage == "recover" else e.status,
         "not_before": e.not_before.isoformat() if e.not_before else None,
         "not_before_text": e.not_before_text,
         "resources": list(e.resources),
@@ -57,6 +63,10 @@ def record(message: Message, maybe_repeat: bool = False) -> dict[str, Any]:
         "actor": t.actor,
         "via": t.via,
         "policy": message.policy,
+        # The decision, on every line: its action and the rule that chose it.
+        "action": message.policy,
+        "rule": message.rule,
+        "approval": message.approval,
         "dry_run": message.dry_run or t.dry_run,
         "note": t.note,
         # Hook transitions: which hook ran on which VM, and how it ended (else nulls).
@@ -67,8 +77,23 @@ def record(message: Message, maybe_repeat: bool = False) -> dict[str, Any]:
         "remind_after": t.remind_after,
         "while_held": t.while_held,
         "unreachable_reminders": [{lead.key: lead.seconds} for lead in t.unreachable],
+        # What happens next (model/outlook.py): for a held event and a reminder, when
+        # Azure starts it anyway; every listed VM not ready; held, the ways out.
+        "azure_starts_at": e.not_before.isoformat()
+        if about_next and later.starts and e.not_before
+        else None,
+        "not_ready": [
+            {"vm": v.vm, "state": str(v.state), "hook": v.hook, "why": v.why}
+            for v in not_ready(message.readiness)
+        ],
+        "ways_out": [command for command, _ in later.ways_out],
         "maybe_repeat": maybe_repeat,
     }
+    if message.approvable and message.approve_url:
+        line["approve_url"] = message.approve_url
+    if message.approvable:
+        line["approve_command"] = approve_command(e.event_id)
+    return line
 
 
 def hook_fields(run: HookRun | None) -> dict[str, Any]:

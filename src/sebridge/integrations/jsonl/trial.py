@@ -63,6 +63,9 @@ def _line(note: TrialNote) -> dict[str, object]:
         "actor": None,
         "via": None,
         "policy": None,
+        "action": None,
+        "rule": None,
+        "approval": None,
         "dry_run": False,
         "note": note.text,
         **hook_fields(None),  # sink.record's hook fields, all null: no hook ran
@@ -70,5 +73,8 @@ def _line(note: TrialNote) -> dict[str, object]:
         "remind_after": None,
         "while_held": False,
         "unreachable_reminders": [],
+        "azure_starts_at": None,
+        "not_ready": [],
+        "ways_out": [],
         "maybe_repeat": False,
     }

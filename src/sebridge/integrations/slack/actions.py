@@ -22,7 +22,8 @@ from slack_sdk.errors import SlackApiError
 from sebridge.approval.request import ApprovalRequest
 from sebridge.integrations.base import Desk
 from sebridge.integrations.slack.approvers import SlackApprovers
-from sebridge.model.approval import ApprovalState, OutcomeKind, ways_out
+from sebridge.model.approval import ApprovalState, OutcomeKind
+from sebridge.model.outlook import ways_out
 from sebridge.store.records import EventRecord
 
 __all__ = ["APPROVE", "APPROVE_ANYWAY", "TAKE", "Click", "SlackActions"]

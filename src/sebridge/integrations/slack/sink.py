@@ -247,6 +247,7 @@ class SlackSink:
         approving = (TransitionKind.APPROVED, TransitionKind.WOULD_APPROVE)
         approved_by = t.actor if t.kind in approving and t.actor else m.approved_by
         mention = self._mention if first and t.event.event_type in self._mention_types else ""
+        now = self._clock()
         return dict(
             t=t,
             e=t.event,
@@ -257,9 +258,13 @@ class SlackSink:
             anyway=m.anyway,
             approved_by=approved_by,
             mention=mention,
-            now=self._clock(),
+            now=now,
             readiness=m.readiness,
             prepare=m.prepare,
+            rule=m.rule,
+            decided=m.decided,
+            held=m.held,
+            next=m.outlook(now),
         )
 
     def _render(self, name: str, context: dict[str, Any]) -> str:

@@ -122,6 +122,7 @@ class CardBuilder:
         self, name: str, message: Message, description_limit: int, resource_limit: int
     ) -> dict[str, Any]:
         t = message.transition
+        now = self._clock()
         source = self._renderer.render_for(
             "teams",
             name,
@@ -134,11 +135,15 @@ class CardBuilder:
             approve_url=message.approve_url if message.approvable else None,
             approved_by=message.approved_by,
             first=self.full(message),
-            now=self._clock(),
+            now=now,
             description_limit=description_limit,
             resource_limit=resource_limit,
             readiness=message.readiness,
             prepare=message.prepare,
+            rule=message.rule,
+            decided=message.decided,
+            held=message.held,
+            next=message.outlook(now),
         )
         try:
             card = json.loads(source)

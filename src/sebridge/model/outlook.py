@@ -1,0 +1,222 @@
+"""What happens next to an event, in one wording for every sink, the page and the CLI.
+
+A held approval is not a safe state: Azure starts the event at NotBefore
+whether or not anyone approved it, drained or not. So every message about
+a held event, and the reminder of an unanswered one, says when Azure starts
+it anyway, which listed VMs are not ready and why, and the ways out; and the
+first message of every event names the action and the rule that chose it.
+Pure: each sink escapes these words its own way. See docs/ARCHITECTURE.md,
+"What happens next".
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sebridge.kernel.text import visible
+from sebridge.model import ScheduledEvent
+from sebridge.model.approval import ApprovalState
+from sebridge.model.decision import NO_RULE
+from sebridge.model.readiness import VmReadiness, VmState
+
+__all__ = [
+    "Outlook",
+    "anyway_command",
+    "anyway_note",
+    "approve_command",
+    "approved_as",
+    "approver",
+    "decided",
+    "not_ready",
+    "outlook",
+    "retry_command",
+    "starts_at",
+    "until",
+    "ways",
+    "ways_out",
+]
+
+# The states in which a listed VM is not ready to be released (NO_AGENT is not waited for,
+# DRY_RUN runs nothing: neither holds an approval back).
+_NOT_READY = (VmState.FAILED, VmState.WAITING, VmState.PREPARING)
+
+
+def until(moment: datetime | None, now: datetime) -> str:
+    """ "in 14 min", "in 40 s", "3 min ago"; "" without a time."""
+    if moment is None:
+        return ""
+    seconds = int((moment - now).total_seconds())
+    span = abs(seconds)
+    if span < 90:
+        text = f"{span} s"
+    elif span < 90 * 60:
+        text = f"{round(span / 60)} min"
+    elif span < 48 * 3600:
+        text = f"{span // 3600} h {span % 3600 // 60:02d} min"
+    else:
+        text = f"{span // 86400} days"
+    return f"in {text}" if seconds >= 0 else f"{text} ago"
+
+
+def starts_at(event: ScheduledEvent, now: datetime) -> str:
+    """When Azure starts the event by itself: "at 2024-05-04 08:14:07 UTC (in 12 min)"; the
+    text IMDS sent when it is no time we can read."""
+    if event.not_before is not None:
+        at = event.not_before.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return f"at {at} ({until(event.not_before, now)})"
+    text = (event.not_before_text or "").strip()
+    return f'at NotBefore, which IMDS sent as "{text}"' if text else "at a time IMDS did not say"
+
+
+def _id(event_id: str) -> str:
+    """The event id as `sebridge events` shows it (escaped: kernel/text.py), quoted for a
+    shell when it must be, so the command can be pasted as it stands."""
+    return shlex.quote(visible(event_id))
+
+
+def approve_command(event_id: str) -> str:
+    """ "sebridge approve ID": how to approve from a shell."""
+    return f"sebridge approve {_id(event_id)}"
+
+
+def retry_command(event_id: str) -> str:
+    """ "sebridge hooks retry ID": run the failed prepare hooks again."""
+    return f"sebridge hooks retry {_id(event_id)}"
+
+
+def anyway_command(event_id: str) -> str:
+    """ "sebridge approve ID --anyway": start it now, the VMs not ready."""
+    return f"sebridge approve {_id(event_id)} --anyway"
+
+
+def ways(event_id: str, *, held: bool = True) -> tuple[tuple[str, str], ...]:
+    """The ways out of an approval held by a failed prepare hook (retry them, or approve
+    anyway), or waiting for unfinished ones (approve anyway): each command and what it
+    does."""
+    anyway = (anyway_command(event_id), "starts it now, the VMs not ready")
+    if not held:
+        return (anyway,)
+    retry = "runs the failed prepare hooks again; the approval goes once they succeed"
+    return ((retry_command(event_id), retry), anyway)
+
+
+def _ways_line(commands: Sequence[tuple[str, str]]) -> str:
+    return "Ways out: " + "; or ".join(f"{c} ({what})" for c, what in commands)
+
+
+def ways_out(event_id: str, *, held: bool = True) -> str:
+    """The ways out in one sentence, for an answer to a person (`sebridge approve`, Slack's
+    ephemeral, a `problem` note, the page): "Ways out: sebridge hooks retry ID (...); or
+    sebridge approve ID --anyway (...)."."""
+    return _ways_line(ways(event_id, held=held)) + "."
+
+
+def anyway_note(actor: str, unready: str) -> str:
+    """What an approval carried out anyway says (its `approved` transition's note): by whom,
+    and which VMs were not ready and why."""
+    return f"{_ANYWAY_BY}{actor}; not ready: {unready}"
+
+
+_ANYWAY_BY = "approved anyway by "
+
+
+def decided(action: str, rule: str) -> str:
+    """The decision as the first message names it: 'ask: rule "business hours"',
+    "ask: no rule matched"."""
+    if not rule:
+        return action
+    if rule == NO_RULE:
+        return f"{action}: {rule}"
+    return f'{action}: rule "{rule}"'
+
+
+def approver(actor: str, via: str | None, rule: str = "") -> str:
+    """Who approved, said once: "alice via slack"; "carol (on-call) via approval link"
+    (the page's actor is "approval link (NAME)"); "policy (rule "night freeze")"."""
+    if actor == "policy" or via == "policy":
+        return f'policy (rule "{rule}")' if rule and rule != NO_RULE else "policy"
+    if via in (None, "link") and actor.startswith("approval link"):
+        name = actor.removeprefix("approval link").strip()
+        if name.startswith("(") and name.endswith(")"):
+            name = name[1:-1]
+        return f"{name} via approval link" if name else "approval link"
+    if not via or via == actor:
+        return actor
+    return f"{actor} via {via}"
+
+
+def approved_as(actor: str, via: str | None, rule: str, note: str) -> tuple[str, str]:
+    """An `approved` transition's who and note, the approver said once: ("by alice via
+    slack", note); an approval anyway, whose note names its approver already: ("anyway by
+    bob via cli", "Not ready: vm2: failed: drain exit 1")."""
+    who = approver(actor, via, rule)
+    prefix = f"{_ANYWAY_BY}{actor}; "
+    if note.startswith(prefix):
+        rest = note.removeprefix(prefix)
+        return f"anyway by {who}", rest[:1].upper() + rest[1:]
+    return f"by {who}", note
+
+
+def not_ready(readiness: Sequence[VmReadiness]) -> tuple[VmReadiness, ...]:
+    """The listed VMs not ready to be released: a prepare hook failed, runs, or has not
+    started."""
+    return tuple(v for v in readiness if v.state in _NOT_READY)
+
+
+@dataclass(frozen=True)
+class Outlook:
+    """What happens next, for people.
+
+    Args:
+        held: the approval is held (a prepare hook failed; nothing was sent to IMDS).
+        starts: "Azure starts it anyway at 2024-05-04 08:14:07 UTC (in 12 min), ready or
+            not" ("" once it started or left IMDS).
+        not_ready: one line per listed VM not ready, and why ("web1: failed: drain exit
+            1: lb refused").
+        ways_out: for a held event, the two commands that end the hold, each with what it
+            does: ("sebridge hooks retry ID", "runs the failed prepare hooks again; ...");
+            else empty.
+    """
+
+    held: bool
+    starts: str
+    not_ready: tuple[str, ...]
+    ways_out: tuple[tuple[str, str], ...]
+
+    def lines(self) -> list[str]:
+        """Everything, one sentence a line (the console joins them, the page lists them)."""
+        out = [self.starts] if self.starts else []
+        if self.not_ready:
+            out.append("Not ready: " + "; ".join(self.not_ready))
+        if self.ways_out:
+            out.append(_ways_line(self.ways_out))
+        return out
+
+
+def outlook(
+    event: ScheduledEvent,
+    *,
+    approval: str | None,
+    readiness: Sequence[VmReadiness],
+    now: datetime,
+    over: bool = False,
+) -> Outlook:
+    """What happens next to `event`, whose approval is in state `approval` (None: nobody
+    approved it) and whose listed VMs are as `readiness` says. over: it left IMDS."""
+    held = approval == ApprovalState.HELD
+    live = not (over or event.started)
+    starts = f"Azure starts it anyway {starts_at(event, now)}, ready or not" if live else ""
+    lines = tuple(_vm_line(v) for v in not_ready(readiness))
+    out = ways(event.event_id) if held and live else ()
+    return Outlook(held, starts, lines, out)
+
+
+def _vm_line(v: VmReadiness) -> str:
+    """ "web1: failed: drain exit 1: lb refused" (the output's last line), "web2: waiting
+    (drain not started)"."""
+    line = v.line()
+    tail = [s.strip() for s in v.output.splitlines() if s.strip()]
+    return f"{line}: {tail[-1][:200]}" if v.state == VmState.FAILED and tail else line
