@@ -88,7 +88,8 @@ def test_approve_exits_4_while_held_and_anyway_carries_it_out(
     assert sim.start_requests == [event_id]
     assert not (tmp_path / "drained").exists()
     code, out, err = cli_main("approve", event_id, "--as", "carol", "--config", str(config))
-    assert code == 3, err  # refused: already approved
+    assert code == 3, err  # refused: already approved, by the one who asked and by bob anyway
+    assert f"{event_id} was already approved by alice, approved anyway by bob (posted)" in out
     code, out, err = cli_main("history", event_id, "--config", str(config))
     assert code == 0, err
     assert "Approval by bob not carried out: waiting for prepare hooks" in out

@@ -305,6 +305,8 @@ def _approval_line(final: ApprovalRecord, outcome: Outcome, *, new: bool, asked_
         out = ways_out(event_id, held=final.state == ApprovalState.HELD)
         return f"approval of {event_id} by {asked_by}: {outcome.reason}{first}. {out}"
     if not new:
+        if final.anyway_by is not None and final.anyway_by != who:
+            who = f"{who}, approved anyway by {final.anyway_by}"
         return f"{event_id} was already approved by {who} ({final.state})"
     anyway = " anyway" if final.anyway_by is not None else ""
     if final.anyway_by is not None:

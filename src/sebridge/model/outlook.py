@@ -133,9 +133,11 @@ def decided(action: str, rule: str) -> str:
     return f'{action}: rule "{rule}"'
 
 
-def approver(actor: str, via: str | None, rule: str = "") -> str:
+def approver(actor: str | None, via: str | None, rule: str = "") -> str:
     """Who approved, said once: "alice via slack"; "carol (on-call) via approval link"
-    (the page's actor is "approval link (NAME)"); "policy (rule "night freeze")"."""
+    (the page's actor is "approval link (NAME)"); "policy (rule "night freeze")". A
+    transition that names nobody (one read from an older store) says "someone"."""
+    actor = actor or "someone"
     if actor == "policy" or via == "policy":
         return f'policy (rule "{rule}")' if rule and rule != NO_RULE else "policy"
     if via in (None, "link") and actor.startswith("approval link"):
@@ -148,11 +150,12 @@ def approver(actor: str, via: str | None, rule: str = "") -> str:
     return f"{actor} via {via}"
 
 
-def approved_as(actor: str, via: str | None, rule: str, note: str) -> tuple[str, str]:
+def approved_as(actor: str | None, via: str | None, rule: str, note: str | None) -> tuple[str, str]:
     """An `approved` transition's who and note, the approver said once: ("by alice via
     slack", note); an approval anyway, whose note names its approver already: ("anyway by
     bob via cli", "Not ready: vm2: failed: drain exit 1")."""
     who = approver(actor, via, rule)
+    note = note or ""
     prefix = f"{_ANYWAY_BY}{actor}; "
     if note.startswith(prefix):
         rest = note.removeprefix(prefix)
