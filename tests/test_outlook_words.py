@@ -322,3 +322,46 @@ def test_a_reminder_recorded_while_held_is_held_without_the_stores_state() -> No
     assert "approve_url" not in line
     # The store's state at delivery, when known, is what the message says.
     assert not Message(t, "vm0", "ask", approval_state="posted").held
+
+
+# ------------------------------------------------------------------ the alarm: started_unready
+
+UNREADY = "started while not ready: web1: failed: drain exit 1"
+
+
+def alarm(**more: Any) -> Message:
+    started = event(not_before=None)
+    return message("started_unready", ev=started, note=UNREADY, **more)
+
+
+def test_the_console_and_json_lines_raise_the_alarm_with_the_vms() -> None:
+    out = io.StringIO()
+    ConsoleSink(Renderer(), out).send(alarm())
+    assert f"STARTED UNREADY Reboot    {EVENT_ID} ALARM: {UNREADY}" in out.getvalue()
+    line = record(alarm(), maybe_repeat=False)
+    assert (line["transition"], line["note"]) == ("started_unready", UNREADY)
+
+
+def test_slack_shows_the_alarm_in_the_channel_not_only_the_thread(slack: FakeSlack) -> None:
+    sink = SlackSink(build_slack_client(slack.bot_token, slack.url), CHANNEL, Renderer())
+    receipt = sink.send(message("scheduled"))
+    sink.send(message("hook_failed", receipt=receipt, hook=HookRun("drain", "prepare", "web1")))
+    sink.send(alarm(receipt=receipt))
+    ((channel, ts), _) = next((k, m) for k, m in slack.messages.items() if m.thread_ts is None)
+    hook_reply, alarm_reply = slack.replies(channel, ts)
+    assert not hook_reply.broadcast  # a note stays in the thread
+    assert alarm_reply.broadcast and "web1: failed: drain exit 1" in alarm_reply.text
+
+
+def test_teams_posts_the_alarm_card_and_jira_comments_it(teams: FakeTeams) -> None:
+    TeamsSink(teams.workflows_url, Renderer(), timeout=5, clock=lambda: NOW).send(alarm())
+    (shown,) = teams.wait_shown(1)
+    assert "web1: failed: drain exit 1" in json.dumps(shown.card, ensure_ascii=False)
+    with FakeJira("datacenter") as jira:
+        settings = JiraSettings(url=jira.url, project="OPS", pat=Secret(jira.pat))
+        sink = JiraSink(JiraApi(settings), Renderer(), lag_waits=(0.1,))
+        receipt = sink.send(message("scheduled"))
+        sink.send(alarm(receipt=receipt))
+        (issue,) = jira.issues_of(EVENT_ID)
+        (comment,) = jira.comments(issue["key"])
+    assert "web1: failed: drain exit 1" in comment

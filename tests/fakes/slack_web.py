@@ -184,6 +184,8 @@ class FakeMessage:
     blocks: list[dict[str, Any]] | None = None
     metadata: dict[str, Any] | None = None
     thread_ts: str | None = None
+    # A thread reply also shown in the channel (chat.postMessage reply_broadcast).
+    broadcast: bool = False
     history: list[FakeMessage] = field(default_factory=list)
     user: str = ""
     bot_id: str | None = None
@@ -201,6 +203,8 @@ class FakeMessage:
             d["metadata"] = copy.deepcopy(self.metadata)
         if self.thread_ts:
             d["thread_ts"] = self.thread_ts
+        if self.broadcast:
+            d["subtype"] = "thread_broadcast"
         if self.history:
             d["edited"] = {"user": self.user, "ts": self.history[-1].ts}
         return d
@@ -513,6 +517,9 @@ class FakeWebApi:
         if thread_ts is not None:
             thread_ts = self._parent_ts(channel, str(thread_ts))
         message = self._new_message(channel, content, thread_ts)
+        # reply_broadcast only means something with thread_ts (Slack ignores it otherwise).
+        broadcast = params.get("reply_broadcast") in (True, "true", "1", 1)
+        message.broadcast = thread_ts is not None and broadcast
         self.store(message)
         return {"channel": channel, "ts": message.ts, "message": message.as_dict()}
 
