@@ -32,7 +32,7 @@ def test_the_worked_policies_of_the_readme_are_valid_configs(tmp_path: Path) -> 
     from sebridge.policy.compile import build_policy
 
     examples = _policy_examples()
-    assert len(examples) == 4
+    assert len(examples) == 5  # four worked policies and the one of "When the drain fails"
     hooks = str(ROOT / "deploy" / "hooks") + "/"
     # The Kubernetes example runs the image's kubectl (tests/test_kubernetes.py checks the
     # image has it); here a stand-in at a temporary path.
