@@ -129,6 +129,11 @@ class HookWorker:
             self._next_due = None
             self.wake()
 
+    def due(self, now: datetime) -> bool:
+        """Whether poke(now) would wake us (a prepare lead has come); changes nothing."""
+        next_due = self._next_due  # set by the worker's thread: read once
+        return next_due is not None and now >= next_due
+
     def round(self) -> int:
         """Run every hook that is due now; returns how many ran."""
         if self._dry_run or not self._hooks:
