@@ -22,7 +22,6 @@ from sebridge.engine.daemon import Daemon
 from sebridge.engine.health import Health
 from sebridge.engine.readiness import Readiness
 from sebridge.engine.runner import Runner
-from sebridge.engine.store_gauges import StoreGauges
 from sebridge.hooks.gate import ReadinessGate
 from sebridge.imds import ImdsClient
 from sebridge.imds.vm_name import learn_vm_name
@@ -286,8 +285,11 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
 
 def _metrics_route(daemon: Daemon, runner: Runner) -> WsgiApp:
     """GET /metrics: the daemon's registry, with the store's figures read at scrape time
-    (by a reader the runner stops with the services)."""
+    (by a reader the runner stops with the services). prometheus_client is imported here:
+    a daemon that serves no HTTP never loads it (docs/ARCHITECTURE.md, "Metrics")."""
     from prometheus_client import make_wsgi_app
+
+    from sebridge.engine.store_gauges import StoreGauges
 
     metrics = daemon.metrics
     store = daemon.store
