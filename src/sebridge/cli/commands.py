@@ -13,7 +13,6 @@ from datetime import timedelta
 from typing import TextIO
 
 from sebridge.approval.request import ApprovalRequest, Outcome
-from sebridge.cli import doctor
 from sebridge.cli import format as fmt
 from sebridge.cli.runtime import (
     build_daemon,
@@ -281,6 +280,8 @@ def check(
     out = out or sys.stdout
     # With --json, stdout is the report's: the console's test line goes to stderr.
     lines = sys.stderr if as_json else out
+    from sebridge.cli import doctor  # `check` alone needs it
+
     report = doctor.examine(config, credentials=credentials, send_test=send_test, stdout=lines)
     doctor.show(config, report, out, as_json=as_json)
     return FAILED if report.problems else OK
