@@ -131,7 +131,7 @@ class Daemon:
         self._imds_failing: str | None = None
         self.poll_state = PollState()
         self._write_marker = store.db.write_marker()
-        # Changes of the write marker: counted by quiet() on the scheduler's thread (the
+        # Changes of the write marker: counted by quiet() on the poll thread (the
         # marker's only reader there), acted on by act() on the recorder's, each poll
         # carrying the count it saw (a poll the recorder skips loses no write).
         self._writes_seen = 0
@@ -158,7 +158,7 @@ class Daemon:
         return Polled(self._poll(result), self.clock(), result)
 
     def quiet(self, polled: Polled) -> bool:
-        """Between poll() and act(), on the poller's thread: True when the poll needs no
+        """Between poll() and act(), on the poll thread: True when the poll needs no
         act() (the daemon then does not wake the recorder for it) and was counted here.
 
         Quiet is the same document object as the one last acted on (the client returns

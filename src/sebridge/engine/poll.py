@@ -40,7 +40,7 @@ class TickResult:
 class Polled:
     """One poll's outcome: the document (None: IMDS failed), when it was read, and the
     tick's result so far. `writes`: how many changes of the store's write marker the
-    scheduler's thread had counted when it looked after this poll (Daemon.quiet); None
+    poll thread had counted when it looked after this poll (Daemon.quiet); None
     when nobody looked (`once`, tests: act() reads the marker itself)."""
 
     document: Document | None

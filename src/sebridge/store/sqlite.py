@@ -88,8 +88,8 @@ class SqliteDatabase(Database):
         FILE_TICK_NS after the newest file time (a commit since would then carry a later
         time). Otherwise unchanged files mean no commit, and the marker is two stat()s:
         3 us in a loop (with the pragma 6 us; in the live daemon, caches cold, the pragma
-        was measured at 50 us a poll, issue 26). One caller's thread only (the daemon's
-        poller: Daemon.quiet)."""
+        was measured at 50 us a poll, issue 26). One caller's thread only (the daemon.s
+        poll thread: Daemon.quiet)."""
         if self.path == ":memory:":
             return ()
         files: list[int] = []
@@ -113,7 +113,7 @@ class SqliteDatabase(Database):
 
     def _data_version(self) -> int:
         """PRAGMA data_version on a connection of the marker's own: the shared one waits
-        behind any transaction under way (the store's lock), and the poller must not. Its
+        behind any transaction under way (the store's lock), and the poll thread must not. Its
         own connection sees this process's commits as another's too, which the files
         show anyway. A failure gives a value never seen before: counted as a write."""
         try:
