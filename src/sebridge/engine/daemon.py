@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from sebridge.approval.assembly import assemble
 from sebridge.config.core import PolicyConfig
@@ -27,7 +28,6 @@ from sebridge.engine.poll import Polled, PollState, TickResult
 from sebridge.engine.reminders import Reminders
 from sebridge.engine.wakeups import Parts, Wakeups
 from sebridge.hooks.agent import AgentHooks
-from sebridge.hooks.process import HookCommand
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ImdsError
@@ -37,6 +37,9 @@ from sebridge.model.message import Sink
 from sebridge.policy import Policy, decide
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
+
+if TYPE_CHECKING:
+    from sebridge.hooks.process import HookCommand
 
 __all__ = ["Daemon", "PollState", "Polled", "TickResult"]
 

@@ -22,16 +22,18 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sebridge.hooks.chains import Chains
-from sebridge.hooks.process import HookCommand, end_leftovers, run_hook
 from sebridge.hooks.readiness import listed_vms
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import StoreError
 from sebridge.kernel.worker import Worker
 from sebridge.model import HookRun
 from sebridge.store import EventRecord, Store
+
+if TYPE_CHECKING:
+    from sebridge.hooks.process import HookCommand
 
 __all__ = ["HookPlan", "HookWorker"]
 
@@ -243,6 +245,9 @@ class HookWorker:
         if spec is None:  # config checks refuse this; a fleet's agents may differ
             ended = HookRun(name, stage, vm, run.attempt, why=f"hook {name!r} is not defined")
         else:
+            # Imported with the first run: a daemon without hooks never loads it.
+            from sebridge.hooks.process import end_leftovers, run_hook
+
             log.info("%s hook %s for %s (attempt %d)", stage, name, event.event_id, run.attempt)
             if run.attempt > 1:  # never two attempts at once
                 end_leftovers(event.event_id, hook=name, stage=stage, vm_name=vm)
