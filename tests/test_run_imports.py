@@ -30,7 +30,6 @@ EXPECTED_MODULES = frozenset(
         "approval.usecase",
         "cli",
         "cli.commands",
-        "cli.format",
         "cli.main",
         "cli.runtime",
         "config",

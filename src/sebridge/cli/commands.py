@@ -6,14 +6,12 @@ usage or configuration; 3 an approval was refused.
 
 from __future__ import annotations
 
-import getpass
 import os
 import sys
 from datetime import timedelta
 from typing import TextIO
 
 from sebridge.approval.request import ApprovalRequest, Outcome
-from sebridge.cli import format as fmt
 from sebridge.cli.runtime import (
     build_daemon,
     build_desk,
@@ -51,6 +49,8 @@ def run(config: Config) -> int:
 
 def once(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
     """One tick, then deliver what it produced (bounded by the shutdown grace)."""
+    from sebridge.cli import format as fmt  # the commands that print alone load it
+
     out = out or sys.stdout
     daemon = build_daemon(config, stdout=sys.stderr if as_json else None)
     try:
@@ -82,6 +82,8 @@ def once(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
 
 def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None = None) -> int:
     """The events in the latest document (and, with --all, those gone in the last day)."""
+    from sebridge.cli import format as fmt  # the commands that print alone load it
+
     out = out or sys.stdout
     if missing_store(config) is not None:  # looked at, never created
         print("[]" if as_json else f"no events: {_not_yet(config)}", file=out)
@@ -142,6 +144,10 @@ def approve(
 ) -> int:
     """Approve an event and show what became of it: the daemon carries it out (or this
     process, when no daemon holds the store); the daemon retries a POST that failed."""
+    import getpass
+
+    from sebridge.cli import format as fmt  # the commands that print alone load it
+
     out = out or sys.stdout
     who = actor or os.environ.get("SUDO_USER") or getpass.getuser()
     if missing_store(config) is not None:
@@ -223,6 +229,8 @@ def history(
     config: Config, *, event_id: str | None, limit: int, as_json: bool, out: TextIO | None = None
 ) -> int:
     """Transitions with their deliveries and refused actions, in time order, oldest first."""
+    from sebridge.cli import format as fmt  # the commands that print alone load it
+
     out = out or sys.stdout
     if missing_store(config) is not None:
         if event_id is not None:
