@@ -110,12 +110,14 @@ class Metrics:
     def registry(self) -> CollectorRegistry:
         """The prometheus_client registry that shows these figures (built, and
         prometheus_client imported, at the first call)."""
-        with self._lock:
-            if self._registry is None:
-                from sebridge.engine.metrics_export import registry_of
+        if self._registry is None:
+            from sebridge.engine.metrics_export import registry_of
 
-                self._registry = registry_of(self)
-            return self._registry
+            made = registry_of(self)  # outside the lock: a collect takes it
+            with self._lock:
+                if self._registry is None:
+                    self._registry = made
+        return self._registry
 
     def polled(self, outcome: str, at: datetime | None = None) -> None:
         """One IMDS poll: "changed", "unchanged" or "error"; `at` when IMDS answered."""
