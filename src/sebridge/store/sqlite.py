@@ -88,7 +88,7 @@ class SqliteDatabase(Database):
         FILE_TICK_NS after the newest file time (a commit since would then carry a later
         time). Otherwise unchanged files mean no commit, and the marker is two stat()s:
         3 us in a loop (with the pragma 6 us; in the live daemon, caches cold, the pragma
-        was measured at 50 us a poll, issue 26). One caller's thread only (the daemon.s
+        was measured at 50 us a poll, issue 26). One caller's thread only (the daemon's
         poll thread: Daemon.quiet)."""
         if self.path == ":memory:":
             return ()
@@ -106,16 +106,17 @@ class SqliteDatabase(Database):
             and self._version_read_at - max(stats[0], stats[2]) >= FILE_TICK_NS
         ):
             return self._marker
-        read_at = time.time_ns()  # before the read: a commit after it is after this time
+        # Taken before the read: a commit after the read is after this time.
+        self._version_read_at = time.time_ns()
         self._marker = (*stats, self._data_version())
-        self._version_read_at = read_at
         return self._marker
 
     def _data_version(self) -> int:
         """PRAGMA data_version on a connection of the marker's own: the shared one waits
-        behind any transaction under way (the store's lock), and the poll thread must not. Its
-        own connection sees this process's commits as another's too, which the files
-        show anyway. A failure gives a value never seen before: counted as a write."""
+        behind any transaction under way (the store's lock), and the poll thread must
+        not. Its own connection sees this process's commits as another's too, which the
+        files show anyway. A failure gives a value never seen before (counted as a
+        write) and the next call reads again."""
         try:
             if self._marker_conn is None:
                 self._marker_conn = sqlite3.connect(
