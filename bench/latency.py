@@ -335,7 +335,7 @@ BASELINES = {
     "python -c 'import sebridge.cli.main'": "import sebridge.cli.main",
     "python -c 'import <run's modules>'": (
         "import sebridge.cli.main, sebridge.config.loader, sebridge.cli.commands, "
-        "sebridge.cli.runtime"
+        "apscheduler.schedulers.background"
     ),
 }
 

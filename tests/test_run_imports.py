@@ -121,8 +121,8 @@ EXPECTED_MODULES = frozenset(
         "store.store",
     ]
 )
-# Third-party top-level packages (templates, the IMDS client's HTTP).
-EXPECTED_PACKAGES = frozenset({"jinja2", "markupsafe", "urllib3"})
+# Third-party top-level packages (the scheduler, templates, the IMDS client's HTTP).
+EXPECTED_PACKAGES = frozenset({"apscheduler", "jinja2", "markupsafe", "tzlocal", "urllib3"})
 
 # Runs `sebridge run` as `python -m sebridge run` does; after the first Daemon.act() it
 # prints what is loaded and ends the process at once.

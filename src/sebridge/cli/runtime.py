@@ -77,6 +77,8 @@ def configure_logging(config: Config, verbose: bool = False) -> None:
         # IMDS text in a message is shown escaped: one record stays one line.
         handler.setFormatter(VisibleFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     logging.basicConfig(level=level, handlers=[handler], force=True)
+    # APScheduler logs every run at INFO: once a second is noise.
+    logging.getLogger("apscheduler").setLevel(max(level, logging.WARNING))
 
 
 _JSON_FIELDS = {

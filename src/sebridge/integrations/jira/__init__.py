@@ -50,7 +50,7 @@ class Jira(Integration[JiraSettings]):
         from sebridge.integrations.jira.client import JiraApi
         from sebridge.integrations.jira.watcher import StatusWatcher
 
-        # Its own client: the watcher runs on its job's thread, the sink on the dispatcher's.
+        # Its own client: the watcher runs on the scheduler's thread, the sink on the dispatcher's.
         watcher = StatusWatcher(JiraApi(settings), host)
         return Inbound(services=[watcher], jobs=[watcher.job()])
 
