@@ -52,9 +52,17 @@ class Children:
         self._procs: list[subprocess.Popen[bytes]] = []
 
     def start(
-        self, argv: Sequence[str], *, stdout: IO[Any] | int, stderr: IO[Any] | int
+        self,
+        argv: Sequence[str],
+        *,
+        stdout: IO[Any] | int,
+        stderr: IO[Any] | int,
+        env: dict[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
+        """Start `argv` (in `env`, else this process's environment)."""
+        proc = subprocess.Popen(
+            list(argv), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env
+        )
         self._procs.append(proc)
         return proc
 

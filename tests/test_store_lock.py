@@ -177,3 +177,22 @@ def test_another_process_commit_in_the_same_clock_tick_is_still_seen(tmp_path: P
     assert wal.stat().st_size == stats[1].st_size  # reused in place: the files say nothing
     assert mine.write_marker() != before
     mine.close()
+
+
+def test_a_commit_after_the_files_settled_is_seen(tmp_path: Path) -> None:
+    """Once the files' times are well past (the marker then reads two stat()s alone), the
+    next commit by another process changes the marker, and an idle look after it does not."""
+    path = tmp_path / "s.db"
+    mine = SqliteDatabase(f"sqlite:///{path}")
+    mine.execute("CREATE TABLE t (x INTEGER)")
+    for name in (path, Path(f"{path}-wal")):  # written ten seconds ago
+        stat = os.stat(name)
+        os.utime(name, ns=(stat.st_atime_ns, stat.st_mtime_ns - 10_000_000_000))
+    settled = mine.write_marker()
+    assert mine.write_marker() == settled
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("INSERT INTO t VALUES (1)")
+    other.close()
+    written = mine.write_marker()
+    assert written != settled
+    mine.close()

@@ -128,6 +128,11 @@ class Carrier:
             return 0
         return self._inline()
 
+    @property
+    def owed(self) -> bool:
+        """Whether poke() would run a round (see _owed); changes nothing."""
+        return self._owed
+
     def poke(self) -> int:
         """From every tick: a round when the tick owes one (see _owed); else nothing, and
         no store access. Returns what wake() returns."""

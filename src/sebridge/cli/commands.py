@@ -8,7 +8,6 @@ failed hook, or not carried out yet).
 
 from __future__ import annotations
 
-import getpass
 import logging
 import os
 import sys
@@ -17,8 +16,6 @@ from datetime import datetime, timedelta
 from typing import TextIO
 
 from sebridge.approval.request import ApprovalRequest, Outcome
-from sebridge.cli import doctor
-from sebridge.cli import format as fmt
 from sebridge.cli.runtime import (
     build_daemon,
     build_desk,
@@ -71,6 +68,8 @@ def _say_warnings(config: Config) -> None:
 
 def once(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
     """One tick, then deliver what it produced (bounded by the shutdown grace)."""
+    from sebridge.cli import format as fmt  # the commands that print alone load it
+
     out = out or sys.stdout
     _say_warnings(config)
     daemon = build_daemon(config, stdout=sys.stderr if as_json else None)
@@ -103,6 +102,8 @@ def once(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
 
 def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None = None) -> int:
     """The events in the latest document (and, with --all, those gone in the last day)."""
+    from sebridge.cli import format as fmt  # the commands that print alone load it
+
     out = out or sys.stdout
     if missing_store(config) is not None:  # looked at, never created
         print("[]" if as_json else f"no events: {_not_yet(config)}", file=out)
@@ -188,6 +189,10 @@ def approve(
     process, when no daemon holds the store); the daemon retries a POST that failed.
     `anyway`: despite failed or unfinished prepare hooks. Exit: 0 carried out (dry run:
     would be), 1 IMDS or the store failed, 3 refused, 4 held (the line says which)."""
+    import getpass
+
+    from sebridge.cli import format as fmt  # the commands that print alone load it
+
     out = out or sys.stdout
     who = actor or os.environ.get("SUDO_USER") or getpass.getuser()
     if missing_store(config) is not None:
@@ -331,6 +336,8 @@ def history(
     config: Config, *, event_id: str | None, limit: int, as_json: bool, out: TextIO | None = None
 ) -> int:
     """Transitions with their deliveries and refused actions, in time order, oldest first."""
+    from sebridge.cli import format as fmt  # the commands that print alone load it
+
     out = out or sys.stdout
     if missing_store(config) is not None:
         if event_id is not None:
@@ -388,6 +395,8 @@ def check(
     out = out or sys.stdout
     # With --json, stdout is the report's: the console's test line goes to stderr.
     lines = sys.stderr if as_json else out
+    from sebridge.cli import doctor  # `check` alone needs it
+
     report = doctor.examine(config, credentials=credentials, send_test=send_test, stdout=lines)
     doctor.show(config, report, out, as_json=as_json)
     return FAILED if report.problems else OK

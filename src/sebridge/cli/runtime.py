@@ -13,17 +13,13 @@ import logging
 import os
 import sys
 from datetime import timedelta
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from sebridge.approval.assembly import assemble
 from sebridge.approval.usecase import Approvals
 from sebridge.config.loader import Config
 from sebridge.engine.daemon import Daemon
-from sebridge.engine.health import Health
-from sebridge.engine.readiness import Readiness
 from sebridge.engine.runner import Runner
-from sebridge.engine.store_gauges import StoreGauges
-from sebridge.hooks.gate import ReadinessGate
 from sebridge.imds import ImdsClient
 from sebridge.imds.vm_name import learn_vm_name
 from sebridge.integrations import registry
@@ -36,10 +32,13 @@ from sebridge.model.decision import sinks_for
 from sebridge.model.message import Sink
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
-from sebridge.store.tallies import read_tallies
-from sebridge.web.approval_page import PREFIX, ApprovalPage
-from sebridge.web.links import LINK_KEY_SETTING, LinkSigner, approval_link, new_link_key
-from sebridge.web.server import CORE_PATHS, HttpServer
+
+if TYPE_CHECKING:
+    from sebridge.web.links import LinkSigner
+
+# What only some configurations use (the HTTP server, approval links, /metrics, the CLI's
+# approval desk) is imported where it is used: `run` loads what it runs
+# (tests/test_run_imports.py).
 
 __all__ = [
     "build_daemon",
@@ -164,6 +163,11 @@ def build_daemon(
     name = vm_name(config)  # before the store: it is the agent's identity there
     store = open_store(config, agent=name, exclusive=True)
     signer = link_signer(config, store)
+    approve_url = None
+    if signer is not None:
+        from sebridge.web.links import approval_link
+
+        approve_url = approval_link(config.http.public_url, signer)
     return Daemon(
         build_imds(config),
         store,
@@ -173,7 +177,7 @@ def build_daemon(
         vm_name=name,
         retry_for=timedelta(seconds=config.dispatch.retry_for_seconds_after_gone),
         max_backoff=config.dispatch.max_backoff_seconds,
-        approve_url=approval_link(config.http.public_url, signer) if signer else None,
+        approve_url=approve_url,
         hooks=config.hooks,
     )
 
@@ -222,6 +226,8 @@ def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store]:
     def audience(decision: str) -> tuple[str, ...]:
         return sinks_for(decision, names)
 
+    from sebridge.hooks.gate import ReadinessGate
+
     # No hooks run here: an approval whose rule names prepare hooks waits for the daemon's.
     # The gate counts this VM (the daemon's own name, `name`) as live even while its daemon
     # is stopped, so its prepare hooks are waited for, never skipped as "no agent".
@@ -237,6 +243,8 @@ def link_signer(config: Config, store: Store) -> LinkSigner | None:
     under a key generated once and kept in the store (a fleet sharing the store shares it)."""
     if not config.http.public_url:
         return None
+    from sebridge.web.links import LINK_KEY_SETTING, LinkSigner, new_link_key
+
     key = config.http.link_secret.reveal() or store.setting(LINK_KEY_SETTING)
     return LinkSigner(key or store.remember_first(LINK_KEY_SETTING, new_link_key()))
 
@@ -245,8 +253,11 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
     daemon = runner.daemon
     sinks = daemon.dispatcher.sinks
     routes: dict[str, WsgiApp] = {}
+    owners: dict[str, str] = {}  # a route's path -> the integration that serves it
     signer = link_signer(config, daemon.store)
     if signer is not None:  # approval links are the core's, whichever sink carries them
+        from sebridge.web.approval_page import PREFIX, ApprovalPage
+
         page = ApprovalPage(
             signer,
             daemon,
@@ -261,33 +272,52 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
         ctx = registry.context(integration, config, renderer)
         inbound = integration.inbound(ctx, daemon, sinks.get(integration.name))
         for path, app in inbound.routes.items():
-            if path in routes or path in CORE_PATHS:
+            if path in routes:
                 raise ConfigError(f"{integration.name}: HTTP path {path} is already served")
             routes[path] = app
+            owners[path] = integration.name
         for service in inbound.services:
             runner.add_service(service)
         jobs.extend(inbound.jobs)
     runner.add_jobs(jobs)
     if routes or "http.listen" in config.given:
-        http = config.http
-        health = Health(runner, config.imds.poll_interval)
-        routes["/metrics"] = _metrics_route(daemon, runner)
-        # Last to start, first to stop: no request reaches a part that has stopped.
-        runner.add_service(
-            HttpServer(
-                http.listen_host,
-                http.listen_port,
-                routes,
-                health.report,
-                ready=Readiness(runner).report,
-            )
+        _serve(config, runner, routes, owners)
+
+
+def _serve(
+    config: Config, runner: Runner, routes: dict[str, WsgiApp], owners: dict[str, str]
+) -> None:
+    """The HTTP server for `routes`, with /healthz, /readyz and /metrics beside them."""
+    from sebridge.engine.health import Health
+    from sebridge.engine.readiness import Readiness
+    from sebridge.web.server import CORE_PATHS, HttpServer
+
+    for path, owner in owners.items():
+        if path in CORE_PATHS:
+            raise ConfigError(f"{owner}: HTTP path {path} is already served")
+    http = config.http
+    health = Health(runner, config.imds.poll_interval)
+    routes["/metrics"] = _metrics_route(runner.daemon, runner)
+    # Last to start, first to stop: no request reaches a part that has stopped.
+    runner.add_service(
+        HttpServer(
+            http.listen_host,
+            http.listen_port,
+            routes,
+            health.report,
+            ready=Readiness(runner).report,
         )
+    )
 
 
 def _metrics_route(daemon: Daemon, runner: Runner) -> WsgiApp:
     """GET /metrics: the daemon's registry, with the store's figures read at scrape time
-    (by a reader the runner stops with the services)."""
+    (by a reader the runner stops with the services). prometheus_client is imported here:
+    a daemon that serves no HTTP never loads it (docs/ARCHITECTURE.md, "Metrics")."""
     from prometheus_client import make_wsgi_app
+
+    from sebridge.engine.store_gauges import StoreGauges
+    from sebridge.store.tallies import read_tallies
 
     metrics = daemon.metrics
     store = daemon.store

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from sebridge.approval.assembly import assemble
 from sebridge.config.core import PolicyConfig
@@ -28,7 +29,6 @@ from sebridge.engine.poll import Polled, PollState, TickResult
 from sebridge.engine.reminders import Reminders
 from sebridge.engine.wakeups import Parts, Wakeups
 from sebridge.hooks.agent import AgentHooks
-from sebridge.hooks.process import HookCommand
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ImdsError
@@ -39,6 +39,9 @@ from sebridge.model.message import Sink
 from sebridge.policy import Policy, decide
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
+
+if TYPE_CHECKING:
+    from sebridge.hooks.process import HookCommand
 
 __all__ = ["Daemon", "PollState", "Polled", "TickResult"]
 
@@ -134,6 +137,11 @@ class Daemon:
         self._imds_failing: str | None = None
         self.poll_state = PollState()
         self._write_marker = store.db.write_marker()
+        # Changes of the write marker: counted by quiet() on the poll thread (the
+        # marker's only reader there), acted on by act() on the recorder's, each poll
+        # carrying the count it saw (a poll the recorder skips loses no write).
+        self._writes_seen = 0
+        self._writes_acted = 0
         # Whether the store tells us of writes as they are committed (watch_store);
         # else each tick compares its write marker.
         self._store_pushes = False
@@ -155,13 +163,44 @@ class Daemon:
         result = TickResult()
         return Polled(self._poll(result), self.clock(), result)
 
+    def quiet(self, polled: Polled) -> bool:
+        """Between poll() and act(), on the poll thread: True when the poll needs no
+        act() (the daemon then does not wake the recorder for it) and was counted here.
+
+        Quiet is the same document object as the one last acted on (the client returns
+        the very object for an unchanged body), no write to the store since the last look
+        and no timer due (a prepare lead, a round the carrier owes, a reminder). What
+        the recorder's thread sets may be read stale here: each stale value says "not
+        quiet", never the reverse. Counts the write marker's changes into `polled`, so
+        act() does not read the marker from another thread. See docs/ARCHITECTURE.md, "Poll".
+        """
+        if not self._store_pushes and self._store_written():
+            self._writes_seen += 1
+        polled.writes = self._writes_seen
+        document = polled.document
+        if (
+            document is None
+            or document is not self._last_object
+            or self._writes_seen != self._writes_acted
+        ):
+            return False
+        now = self.clock()
+        if self.hooks.worker.due(now) or self.carrier.owed or self.reminders.due(now):
+            return False
+        self.metrics.polled("unchanged", self.poll_state.last_ok)
+        return True
+
     def act(self, polled: Polled) -> TickResult:
         """A tick's second half, for what poll() found: record it, wake who acts on it
         (may wait on the store: the daemon runs it on the recorder's thread, engine/record.py)."""
         result, document = polled.result, polled.document
         # Writes since the last tick (another process's `sebridge approve` on a SQLite
         # file shows as one); looked at before this tick's own write, which the next sees.
-        written = not self._store_pushes and self._store_written()
+        if polled.writes is None:  # nobody looked after the poll (`once`, tests)
+            written = not self._store_pushes and self._store_written()
+        else:
+            written = polled.writes != self._writes_acted
+            self._writes_acted = polled.writes
         approvals_recorded = False
         changed = (
             document is not None

@@ -3,24 +3,32 @@
 The names and labels are a contract (README, "Metrics"). Every label value
 comes from a small fixed set declared here: never an event id, a VM name, a
 person or an error text (a per-event label grows without bound). Counters
-whose label values are known start at zero. Each daemon has its own
-CollectorRegistry: nothing is registered globally. The gauges read from the
-store are collected by engine/store_gauges.py. See docs/ARCHITECTURE.md, "Metrics".
+whose label values are known start at zero. The figures are plain numbers
+kept here (a count costs a dict lookup, not prometheus_client's label
+lookups); engine/metrics_export.py turns them into Prometheus families at
+scrape time, and is imported, with prometheus_client, only when something
+reads `registry` (the /metrics route, tests): a daemon that serves no HTTP
+never loads it. Each daemon has its own registry: nothing is registered
+globally. The gauges read from the store are collected by
+engine/store_gauges.py. See docs/ARCHITECTURE.md, "Metrics".
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-
-from sebridge import __version__
 from sebridge.model import TransitionKind
 from sebridge.model.approval import ApprovalState, OutcomeKind
 
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
 __all__ = [
     "APPROVAL_OUTCOMES",
+    "DELIVERY_BUCKETS",
     "DELIVERY_OUTCOMES",
     "HOOK_OUTCOMES",
     "HOOK_STAGES",
@@ -49,108 +57,97 @@ _ENDED: dict[str, str] = {
     ApprovalState.ABANDONED: OutcomeKind.REFUSED,
     ApprovalState.HELD: OutcomeKind.HELD,  # a prepare hook failed: nothing was sent
 }
-# The `_created` twin of every counter and histogram is not part of the contract, and would
-# double what a scrape carries.
-disable_created_metrics()  # type: ignore[no-untyped-call]
+
+
+class Latencies:
+    """One histogram's figures: a count per bucket (not cumulative), the count, the sum."""
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(DELIVERY_BUCKETS) + 1)  # the last: above every bound
+        self.count = 0
+        self.total = 0.0
+
+    def observe(self, seconds: float) -> None:
+        index = next(
+            (i for i, bound in enumerate(DELIVERY_BUCKETS) if seconds <= bound),
+            len(DELIVERY_BUCKETS),
+        )
+        self.buckets[index] += 1
+        self.count += 1
+        self.total += seconds
 
 
 class Metrics:
-    """The counters, histograms and gauges one daemon updates.
+    """The counters, histograms and gauges one daemon updates (from any thread).
 
     Args:
         sinks: the names of the enabled sinks (their integrations' names): the `sink`
             label's values.
-        registry: where they are registered; a new one by default (one per daemon).
+
+    Each counter is a dict from its label values (a tuple, in the order the family
+    names its labels) to a count, in the order the samples are shown.
     """
 
-    def __init__(self, sinks: Sequence[str] = (), registry: CollectorRegistry | None = None):
-        self.registry = registry or CollectorRegistry()
+    def __init__(self, sinks: Sequence[str] = ()) -> None:
         self.sinks = tuple(sinks)
-        r = self.registry
-        self._polls = Counter(
-            "sebridge_imds_polls", "IMDS polls by outcome.", ["outcome"], registry=r
-        )
-        self._last_success = Gauge(
-            "sebridge_imds_last_success_timestamp_seconds",
-            "Unix time of the last IMDS poll that answered (0: none yet).",
-            registry=r,
-        )
-        self._transitions = Counter(
-            "sebridge_transitions",
-            "Transitions this agent recorded (in a fleet, the first agent to record one).",
-            ["kind"],
-            registry=r,
-        )
-        self._deliveries = Counter(
-            "sebridge_deliveries",
-            "Delivery attempts by sink and outcome.",
-            ["sink", "outcome"],
-            registry=r,
-        )
-        self._delivery_seconds = Histogram(
-            "sebridge_delivery_seconds",
-            "Seconds from a transition being recorded to its delivery, by sink.",
-            ["sink"],
-            buckets=DELIVERY_BUCKETS,
-            registry=r,
-        )
-        self._approvals = Counter(
-            "sebridge_approvals",
-            "Approvals by channel and what became of them, counted by the process that "
-            "settled them.",
-            ["via", "outcome"],
-            registry=r,
-        )
-        self._hooks = Counter(
-            "sebridge_hooks",
-            "Readiness hook runs by stage and outcome.",
-            ["stage", "outcome"],
-            registry=r,
-        )
-        build = Gauge("sebridge_build_info", "sebridge's version.", ["version"], registry=r)
-        build.labels(version=__version__).set(1)
-        self._zero()
+        self._lock = threading.Lock()  # a count is a read and a write: one at a time
+        self.polls: dict[tuple[str, ...], float] = {(o,): 0.0 for o in POLL_OUTCOMES}
+        self.last_success = 0.0
+        self.transitions: dict[tuple[str, ...], float] = {(k.value,): 0.0 for k in TransitionKind}
+        self.deliveries: dict[tuple[str, ...], float] = {
+            (sink, outcome): 0.0 for sink in self.sinks for outcome in DELIVERY_OUTCOMES
+        }
+        self.delivery_seconds: dict[str, Latencies] = {sink: Latencies() for sink in self.sinks}
+        self.approvals: dict[tuple[str, ...], float] = {
+            (via, outcome): 0.0 for via in VIAS for outcome in APPROVAL_OUTCOMES
+        }
+        self.hooks: dict[tuple[str, ...], float] = {
+            (stage, outcome): 0.0 for stage in HOOK_STAGES for outcome in HOOK_OUTCOMES
+        }
+        self._registry: CollectorRegistry | None = None
 
-    def _zero(self) -> None:
-        for outcome in POLL_OUTCOMES:
-            self._polls.labels(outcome=outcome)
-        for kind in TransitionKind:
-            self._transitions.labels(kind=kind.value)
-        for sink in self.sinks:
-            self._delivery_seconds.labels(sink=sink)
-            for outcome in DELIVERY_OUTCOMES:
-                self._deliveries.labels(sink=sink, outcome=outcome)
-        for via in VIAS:
-            for outcome in APPROVAL_OUTCOMES:
-                self._approvals.labels(via=via, outcome=outcome)
-        for stage in HOOK_STAGES:
-            for outcome in HOOK_OUTCOMES:
-                self._hooks.labels(stage=stage, outcome=outcome)
+    @property
+    def registry(self) -> CollectorRegistry:
+        """The prometheus_client registry that shows these figures (built, and
+        prometheus_client imported, at the first call)."""
+        if self._registry is None:
+            from sebridge.engine.metrics_export import registry_of
+
+            made = registry_of(self)  # outside the lock: a collect takes it
+            with self._lock:
+                if self._registry is None:
+                    self._registry = made
+        return self._registry
 
     def polled(self, outcome: str, at: datetime | None = None) -> None:
         """One IMDS poll: "changed", "unchanged" or "error"; `at` when IMDS answered."""
-        self._polls.labels(outcome=_known(outcome, POLL_OUTCOMES)).inc()
+        self._count(self.polls, (_known(outcome, POLL_OUTCOMES),))
         if at is not None:
-            self._last_success.set(at.timestamp())
+            self.last_success = at.timestamp()
 
     def transition_recorded(self, kind: str) -> None:
         """A transition was committed by this agent."""
-        self._transitions.labels(kind=TransitionKind(kind).value).inc()
+        self._count(self.transitions, (TransitionKind(kind).value,))
 
     def delivered(self, sink: str, seconds: float) -> None:
         """A sink took a delivery `seconds` after its transition was recorded."""
-        self._deliveries.labels(sink=self._sink(sink), outcome="delivered").inc()
-        self._delivery_seconds.labels(sink=self._sink(sink)).observe(max(0.0, seconds))
+        name = self._sink(sink)
+        self._count(self.deliveries, (name, "delivered"))
+        with self._lock:
+            latencies = self.delivery_seconds.get(name)
+            if latencies is None:
+                latencies = self.delivery_seconds[name] = Latencies()
+            latencies.observe(max(0.0, seconds))
 
     def delivery_failed(self, sink: str, *, retry: bool) -> None:
         """A delivery attempt failed: to be retried, or for good."""
         outcome = "retry" if retry else "failed"
-        self._deliveries.labels(sink=self._sink(sink), outcome=outcome).inc()
+        self._count(self.deliveries, (self._sink(sink), outcome))
 
     def approval_settled(self, via: str, outcome: str) -> None:
         """An approval came to `outcome` (OutcomeKind's values) through channel `via`."""
         label = via if via in VIAS else OTHER_VIA
-        self._approvals.labels(via=label, outcome=_known(outcome, APPROVAL_OUTCOMES)).inc()
+        self._count(self.approvals, (label, _known(outcome, APPROVAL_OUTCOMES)))
 
     def approval_ended(self, via: str, state: str) -> None:
         """The carrier recorded an approval's state: an end state counts as its outcome
@@ -162,9 +159,11 @@ class Metrics:
     def hook_finished(self, stage: str, outcome: str) -> None:
         """A readiness hook ended: stage "prepare" or "recover", outcome "succeeded",
         "failed" or "timeout" (the hook runner calls this)."""
-        self._hooks.labels(
-            stage=_known(stage, HOOK_STAGES), outcome=_known(outcome, HOOK_OUTCOMES)
-        ).inc()
+        self._count(self.hooks, (_known(stage, HOOK_STAGES), _known(outcome, HOOK_OUTCOMES)))
+
+    def _count(self, counter: dict[tuple[str, ...], float], labels: tuple[str, ...]) -> None:
+        with self._lock:
+            counter[labels] = counter.get(labels, 0.0) + 1
 
     def _sink(self, name: str) -> str:
         # Sink names are the registry's integration names: a fixed set.

@@ -39,8 +39,11 @@ class TickResult:
 @dataclass
 class Polled:
     """One poll's outcome: the document (None: IMDS failed), when it was read, and the
-    tick's result so far."""
+    tick's result so far. `writes`: how many changes of the store's write marker the
+    poll thread had counted when it looked after this poll (Daemon.quiet); None
+    when nobody looked (`once`, tests: act() reads the marker itself)."""
 
     document: Document | None
     at: datetime
     result: TickResult
+    writes: int | None = None

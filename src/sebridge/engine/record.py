@@ -1,6 +1,6 @@
 """The recorder: what the poll found is recorded on a thread of its own, in the order seen.
 
-The scheduler's thread polls IMDS (Daemon.poll) and hands each poll here at
+The poll thread polls IMDS (Daemon.poll) and hands each poll here at
 once; this thread runs the rest of the tick (Daemon.act: record, wake), which
 may wait on the store. So polling never waits on the database: while it does
 not answer (a statement's deadline is 12 s on PostgreSQL), polls go on at
@@ -66,7 +66,7 @@ class Recorder:
         self._worker.start()
 
     def offer(self, polled: Polled) -> None:
-        """Hand a poll over (the scheduler's thread); never waits on the store.
+        """Hand a poll over (the poll thread); never waits on the store.
 
         A poll with a new document is kept until it is recorded; one without (unchanged,
         or IMDS failed) replaces a waiting one like it: its work is the same."""

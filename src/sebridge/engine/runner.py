@@ -149,12 +149,19 @@ class Runner:
         return parts
 
     def _poll(self) -> None:
-        # The tick's first half (IMDS only); the recorder acts on what it found.
+        # The tick's first half (IMDS only); the recorder acts on what it found, unless it
+        # has nothing to act on (an unchanged document, nothing written, no timer due):
+        # such a poll costs this thread alone, the recorder's is not woken.
         try:
             polled = self.daemon.poll()
         except Exception:  # a bug must not stop the polling
             log.exception("poll failed; polling goes on")
             return
+        try:
+            if self.daemon.quiet(polled):
+                return
+        except Exception:  # the recorder acts on it as on any poll
+            log.exception("looking at the poll failed; it is recorded all the same")
         self._recorder.offer(polled)
 
     def _beat(self) -> None:

@@ -8,15 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from sebridge.hooks.gate import ReadinessGate
-from sebridge.hooks.process import HookCommand
 from sebridge.hooks.worker import HookWorker
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Transition, TransitionKind
 from sebridge.model.decision import Decision
 from sebridge.model.readiness import VmReadiness
 from sebridge.store import EventRecord, Store
+
+if TYPE_CHECKING:
+    from sebridge.hooks.process import HookCommand
 
 __all__ = ["AgentHooks"]
 

@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Callable
 
-from sebridge.hooks.process import end_group
 from sebridge.kernel.errors import StoreError
 
 __all__ = ["Chains"]
@@ -50,7 +49,7 @@ class Chains:
             self._groups[threading.get_ident()] = pgid
             stopping = self._stopping
         if stopping:
-            end_group(pgid)
+            _end_group(pgid)
 
     def ended(self) -> None:
         """The calling thread's hook ended."""
@@ -65,7 +64,7 @@ class Chains:
             groups, threads = set(self._groups.values()), list(self._threads.values())
         for group in groups:
             log.warning("stopping: hook in progress ended; it runs again at the next start")
-            end_group(group)
+            _end_group(group)
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
 
@@ -84,3 +83,11 @@ class Chains:
                     del self._threads[event_id]
         if ended:  # what came due meanwhile may run now; a failed chain must not spin
             self._on_done()
+
+
+def _end_group(pgid: int) -> None:
+    # Imported here: a group exists only once a hook ran, and hooks/process.py (subprocess,
+    # signals) is not loaded by a daemon without hooks (tests/test_run_imports.py).
+    from sebridge.hooks.process import end_group
+
+    end_group(pgid)

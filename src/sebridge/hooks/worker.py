@@ -24,10 +24,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sebridge.hooks.chains import Chains
-from sebridge.hooks.process import HookCommand, end_leftovers, run_hook
 from sebridge.hooks.readiness import listed_vms
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import StoreError
@@ -35,6 +34,9 @@ from sebridge.kernel.worker import Worker
 from sebridge.model import AGAIN_RESTART, HookRun, ScheduledEvent
 from sebridge.store import EventRecord, Store
 from sebridge.store.codec import iso
+
+if TYPE_CHECKING:
+    from sebridge.hooks.process import HookCommand
 
 __all__ = ["HookPlan", "HookWorker"]
 
@@ -131,6 +133,11 @@ class HookWorker:
         if self._next_due is not None and now >= self._next_due:
             self._next_due = None
             self.wake()
+
+    def due(self, now: datetime) -> bool:
+        """Whether poke(now) would wake us (a prepare lead has come); changes nothing."""
+        next_due = self._next_due  # set by the worker's thread: read once
+        return next_due is not None and now >= next_due
 
     def round(self) -> int:
         """Run every hook that is due now; returns how many ran."""
@@ -270,6 +277,9 @@ class HookWorker:
         if spec is None:  # config checks refuse this; a fleet's agents may differ
             ended = replace(run, why=f"hook {name!r} is not defined")
         else:
+            # Imported with the first run: a daemon without hooks never loads it.
+            from sebridge.hooks.process import end_leftovers, run_hook
+
             log.info("%s hook %s for %s (attempt %d)", stage, name, event.event_id, run.attempt)
             if run.again == AGAIN_RESTART:  # never two attempts at once
                 end_leftovers(event.event_id, hook=name, stage=stage, vm_name=vm)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,10 @@ from sebridge.store.database import Database, Held
 from sebridge.store.lock import StoreLock
 
 __all__ = ["SqliteDatabase", "sqlite_path"]
+
+# How long after a file's recorded time a commit surely shows as a later time: the kernel
+# stamps files with a coarse clock (a few ms; some file systems 1 or 2 s), so be generous.
+FILE_TICK_NS = 2_000_000_000
 
 _ROW_LOCK = re.compile(r"\s+FOR UPDATE(?: OF \w+)?(?: SKIP LOCKED)?\s*$")
 
@@ -65,26 +70,64 @@ class SqliteDatabase(Database):
             raise StoreError(f"cannot open the store at {path}: {exc}") from None
         self.path = self.location = path
         self._sql: dict[str, str] = {}
+        # write_marker()'s state (its caller's thread only): the last marker, when its
+        # data_version was read (wall clock, as file times), its own connection.
+        self._marker: tuple[int, ...] = ()
+        self._version_read_at = 0
+        self._marker_conn: sqlite3.Connection | None = None
+        self._marker_failures = 0
 
     def write_marker(self) -> tuple[int, ...]:
-        """The database and WAL files' modification times and sizes (they change when
-        this process commits), and SQLite's data_version, which changes whenever another
-        connection has: the files alone miss a commit that lands in the same
-        clock tick as the last one into a WAL reused in place (same time, same size),
-        and the daemon then missed a `sebridge approve` until its heartbeat. Two stat()s and
-        the pragma cost about 15 us together: this runs every tick."""
-        marker: list[int] = []
+        """The database and WAL files' modification times and sizes, and SQLite's
+        data_version, which changes whenever another connection committed.
+
+        The files alone miss a commit that lands in the same clock tick as the last one
+        into a WAL reused in place (same time, same size): the daemon then missed a
+        `sebridge approve` until its heartbeat. So data_version is read whenever the
+        files' times cannot tell: when they changed, or when the last reading was not
+        FILE_TICK_NS after the newest file time (a commit since would then carry a later
+        time). Otherwise unchanged files mean no commit, and the marker is two stat()s:
+        3 us in a loop (with the pragma 6 us; in the live daemon, caches cold, the pragma
+        was measured at 50 us a poll, issue 26). One caller's thread only (the daemon's
+        poll thread: Daemon.quiet)."""
         if self.path == ":memory:":
             return ()
+        files: list[int] = []
         for name in (self.path, f"{self.path}-wal"):
             try:
                 stat = os.stat(name)
             except OSError:
-                marker += [0, 0]
+                files += [0, 0]
                 continue
-            marker += [stat.st_mtime_ns, stat.st_size]
-        version = self.one("PRAGMA data_version")
-        return (*marker, int(version[0]) if version else 0)
+            files += [stat.st_mtime_ns, stat.st_size]
+        stats = tuple(files)
+        if (
+            stats == self._marker[:4]
+            and self._version_read_at - max(stats[0], stats[2]) >= FILE_TICK_NS
+        ):
+            return self._marker
+        # Taken before the read: a commit after the read is after this time.
+        self._version_read_at = time.time_ns()
+        self._marker = (*stats, self._data_version())
+        return self._marker
+
+    def _data_version(self) -> int:
+        """PRAGMA data_version on a connection of the marker's own: the shared one waits
+        behind any transaction under way (the store's lock), and the poll thread must
+        not. Its own connection sees this process's commits as another's too, which the
+        files show anyway. A failure gives a value never seen before (counted as a
+        write) and the next call reads again."""
+        try:
+            if self._marker_conn is None:
+                self._marker_conn = sqlite3.connect(
+                    self.path, timeout=1.0, isolation_level=None, check_same_thread=False
+                )
+            row = self._marker_conn.execute("PRAGMA data_version").fetchone()
+            return int(row[0])
+        except sqlite3.Error:
+            self._version_read_at = 0  # read again next time
+            self._marker_failures -= 1
+            return self._marker_failures
 
     def check_integrity(self) -> None:
         """SQLite's own check of every page (PRAGMA quick_check); StoreError if one is bad."""
@@ -111,9 +154,11 @@ class SqliteDatabase(Database):
         return StoreLock.acquire(self.path)
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connections."""
         with self._lock:
             self._conn.close()
+        if self._marker_conn is not None:
+            self._marker_conn.close()
 
     def _begin(self, exclusive: bool) -> None:
         # IMMEDIATE takes the write lock up front: no upgrade deadlock with

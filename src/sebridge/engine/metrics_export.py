@@ -1,0 +1,109 @@
+"""A daemon's figures (engine/metrics.py) as Prometheus families, made at scrape time.
+
+Imported only when something reads Metrics.registry (the /metrics route, tests), so
+prometheus_client and what it pulls in (http.server, urllib.request, wsgiref, gzip...)
+stay out of a daemon that serves no HTTP. The names, HELP texts, labels and sample
+order are those the counters had when prometheus_client kept them (README, "Metrics");
+`_created` samples are not part of the contract and are not shown. See
+docs/ARCHITECTURE.md, "Metrics".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from sebridge import __version__
+from sebridge.engine.metrics import DELIVERY_BUCKETS, Metrics
+
+__all__ = ["registry_of"]
+
+# As prometheus_client spells a bucket's bound ("0.05", "1.0"; none is large enough for
+# an exponent).
+_BOUNDS = [repr(float(b)) for b in DELIVERY_BUCKETS] + ["+Inf"]
+
+
+def registry_of(metrics: Metrics) -> CollectorRegistry:
+    """A registry of its own showing `metrics` (nothing registered globally)."""
+    registry = CollectorRegistry()
+    registry.register(_Figures(metrics))
+    return registry
+
+
+class _Figures(Collector):
+    def __init__(self, metrics: Metrics) -> None:
+        self._m = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self._m
+        with m._lock:  # one consistent reading: a count under way finishes first
+            polls = dict(m.polls)
+            last_success = m.last_success
+            transitions = dict(m.transitions)
+            deliveries = dict(m.deliveries)
+            latencies = {sink: (list(h.buckets), h.total) for sink, h in m.delivery_seconds.items()}
+            approvals = dict(m.approvals)
+            hooks = dict(m.hooks)
+        yield _counter("sebridge_imds_polls", "IMDS polls by outcome.", ["outcome"], polls)
+        yield GaugeMetricFamily(
+            "sebridge_imds_last_success_timestamp_seconds",
+            "Unix time of the last IMDS poll that answered (0: none yet).",
+            value=last_success,
+        )
+        yield _counter(
+            "sebridge_transitions",
+            "Transitions this agent recorded (in a fleet, the first agent to record one).",
+            ["kind"],
+            transitions,
+        )
+        yield _counter(
+            "sebridge_deliveries",
+            "Delivery attempts by sink and outcome.",
+            ["sink", "outcome"],
+            deliveries,
+        )
+        histogram = HistogramMetricFamily(
+            "sebridge_delivery_seconds",
+            "Seconds from a transition being recorded to its delivery, by sink.",
+            labels=["sink"],
+        )
+        for sink, (buckets, total) in latencies.items():
+            cumulative, shown = 0, []
+            for bound, count in zip(_BOUNDS, buckets, strict=True):
+                cumulative += count
+                shown.append((bound, float(cumulative)))
+            histogram.add_metric([sink], shown, total)
+        yield histogram
+        yield _counter(
+            "sebridge_approvals",
+            "Approvals by channel and what became of them, counted by the process that "
+            "settled them.",
+            ["via", "outcome"],
+            approvals,
+        )
+        yield _counter(
+            "sebridge_hooks",
+            "Readiness hook runs by stage and outcome.",
+            ["stage", "outcome"],
+            hooks,
+        )
+        build = GaugeMetricFamily("sebridge_build_info", "sebridge's version.", labels=["version"])
+        build.add_metric([__version__], 1)
+        yield build
+
+
+def _counter(
+    name: str, documentation: str, labels: list[str], counts: dict[tuple[str, ...], float]
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, documentation, labels=labels)
+    for values, count in counts.items():
+        family.add_metric(list(values), count)
+    return family

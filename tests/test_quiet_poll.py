@@ -1,0 +1,141 @@
+"""Daemon.quiet(): which polls the daemon keeps from the recorder's thread (engine/daemon.py).
+
+Only a poll that returned the very document object last acted on, with nothing written to
+the store since and no timer due, is quiet: it is counted as an unchanged poll on the
+poller's thread, and act() is not run for it. A changed document, a failed poll, another
+process's write and a due prepare lead are each handed on, and act() then does what it did
+before (the approval recorded elsewhere reaches IMDS). The simulator over real sockets, the
+real client, a real store, on both dialects.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from helpers import ListSink
+from sebridge.config.loader import from_mapping
+from sebridge.engine.daemon import Daemon
+from sebridge.imds import ImdsClient
+from sebridge.imds.simulator import Simulator
+from sebridge.kernel.clock import utcnow
+from sebridge.model import Approval
+from sebridge.policy.compile import build_policy
+from sebridge.store import Store
+
+
+def _daemon(sim: Simulator, url: str, **options: object) -> Daemon:
+    imds = ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None)
+    return Daemon(imds, Store(url, agent="vm0"), {"list": ListSink()}, vm_name="vm0", **options)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def daemon(sim: Simulator, store_url: str) -> Iterator[Daemon]:
+    made = _daemon(sim, store_url)
+    yield made
+    made.imds.close()
+    made.store.close()
+
+
+def _unchanged(d: Daemon) -> float:
+    value = d.metrics.registry.get_sample_value(
+        "sebridge_imds_polls_total", {"outcome": "unchanged"}
+    )
+    assert value is not None
+    return value
+
+
+def _step(d: Daemon) -> bool:
+    """One poll as the runner makes it: quiet, or acted on; True when quiet."""
+    polled = d.poll()
+    if d.quiet(polled):
+        return True
+    d.act(polled)
+    return False
+
+
+def test_an_unchanged_document_is_quiet_and_counted(sim: Simulator, daemon: Daemon) -> None:
+    sim.schedule("Reboot")
+    assert not _step(daemon)  # the first document is recorded
+    assert not _step(daemon)  # the store was written by that record: acted on once more
+    before = _unchanged(daemon)
+    assert [_step(daemon) for _ in range(3)] == [True, True, True]
+    assert _unchanged(daemon) == before + 3
+
+
+def test_a_changed_document_is_handed_on(sim: Simulator, daemon: Daemon) -> None:
+    _step(daemon)
+    _step(daemon)
+    assert _step(daemon)
+    sim.schedule("Reboot")
+    polled = daemon.poll()
+    assert not daemon.quiet(polled)
+    assert [t.kind for t in daemon.act(polled).transitions] == ["scheduled"]
+
+
+def test_a_failed_poll_is_handed_on(sim: Simulator, daemon: Daemon) -> None:
+    _step(daemon)
+    _step(daemon)
+    sim.inject("500", count=1000)  # the client's retries included
+    polled = daemon.poll()
+    sim.clear_faults()
+    assert polled.document is None
+    assert not daemon.quiet(polled)
+
+
+def test_another_process_write_is_handed_on_and_acted_on(
+    sim: Simulator, daemon: Daemon, store_url: str
+) -> None:
+    eid = sim.schedule("Reboot")  # a person approves a reboot (built-in rules)
+    _step(daemon)
+    _step(daemon)
+    assert _step(daemon)
+    other = Store(store_url)  # `sebridge approve` beside the daemon, recording only
+    try:
+        assert other.record_approval(Approval(eid, "alice", "cli", daemon.clock()))
+    finally:
+        other.close()
+    polled = daemon.poll()
+    for _ in range(200):  # PostgreSQL: until the listener's thread heard the NOTIFY
+        if not daemon.quiet(polled):
+            break
+        polled = daemon.poll()
+    else:
+        pytest.fail("another process's write was never handed on")
+    daemon.act(polled)
+    assert sim.start_requests == [eid]
+
+
+def test_a_due_prepare_lead_is_handed_on(sim: Simulator, store_url: str, tmp_path: Path) -> None:
+    offset = timedelta()
+
+    def clock() -> datetime:
+        return utcnow() + offset
+
+    script = tmp_path / "drain.py"
+    script.write_text("pass\n")
+    config = from_mapping(
+        {
+            "policy": {"rules": [{"action": "ask", "prepare": ["drain"]}]},
+            "hooks": {"drain": {"command": [sys.executable, str(script)]}},
+        }
+    )
+    d = _daemon(sim, store_url, policy=build_policy(config.policy), hooks=config.hooks, clock=clock)
+    try:
+        sim.schedule("Reboot")  # NotBefore in 15 minutes; its prepare lead in 10
+        while not _step(d):
+            pass
+        offset = timedelta(minutes=10, seconds=1)
+        polled = d.poll()
+        assert not d.quiet(polled)
+        d.act(polled)
+        assert [run.run.hook for run in d.store.hook_runs(d.store.events()[0].event.event_id)] == [
+            "drain"
+        ]
+    finally:
+        d.imds.close()
+        d.store.close()

@@ -1,0 +1,177 @@
+"""What `sebridge run` loads, for a console-only config: nothing it does not run.
+
+A child process runs the daemon against the simulator; once its first poll was acted on
+it prints the sebridge modules and the third-party packages it holds, and exits. The
+lists below are exact: a module added to `run`'s path (a CLI-only command's, the HTTP
+server's, prometheus_client without /metrics) fails this test by name; one that is no
+longer loaded is to be removed from the list. See docs/ARCHITECTURE.md, "Layout".
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from sebridge.imds.simulator import Simulator
+
+# sebridge's modules, without their "sebridge." prefix ("sebridge": the package itself).
+EXPECTED_MODULES = frozenset(
+    [
+        "sebridge",
+        "approval",
+        "approval.assembly",
+        "approval.carrier",
+        "approval.counts",
+        "approval.gate",
+        "approval.outcomes",
+        "approval.request",
+        "approval.usecase",
+        "cli",
+        "cli.commands",
+        "cli.main",
+        "cli.runtime",
+        "config",
+        "config.checks",
+        "config.core",
+        "config.loader",
+        "config.pattern",
+        "config.policy",
+        "config.reader",
+        "config.secrets",
+        "config.unit_credentials",
+        "engine",
+        "engine.daemon",
+        "engine.diff",
+        "engine.dispatch",
+        "engine.leases",
+        "engine.metrics",
+        "engine.poll",
+        "engine.record",
+        "engine.reminders",
+        "engine.runner",
+        "engine.schedule",
+        "engine.services",
+        "engine.wakeups",
+        "hooks",
+        "hooks.agent",
+        "hooks.chains",
+        "hooks.gate",
+        "hooks.readiness",
+        "hooks.words",
+        "hooks.worker",
+        "imds",
+        "imds.answers",
+        "imds.client",
+        "imds.endpoint",
+        "imds.parse",
+        "imds.vm_name",
+        "imds.wire",
+        "integrations",
+        "integrations.base",
+        "integrations.console",
+        "integrations.console.sink",
+        "integrations.jira",
+        "integrations.jira.settings",
+        "integrations.jsonl",
+        "integrations.registry",
+        "integrations.render",
+        "integrations.samples",
+        "integrations.slack",
+        "integrations.slack.settings",
+        "integrations.teams",
+        "integrations.teams.settings",
+        "kernel",
+        "kernel.backoff",
+        "kernel.clock",
+        "kernel.errors",
+        "kernel.outage",
+        "kernel.redact",
+        "kernel.retry_after",
+        "kernel.text",
+        "kernel.worker",
+        "kernel.wsgi",
+        "model",
+        "model.approval",
+        "model.decision",
+        "model.message",
+        "model.readiness",
+        "policy",
+        "policy.compile",
+        "policy.matchers",
+        "policy.rules",
+        "store",
+        "store.approvals",
+        "store.claims",
+        "store.codec",
+        "store.connect",
+        "store.database",
+        "store.duties",
+        "store.events",
+        "store.history",
+        "store.hook_runs",
+        "store.lock",
+        "store.outbox",
+        "store.records",
+        "store.schema",
+        "store.schema_check",
+        "store.settings",
+        "store.sqlite",
+        "store.store",
+    ]
+)
+# Third-party top-level packages (the scheduler, templates, the IMDS client's HTTP).
+EXPECTED_PACKAGES = frozenset({"apscheduler", "jinja2", "markupsafe", "tzlocal", "urllib3"})
+
+# Runs `sebridge run` as `python -m sebridge run` does; after the first Daemon.act() it
+# prints what is loaded and ends the process at once.
+PROBE = """
+import json, os, sys
+import sebridge.engine.daemon as daemon
+act = daemon.Daemon.act
+def first(self, polled):
+    act(self, polled)
+    top = {name.split(".")[0] for name in sys.modules}
+    third = top - set(sys.stdlib_module_names) - set(sys.builtin_module_names)
+    print(json.dumps({
+        "sebridge": sorted(n for n in sys.modules if n.split(".")[0] == "sebridge"),
+        "packages": sorted(n for n in third if n != "sebridge" and not n.startswith("_")),
+    }), flush=True)
+    os._exit(0)
+daemon.Daemon.act = first
+from sebridge.cli.main import main
+sys.exit(main(["run", "--config", sys.argv[1]]))
+"""
+
+
+def _short(name: str) -> str:
+    return name if name == "sebridge" else name.removeprefix("sebridge.")
+
+
+def test_run_with_the_console_alone_loads_only_what_it_runs(sim: Simulator, tmp_path: Path) -> None:
+    config = tmp_path / "sebridge.toml"
+    config.write_text(
+        f'[imds]\nendpoint = "{sim.url}"\npoll_interval = 0.2\nvm_name = "vm0"\n'
+        f'[store]\nurl = "sqlite:///{tmp_path}/state.db"\n[console]\nenabled = true\n',
+        encoding="utf-8",
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", PROBE, str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    lines = [line for line in child.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"no module list (exit {child.returncode}): {child.stderr[-2000:]}"
+    loaded = json.loads(lines[-1])
+    modules = {_short(name) for name in loaded["sebridge"]}
+    assert not modules - EXPECTED_MODULES, f"`run` loads more: {sorted(modules - EXPECTED_MODULES)}"
+    assert not EXPECTED_MODULES - modules, (
+        f"no longer loaded, remove from EXPECTED_MODULES: {sorted(EXPECTED_MODULES - modules)}"
+    )
+    packages = set(loaded["packages"])
+    assert packages == EXPECTED_PACKAGES, (
+        f"more: {sorted(packages - EXPECTED_PACKAGES)}, fewer: {sorted(EXPECTED_PACKAGES - packages)}"
+    )
