@@ -19,8 +19,8 @@ from sebridge.approval.assembly import assemble
 from sebridge.approval.usecase import Approvals
 from sebridge.config.loader import Config
 from sebridge.engine.daemon import Daemon
-from sebridge.engine.health import Health
-from sebridge.engine.readiness import Readiness
+from sebridge.engine.health import Health, store_probe
+from sebridge.engine.readiness import Readiness, imds_probe
 from sebridge.engine.runner import Runner
 from sebridge.engine.store_gauges import StoreGauges
 from sebridge.hooks.gate import ReadinessGate
@@ -91,9 +91,25 @@ _JSON_FIELDS = {
 }
 
 
-def build_imds(config: Config) -> ImdsClient:
-    """The IMDS client from [imds]."""
-    return ImdsClient(config.imds.endpoint, config.imds.api_version, timeout=config.imds.timeout)
+# /readyz's IMDS GET gives up after this (its asker waits 2 s, engine/probe.py): past
+# IMDS's first answer a healthy GET takes milliseconds.
+PROBE_TIMEOUT = 5.0
+
+
+def build_imds(config: Config, *, timeout: float | None = None) -> ImdsClient:
+    """The IMDS client from [imds]; `timeout`: every call's (first included), and one
+    retry at most (a probe's client)."""
+    if timeout is None:
+        return ImdsClient(
+            config.imds.endpoint, config.imds.api_version, timeout=config.imds.timeout
+        )
+    return ImdsClient(
+        config.imds.endpoint,
+        config.imds.api_version,
+        timeout=timeout,
+        first_timeout=timeout,
+        retries=1,
+    )
 
 
 def vm_name(config: Config, *, wait: float | None = None) -> str:
@@ -270,7 +286,10 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
     runner.add_jobs(jobs)
     if routes or "http.listen" in config.given:
         http = config.http
-        health = Health(runner, config.imds.poll_interval)
+        # One store probe for both: a write at most every 2 s however often they are asked.
+        store = store_probe(runner)
+        health = Health(runner, config.imds.poll_interval, store=store)
+        imds = imds_probe(lambda: build_imds(config, timeout=PROBE_TIMEOUT))
         routes["/metrics"] = _metrics_route(daemon, runner)
         # Last to start, first to stop: no request reaches a part that has stopped.
         runner.add_service(
@@ -279,7 +298,7 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
                 http.listen_port,
                 routes,
                 health.report,
-                ready=Readiness(runner).report,
+                ready=Readiness(runner, imds, store).report,
             )
         )
 
