@@ -12,6 +12,7 @@ import getpass
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import TextIO
 
@@ -310,6 +311,7 @@ def check(
     as_json: bool,
     out: TextIO | None = None,
     credentials: str | None = None,
+    environment: tuple[str, Sequence[str]] | None = None,
     send_test: bool = False,
 ) -> int:
     """Validate the configuration (done by loading it), look at the store, try each sink
@@ -318,11 +320,19 @@ def check(
     Args:
         credentials: the folder the unit's secrets were read from, when check read them
             there itself (config/unit_credentials.py).
+        environment: the unit's environment file and the variables read from it
+            (config/unit_environment.py).
         send_test: post one test message to each channel that passed.
     """
     out = out or sys.stdout
     # With --json, stdout is the report's: the console's test line goes to stderr.
     lines = sys.stderr if as_json else out
-    report = doctor.examine(config, credentials=credentials, send_test=send_test, stdout=lines)
+    report = doctor.examine(
+        config,
+        credentials=credentials,
+        environment=environment,
+        send_test=send_test,
+        stdout=lines,
+    )
     doctor.show(config, report, out, as_json=as_json)
     return FAILED if report.problems else OK
