@@ -18,7 +18,9 @@ import pytest
 
 from sebridge.config.loader import DispatchConfig
 from sebridge.config.unit_credentials import CREDENTIAL_ID, FOLDER, UnitCredentials
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping as from_mapping
+from sebridge.kernel.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "deploy" / "systemd" / "sebridge.service"
@@ -163,52 +165,93 @@ def test_the_unit_with_its_drop_ins_verifies(tmp_path: Path) -> None:
     assert UNIT.name not in done.stderr, done.stderr  # the drop-ins' paths name it too
 
 
-ENV_MARK = "<!-- tests/test_deploy_unit.py runs the first and third lines"
+ENV_MARK = "<!-- tests/test_deploy_unit.py runs these lines but systemctl"
 
 
-def test_check_in_a_shell_reads_the_environment_file_the_drop_in_gives_the_service(
-    tmp_path: Path,
+def test_the_readmes_commands_read_the_environment_file_the_drop_in_gives_the_service(
+    tmp_path: Path, sim: Simulator, pg_url: str
 ) -> None:
-    """README's lines, /etc/sebridge moved into tmp_path: the file they write is the one
-    environment.conf names, and `check` run as they say sees the variable it sets (here
-    named in a SQLite store.url); without the file, store.url's variable is an error."""
+    """README's lines, /etc/sebridge moved into tmp_path, a PostgreSQL store whose URL names
+    the variable the file sets: the file they write is the one environment.conf names, and
+    check, events, history, policy explain and approve, run from a shell without the
+    variable, each read it from there; without the file, each exits 2 naming store.url
+    and the variable."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     after = readme[readme.index(ENV_MARK) :]
     block = re.search(r"```sh\n(.*?)```", after, re.S)
     assert block is not None
-    write, install, check, _ = block.group(1).splitlines()
+    write, install, *commands = block.group(1).splitlines()
     drop_in = UNIT.parent / f"{UNIT.name}.d" / "environment.conf"
     (env_file,) = re.findall(r"^EnvironmentFile=(\S+)$", drop_in.read_text(), re.M)
-    assert f"> {env_file})" in write and f". {env_file} &&" in check
+    assert f"> {env_file})" in write
     assert install.endswith(f"/etc/systemd/system/{UNIT.name}.d/{drop_in.name}")
     (variable,) = re.findall(r'"(\w+)=', write)
+    shell = [c for c in commands if not c.startswith("systemctl")]
+    assert [c.split()[1] for c in shell] == ["check", "events", "history", "policy", "approve"]
 
     etc = tmp_path / "etc" / "sebridge"
     etc.mkdir(parents=True)
+    # Trust authentication here: the password is not checked, only that it was given.
+    user, _, rest = pg_url.removeprefix("postgresql://").partition("@")
+    url = f"postgresql://{user}:${{{variable}}}@{rest}"
     (etc / "sebridge.toml").write_text(
-        f'[imds]\nvm_name = "vm0"\n[store]\nurl = "sqlite:///{tmp_path}/${{{variable}}}.db"\n',
+        f'[imds]\nendpoint = "{sim.url}"\nvm_name = "vm0"\n[store]\nurl = "{url}"\n',
         encoding="utf-8",
     )
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     env.pop(variable, None)
     env.pop("SEBRIDGE_CONFIG", None)
+    event_id = sim.schedule("Reboot", resources=["vm0"])
 
     def run(command: str) -> subprocess.CompletedProcess[str]:
-        command = command.replace("/etc/sebridge", str(etc))
+        command = command.replace("/etc/sebridge", str(etc)).replace("EVENT_ID", event_id)
         return subprocess.run(
-            ["sh", "-c", command],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
+            ["sh", "-c", command], env=env, capture_output=True, text=True, timeout=120, check=False
         )
 
     assert run(write).returncode == 0
     assert stat.S_IMODE((etc / "environment").stat().st_mode) == 0o600
+    check, events, history, explain, approve = shell
     done = run(check)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"ok: store: {tmp_path}/....db does not exist yet" in done.stdout
-    alone = run(check.replace(f"set -a && . {env_file} && ", ""))
-    assert alone.returncode == 2
-    assert f"store.url: environment variable {variable} is not set" in alone.stderr
+    assert f"ok: environment: {variable} read from {etc}/environment" in done.stdout
+    once = run("sebridge once --config /etc/sebridge/sebridge.toml")  # the first poll
+    assert once.returncode == 0, once.stdout + once.stderr
+    for command in (events, history, explain):
+        done = run(command)
+        assert done.returncode == 0, (command, done.stdout + done.stderr)
+        assert event_id in done.stdout, (command, done.stdout)
+    done = run(approve)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sim.start_requests == [event_id]
+
+    (etc / "environment").unlink()
+    for command in (check, events, history, explain, approve):
+        alone = run(command)
+        assert alone.returncode == 2, (command, alone.stdout + alone.stderr)
+        assert f"store.url: environment variable {variable} is not set" in alone.stderr
+
+
+def test_a_variable_the_shell_sets_wins_and_a_bad_line_is_named_by_number(
+    tmp_path: Path,
+) -> None:
+    """The file gives what the shell lacks; a line the service's systemd would not read
+    as NAME=value is a configuration error naming the file and line, not its text."""
+    from sebridge.config.unit_environment import UnitEnvironment
+
+    path = tmp_path / "environment"
+    path.write_text(
+        '# comment\n; another\n\nA=\'x y\'\nB="q\\"uote"\nC= bare value \n', encoding="utf-8"
+    )
+    environ, taken = UnitEnvironment(str(path)).environ({"C": "shell"})
+    assert (environ["A"], environ["B"], environ["C"], taken) == (
+        "x y",
+        'q"uote',
+        "shell",
+        ["A", "B"],
+    )
+    path.write_text("A=1\nPGPASSWORD='secret\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as raised:
+        UnitEnvironment(str(path)).environ({})
+    assert str(raised.value).startswith(f"{path} line 2: not NAME=value")
+    assert "secret" not in str(raised.value)

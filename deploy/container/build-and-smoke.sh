@@ -56,8 +56,14 @@ rm -rf "$context" && mkdir -p "$context/wheels"
 "$python" -m pip wheel --quiet --disable-pip-version-check -w "$context/wheels" . 2>&1 \
   | { grep -v '^WARNING: Location' || true; } >&2
 version=$("$python" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
+previous=$(podman image inspect --format '{{.Id}}' "$image:latest" 2>/dev/null || true)
 podman build --quiet --isolation=chroot --format=docker --build-arg "BASE=$base_image" \
   -t "$image:$version" -t "$image:latest" -f deploy/container/Containerfile "$context" >/dev/null
+# The image the tags left: removed unless another tag still names it (no dangling image).
+if [ -n "$previous" ] && [ "$previous" != "$(podman image inspect --format '{{.Id}}' "$image:latest")" ] \
+  && [ "$(podman image inspect --format '{{len .RepoTags}}' "$previous")" = 0 ]; then
+  podman rmi --force "$previous" >/dev/null || say "could not remove the previous image $previous"
+fi
 size=$(podman image inspect --format '{{.Size}}' "$image:latest")
 say "image $image:$version built in $(seconds "$step") s: $((size / 1000000)) MB"
 
@@ -82,6 +88,10 @@ inside() {
   ' inside "$rootfs" "$user" "$@"
 }
 
+printf '[imds]\nvm_name = "vm0"\n' >"$rootfs/etc/sebridge/sebridge.toml"
+healthy=$(inside /opt/sebridge/bin/python -m sebridge.cli.healthcheck) \
+  || { say "the health check failed: $healthy"; exit 1; }
+rm "$rootfs/etc/sebridge/sebridge.toml"
 got=$(inside sebridge --version)
 [ "$got" = "sebridge $version" ] || { say "sebridge --version said: $got"; exit 1; }
 whoami=$(inside /opt/sebridge/bin/python -c 'import os; print(os.getuid())')

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TextIO
 
@@ -382,6 +382,7 @@ def check(
     as_json: bool,
     out: TextIO | None = None,
     credentials: str | None = None,
+    environment: tuple[str, Sequence[str]] | None = None,
     send_test: bool = False,
 ) -> int:
     """Validate the configuration (done by loading it), look at the store, try each sink
@@ -390,6 +391,8 @@ def check(
     Args:
         credentials: the folder the unit's secrets were read from, when check read them
             there itself (config/unit_credentials.py).
+        environment: the unit's environment file and the variables read from it
+            (config/unit_environment.py).
         send_test: post one test message to each channel that passed.
     """
     out = out or sys.stdout
@@ -397,6 +400,12 @@ def check(
     lines = sys.stderr if as_json else out
     from sebridge.cli import doctor  # `check` alone needs it
 
-    report = doctor.examine(config, credentials=credentials, send_test=send_test, stdout=lines)
+    report = doctor.examine(
+        config,
+        credentials=credentials,
+        environment=environment,
+        send_test=send_test,
+        stdout=lines,
+    )
     doctor.show(config, report, out, as_json=as_json)
     return FAILED if report.problems else OK

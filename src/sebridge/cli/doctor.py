@@ -56,6 +56,7 @@ def examine(
     config: Config,
     *,
     credentials: str | None = None,
+    environment: tuple[str, Sequence[str]] | None = None,
     send_test: bool = False,
     stdout: TextIO | None = None,
 ) -> Report:
@@ -66,13 +67,23 @@ def examine(
         stdout: where the console and JSON lines on stdout write their test lines.
     """
     with _libraries_quiet():
-        return _examine(config, credentials, send_test, stdout)
+        return _examine(config, credentials, environment, send_test, stdout)
 
 
 def _examine(
-    config: Config, credentials: str | None, send_test: bool, stdout: TextIO | None
+    config: Config,
+    credentials: str | None,
+    environment: tuple[str, Sequence[str]] | None,
+    send_test: bool,
+    stdout: TextIO | None,
 ) -> Report:
     report = Report()
+    if environment:
+        path, names = environment
+        report.passed.append(
+            f"environment: {', '.join(names)} read from {path},"
+            " as the unit's EnvironmentFile= hands them to the service"
+        )
     if credentials:
         report.add(
             [

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from sebridge import __version__
 from sebridge.config.unit_credentials import FOLDER as CREDENTIALS_FOLDER
 from sebridge.config.unit_credentials import UnitCredentials
+from sebridge.config.unit_environment import FILE as ENVIRONMENT_FILE
+from sebridge.config.unit_environment import UnitEnvironment, beside_config
 
 if TYPE_CHECKING:
     from sebridge.config.loader import Config
@@ -53,6 +55,15 @@ def _parser() -> argparse.ArgumentParser:
         help="config file (default: $SEBRIDGE_CONFIG, else /etc/sebridge/sebridge.toml)",
     )
     common.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    # Every command but `run` (the service gets it from systemd): config/unit_environment.py.
+    shell = argparse.ArgumentParser(add_help=False, parents=[common])
+    shell.add_argument(
+        "--environment",
+        metavar="FILE",
+        help="read the variables the unit's EnvironmentFile= gives the service, those your "
+        "shell lacks, from FILE (default: `environment` beside the config file, "
+        f"{ENVIRONMENT_FILE} as installed; skipped when absent)",
+    )
     as_json = argparse.ArgumentParser(add_help=False)
     as_json.add_argument("--json", action="store_true", help="machine-readable output")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -65,19 +76,19 @@ def _parser() -> argparse.ArgumentParser:
         )
 
     command("run", "run the daemon: poll IMDS, notify, carry out approvals", common).set_defaults(
-        run=_with_config(lambda cmd, c, a: cmd.run(c))
+        run=_with_config(lambda cmd, c, a: cmd.run(c), unit_environment=False)
     )
     command(
-        "once", "one tick: poll, record, deliver, approve; then exit", common, as_json
+        "once", "one tick: poll, record, deliver, approve; then exit", shell, as_json
     ).set_defaults(run=_with_config(lambda cmd, c, a: cmd.once(c, as_json=a.json)))
-    events = command("events", "current events and their state", common, as_json)
+    events = command("events", "current events and their state", shell, as_json)
     events.add_argument("--all", action="store_true", help="also events gone in the last day")
     events.set_defaults(
         run=_with_config(
             lambda cmd, c, a: cmd.events(c, as_json=a.json, show_all=a.all), secrets=False
         )
     )
-    approve = command("approve", "approve an event: IMDS may start it now", common, as_json)
+    approve = command("approve", "approve an event: IMDS may start it now", shell, as_json)
     approve.add_argument("event_id", metavar="EVENT_ID")
     approve.add_argument("--as", dest="actor", help="who approves (default: your user name)")
     approve.add_argument(
@@ -94,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
         )
     )
     history = command(
-        "history", "transitions, deliveries and approvals, oldest first", common, as_json
+        "history", "transitions, deliveries and approvals, oldest first", shell, as_json
     )
     history.add_argument("event_id", nargs="?", metavar="EVENT_ID", help="only this event")
     history.add_argument("--limit", type=int, default=100, help="newest N transitions (100)")
@@ -104,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
             secrets=False,
         )
     )
-    check = command("check", "validate the configuration and open the store", common, as_json)
+    check = command("check", "validate the configuration and open the store", shell, as_json)
     check.add_argument(
         "--credentials",
         metavar="DIR",
@@ -121,7 +132,11 @@ def _parser() -> argparse.ArgumentParser:
     check.set_defaults(
         run=_with_config(
             lambda cmd, c, a: cmd.check(
-                c, as_json=a.json, credentials=a.credentials_read, send_test=a.send_test
+                c,
+                as_json=a.json,
+                credentials=a.credentials_read,
+                environment=(a.environment, a.environment_read) if a.environment_read else None,
+                send_test=a.send_test,
             ),
             unit_credentials=True,
         )
@@ -129,11 +144,97 @@ def _parser() -> argparse.ArgumentParser:
 
     _hooks_parser(
         command("hooks", "readiness hooks: run an event's failed prepare hooks again"),
-        common,
+        shell,
         as_json,
     )
 
-    policy = command("policy", "the policy's rules: which one decides an event, and why")
+    _policy_parser(
+        command("policy", "the policy's rules: which one decides an event, and why"),
+        shell,
+        as_json,
+    )
+
+    simulate = command("simulate", "run the IMDS Scheduled Events simulator (test drain logic)")
+    simulate.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    simulate.add_argument("--port", type=int, default=8080, help="port (8080; 0 = any free)")
+    simulate.add_argument("--scenario", type=Path, help="TOML or JSON file of events to play")
+    simulate.add_argument("--time-scale", type=float, help="run X times faster than real time")
+    simulate.add_argument("--vm-name", help="this VM's name (vm0)")
+    simulate.set_defaults(run=_simulate)
+
+    demo = command("demo", "simulator + daemon + console: the whole flow, no accounts needed")
+    demo.add_argument("--time-scale", type=float, default=60.0, help="speed-up (60)")
+    demo.add_argument("--yes", action="store_true", help="approve the Redeploy without asking")
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def _with_config(
+    command: Callable[..., int],
+    *,
+    secrets: bool = True,
+    unit_credentials: bool = False,
+    unit_environment: bool = True,
+) -> Callable[[argparse.Namespace], int]:
+    """Load the config, then run `command`.
+
+    Args:
+        secrets: False for a command that sends nothing: secrets are not read, so
+            `events`, `history` and `approve` work where only the service has them.
+        unit_credentials: read the unit's credentials from their folder when
+            CREDENTIALS_DIRECTORY is unset (`check`; config/unit_credentials.py).
+        unit_environment: read the variables the unit's EnvironmentFile= gives the
+            service that the shell lacks (every command but `run`;
+            config/unit_environment.py).
+    """
+
+    def run(args: argparse.Namespace) -> int:
+        from sebridge.cli.runtime import configure_logging
+        from sebridge.integrations.registry import load_config as load
+        from sebridge.kernel.errors import BridgeError, ConfigError
+
+        environ: Mapping[str, str] = os.environ
+        locate = None
+        args.credentials_read = None
+        args.environment_read = []
+        try:
+            if unit_environment:
+                args.environment = args.environment or beside_config(args.config, environ)
+                unit_env = UnitEnvironment(args.environment)
+                environ, args.environment_read = unit_env.environ(environ)
+        except ConfigError as exc:
+            print(f"sebridge: configuration error: {exc}", file=sys.stderr)
+            return USAGE_ERROR
+        if unit_credentials and UnitCredentials(args.credentials).applies(environ):
+            unit = UnitCredentials(args.credentials)
+            environ, locate, args.credentials_read = unit.environ(environ), unit.locate, unit.folder
+        try:
+            config = load(args.config, environ=environ, read_secrets=secrets, locate=locate)
+        except ConfigError as exc:
+            print(f"sebridge: configuration error: {exc}", file=sys.stderr)
+            return USAGE_ERROR
+        configure_logging(config, verbose=args.verbose)
+        # Imported only now, so `--help` and `simulate` stay fast.
+        from sebridge.cli import commands
+
+        try:
+            return command(commands, config, args)
+        except ConfigError as exc:  # found while building (a broken template)
+            print(f"sebridge: configuration error: {exc}", file=sys.stderr)
+            return USAGE_ERROR
+        except BridgeError as exc:
+            print(f"sebridge: {exc}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+def _policy_parser(
+    policy: argparse.ArgumentParser,
+    shell: argparse.ArgumentParser,
+    as_json: argparse.ArgumentParser,
+) -> None:
+    """`sebridge policy explain`."""
     policy_commands = policy.add_subparsers(
         dest="policy_command", metavar="SUBCOMMAND", required=True
     )
@@ -145,7 +246,7 @@ def _parser() -> argparse.ArgumentParser:
         "seen (which rule, which action), explained as of that moment (--now: as of now). "
         "For an event from a file: which rule matches it now. Each rule looked at says why "
         "it did or did not match. Exit 0; 2 on bad input.",
-        parents=[common, as_json],
+        parents=[shell, as_json],
     )
     explain.add_argument("event_id", nargs="?", metavar="EVENT_ID", help="an event in the store")
     explain.add_argument(
@@ -169,64 +270,6 @@ def _parser() -> argparse.ArgumentParser:
         help="evaluate the event as it is now, at this moment, not as first seen",
     )
     explain.set_defaults(run=_with_config(_policy_explain, secrets=False))
-
-    simulate = command("simulate", "run the IMDS Scheduled Events simulator (test drain logic)")
-    simulate.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
-    simulate.add_argument("--port", type=int, default=8080, help="port (8080; 0 = any free)")
-    simulate.add_argument("--scenario", type=Path, help="TOML or JSON file of events to play")
-    simulate.add_argument("--time-scale", type=float, help="run X times faster than real time")
-    simulate.add_argument("--vm-name", help="this VM's name (vm0)")
-    simulate.set_defaults(run=_simulate)
-
-    demo = command("demo", "simulator + daemon + console: the whole flow, no accounts needed")
-    demo.add_argument("--time-scale", type=float, default=60.0, help="speed-up (60)")
-    demo.add_argument("--yes", action="store_true", help="approve the Redeploy without asking")
-    demo.set_defaults(run=_demo)
-    return parser
-
-
-def _with_config(
-    command: Callable[..., int], *, secrets: bool = True, unit_credentials: bool = False
-) -> Callable[[argparse.Namespace], int]:
-    """Load the config, then run `command`.
-
-    Args:
-        secrets: False for a command that sends nothing: secrets are not read, so
-            `events`, `history` and `approve` work where only the service has them.
-        unit_credentials: read the unit's credentials from their folder when
-            CREDENTIALS_DIRECTORY is unset (`check`; config/unit_credentials.py).
-    """
-
-    def run(args: argparse.Namespace) -> int:
-        from sebridge.cli.runtime import configure_logging
-        from sebridge.integrations.registry import load_config as load
-        from sebridge.kernel.errors import BridgeError, ConfigError
-
-        environ: Mapping[str, str] = os.environ
-        locate = None
-        args.credentials_read = None
-        if unit_credentials and UnitCredentials(args.credentials).applies(environ):
-            unit = UnitCredentials(args.credentials)
-            environ, locate, args.credentials_read = unit.environ(environ), unit.locate, unit.folder
-        try:
-            config = load(args.config, environ=environ, read_secrets=secrets, locate=locate)
-        except ConfigError as exc:
-            print(f"sebridge: configuration error: {exc}", file=sys.stderr)
-            return USAGE_ERROR
-        configure_logging(config, verbose=args.verbose)
-        # Imported only now, so `--help` and `simulate` stay fast.
-        from sebridge.cli import commands
-
-        try:
-            return command(commands, config, args)
-        except ConfigError as exc:  # found while building (a broken template)
-            print(f"sebridge: configuration error: {exc}", file=sys.stderr)
-            return USAGE_ERROR
-        except BridgeError as exc:
-            print(f"sebridge: {exc}", file=sys.stderr)
-            return 1
-
-    return run
 
 
 def _hooks_parser(hooks: argparse.ArgumentParser, *parents: argparse.ArgumentParser) -> None:

@@ -90,9 +90,25 @@ _JSON_FIELDS = {
 }
 
 
-def build_imds(config: Config) -> ImdsClient:
-    """The IMDS client from [imds]."""
-    return ImdsClient(config.imds.endpoint, config.imds.api_version, timeout=config.imds.timeout)
+# /readyz's IMDS GET gives up after this (its asker waits 2 s, engine/probe.py): past
+# IMDS's first answer a healthy GET takes milliseconds.
+PROBE_TIMEOUT = 5.0
+
+
+def build_imds(config: Config, *, timeout: float | None = None) -> ImdsClient:
+    """The IMDS client from [imds]; `timeout`: every call's (first included), and one
+    retry at most (a probe's client)."""
+    if timeout is None:
+        return ImdsClient(
+            config.imds.endpoint, config.imds.api_version, timeout=config.imds.timeout
+        )
+    return ImdsClient(
+        config.imds.endpoint,
+        config.imds.api_version,
+        timeout=timeout,
+        first_timeout=timeout,
+        retries=1,
+    )
 
 
 def vm_name(config: Config, *, wait: float | None = None) -> str:
@@ -288,15 +304,18 @@ def _serve(
     config: Config, runner: Runner, routes: dict[str, WsgiApp], owners: dict[str, str]
 ) -> None:
     """The HTTP server for `routes`, with /healthz, /readyz and /metrics beside them."""
-    from sebridge.engine.health import Health
-    from sebridge.engine.readiness import Readiness
+    from sebridge.engine.health import Health, store_probe
+    from sebridge.engine.readiness import Readiness, imds_probe
     from sebridge.web.server import CORE_PATHS, HttpServer
 
     for path, owner in owners.items():
         if path in CORE_PATHS:
             raise ConfigError(f"{owner}: HTTP path {path} is already served")
     http = config.http
-    health = Health(runner, config.imds.poll_interval)
+    # One store probe for both: a write at most every 2 s however often they are asked.
+    store = store_probe(runner)
+    health = Health(runner, config.imds.poll_interval, store=store)
+    imds = imds_probe(lambda: build_imds(config, timeout=PROBE_TIMEOUT))
     routes["/metrics"] = _metrics_route(runner.daemon, runner)
     # Last to start, first to stop: no request reaches a part that has stopped.
     runner.add_service(
@@ -305,7 +324,7 @@ def _serve(
             http.listen_port,
             routes,
             health.report,
-            ready=Readiness(runner).report,
+            ready=Readiness(runner, imds, store).report,
         )
     )
 

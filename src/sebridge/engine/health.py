@@ -1,46 +1,78 @@
 """GET /healthz: is this daemon doing its job? 200 when it is, 503 when it is not.
 
 Failing (503): IMDS has not answered for longer than `STALE_POLLS` poll
-intervals (or never has), or the store cannot be written (the last tick
-failed on it, or the probe every 30 s did, or has not answered within
-PROBE_WAIT: /healthz never waits longer on a frozen database). The store part also names this
-agent and the single-holder duties it holds (fleet mode). A sink that is
+intervals (or never has), or the store cannot be written: the last tick
+failed on it, or the store probe did (a write begun at most 2 s before, at
+most one in flight, engine/probe.py), or it has not answered within 2 s (a
+stopped or frozen database is 503 within 2 s of being asked). /readyz asks
+the same probe. The store part also names this agent and the single-holder
+duties it holds (fleet mode). A sink that is
 down is reported but does not fail the check: restarting the daemon would
 not bring Slack back, and the outbox keeps what it owes.
 """
 
 from __future__ import annotations
 
-import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sebridge.engine.probe import WAIT, Probe
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import StoreError
 
 if TYPE_CHECKING:
     from sebridge.engine.runner import Runner
 
-__all__ = ["Health"]
+__all__ = ["Health", "store_probe"]
 
 STALE_POLLS = 10  # a few failed polls are weather; ten in a row is an outage
 MIN_STALE_SECONDS = 30.0
-STORE_PROBE_EVERY = 30.0  # seconds between real writes to the store (each is an fsync)
-PROBE_WAIT = 2.0  # seconds /healthz waits for that write before it says the store is away
+
+
+def store_probe(runner: Runner, monotonic: Callable[[], float] = time.monotonic) -> Probe:
+    """A write to the store (one row, `health_probe`) on demand, for /healthz and /readyz:
+    its outcome is the runner's outage too, so the log says an outage the probe found,
+    and its end."""
+    store = runner.daemon.store
+
+    def write() -> str | None:
+        try:
+            store.remember("health_probe", utcnow().isoformat())
+        except StoreError as exc:
+            runner.outage.failed(exc)
+            return str(exc)
+        runner.outage.answered()
+        return None
+
+    return Probe("the store", write, thread="health-probe", monotonic=monotonic)
+
+
+def store_finding(runner: Runner, probe: Probe) -> str | None:
+    """Why the store is not usable now, or None: a statement in flight that has waited
+    past the probe's wait, the probe's own finding, else the last tick's failure."""
+    stuck = runner.daemon.store.db.waiting_for()
+    if stuck > WAIT:  # a statement in flight (a tick's, a sink's) waits already
+        return f"the store has not answered a statement for {stuck:.0f} s"
+    # The probe first: a write that answers ends an outage a tick had found.
+    return probe.finding() or runner.store_error
 
 
 class Health:
     """Builds the /healthz answer from the running daemon's state."""
 
-    def __init__(self, runner: Runner, poll_interval: float, clock: Clock = utcnow) -> None:
+    def __init__(
+        self,
+        runner: Runner,
+        poll_interval: float,
+        clock: Clock = utcnow,
+        store: Probe | None = None,
+    ) -> None:
         self._runner = runner
         self._daemon = runner.daemon
         self._stale_after = max(MIN_STALE_SECONDS, STALE_POLLS * poll_interval)
         self._clock = clock
-        self._lock = threading.Lock()
-        self._store_checked = -STORE_PROBE_EVERY
-        self._store_error: str | None = None
-        self._probe: threading.Thread | None = None
+        self._store = store or store_probe(runner)
 
     def report(self) -> tuple[int, dict[str, Any]]:
         """(HTTP status, JSON body)."""
@@ -48,8 +80,7 @@ class Health:
         poll = self._daemon.poll_state
         age = (now - poll.last_ok).total_seconds() if poll.last_ok else None
         imds_ok = age is not None and age <= self._stale_after
-        # A tick that could not use the store says so at once; the probe every 30 s.
-        store_error = self._runner.store_error or self._probe_store()
+        store_error = store_finding(self._runner, self._store)
         duties = self._runner.duties
         sinks = {
             name: {
@@ -77,35 +108,3 @@ class Health:
             "sinks": sinks,
         }
         return (200 if ok else 503), body
-
-    def _probe_store(self) -> str | None:
-        """The probe's finding; a write every STORE_PROBE_EVERY on a thread of its own, waited
-        for at most PROBE_WAIT: a store that does not answer never holds /healthz up."""
-        stuck = self._daemon.store.db.waiting_for()
-        if stuck > PROBE_WAIT:  # a statement in flight (a tick's, a sink's) waits already
-            return f"the store has not answered a statement for {stuck:.0f} s"
-        with self._lock:
-            probe = self._probe
-            if probe is None or not probe.is_alive():
-                if time.monotonic() - self._store_checked < STORE_PROBE_EVERY:
-                    return self._store_error
-                self._store_checked = time.monotonic()
-                probe = self._probe = threading.Thread(
-                    target=self._write_probe, name="health-probe", daemon=True
-                )
-                probe.start()
-        probe.join(max(0.0, self._store_checked + PROBE_WAIT - time.monotonic()))
-        if probe.is_alive():
-            waited = time.monotonic() - self._store_checked
-            return f"the store has not answered a write for {waited:.0f} s"
-        return self._store_error
-
-    def _write_probe(self) -> None:
-        try:
-            self._daemon.store.remember("health_probe", self._clock().isoformat())
-        except StoreError as exc:
-            self._store_error = str(exc)
-            self._runner.outage.failed(exc)
-            return
-        self._store_error = None
-        self._runner.outage.answered()

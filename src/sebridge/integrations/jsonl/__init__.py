@@ -48,6 +48,27 @@ class Jsonl(Integration[JsonlSettings]):
 
         return JsonlSink(ctx.settings.path, stream=ctx.stdout)
 
+    def check(self, ctx: Context[JsonlSettings]) -> Sequence[Finding]:
+        """A file's folder must exist (the daemon creates files, never folders), and the
+        installed unit's sandbox must let the service write there (sandbox.py)."""
+        path = ctx.settings.path
+        if path == "-":
+            return ()
+        from sebridge.integrations.jsonl import sandbox
+
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            return [
+                Finding(
+                    "jsonl.path",
+                    False,
+                    f"the folder {folder} does not exist: the daemon creates {path}, never"
+                    " its folder (make it, writable by the service)",
+                )
+            ]
+        forbidden = sandbox.unit_forbids(path, sandbox.UNIT_DIR)
+        return [Finding("jsonl.path", False, forbidden)] if forbidden else ()
+
     def send_test(self, ctx: Context[JsonlSettings], note: TrialNote) -> Sequence[Finding]:
         from sebridge.integrations.jsonl.trial import send_trial
 

@@ -16,18 +16,22 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import sys
 import threading
 from dataclasses import asdict
 from typing import Any, BinaryIO, TextIO
 
+from sebridge.integrations.jsonl.sandbox import drop_in_fix
 from sebridge.kernel.errors import PermanentDeliveryError, RetryableDeliveryError
 from sebridge.model import HookRun, Receipt, TransitionKind
 from sebridge.model.message import Message
 from sebridge.model.outlook import approve_command, not_ready
 
 __all__ = ["TAIL", "JsonlSink", "hook_fields", "record"]
+
+log = logging.getLogger(__name__)
 
 TAIL = 64 * 1024  # bytes read back from the end of the file to find an earlier attempt's line
 
@@ -110,6 +114,7 @@ class JsonlSink:
         self._path = path
         self._stream = stream
         self._lock = threading.Lock()
+        self._read_only_said = False
 
     def send(self, message: Message) -> Receipt | None:
         """Append the line and flush it (fsync for files: a line delivered is on disk)."""
@@ -138,13 +143,31 @@ class JsonlSink:
                     out.write(prefix + line.encode() + b"\n")
                     out.flush()
                     os.fsync(out.fileno())
+                self._read_only_said = False
         except OSError as exc:
             if exc.errno in _NEVER_WRITABLE:  # retrying cannot help: a person must fix the path
                 raise PermanentDeliveryError(f"jsonl: cannot write {self._path}: {exc}") from None
-            raise RetryableDeliveryError(f"jsonl: cannot write {self._path}: {exc}") from None
+            raise RetryableDeliveryError(self._why(exc)) from None
         except ValueError as exc:  # a closed stream
             raise RetryableDeliveryError(f"jsonl: cannot write {self._path}: {exc}") from None
         return None
+
+    def _why(self, exc: OSError) -> str:
+        """The retried error; a read-only file system (the unit's ProtectSystem=strict)
+        names the key and the drop-in that allows the path, logged once until a line is
+        written (the dispatcher's retry lines repeat the error, not the fix)."""
+        said = f"jsonl: cannot write {self._path}: {exc}"
+        if exc.errno != errno.EROFS:
+            return said
+        folder = os.path.dirname(os.path.abspath(self._path))
+        fix = (
+            f"jsonl.path: {self._path} is on a read-only file system for this service"
+            f" (the unit's ProtectSystem=strict?): {drop_in_fix(folder)}"
+        )
+        if not self._read_only_said:
+            self._read_only_said = True
+            log.error("%s", fix)
+        return f"{said}; {fix}"
 
     def close(self) -> None:
         """Nothing held open between lines."""

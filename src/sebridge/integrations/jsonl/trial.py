@@ -33,7 +33,8 @@ def send_trial(path: str, note: TrialNote, stream: TextIO | None) -> Finding:
         return Finding(
             "jsonl",
             True,
-            f"{path} does not exist yet: no test line written (the daemon creates the file)",
+            f"{path} does not exist yet: no test line written"
+            " (the daemon creates the file; its folder exists)",
         )
     try:
         with open(path, "ab") as out_file:
