@@ -13,8 +13,8 @@ It holds nodes (`add_node`) and Events. Creating an Event whose name exists answ
 409 AlreadyExists; an Event about a Node outside "default" is refused (422) as the
 API server's validation does. PATCH nodes/<n>/status merges `status.conditions` by
 type (strategic merge) and honours a resourceVersion in the patch (409 Conflict when
-it is stale); every change bumps the node's resourceVersion (`touch` does, as the
-kubelet's own status updates do). The next request can be made to answer a status
+it is stale); every change bumps the node's resourceVersion (`stale_patches` does just before a
+patch, as the kubelet's own status updates do). The next request can be made to answer a status
 (`fail_next`) or to hang (`hold_next`).
 """
 
@@ -143,6 +143,7 @@ class FakeKubernetes:
         self.events: dict[tuple[str, str], dict[str, Any]] = {}
         self.requests: list[Request] = []
         self.refused: list[str] = []
+        self.stale_patches = 0  # status patches to answer 409 (the node changed just before)
         self._next: list[_Answer] = []
         self._version = 100
         self._lock = threading.Lock()
@@ -203,11 +204,6 @@ class FakeKubernetes:
             self._bump(node)
             self.nodes[name] = node
             return node
-
-    def touch(self, name: str) -> None:
-        """Change the node's resourceVersion, as the kubelet's status updates do."""
-        with self._lock:
-            self._bump(self.nodes[name])
 
     def condition(self, name: str, type_: str) -> dict[str, Any] | None:
         conditions = self.nodes[name]["status"]["conditions"]
@@ -301,6 +297,9 @@ class FakeKubernetes:
         if verb == "get":
             return _Answer(200, node)
         if verb == "patch" and sub == "status":
+            if self.stale_patches:  # the kubelet wrote the node's status in between
+                self.stale_patches -= 1
+                self._bump(node)
             wanted = (body.get("metadata") or {}).get("resourceVersion")
             if wanted and wanted != node["metadata"]["resourceVersion"]:
                 return _Answer(409, _status(409, "Conflict", "the object has been modified"))
