@@ -227,6 +227,18 @@ def test_an_api_server_whose_certificate_the_ca_did_not_sign_is_not_trusted(
     assert fake.requests == []  # the token never left
 
 
+def test_a_missing_token_or_ca_file_is_said_and_retried(
+    fake: FakeKubernetes, tmp_path: Path
+) -> None:
+    """The kubelet mounts both; until it has (or after a bad mount), nothing is sent."""
+    missing = str(tmp_path / "absent")
+    with pytest.raises(RetryableDeliveryError, match=f"cannot read the token {missing}"):
+        KubernetesSink(api_of(fake, token_file=missing)).send(message())
+    with pytest.raises(RetryableDeliveryError, match=f"the CA file {missing} .* is missing"):
+        KubernetesSink(api_of(fake, ca_file=missing)).send(message())
+    assert fake.requests == []
+
+
 def test_what_the_rbac_does_not_grant_is_refused_for_good(fake: FakeKubernetes) -> None:
     """The fake refuses as the cluster would if nodes/status were not granted; the error
     says what to apply. (The fixture's check that nothing was refused is skipped here.)"""

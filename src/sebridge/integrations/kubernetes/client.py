@@ -11,6 +11,7 @@ what an answer means (409 is not always an error). No message carries the token.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,6 +84,10 @@ class KubeApi:
         """One request. Raises RetryableDeliveryError when no answer came (or the token
         cannot be read); any answer is returned, whatever its status."""
         headers = {"Authorization": f"Bearer {self._read_token()}", "Accept": "application/json"}
+        if not os.path.isfile(self._ca_file):  # requests would call it a connection failure
+            raise RetryableDeliveryError(
+                f"kubernetes: the CA file {self._ca_file} (kubernetes.ca_file) is missing"
+            )
         data = None
         if body is not None:
             data = json.dumps(body, separators=(",", ":")).encode()
