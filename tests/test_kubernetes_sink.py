@@ -179,6 +179,17 @@ def test_every_listed_node_hears_of_the_event_and_a_hook_only_its_own_node(
     assert "hook drain (prepare)" in failed["message"]
 
 
+def test_a_node_deleted_with_its_vm_still_hears_the_end(fake: FakeKubernetes) -> None:
+    """A Terminate deletes the VM, and its node goes: the completed transition is still
+    an Event about it, and no condition is left to keep."""
+    sink = KubernetesSink(api_of(fake))
+    sink.send(message(event_type="Terminate"))
+    del fake.nodes[f"{SET}000003"]
+    sink.send(message(TransitionKind.COMPLETED, event_type="Terminate", transition_id=8))
+    reasons = sorted(e["reason"] for e in fake.events.values())
+    assert reasons == ["TerminateCompleted", "TerminateScheduled"]
+
+
 def test_a_retry_after_a_lost_answer_creates_nothing_new(fake: FakeKubernetes) -> None:
     sink = KubernetesSink(api_of(fake))
     sink.send(message())

@@ -5,7 +5,8 @@ For each node (nodes.py: the event's Resources, or the hook's VM, by providerID)
    (events.py); 409 AlreadyExists means an earlier attempt made it: delivered.
 2. GET /api/v1/nodes/<node>, then PATCH /api/v1/nodes/<node>/status (strategic
    merge) with the condition `ScheduledMaintenance` (condition.py): this event
-   added or updated while it is open, removed once it ended. The patch carries
+   added or updated while it is open, removed once it ended (a node that is gone,
+   as after a Terminate, has no condition left to keep). The patch carries
    the node's resourceVersion, so a concurrent change (the kubelet's status, another
    agent's event) makes it 409 Conflict: read again and patch again, up to
    CONFLICT_TRIES times. A patch that changes nothing is not sent.
@@ -65,6 +66,8 @@ class KubernetesSink:
         entry = cond.entry_of(message)
         for _ in range(CONFLICT_TRIES):
             answer = self._api.call("GET", f"/api/v1/nodes/{node.name}")
+            if answer.status == 404:  # the node is gone (a Terminate deleted its VM)
+                return
             if not answer.ok:
                 raise self._api.error(answer, f"get node {node.name}")
             patch = self._patch(answer.body or {}, message, entry)
@@ -73,7 +76,7 @@ class KubernetesSink:
             answer = self._api.call(
                 "PATCH", f"/api/v1/nodes/{node.name}/status", patch, content_type=MERGE_PATCH
             )
-            if answer.ok:
+            if answer.ok or answer.status == 404:
                 return
             if answer.status != 409:
                 raise self._api.error(answer, f"patch node {node.name}'s status")
