@@ -150,7 +150,7 @@ def test_a_new_integration_is_its_folder_and_one_registry_entry(tmp_path: Path) 
         "from sebridge.integrations.teams import Teams\n"
         "from sebridge.integrations.webhook import Webhook\n",
     )
-    text = text.replace("Teams(), Jira())", "Teams(), Jira(), Webhook())")
+    text = text.replace("    Kubernetes(),\n", "    Kubernetes(),\n    Webhook(),\n")
     registry.write_text(text)
     assert _tree_differences(SRC, package) == [
         "integrations/registry.py",

@@ -2,7 +2,7 @@
 
 A daemon with every part is built as `sebridge run` builds it (cli/runtime.py) and run in
 this process: a PostgreSQL store, every sink against its fake (Slack in Socket Mode, Teams,
-Jira, the console, JSON lines), a hook, an HTTP address. Once it is up and has delivered an
+Jira, Kubernetes, the console, JSON lines), a hook, an HTTP address. Once it is up and has delivered an
 event everywhere, its threads are read (threading.enumerate) and the table ("## Threads")
 is checked both ways: every thread the daemon has is a row, and every row not marked "on
 demand" is running. The table is kept true by the daemon, not by hand.
@@ -23,6 +23,7 @@ from urllib.request import urlopen
 import pytest
 
 from fakes.jira import FakeJira
+from fakes.kubernetes import FakeKubernetes
 from fakes.slack import FakeSlack
 from fakes.teams import FakeTeams
 from helpers import wait_until
@@ -34,7 +35,7 @@ from sebridge.integrations.registry import config_from_mapping
 from sebridge.web.server import HttpServer
 
 ARCHITECTURE = Path(__file__).resolve().parents[1] / "docs" / "ARCHITECTURE.md"
-SINKS = ("console", "jsonl", "slack", "teams", "jira")
+SINKS = ("console", "jsonl", "slack", "teams", "jira", "kubernetes")
 OPS = "C0123456789"
 BOUND = 30.0  # generous: a loaded machine starts a daemon and delivers in a few seconds
 # Where the test's fakes serve from: a thread running their code is theirs, not the daemon's
@@ -112,21 +113,24 @@ def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(config_module, "DEFAULT_PATH", str(tmp_path / "absent.toml"))
 
 
+Fakes = tuple[FakeSlack, FakeTeams, FakeJira, FakeKubernetes]
+
+
 @pytest.fixture
-def fakes() -> Iterator[tuple[FakeSlack, FakeTeams, FakeJira]]:
+def fakes() -> Iterator[Fakes]:
     with (
         FakeSlack(channels={OPS: "ops"}, users={"U0AAA": "alice"}) as slack,
         FakeTeams() as teams,
         FakeJira("cloud") as jira,
+        FakeKubernetes() as kubernetes,
     ):
-        yield slack, teams, jira
+        kubernetes.add_node("node-0", "azure:///subscriptions/s/providers/x/virtualMachines/vm0")
+        yield slack, teams, jira, kubernetes
 
 
-def every_part(
-    sim: Simulator, fakes: tuple[FakeSlack, FakeTeams, FakeJira], pg_url: str, tmp_path: Path
-) -> dict[str, Any]:
+def every_part(sim: Simulator, fakes: Fakes, pg_url: str, tmp_path: Path) -> dict[str, Any]:
     """The config of a daemon with every part, as TOML would give it."""
-    slack, teams, jira = fakes
+    slack, teams, jira, kubernetes = fakes
     hook = tmp_path / "drain.py"
     hook.write_text("print('drained')\n")
     return {
@@ -151,6 +155,12 @@ def every_part(
             "project": "OPS",
             "poll_interval": 0.2,
         },
+        "kubernetes": {
+            "enabled": True,
+            "api_server": kubernetes.server,
+            "token_file": str(kubernetes.token_file),
+            "ca_file": str(kubernetes.ca_file),
+        },
         "hooks": {"drain": {"command": [sys.executable, str(hook)]}},
         "policy": {"rules": [{"event_types": ["Freeze"], "action": "ask", "prepare": ["drain"]}]},
     }
@@ -164,7 +174,7 @@ def http_port(runner: Runner) -> int:
 @pytest.mark.slow  # a whole daemon with every sink, on PostgreSQL
 def test_the_thread_table_is_the_threads_of_a_daemon_with_every_part(
     sim: Simulator,
-    fakes: tuple[FakeSlack, FakeTeams, FakeJira],
+    fakes: Fakes,
     pg_url: str,
     tmp_path: Path,
 ) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rigs.base import MARKUP, Rig
 from rigs.jira import JiraRig
+from rigs.kubernetes import KubernetesRig
 from rigs.local import ConsoleRig, JsonlRig
 from rigs.slack import SlackRig
 from rigs.teams import TeamsRig
@@ -16,4 +17,12 @@ from rigs.webhook import WebhookRig
 __all__ = ["MARKUP", "RIGS", "Rig"]
 
 # Registry order, then the throwaway.
-RIGS: tuple[type[Rig], ...] = (ConsoleRig, JsonlRig, SlackRig, TeamsRig, JiraRig, WebhookRig)
+RIGS: tuple[type[Rig], ...] = (
+    ConsoleRig,
+    JsonlRig,
+    SlackRig,
+    TeamsRig,
+    JiraRig,
+    KubernetesRig,
+    WebhookRig,
+)

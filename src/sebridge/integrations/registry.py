@@ -20,6 +20,7 @@ from sebridge.integrations.base import Context, Core, Integration
 from sebridge.integrations.console import Console
 from sebridge.integrations.jira import Jira
 from sebridge.integrations.jsonl import Jsonl
+from sebridge.integrations.kubernetes import Kubernetes
 from sebridge.integrations.render import Renderer
 from sebridge.integrations.slack import Slack
 from sebridge.integrations.teams import Teams
@@ -37,7 +38,14 @@ __all__ = [
 ]
 
 # Order is delivery order on the console and in `sebridge check`.
-REGISTRY: tuple[Integration[Any], ...] = (Console(), Jsonl(), Slack(), Teams(), Jira())
+REGISTRY: tuple[Integration[Any], ...] = (
+    Console(),
+    Jsonl(),
+    Slack(),
+    Teams(),
+    Jira(),
+    Kubernetes(),
+)
 
 
 class Sections:
