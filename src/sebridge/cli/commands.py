@@ -36,7 +36,6 @@ from sebridge.model.approval import ApprovalState, OutcomeKind
 from sebridge.model.outlook import not_ready, ways_out
 from sebridge.model.readiness import VmReadiness
 from sebridge.store import ApprovalRecord, EventRecord, Store
-from sebridge.web.links import LINK_KEY_SETTING, LinkSigner, approval_link
 
 __all__ = ["approve", "check", "events", "history", "once", "run"]
 
@@ -283,6 +282,8 @@ def _approval_link(config: Config, store: Store) -> Callable[[ScheduledEvent], s
     when this user cannot read them, there is no link (the command still works)."""
     if not config.http.public_url:
         return None
+    from sebridge.web.links import LINK_KEY_SETTING, LinkSigner, approval_link  # links on
+
     secret = config.http.link_secret
     if secret.is_unread:
         try:
