@@ -23,6 +23,7 @@ from sebridge.engine.health import Health
 from sebridge.engine.readiness import Readiness
 from sebridge.engine.runner import Runner
 from sebridge.engine.store_gauges import StoreGauges
+from sebridge.hooks.agent import timeouts
 from sebridge.hooks.gate import ReadinessGate
 from sebridge.imds import ImdsClient
 from sebridge.imds.vm_name import learn_vm_name
@@ -225,7 +226,9 @@ def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store]:
     # No hooks run here: an approval whose rule names prepare hooks waits for the daemon's.
     # The gate counts this VM (the daemon's own name, `name`) as live even while its daemon
     # is stopped, so its prepare hooks are waited for, never skipped as "no agent".
-    gate = ReadinessGate(store, lambda: name, lambda record: record.decision)
+    gate = ReadinessGate(
+        store, lambda: name, lambda record: record.decision, timeout_of=timeouts(config.hooks)
+    )
     approvals, _ = assemble(
         store, imds, audience, carries=holds, dry_run=config.policy.dry_run, gate=gate
     )

@@ -219,7 +219,7 @@ class ApprovalPage:
             unready=[
                 (v.line(), last_lines(v.output, lines=TAIL_LINES, limit=TAIL_LIMIT))
                 for v in readiness
-                if v.state in (VmState.FAILED, VmState.WAITING, VmState.PREPARING)
+                if v.state in (VmState.FAILED, VmState.WAITING, VmState.PREPARING, VmState.SILENT)
             ],
             ways_out=ways_out(
                 record.event.event_id,
