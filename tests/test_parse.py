@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sebridge.imds import parse_document, parse_not_before
+from sebridge.imds.unreadable import stand_in_id
 from sebridge.kernel.errors import MalformedDocumentError
 from sebridge.model import EventStatus, EventType, ScheduledEvent
 
@@ -270,6 +271,40 @@ def test_an_event_that_cannot_be_followed_is_skipped_and_said(event: Any, said: 
     events, problems = _read(_doc(event, _event(EventId="kept")))
     assert [e.event_id for e in events] == ["kept"]
     assert said in problems[0], problems
+
+
+@pytest.mark.parametrize(
+    ("event_id", "why"),
+    [
+        ("ID\x00NUL", 'its EventId "ID\\u0000NUL" holds NUL'),
+        ("SURR\ud800ID", 'its EventId "SURR\\ud800ID" holds a lone surrogate'),
+        ("\udc80" + "x" * 100, 'its EventId "\\udc80' + "x" * 59 + '..." holds a lone surrogate'),
+    ],
+)
+def test_an_unreadable_event_id_is_handed_on_under_a_stable_stand_in(
+    event_id: str, why: str
+) -> None:
+    """Not among the events, but read under a stand-in id derived from the raw one (the same
+    in every reading, ASCII), its other fields as usual, and what makes it unreadable."""
+    doc = _doc(_event(EventId=event_id, Resources=["vm0", "vm1"]), _event(EventId="kept"))
+    document = parse_document(doc)
+    assert [e.event_id for e in document.events] == ["kept"]
+    (unreadable,) = document.unreadable
+    assert unreadable.why == why
+    stand_in = unreadable.stand_in
+    assert (
+        stand_in.event_id
+        == stand_in_id(event_id)
+        == parse_document(doc).unreadable[0].stand_in.event_id
+    )
+    assert stand_in.event_id.startswith("unreadable-") and stand_in.event_id.isascii()
+    assert (stand_in.event_type, stand_in.resources) == ("Reboot", ("vm0", "vm1"))
+    assert stand_in.not_before == datetime(2016, 9, 19, 18, 29, 47, tzinfo=UTC)
+    assert unreadable.note() == (
+        f"IMDS lists an event sebridge cannot read ({why}); it starts at NotBefore, "
+        "2016-09-19 18:29:47 UTC, without an approval"
+    )
+    assert stand_in_id(event_id + "2") != stand_in.event_id
 
 
 def test_a_well_formed_document_says_nothing() -> None:

@@ -100,6 +100,9 @@ class Carrier:
         # No round before the first wake: until the first tick recorded IMDS's document,
         # the store's is the one from before a restart (an event may have started since).
         self._woken = threading.Event()
+        # The earliest time a waiting approval's readiness changes with no hook ending (a VM
+        # whose agent stopped answering stops being waited for): the next round is due then.
+        self._recheck: datetime | None = None
         self._worker = Worker(
             "approvals", self.round, expected=(StoreError,), logger=log, clock=clock
         )
@@ -178,6 +181,7 @@ class Carrier:
         done = self._outcomes.record_unrecorded()
         now = self._clock()
         claimed = []
+        self._recheck = None
         if self._store.has_pending_approvals(now, waiting=True):
             claimed = self._store.claim_approvals(now, CLAIM_LEASE)
             self._unbegun = {approval.event_id: approval for approval in claimed}
@@ -190,7 +194,9 @@ class Carrier:
             self._on_recorded()
         now = self._clock()
         retry = self._outcomes.waiting or self._store.has_pending_approvals(now)
-        return done, now + RETRY_DELAY if retry else None
+        due = [now + RETRY_DELAY] if retry else []
+        due += [self._recheck] if self._recheck is not None else []
+        return done, min(due, default=None)
 
     def _put_back(self) -> None:
         """Put back the claims whose POST never began (a StoreError keeps them for the next
@@ -279,7 +285,13 @@ class Carrier:
     def _not_ready(self, record: EventRecord, approval: ApprovalRecord, answer: GateAnswer) -> int:
         """The event's VMs are not ready: wait for their prepare hooks, or hold for good."""
         if answer.wait:
-            self._outcomes.finish(record, approval, ApprovalState.WAITING, error=answer.wait)
+            # The news (a VM whose agent stopped answering) is keyed by what it says: every
+            # round and agent that finds it records it once.
+            self._outcomes.finish(
+                record, approval, ApprovalState.WAITING, error=answer.wait, problem=answer.news
+            )
+            if answer.recheck is not None:
+                self._recheck = min(answer.recheck, self._recheck or answer.recheck)
             self._on_waiting()
             return 0
         log.warning("approval of %s held: %s", approval.event_id, answer.hold)

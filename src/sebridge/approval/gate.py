@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from sebridge.store.records import EventRecord
 
@@ -23,6 +24,10 @@ class GateAnswer:
     note: str = ""  # go, and say this (a prepare hook failed; the rule says approve anyway)
     # With wait or hold: the VMs not ready and why (what an approval anyway names).
     unready: str = ""
+    # With wait: news for every sink (a VM whose agent stopped answering), said once, and
+    # when the answer changes without any hook ending (the carrier looks again then).
+    news: str = ""
+    recheck: datetime | None = None
 
 
 GO = GateAnswer()

@@ -112,7 +112,7 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
     try:
         records = store.events(include_gone_since=now - timedelta(days=1) if show_all else None)
         polled = store.polled()
-        vms = _readiness(store, records, now, dry_run=config.policy.dry_run)
+        vms = _readiness(store, records, now, config)
         link = _approval_link(config, store)
     finally:
         store.close()
@@ -254,13 +254,15 @@ def _exit_code(outcome: Outcome, final: ApprovalRecord) -> int:
 
 
 def _readiness(
-    store: Store, records: list[EventRecord], now: datetime, *, dry_run: bool
+    store: Store, records: list[EventRecord], now: datetime, config: Config
 ) -> dict[str, tuple[VmReadiness, ...]]:
     """Each listed VM's readiness, by event, for the events whose rule names prepare hooks
     (what the daemon's messages show: hooks/readiness.py)."""
     with_hooks = [r for r in records if r.decision.prepare and r.present]
     if not with_hooks:
         return {}
+    from sebridge.hooks.agent import timeouts
+
     live = store.live_agents(now)
     return {
         r.event.event_id: readiness(
@@ -268,7 +270,9 @@ def _readiness(
             r.decision.prepare,
             store.hook_runs(r.event.event_id),
             live=live,
-            dry_run=dry_run,
+            now=now,
+            timeout_of=timeouts(config.hooks),
+            dry_run=config.policy.dry_run,
         ).vms
         for r in with_hooks
     }

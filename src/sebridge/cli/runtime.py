@@ -242,12 +242,15 @@ def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store]:
     def audience(decision: str) -> tuple[str, ...]:
         return sinks_for(decision, names)
 
+    from sebridge.hooks.agent import timeouts
     from sebridge.hooks.gate import ReadinessGate
 
     # No hooks run here: an approval whose rule names prepare hooks waits for the daemon's.
     # The gate counts this VM (the daemon's own name, `name`) as live even while its daemon
     # is stopped, so its prepare hooks are waited for, never skipped as "no agent".
-    gate = ReadinessGate(store, lambda: name, lambda record: record.decision)
+    gate = ReadinessGate(
+        store, lambda: name, lambda record: record.decision, timeout_of=timeouts(config.hooks)
+    )
     approvals, _ = assemble(
         store, imds, audience, carries=holds, dry_run=config.policy.dry_run, gate=gate
     )

@@ -33,7 +33,7 @@ from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ImdsError
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
-from sebridge.model.decision import APPROVE, NO_MATCH, Decision, sinks_for
+from sebridge.model.decision import APPROVE, NO_MATCH, UNREADABLE, Decision, sinks_for
 from sebridge.model.leads import unreachable
 from sebridge.model.message import Sink
 from sebridge.policy import Policy, decide
@@ -282,7 +282,10 @@ class Daemon:
         transitions = self._with_alarms(diff(self._previous, document, now, approved))
         # Decided once, when an event is first seen (by this agent: in a fleet the first
         # agent's decision is the one the store keeps).
-        decisions: dict[str, Decision] = {}
+        # An event IMDS lists that we cannot read is told to every sink, never approved.
+        decisions: dict[str, Decision] = {
+            u.stand_in.event_id: UNREADABLE for u in document.unreadable
+        }
         approvals: list[Approval] = []
         for n, t in enumerate(transitions):
             if t.kind in (TransitionKind.SCHEDULED, TransitionKind.UNPLANNED):

@@ -22,8 +22,13 @@ Rules, per EventId (compared exactly as strings):
   takes the daemon down with it, so Started is often never seen. Otherwise
   CANCELLED. The transition carries the event as last seen.
 
+An event IMDS lists that sebridge cannot follow (``Document.unreadable``: its
+EventId holds NUL or a lone surrogate) is a PROBLEM on its stand-in, once, when
+first in ``current`` (the store records it only for a stand-in it did not hold
+yet, so a restart or another agent never repeats it); it has no lifecycle.
+
 Output: events in ``current`` order first, then gone events in ``previous``
-order. When an id appears twice in a document the first one counts, as in
+order, then the unreadable ones. When an id appears twice in a document the first one counts, as in
 `Document.event`.
 """
 
@@ -83,6 +88,12 @@ def diff(
             )
             kind = TransitionKind.COMPLETED if done else TransitionKind.CANCELLED
             out.append(Transition(kind=kind, event=old, at=now))
+    known = {u.stand_in.event_id for u in previous.unreadable} if previous else set()
+    for unreadable in current.unreadable:
+        if unreadable.stand_in.event_id not in known:
+            known.add(unreadable.stand_in.event_id)
+            note = unreadable.note()
+            out.append(Transition(TransitionKind.PROBLEM, unreadable.stand_in, now, note=note))
     return out
 
 

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from sebridge.hooks.gate import ReadinessGate
+from sebridge.hooks.readiness import DEFAULT_TIMEOUT
 from sebridge.hooks.worker import HookWorker
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Transition, TransitionKind
@@ -21,11 +22,17 @@ from sebridge.store import EventRecord, Store
 if TYPE_CHECKING:
     from sebridge.hooks.process import HookCommand
 
-__all__ = ["AgentHooks"]
+__all__ = ["AgentHooks", "timeouts"]
 
 
 def _decision(record: EventRecord) -> Decision:
     return record.decision
+
+
+def timeouts(hooks: Mapping[str, HookCommand]) -> Callable[[str], float]:
+    """A hook's timeout by its name, as this agent's config says (the readiness gate's
+    bound on a VM whose agent stopped answering during it)."""
+    return lambda name: hooks[name].timeout if name in hooks else DEFAULT_TIMEOUT
 
 
 class AgentHooks:
@@ -52,7 +59,9 @@ class AgentHooks:
         on_ended: Callable[[str, str], None] = lambda stage, outcome: None,
     ) -> None:
         self._store = store
-        self.gate = ReadinessGate(store, vm_name, _decision, dry_run=dry_run, clock=clock)
+        self.gate = ReadinessGate(
+            store, vm_name, _decision, timeout_of=timeouts(hooks), dry_run=dry_run, clock=clock
+        )
         self.worker = HookWorker(
             store,
             hooks,

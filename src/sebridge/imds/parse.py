@@ -10,10 +10,13 @@ that is odd is read as well as it can be (a number where text belongs read
 as text, a lone Resources name as a list, a field of the wrong type as
 absent), and one that cannot be followed (not an object, no EventId, an
 EventId holding a lone surrogate or NUL) is skipped; each is said to `warn`
-(the client logs it once per document). Lone surrogates and NUL in the other
-fields we store or hand to hooks become U+FFFD, said as odd; Description keeps
-them (only ever stored and sent JSON-escaped). See docs/ARCHITECTURE.md,
-"Hostile text".
+(the client logs it once per document). One whose EventId holds a lone
+surrogate or NUL is also handed on as `Document.unreadable`: its other
+fields read as usual under a stand-in id (imds/unreadable.py), so the daemon
+announces it (it starts at NotBefore and no approval can reach IMDS). Lone
+surrogates and NUL in the other fields we store or hand to hooks become U+FFFD,
+said as odd; Description keeps them (only ever stored and sent JSON-escaped).
+See docs/ARCHITECTURE.md, "Hostile text".
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
+from sebridge.imds.unreadable import stand_in_id, why
 from sebridge.kernel.errors import MalformedDocumentError
-from sebridge.model import Document, Incarnation, ScheduledEvent
+from sebridge.model import Document, Incarnation, ScheduledEvent, UnreadableEvent
 
 __all__ = ["parse_document", "parse_not_before"]
 
@@ -94,11 +98,12 @@ def parse_document(body: bytes | str, warn: Warn = _quiet) -> Document:
     events = raw.get("Events")
     if not isinstance(events, list):
         raise MalformedDocumentError(f"IMDS document's Events is {_kind(events)}, expected a list")
-    read = (_event(e, i, warn) for i, e in enumerate(events))
+    read = [_event(e, i, warn) for i, e in enumerate(events)]
     return Document(
         incarnation=incarnation,
-        events=tuple(e for e in read if e is not None),
+        events=tuple(e for e in read if isinstance(e, ScheduledEvent)),
         extra=_extra(raw, _KNOWN_DOCUMENT_FIELDS),
+        unreadable=tuple(e for e in read if isinstance(e, UnreadableEvent)),
     )
 
 
@@ -137,7 +142,7 @@ def _rfc1123(match: re.Match[str]) -> datetime | None:
         return None
 
 
-def _event(raw: Any, index: int, warn: Warn) -> ScheduledEvent | None:
+def _event(raw: Any, index: int, warn: Warn) -> ScheduledEvent | UnreadableEvent | None:
     where = f"Events[{index}]"
     if not isinstance(raw, dict):
         warn(f"{where} is {_kind(raw)}, not an object: skipped")
@@ -147,12 +152,18 @@ def _event(raw: Any, index: int, warn: Warn) -> ScheduledEvent | None:
         warn(f"{where} has EventId {_kind(raw.get('EventId'))}: skipped (no id to follow it by)")
         return None
     if _UNWRITABLE.search(event_id):  # another id would be another event: not ours to send
+        stand_in = stand_in_id(event_id)
         warn(
             f"{where} has EventId {_kind(event_id)} holding a lone surrogate or NUL: "
-            "skipped (it can be neither stored nor sent back as it is)"
+            "not followed (it can be neither stored nor sent back as it is); announced "
+            f"as {stand_in}"
         )
-        return None
-    where = f"event {event_id[:80]}"  # logs show it escaped (kernel/text.py)
+        return UnreadableEvent(_fields(raw, stand_in, f"event {stand_in}", warn), why(event_id))
+    return _fields(raw, event_id, f"event {event_id[:80]}", warn)  # logs escape it
+
+
+def _fields(raw: dict[str, Any], event_id: str, where: str, warn: Warn) -> ScheduledEvent:
+    """An event's fields, read tolerantly, under `event_id`."""
     not_before_text = _text(raw, "NotBefore", where, warn)
     duration = raw.get("DurationInSeconds")
     try:

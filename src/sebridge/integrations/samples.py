@@ -77,6 +77,8 @@ def _readiness_samples(event: ScheduledEvent, vm: str, now: datetime) -> list[Me
         VmReadiness("vm4", VmState.WAITING, "drain"),
         VmReadiness("vm5", VmState.NO_AGENT),
         VmReadiness("vm6", VmState.DRY_RUN, "drain"),
+        VmReadiness("vm7", VmState.SILENT, "drain", until=now + timedelta(minutes=5)),
+        VmReadiness("vm8", VmState.NO_AGENT, "drain", until=now - timedelta(minutes=1)),
     )
     failed = HookRun(
         "drain", "prepare", "vm2", exit_code=1, seconds=3.2, output="lb said 503\n", why="exit 1"

@@ -31,6 +31,7 @@ __all__ = [
     "ScheduledEvent",
     "Transition",
     "TransitionKind",
+    "UnreadableEvent",
 ]
 
 
@@ -112,12 +113,41 @@ Incarnation = int | float | str | bool
 
 
 @dataclass(frozen=True)
+class UnreadableEvent:
+    """An event IMDS lists that sebridge cannot follow: its EventId holds NUL or a lone
+    surrogate, so it can be neither stored nor sent back (no approval can reach IMDS). It is
+    announced once, as a problem, on a stand-in: the event as read, under an id derived
+    from the real one (stable and displayable). See docs/ARCHITECTURE.md, "Hostile text".
+
+    Args:
+        stand_in: the event as read, its `event_id` the stand-in's ("unreadable-<hash>").
+        why: what makes it unreadable, for people ('its EventId "a\\u0000b" holds NUL').
+    """
+
+    stand_in: ScheduledEvent
+    why: str
+
+    def note(self) -> str:
+        """What every sink is told, once."""
+        e = self.stand_in
+        if e.started:
+            return f"IMDS lists an event sebridge cannot read ({self.why}); it has started"
+        when = f", {e.not_before:%Y-%m-%d %H:%M:%S} UTC," if e.not_before else ""
+        return (
+            f"IMDS lists an event sebridge cannot read ({self.why}); it starts at "
+            f"NotBefore{when} without an approval"
+        )
+
+
+@dataclass(frozen=True)
 class Document:
-    """A whole Scheduled Events document: the incarnation and its events."""
+    """A whole Scheduled Events document: the incarnation, its events, and those it lists
+    that sebridge cannot follow (`unreadable`: never among `events`)."""
 
     incarnation: Incarnation
     events: tuple[ScheduledEvent, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=_no_extra, compare=False)
+    unreadable: tuple[UnreadableEvent, ...] = ()
 
     def event(self, event_id: str) -> ScheduledEvent | None:
         """The event with this id, or None when the document does not hold it."""

@@ -20,6 +20,7 @@ __all__ = [
     "INFORM",
     "NO_MATCH",
     "NO_RULE",
+    "UNREADABLE",
     "Decision",
     "effective",
     "offers_anyway",
@@ -65,6 +66,9 @@ class Decision:
 
 
 NO_MATCH = Decision(ASK, NO_RULE)
+# The stand-in of an event IMDS lists that sebridge cannot read (model.UnreadableEvent):
+# announced to every sink, never offered for approval (its id is not IMDS's).
+UNREADABLE = Decision(INFORM, "an event sebridge cannot read")
 
 
 def effective(decision: Decision, event: ScheduledEvent) -> Decision:

@@ -7,6 +7,7 @@ hooks/readiness.py works it out from the store's rows; messages
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 __all__ = ["VmReadiness", "VmState"]
@@ -20,6 +21,9 @@ class VmState(StrEnum):
     PREPARING = "preparing"  # a prepare hook runs now
     FAILED = "failed"  # a prepare hook failed: `why` and `output` say how
     NO_AGENT = "no agent"  # no live sebridge agent on that VM: not waited for
+    # Its agent stopped answering while a prepare hook ran: waited for `until` (the run's
+    # start, the hook's timeout and a margin), then NO_AGENT (docs/ARCHITECTURE.md).
+    SILENT = "stopped answering"
     DRY_RUN = "dry run"  # [policy] dry_run: its hooks are never run, nothing waits for them
 
 
@@ -32,9 +36,13 @@ class VmReadiness:
     hook: str = ""  # the hook running, failed or awaited
     why: str = ""  # for FAILED: exit code, timeout or could not start; WAITING: a retry's when
     output: str = ""  # for FAILED: the tail of the hook's output
+    # SILENT: waited for until then; NO_AGENT after SILENT: waited for until then, no longer.
+    until: datetime | None = None
 
     def line(self) -> str:
         """For people."""
+        if self.until is not None:
+            return self._silent_line(self.until)
         if self.state == VmState.FAILED:
             return f"{self.vm}: failed: {self.hook} {self.why}"
         if self.state == VmState.DRY_RUN:
@@ -45,3 +53,16 @@ class VmReadiness:
             verb = "running" if self.state == VmState.PREPARING else "not started"
             return f"{self.vm}: {self.state} ({self.hook} {verb})"
         return f"{self.vm}: {self.state}"
+
+    def _silent_line(self, until: datetime) -> str:
+        """A VM whose agent stopped answering during a hook: waited for until when, or (past
+        it) no longer."""
+        if self.state == VmState.SILENT:
+            return (
+                f"{self.vm}: waiting for {self.vm}, whose agent stopped answering during "
+                f"{self.hook}, until {until:%H:%M:%S} UTC"
+            )
+        return (
+            f"{self.vm}: no agent (it stopped answering during {self.hook}; "
+            f"waited for until {until:%H:%M:%S} UTC)"
+        )

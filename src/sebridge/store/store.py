@@ -30,6 +30,7 @@ from sebridge.store.hook_runs import HookRunTable
 from sebridge.store.outbox import Outbox
 from sebridge.store.schema_check import open_schema
 from sebridge.store.settings import SettingsTable
+from sebridge.store.stand_ins import StandIns
 
 __all__ = ["NOTES", "Store"]
 
@@ -51,7 +52,9 @@ NOTES = (
 )
 
 
-class Store(EventReads, ApprovalTable, HookRunTable, HookRetryTable, HistoryLog, SettingsTable):
+class Store(
+    EventReads, ApprovalTable, HookRunTable, HookRetryTable, HistoryLog, SettingsTable, StandIns
+):
     """Everything sebridge remembers. Only this package runs SQL.
 
     Args:
@@ -140,6 +143,10 @@ class Store(EventReads, ApprovalTable, HookRunTable, HookRetryTable, HistoryLog,
         """
         decisions = decisions or {}
         present = {e.event_id: e for e in document.events}
+        # Events IMDS lists that we cannot read: announced only by the tick that first
+        # records their stand-in (store/stand_ins.py), here or on another agent.
+        stand_ins = {u.stand_in.event_id: u.stand_in for u in document.unreadable}
+        new_stand_ins: set[str] = set()
         with self.db.transaction():
             self.db.execute(
                 "INSERT INTO documents (agent, incarnation, seen_at) VALUES (?, ?, ?) "
@@ -152,8 +159,12 @@ class Store(EventReads, ApprovalTable, HookRunTable, HookRetryTable, HistoryLog,
             )
             # Every event this tick writes about, in one order (lock_events): present ones
             # (upserted, their row locked) and those this agent lost sight of.
-            for event_id in sorted(set(present) | {r[0] for r in seen}):
+            for event_id in sorted(set(present) | {r[0] for r in seen} | set(stand_ins)):
                 event = present.get(event_id)
+                if event_id in stand_ins:
+                    if self._hold_stand_in(stand_ins[event_id], now):
+                        new_stand_ins.add(event_id)
+                    continue
                 if event is None:
                     self._lose_sight(event_id, now)
                     continue
@@ -165,7 +176,12 @@ class Store(EventReads, ApprovalTable, HookRunTable, HookRetryTable, HistoryLog,
                     "last_seen = excluded.last_seen",
                     (self.agent, event_id, incarnation_to_db(document.incarnation), iso(now)),
                 )
-            recorded = [t for t, sinks in deliveries if self._add_transition(t, sinks, now)]
+            recorded = [
+                t
+                for t, sinks in deliveries
+                if (t.event_id not in stand_ins or t.event_id in new_stand_ins)
+                and self._add_transition(t, sinks, now)
+            ]
             for approval in approvals:
                 self.record_approval(approval)
         return recorded

@@ -230,7 +230,7 @@ class ApprovalPage:
             unready=[
                 (v.line(), last_lines(v.output, lines=TAIL_LINES, limit=TAIL_LIMIT))
                 for v in readiness
-                if v.state in (VmState.FAILED, VmState.WAITING, VmState.PREPARING)
+                if v.state in (VmState.FAILED, VmState.WAITING, VmState.PREPARING, VmState.SILENT)
             ],
             # The ways out (model/outlook.py): a held event's two; Approve anyway alone
             # for one waiting for its hooks.
