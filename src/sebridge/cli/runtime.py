@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from sebridge.approval.assembly import assemble
 from sebridge.approval.usecase import Approvals
 from sebridge.config.loader import Config
+from sebridge.config.masked import secret_values
 from sebridge.engine.daemon import Daemon
 from sebridge.engine.health import Health
 from sebridge.engine.readiness import Readiness
@@ -30,6 +31,7 @@ from sebridge.integrations import registry
 from sebridge.integrations.base import Integration
 from sebridge.integrations.render import Renderer
 from sebridge.kernel.errors import ConfigError, PermanentDeliveryError, StoreInUseError
+from sebridge.kernel.redact import Masker
 from sebridge.kernel.text import VisibleFormatter
 from sebridge.kernel.wsgi import WsgiApp
 from sebridge.model.decision import sinks_for
@@ -164,6 +166,10 @@ def build_daemon(
     name = vm_name(config)  # before the store: it is the agent's identity there
     store = open_store(config, agent=name, exclusive=True)
     signer = link_signer(config, store)
+    # Built once: what hooks print is masked of every secret the config holds, and of the
+    # approval links' key generated into the store (hooks/process.py).
+    generated = store.setting(LINK_KEY_SETTING) if signer is not None else None
+    mask = Masker((*secret_values(config), generated or ""))
     return Daemon(
         build_imds(config),
         store,
@@ -175,6 +181,7 @@ def build_daemon(
         max_backoff=config.dispatch.max_backoff_seconds,
         approve_url=approval_link(config.http.public_url, signer) if signer else None,
         hooks=config.hooks,
+        hook_mask=mask,
     )
 
 
@@ -253,6 +260,7 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
             renderer,
             dry_run=config.policy.dry_run,
             readiness_of=daemon.hooks.shown,
+            mask=daemon.hook_mask,
         )
         page.check_templates()
         routes[PREFIX] = page
