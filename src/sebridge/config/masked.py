@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import fields, is_dataclass
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from sebridge.config.core import CORE_SECTIONS
 from sebridge.config.loader import Config
@@ -56,8 +56,8 @@ def _store_passwords(url: str) -> list[str]:
     """The store URL's password, in the user info or the query, as written and decoded."""
     try:
         parts = urlsplit(url)
-        found = [parts.password or ""]
+        found = [unquote(parts.password or "")]
     except ValueError:
         return []
-    found += parse_qs(parts.query).get("password", [])
+    found += parse_qs(parts.query).get("password", [])  # (decoded already)
     return [form for p in found if p for form in (p, quote(p, safe=""))]
