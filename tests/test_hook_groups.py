@@ -43,7 +43,7 @@ def groups() -> Iterator[list[subprocess.Popen[bytes]]]:
 def clean_group(groups: list[subprocess.Popen[bytes]], script: str) -> tuple[int, list[int]]:
     """A group like a hook's under `env -i`: a shell that starts a child, in a clean
     environment. Returns the group's id and its processes' pids (leader first)."""
-    proc = subprocess.Popen(  # noqa: S603
+    proc = subprocess.Popen(
         ["/usr/bin/env", "-i", "/bin/sh", "-c", script + " & echo $!; wait"],
         stdout=subprocess.PIPE,
         start_new_session=True,
@@ -81,7 +81,7 @@ def test_what_a_group_left_behind_its_leader_is_ended_too(
     groups: list[subprocess.Popen[bytes]],
 ) -> None:
     """The hook's own process exited; a child it started runs on in its group."""
-    proc = subprocess.Popen(  # noqa: S603
+    proc = subprocess.Popen(
         ["/usr/bin/env", "-i", "/bin/sh", "-c", "sleep 60 & echo $!"],
         stdout=subprocess.PIPE,
         start_new_session=True,
