@@ -17,6 +17,7 @@ docs/ARCHITECTURE.md, "Readiness hooks".
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 
@@ -117,6 +118,7 @@ def _group_members(pgid: int) -> dict[int, int]:
     return members
 
 
+@functools.cache  # one per boot: read once
 def _boot_id() -> str:
     try:
         with open(_BOOT_ID, encoding="ascii") as fh:

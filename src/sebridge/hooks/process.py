@@ -234,14 +234,15 @@ def _run(
         why = f"could not start {spec.command[0]!r}: {exc.strerror or exc}"
         return HookOutcome(False, None, False, time.monotonic() - began, "", error=why)
     assert process.stdin is not None and process.stdout is not None
-    started(process.pid)
     tail = _Tail(process.stdout, mask)
     tail.start()
     feed = _Feed(process.stdin, stdin)  # written while the timeout runs, never before it
     feed.start()
+    started(process.pid)  # (its record in the store overlaps the hook's run)
     timed_out = False
     try:
-        process.wait(timeout=spec.timeout)
+        # From its start: time `started` took (its record in the store) is the hook's too.
+        process.wait(timeout=max(0.0, spec.timeout - (time.monotonic() - began)))
     except subprocess.TimeoutExpired:
         timed_out = True
         _end_group(process, grace=_TERM_GRACE)
