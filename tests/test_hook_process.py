@@ -387,3 +387,12 @@ def test_a_secret_the_tails_cut_goes_through_leaves_nothing_behind(
         assert outcome.output == tail[-OUTPUT_LIMIT:]
     else:  # whole in what is kept: masked, whether the margin holds part of it or not
         assert outcome.output == "h" * max(0, before - len(SECRET)) + "***" + tail
+
+
+def test_a_long_value_that_cannot_be_written_fails_the_run_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "no-such-folder"))
+    outcome = run_hook(HookSpec("drain", ("true",)), MANY, stage="prepare", vm_name="vm1")
+    assert not outcome.succeeded and outcome.exit_code is None
+    assert outcome.why().startswith("could not write its long SEBRIDGE_* values to a file: ")

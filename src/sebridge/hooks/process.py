@@ -181,9 +181,13 @@ def run_hook(
     `started` gets the hook's process group id (to end it early: `end_group`)."""
     env = clean_environment(spec, os.environ if base_env is None else base_env)
     variables = hook_environment(event, hook=spec.name, stage=stage, vm_name=vm_name)
-    with _spilled(variables) as passed:
-        env.update(passed)
-        return _run(spec, env, event, mask or Masker(), started)
+    try:
+        with _spilled(variables) as passed:
+            env.update(passed)
+            return _run(spec, env, event, mask or Masker(), started)
+    except OSError as exc:  # a long value's file could not be written (a full /tmp)
+        why = f"could not write its long SEBRIDGE_* values to a file: {exc.strerror or exc}"
+        return HookOutcome(False, None, False, 0.0, "", error=why)
 
 
 @contextlib.contextmanager
