@@ -84,3 +84,13 @@ def test_the_values_never_show_in_the_configs_repr() -> None:
     )
     assert isinstance(config, Config) and config.secret_parts
     assert "xoxb-in-a-variable" not in repr(config)
+
+
+def test_a_hooks_env_values_are_not_shown_by_redacted() -> None:
+    config = from_mapping(
+        {"hooks": {"drain": {"command": ["/bin/true"], "env": {"VAULT_TOKEN": "${V}"}}}},
+        environ={"V": "hvs.never-shown"},
+    )
+    assert config.hooks["drain"].env == {"VAULT_TOKEN": "hvs.never-shown"}
+    shown = config.redacted()["hooks"]["drain"]
+    assert shown["env"] == {"VAULT_TOKEN": "***"} and shown["command"] == ["/bin/true"]

@@ -118,7 +118,11 @@ class Config:
             for name, section in self._all_sections()
         }
         out["store"]["url"] = checks.redact_url(self.store.url)
-        out["hooks"] = {name: _plain(hook) for name, hook in self.hooks.items()}
+        # A hook's env may pass a token on ("${VAULT_TOKEN}"): its names only, as secrets.
+        out["hooks"] = {
+            name: {**_plain(hook), "env": {k: "***" for k in hook.env}}
+            for name, hook in self.hooks.items()
+        }
         return out
 
     def _all_sections(self) -> list[tuple[str, Any]]:
