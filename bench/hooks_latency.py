@@ -33,6 +33,7 @@ from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping
+from sebridge.kernel.redact import Masker
 from sebridge.model import TransitionKind
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
@@ -49,6 +50,8 @@ def build(sim: Simulator, folder: Path, rules: list[dict[str, Any]]) -> Daemon:
         policy=build_policy(config.policy),
         vm_name="vm0",
         hooks=config.hooks,
+        # As `sebridge run` has it: a hook's output masked of the config's secrets.
+        hook_mask=Masker([f"xoxb-{n}-0123456789abcdef0123456789" for n in range(8)]),
     )
 
 

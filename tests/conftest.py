@@ -175,9 +175,16 @@ def start_daemon(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
     failed)."""
     daemons: list[DaemonProcess] = []
 
-    def start(config: Path, sim: Simulator | None = None) -> DaemonProcess:
+    def start(
+        config: Path,
+        sim: Simulator | None = None,
+        *,
+        env: dict[str, str] | None = None,
+        stdout: Path | None = None,
+    ) -> DaemonProcess:
         before = event_gets(sim) if sim is not None else 0
-        daemon = DaemonProcess(config, tmp_path / f"daemon-{len(daemons)}.log")
+        log = tmp_path / f"daemon-{len(daemons)}.log"
+        daemon = DaemonProcess(config, log, env=env, stdout=stdout)
         daemons.append(daemon)
         if sim is not None:
             wait_until(

@@ -206,18 +206,26 @@ def run_cli(
 
 
 class DaemonProcess:
-    """`sebridge run --config CFG` as a real process; stderr goes to a log file."""
+    """`sebridge run --config CFG` as a real process; stderr goes to a log file, stdout
+    (the console sink) to `stdout` when given; `env` is added to its environment."""
 
-    def __init__(self, config: Path, log: Path) -> None:
+    def __init__(
+        self,
+        config: Path,
+        log: Path,
+        *,
+        env: dict[str, str] | None = None,
+        stdout: Path | None = None,
+    ) -> None:
         self.config = config
         self.log = log
-        with open(log, "ab") as err:
+        with open(log, "ab") as err, open(stdout or os.devnull, "ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "sebridge", "run", "--config", str(config)],
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
+                stdout=out,
                 stderr=err,
-                env=cli_env(),
+                env=cli_env(**(env or {})),
             )
 
     @property

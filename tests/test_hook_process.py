@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from helpers import process_alive
-from sebridge.hooks.process import OUTPUT_LIMIT, HookSpec, run_hook
+from sebridge.hooks.process import ENV_VALUE_LIMIT, OUTPUT_LIMIT, HookSpec, run_hook
 from sebridge.imds import parse_document
+from sebridge.kernel.redact import Masker
 from sebridge.model import ScheduledEvent
 
 EVENT = ScheduledEvent(
@@ -242,3 +243,156 @@ def test_a_hook_that_reads_a_big_event_gets_all_of_it(tmp_path: Path) -> None:
     )
     assert outcome.succeeded
     assert json.loads(out.read_text())["stdin"]["Description"] == "d" * 200_000
+
+
+def env_script(tmp_path: Path, out: Path) -> tuple[str, ...]:
+    """A hook that writes its whole environment to `out` as JSON."""
+    return script(
+        tmp_path, "env", f"import json, os\njson.dump(dict(os.environ), open({str(out)!r}, 'w'))\n"
+    )
+
+
+def test_a_hook_gets_a_clean_environment_with_what_its_config_names(tmp_path: Path) -> None:
+    out = tmp_path / "env.json"
+    daemon = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/var/lib/sebridge",
+        "LANG": "C.UTF-8",
+        "SLACK_BOT_TOKEN": "xoxb-never-passed",
+        "PGPASSWORD": "never-passed",
+        "KUBECONFIG": "/etc/kube/config",
+        "SEBRIDGE_CONFIG": "/etc/sebridge/sebridge.toml",
+    }
+    spec = HookSpec(
+        "drain",
+        env_script(tmp_path, out),
+        env={"POOL": "web", "PATH": "/opt/drain/bin:/usr/bin"},
+        inherit_env=("KUBECONFIG", "HTTPS_PROXY"),  # HTTPS_PROXY unset: not passed
+    )
+    outcome = run_hook(spec, EVENT, stage="prepare", vm_name="vm1", base_env=daemon)
+    assert outcome.succeeded, outcome
+    seen = json.loads(out.read_text())
+    seen.pop("LC_CTYPE", None)  # Python's own locale coercion in the hook, not ours
+    assert {k: v for k, v in seen.items() if not k.startswith("SEBRIDGE_")} == {
+        "PATH": "/opt/drain/bin:/usr/bin",  # env wins over the daemon's
+        "HOME": "/var/lib/sebridge",
+        "LANG": "C.UTF-8",
+        "KUBECONFIG": "/etc/kube/config",
+        "POOL": "web",
+    }
+    assert sorted(k for k in seen if k.startswith("SEBRIDGE_")) == [
+        "SEBRIDGE_DURATION_SECONDS",
+        "SEBRIDGE_EVENT_ID",
+        "SEBRIDGE_EVENT_SOURCE",
+        "SEBRIDGE_EVENT_TYPE",
+        "SEBRIDGE_HOOK",
+        "SEBRIDGE_NOT_BEFORE",
+        "SEBRIDGE_RESOURCES",
+        "SEBRIDGE_STAGE",
+        "SEBRIDGE_VM_NAME",
+    ]
+
+
+def test_a_daemon_without_path_gives_its_hooks_the_usual_one(tmp_path: Path) -> None:
+    out = tmp_path / "env.json"
+    outcome = run_hook(
+        HookSpec("drain", env_script(tmp_path, out)),
+        EVENT,
+        stage="prepare",
+        vm_name="vm1",
+        base_env={},
+    )
+    assert outcome.succeeded
+    seen = json.loads(out.read_text())
+    assert seen["PATH"] == "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    assert "HOME" not in seen
+
+
+# Resources over 128 KiB: in the environment, every hook failed ("Argument list too long").
+MANY = replace(
+    EVENT, event_id="E-" + "9" * 40_000, resources=tuple(f"vm{n:05}" for n in range(20_000))
+)
+
+
+def test_long_values_come_in_files_and_the_whole_event_on_stdin(tmp_path: Path) -> None:
+    out = tmp_path / "seen.json"
+    command = script(
+        tmp_path,
+        "files",
+        "import json, os, sys\n"
+        "env = dict(os.environ)\n"
+        "files = {k: open(v).read() for k, v in env.items() if k.endswith('_FILE')}\n"
+        "paths = {k: v for k, v in env.items() if k.endswith('_FILE')}\n"
+        "modes = {k: oct(os.stat(os.path.dirname(v)).st_mode & 0o777) for k, v in paths.items()}\n"
+        f"json.dump({{'env': env, 'files': files, 'paths': paths, 'modes': modes,"
+        f" 'stdin': json.load(sys.stdin)}}, open({str(out)!r}, 'w'))\n",
+    )
+    outcome = run_hook(HookSpec("drain", command), MANY, stage="prepare", vm_name="vm1")
+    assert outcome.succeeded, outcome
+    seen = json.loads(out.read_text())
+    assert "SEBRIDGE_RESOURCES" not in seen["env"] and "SEBRIDGE_EVENT_ID" not in seen["env"]
+    assert seen["files"] == {
+        "SEBRIDGE_RESOURCES_FILE": ",".join(MANY.resources),
+        "SEBRIDGE_EVENT_ID_FILE": MANY.event_id,
+    }
+    assert seen["modes"] == {k: "0o700" for k in seen["files"]}  # only ours to read
+    assert seen["env"]["SEBRIDGE_EVENT_TYPE"] == "Reboot"  # short ones stay as they are
+    assert seen["stdin"]["Resources"] == list(MANY.resources)
+    assert seen["stdin"]["EventId"] == MANY.event_id
+    assert not any(Path(p).exists() for p in seen["paths"].values())  # removed after the run
+
+
+def test_a_value_at_the_limit_stays_in_the_environment(tmp_path: Path) -> None:
+    out = tmp_path / "seen.json"
+    event = replace(EVENT, resources=("v" * ENV_VALUE_LIMIT,))
+    outcome = run_hook(
+        HookSpec("drain", seen_script(tmp_path, out)), event, stage="prepare", vm_name="vm1"
+    )
+    assert outcome.succeeded
+    assert json.loads(out.read_text())["env"]["SEBRIDGE_RESOURCES"] == "v" * ENV_VALUE_LIMIT
+
+
+SECRET = "xoxb-4242-0123456789abcdef"
+
+
+def test_secrets_in_a_hooks_output_are_masked(tmp_path: Path) -> None:
+    command = script(
+        tmp_path, "loud", f"print('token={SECRET}; pw=hunter22'); raise SystemExit(1)\n"
+    )
+    outcome = run_hook(
+        HookSpec("drain", command),
+        EVENT,
+        stage="prepare",
+        vm_name="vm1",
+        mask=Masker([SECRET, "hunter22"]),
+    )
+    assert outcome.exit_code == 1 and outcome.output == "token=***; pw=***\n"
+
+
+@pytest.mark.parametrize("before", [-30, -20, -1, 0, 1, 13, 25, 26, 27, 40])
+def test_a_secret_the_tails_cut_goes_through_leaves_nothing_behind(
+    tmp_path: Path, before: int
+) -> None:
+    """The output is longer than the tail kept; the secret begins `before` bytes before the
+    last OUTPUT_LIMIT (0 or less: it ends before them, or is cut where they begin)."""
+    tail = "t" * (OUTPUT_LIMIT - before)
+    command = script(
+        tmp_path, "long", f"import sys\nsys.stdout.write('h' * 50000 + {SECRET!r} + {tail!r})\n"
+    )
+    outcome = run_hook(
+        HookSpec("s", command), EVENT, stage="prepare", vm_name="vm1", mask=Masker([SECRET])
+    )
+    assert outcome.succeeded
+    if before <= 0:  # before them, or the cut went through it: none of its end is left
+        assert outcome.output == tail[-OUTPUT_LIMIT:]
+    else:  # whole in what is kept: masked, whether the margin holds part of it or not
+        assert outcome.output == "h" * max(0, before - len(SECRET)) + "***" + tail
+
+
+def test_a_long_value_that_cannot_be_written_fails_the_run_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "no-such-folder"))
+    outcome = run_hook(HookSpec("drain", ("true",)), MANY, stage="prepare", vm_name="vm1")
+    assert not outcome.succeeded and outcome.exit_code is None
+    assert outcome.why().startswith("could not write its long SEBRIDGE_* values to a file: ")

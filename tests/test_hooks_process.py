@@ -3,6 +3,7 @@ hooks as real programs, JSON lines as the channel, and `sebridge approve` as a p
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from collections.abc import Callable
@@ -43,9 +44,12 @@ def hook(tmp_path: Path, name: str, body: str) -> str:
     return str(path)
 
 
-def hooks_config(tmp_path: Path, sim: Simulator, rules: str, hooks: dict[str, str]) -> Path:
+def hooks_config(
+    tmp_path: Path, sim: Simulator, rules: str, hooks: dict[str, str | list[str]]
+) -> Path:
     extra = rules + "".join(
-        f'[hooks.{name}]\ncommand = ["{command}"]\ntimeout = 60\n'
+        f"[hooks.{name}]\ncommand = {json.dumps([command] if isinstance(command, str) else command)}"
+        "\ntimeout = 60\n"
         for name, command in hooks.items()
     )
     return write_config(
@@ -58,10 +62,20 @@ def hooks_config(tmp_path: Path, sim: Simulator, rules: str, hooks: dict[str, st
     )
 
 
-@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
+@pytest.mark.parametrize(
+    ("stop", "clean"),
+    [(signal.SIGKILL, False), (signal.SIGTERM, False), (signal.SIGKILL, True)],
+    ids=["kill-9", "sigterm", "kill-9-env-i"],
+)
 def test_a_hook_cut_short_runs_again_after_the_restart(
-    sim: Simulator, tmp_path: Path, start_daemon: Callable[..., DaemonProcess], stop: signal.Signals
+    sim: Simulator,
+    tmp_path: Path,
+    start_daemon: Callable[..., DaemonProcess],
+    stop: signal.Signals,
+    clean: bool,
 ) -> None:
+    """`clean`: the hook runs its work under `env -i`, so no process of it has a SEBRIDGE_*
+    variable to be found by: the restart ends the process group the first attempt recorded."""
     go = tmp_path / "go"
     drain = hook(
         tmp_path,
@@ -69,7 +83,7 @@ def test_a_hook_cut_short_runs_again_after_the_restart(
         f"while not os.path.exists({str(go)!r}) and {WAIT_LIMIT}: time.sleep(0.05)\nprint('drained')\n",
     )
     rules = '[[policy.rules]]\nname = "drain first"\naction = "approve"\nprepare = ["drain"]\n'
-    config = hooks_config(tmp_path, sim, rules, {"drain": drain})
+    config = hooks_config(tmp_path, sim, rules, {"drain": ["env", "-i", drain] if clean else drain})
     out = tmp_path / "out.jsonl"
     event_id = sim.schedule("Reboot")
     first = start_daemon(config)
@@ -78,6 +92,8 @@ def test_a_hook_cut_short_runs_again_after_the_restart(
     runs = tmp_path / "drain.runs"
     wait_until(lambda: runs.exists() and runs.read_text().endswith("\n"), START)
     first_hook = int(runs.read_text().split()[0])
+    if clean:
+        assert b"SEBRIDGE_" not in Path(f"/proc/{first_hook}/environ").read_bytes()
     first.signal(stop)
     if stop == signal.SIGTERM:
         assert first.wait(15) == 0

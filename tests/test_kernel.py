@@ -20,7 +20,7 @@ from sebridge.integrations.teams import errors as teams_errors
 from sebridge.kernel.backoff import MAX_DOUBLINGS, backoff_delay
 from sebridge.kernel.clock import utcnow
 from sebridge.kernel.delivery_status import StatusRules
-from sebridge.kernel.redact import redact_url, scrub, url_secrets
+from sebridge.kernel.redact import Masker, redact_url, scrub, url_secrets
 from sebridge.kernel.redact import redact_url as checks_redact_url
 from sebridge.kernel.retry_after import parse_retry_after, retry_after
 
@@ -349,3 +349,24 @@ def test_the_kernel_imports_only_the_standard_library() -> None:
                     assert top in sys.stdlib_module_names or top == "__future__", (
                         f"{path.name} imports {name}"
                     )
+
+
+def test_a_masker_masks_its_secrets_and_never_shows_them() -> None:
+    masker = Masker(["hunter22", "", "xoxb-1-2-3"])
+    assert masker and masker.margin == len("xoxb-1-2-3")
+    assert masker.mask("pw hunter22 tok xoxb-1-2-3.") == "pw *** tok ***."
+    assert "hunter22" not in repr(masker) and not Masker([""])
+    assert Masker().mask("as it is") == "as it is"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("22 then the rest", "the rest"),  # a secret's end before the cut: dropped with it
+        ("abcdef hunter22 x", "*** x"),  # one that crosses the cut: masked whole
+        ("abcdefghij hunter22", "ij ***"),  # one after it: masked
+    ],
+)
+def test_a_maskers_tail_drops_its_margin_and_masks_across_the_cut(text: str, expected: str) -> None:
+    assert Masker(["hunter22"]).tail(text, cut=True) == expected
+    assert Masker(["hunter22"]).tail(text, cut=False) == text.replace("hunter22", "***")

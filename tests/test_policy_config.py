@@ -443,3 +443,78 @@ def test_an_unset_variable_in_a_hook_command_is_an_error_naming_it(
     )
     hooks = from_mapping(data, environ={"NODE_NAME": "node-1"}).hooks  # set: as written
     assert hooks["drain"].command == ("/bin/echo", "drain", "node-1")
+
+
+@pytest.mark.parametrize(("environ", "state"), [({}, "not set"), ({"KUBE": ""}, "empty")])
+def test_an_unset_variable_in_a_hook_env_value_is_an_error_naming_key_and_variable(
+    environ: dict[str, str], state: str
+) -> None:
+    data = {"hooks": {"drain": {"command": ["/bin/true"], "env": {"KUBECONFIG": "${KUBE}/c"}}}}
+    with pytest.raises(ConfigError) as caught:
+        from_mapping(data, environ=environ, source="f.toml")
+    assert str(caught.value) == (
+        f"f.toml: hooks.drain.env.KUBECONFIG: environment variable KUBE is {state}: "
+        "set it in the service's environment"
+    )
+
+
+def test_a_hooks_env_and_inherit_env_are_read() -> None:
+    hook = from_mapping(
+        {
+            "hooks": {
+                "drain": {
+                    "command": ["/bin/true"],
+                    "env": {"KUBECONFIG": "${KUBE}/config", "POOL": "web", "PRICE": "$$5"},
+                    "inherit_env": ["HTTPS_PROXY", "NO_PROXY"],
+                }
+            }
+        },
+        environ={"KUBE": "/etc/kube"},
+    ).hooks["drain"]
+    assert hook.env == {"KUBECONFIG": "/etc/kube/config", "POOL": "web", "PRICE": "$5"}
+    assert hook.inherit_env == ("HTTPS_PROXY", "NO_PROXY")
+    assert from_mapping({"hooks": {"d": {"command": ["/bin/true"]}}}).hooks["d"].env == {}
+
+
+@pytest.mark.parametrize(
+    ("hook", "line"),
+    [
+        (
+            {"env": "KUBECONFIG=/x"},
+            'hooks.drain.env: expected a table of strings, e.g. { A = "b" }, got "KUBECONFIG=/x"',
+        ),
+        (
+            {"env": {"RETRIES": 3}},
+            'hooks.drain.env: expected a table of strings, e.g. { A = "b" }, got a table',
+        ),
+        ({"env": {"A": {"B": "c"}}}, "hooks.drain.env: expected a table of strings"),
+        ({"env": {"1X": "y"}}, 'hooks.drain.env: "1X" is not a variable name'),
+        ({"env": {"A-B": "y"}}, 'hooks.drain.env: "A-B" is not a variable name'),
+        (
+            {"env": {"SEBRIDGE_EVENT_ID": "y"}},
+            'hooks.drain.env: "SEBRIDGE_EVENT_ID" is sebridge\'s own',
+        ),
+        ({"env": {"A": "x\x00y"}}, "hooks.drain.env.A: contains a NUL character"),
+        (
+            {"inherit_env": "KUBECONFIG"},
+            'hooks.drain.inherit_env: expected a list of strings, got "KUBECONFIG"',
+        ),
+        ({"inherit_env": [1]}, "hooks.drain.inherit_env: expected a list of strings, got a list"),
+        (
+            {"inherit_env": ["KUBE CONFIG"]},
+            'hooks.drain.inherit_env: "KUBE CONFIG" is not a variable name',
+        ),
+        (
+            {"inherit_env": ["sebridge_hook"]},
+            'hooks.drain.inherit_env: "sebridge_hook" is sebridge\'s own',
+        ),
+        (
+            {"env": {"A": "b"}, "inherit_env": ["A"]},
+            'hooks.drain.inherit_env: "A" is also set in env; keep one',
+        ),
+    ],
+)
+def test_a_bad_hook_environment_is_one_line_naming_the_key(hook: dict[str, Any], line: str) -> None:
+    problem = _problem({"hooks": {"drain": {"command": ["/bin/true"], **hook}}})
+    assert line in problem, problem
+    assert "\n" not in problem, problem

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from sebridge.approval.assembly import assemble
 from sebridge.approval.usecase import Approvals
 from sebridge.config.loader import Config
+from sebridge.config.masked import secret_values
 from sebridge.engine.daemon import Daemon
 from sebridge.engine.runner import Runner
 from sebridge.imds import ImdsClient
@@ -26,6 +27,7 @@ from sebridge.integrations import registry
 from sebridge.integrations.base import Integration
 from sebridge.integrations.render import Renderer
 from sebridge.kernel.errors import ConfigError, PermanentDeliveryError, StoreInUseError
+from sebridge.kernel.redact import Masker
 from sebridge.kernel.text import VisibleFormatter
 from sebridge.kernel.wsgi import WsgiApp
 from sebridge.model.decision import sinks_for
@@ -184,6 +186,14 @@ def build_daemon(
         from sebridge.web.links import approval_link
 
         approve_url = approval_link(config.http.public_url, signer)
+    # Built once: what hooks print is masked of every secret the config holds, and of the
+    # approval links' key generated into the store (hooks/process.py).
+    generated = ""
+    if signer is not None:
+        from sebridge.web.links import LINK_KEY_SETTING
+
+        generated = store.setting(LINK_KEY_SETTING) or ""
+    mask = Masker((*secret_values(config), generated))
     return Daemon(
         build_imds(config),
         store,
@@ -195,6 +205,7 @@ def build_daemon(
         max_backoff=config.dispatch.max_backoff_seconds,
         approve_url=approve_url,
         hooks=config.hooks,
+        hook_mask=mask,
     )
 
 
@@ -283,6 +294,7 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
             renderer,
             dry_run=config.policy.dry_run,
             readiness_of=daemon.hooks.shown,
+            mask=daemon.hook_mask,
         )
         page.check_templates()
         routes[PREFIX] = page

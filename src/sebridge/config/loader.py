@@ -103,6 +103,9 @@ class Config:
     given: frozenset[str] = frozenset()
     hooks: Mapping[str, HookSettings] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()  # worth telling a person, not worth refusing to start
+    # The values of the variables read into secrets, and PGPASSWORD beside a PostgreSQL
+    # store: masked in hooks' output with every Secret above (config/masked.py).
+    secret_parts: tuple[Secret, ...] = field(default=(), repr=False, compare=False)
 
     def section(self, name: str) -> Any:
         """An integration's section (its settings dataclass)."""
@@ -115,7 +118,11 @@ class Config:
             for name, section in self._all_sections()
         }
         out["store"]["url"] = checks.redact_url(self.store.url)
-        out["hooks"] = {name: _plain(hook) for name, hook in self.hooks.items()}
+        # A hook's env may pass a token on ("${VAULT_TOKEN}"): its names only, as secrets.
+        out["hooks"] = {
+            name: {**_plain(hook), "env": {k: "***" for k in hook.env}}
+            for name, hook in self.hooks.items()
+        }
         return out
 
     def _all_sections(self) -> list[tuple[str, Any]]:
@@ -221,7 +228,11 @@ def _validate(data: Mapping[str, Any], extra: Sections, rd: Reader) -> Config:
     )
     config = extra.validate(config, rd)
     rd.raise_problems()
-    return replace(config, warnings=tuple(rd.warnings))
+    parts = list(rd.env.secret_parts)
+    if rd.read_secrets and config.store.url.startswith("postgres"):
+        parts.append(rd.environ.get("PGPASSWORD", ""))  # libpq's, for the store
+    secret_parts = tuple(Secret(p) for p in dict.fromkeys(parts) if p)
+    return replace(config, warnings=tuple(rd.warnings), secret_parts=secret_parts)
 
 
 def _unknown_section(name: str, value: Any, known: Mapping[str, type[Any]]) -> str:

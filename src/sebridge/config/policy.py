@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -43,6 +43,8 @@ OLD_KEYS = ("approve_user_events", "approve_freeze_under_seconds", "only_this_vm
 # The documented types: a rule naming another (a slip: "Terminte") would match nothing.
 EVENT_TYPES = tuple(t.value for t in EventType)
 _CLOCK = re.compile(r"([01]\d|2[0-3]):([0-5]\d)|24:00")
+# An environment variable's name as a shell takes it.
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -92,13 +94,17 @@ _MATCHERS = (
 class HookSettings:
     """One `[hooks.<name>]`: an argv run without a shell, killed after `timeout` seconds. A
     failed prepare hook runs again `retries` times, `retry_delay` seconds after each
-    failure, while NotBefore leaves it its timeout (hooks/retries.py)."""
+    failure, while NotBefore leaves it its timeout (hooks/worker.py). Its environment is
+    clean (hooks/process.py): PATH, HOME, LANG, the SEBRIDGE_* variables, `env` (values
+    set here, `${VAR}` read now) and the daemon's own variables `inherit_env` names."""
 
     name: str = ""
     command: tuple[str, ...] = ()
     timeout: Seconds = option(300.0, gt=0.0, le=86400.0)
     retries: int = option(0, ge=0, le=100)
     retry_delay: Seconds = option(30.0, ge=0.0, le=86400.0)
+    env: Mapping[str, str] = field(default_factory=dict)
+    inherit_env: tuple[str, ...] = ()
 
 
 def seconds_of_day(clock: str) -> int:
@@ -139,8 +145,38 @@ def read_hooks(raw: Any, rd: Reader) -> dict[str, HookSettings]:
             problem = _not_executable(hook.command[0])
             if problem:
                 rd.error(f"{key}.command", problem)
+        _check_environment(key, hook, rd)
         hooks[name] = hook
     return hooks
+
+
+def _check_environment(key: str, hook: HookSettings, rd: Reader) -> None:
+    """`env` and `inherit_env`: names a shell takes, none of sebridge's own SEBRIDGE_*
+    (they say which event this is), and no `${VAR}` that came up unset or empty."""
+    for name, value in hook.env.items():
+        problem = _bad_name(name)
+        unset = rd.env.empty_variables(f"{key}.env.{name}")
+        if problem:
+            rd.error(f"{key}.env", f'"{name}" {problem}')
+        elif unset:
+            # As for command: a KUBECONFIG = "${KUBECONFIG}" that came up "" is a slip.
+            rd.error(f"{key}.env.{name}", f"{unset}: set it in the service's environment")
+        elif "\0" in value:
+            rd.error(f"{key}.env.{name}", "contains a NUL character, which no environment holds")
+    for name in hook.inherit_env:
+        problem = _bad_name(name)
+        if problem:
+            rd.error(f"{key}.inherit_env", f'"{name}" {problem}')
+        elif name in hook.env:
+            rd.error(f"{key}.inherit_env", f'"{name}" is also set in env; keep one')
+
+
+def _bad_name(name: str) -> str:
+    if not _VARIABLE.fullmatch(name):
+        return "is not a variable name (letters, digits and _, not starting with a digit)"
+    if name.upper().startswith("SEBRIDGE_"):
+        return "is sebridge's own: SEBRIDGE_* variables say which event this is"
+    return ""
 
 
 def _not_executable(program: str) -> str:

@@ -1,7 +1,8 @@
 """Reading one TOML table into a frozen dataclass, strictly, for config/loader.py.
 
 A dataclass field is a config key: its annotation says how to read it (bool,
-int, float, str, tuple[str, ...], tuple[int, ...], Secret, another such
+int, float, str, tuple[str, ...], tuple[int, ...], Mapping[str, str] (a table of
+strings, each value `key.NAME`), Secret, another such
 dataclass (a nested table), a tuple of them (an array of tables, each named
 `key[N]` from 1), or `X | None`: None when the key is absent), its default is the key's default,
 and its metadata (see `option`) holds limits and choices. A choice matches
@@ -75,6 +76,7 @@ class Reader:
         locate: Callable[[str], str] | None = None,
     ) -> None:
         self.env = Expander(environ)
+        self.environ = environ  # the snapshot itself (PGPASSWORD: config/masked.py)
         self.source = source
         self.read_secrets = read_secrets
         self._locate = locate or (lambda path: path)
@@ -176,6 +178,12 @@ class Reader:
             if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
                 raise ValueError(f"expected a list of strings, got {_describe(raw)}")
             return tuple(_check_choice(self.env.expand(item, key), meta) for item in raw)
+        if kind == Mapping[str, str]:
+            if not isinstance(raw, Mapping) or not all(isinstance(v, str) for v in raw.values()):
+                raise ValueError(
+                    f'expected a table of strings, e.g. {{ A = "b" }}, got {_describe(raw)}'
+                )
+            return {name: self.env.expand(value, f"{key}.{name}") for name, value in raw.items()}
         raise TypeError(f"{key}: no reader for {kind!r}")  # a field type this module lacks
 
     def _secret(

@@ -9,8 +9,9 @@ than an empty token (docs/ARCHITECTURE.md, "Config"). `Expander`
 replaces `${NAME}` with the environment variable (unset: "", an error for
 secrets: see config/reader.py) and `$$` with a
 literal `$`, and remembers which variables came up empty for which key, so a
-later "required" error can say why the value is empty. A `$` followed by
-anything else stays as it is.
+later "required" error can say why the value is empty, and the values of the
+variables read into secrets, which a hook's output then masks (config/masked.py).
+A `$` followed by anything else stays as it is.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ class Expander:
     def __init__(self, environ: Mapping[str, str]) -> None:
         self._environ = environ
         self._empty: dict[str, list[str]] = {}
+        # Each variable's value read into a secret ("Bearer ${TOKEN}": TOKEN's alone too).
+        self.secret_parts: list[str] = []
 
     def expand(self, text: str, key: str, *, secret: bool = False) -> str:
         """Return `text` interpolated. Raises ValueError (without the value if `secret`)."""
@@ -100,6 +103,8 @@ class Expander:
                     " or $$ for a literal $"
                 )
             value = self._environ.get(name)
+            if secret and value:
+                self.secret_parts.append(value)
             if not value:
                 state = "not set" if value is None else "empty"
                 self._empty.setdefault(key, []).append(f"environment variable {name} is {state}")

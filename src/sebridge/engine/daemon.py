@@ -32,6 +32,7 @@ from sebridge.hooks.agent import AgentHooks
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ImdsError
+from sebridge.kernel.redact import Masker
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.model.decision import APPROVE, NO_MATCH, UNREADABLE, Decision, sinks_for
 from sebridge.model.leads import unreachable
@@ -60,6 +61,7 @@ class Daemon:
         policy: the rules that decide each new event (policy/compile.py: build_policy);
             None: built-in rules with the default keys.
         metrics: what the daemon counts (default: a registry of its own).
+        hook_mask: the secrets hooks' output must not show (config/masked.py).
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class Daemon:
         approve_url: Callable[[ScheduledEvent], str] | None = None,
         hooks: Mapping[str, HookCommand] | None = None,
         metrics: Metrics | None = None,
+        hook_mask: Masker | None = None,
     ) -> None:
         self.imds = imds
         self.store = store
@@ -88,6 +91,7 @@ class Daemon:
             raise ValueError("the daemon needs this VM's name (cli/runtime.py: vm_name)")
         self._vm_name = vm_name
         self.clock = clock
+        self.hook_mask = hook_mask or Masker()
         self._wakeups = Wakeups()
         self.hooks = AgentHooks(
             store,
@@ -100,6 +104,7 @@ class Daemon:
             on_run=self._wakeups.hook_ended,
             on_begun=self._wakeups.hook_began,
             on_ended=self.metrics.hook_finished,
+            mask=self.hook_mask,
         )
         self.dispatcher = Dispatcher(
             store,

@@ -14,6 +14,7 @@ from sebridge.hooks.gate import ReadinessGate
 from sebridge.hooks.readiness import DEFAULT_TIMEOUT
 from sebridge.hooks.worker import HookWorker
 from sebridge.kernel.clock import Clock, utcnow
+from sebridge.kernel.redact import Masker
 from sebridge.model import Transition, TransitionKind
 from sebridge.model.decision import Decision
 from sebridge.model.readiness import VmReadiness
@@ -42,6 +43,7 @@ class AgentHooks:
         on_run: called after each hook run ended (wakes the carrier, dispatcher).
         on_begun: called after a hook run began (wakes the dispatcher).
         on_ended: called with (stage, outcome) as each hook run ends (metrics).
+        mask: the secrets a hook's output must not show (config/masked.py).
     """
 
     def __init__(
@@ -57,6 +59,7 @@ class AgentHooks:
         on_run: Callable[[], None] = lambda: None,
         on_begun: Callable[[], None] = lambda: None,
         on_ended: Callable[[str, str], None] = lambda stage, outcome: None,
+        mask: Masker | None = None,
     ) -> None:
         self._store = store
         self.gate = ReadinessGate(
@@ -74,6 +77,7 @@ class AgentHooks:
             on_run=on_run,
             on_begun=on_begun,
             on_ended=on_ended,
+            mask=mask,
         )
 
     def shown(self, event_id: str) -> tuple[tuple[VmReadiness, ...], tuple[str, ...]]:

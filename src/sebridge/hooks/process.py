@@ -1,15 +1,24 @@
 """Running one hook: an argv without a shell, the event in its environment and on stdin.
 
 A hook is a program the operator wrote (drain a load balancer, cordon a
-Kubernetes node). It runs in a process group of its own, so a timeout kills
-everything it started, not only the first process; and so does its end:
-children left behind by a hook that exited (a `sleep &` holding our pipe)
-are killed too, because nothing waits for them and they would keep the
-output pipe open. Output (stdout and stderr together) is kept bounded: the
-tail is what people need when a drain fails. The event goes to its stdin
-from a thread of its own, while the timeout runs: a hook that never reads
-stdin (a pipe holds 64 KiB; an event's Description may be longer) still ends
-at its timeout. See docs/ARCHITECTURE.md, "Readiness hooks".
+Kubernetes node). Its environment is clean: PATH, HOME and LANG, the
+SEBRIDGE_* variables, and what its `env` and `inherit_env` name; never the
+daemon's own tokens unless named. A SEBRIDGE_* value too long for an
+environment (an EventId or Resources of megabytes) is in a file instead,
+SEBRIDGE_<NAME>_FILE, in a private directory removed after the run; stdin has
+the whole event always. What it prints is masked of every secret the config
+holds (a Masker, config/masked.py) before anything keeps it.
+
+It runs in a process group of its own, so a timeout kills everything it
+started, not only the first process; and so does its end: children left
+behind by a hook that exited (a `sleep &` holding our pipe) are killed too,
+because nothing waits for them and they would keep the output pipe open.
+Output (stdout and stderr together) is kept bounded: the tail is what people
+need when a drain fails. The event goes to its stdin from a thread of its
+own, while the timeout runs: a hook that never reads stdin (a pipe holds 64
+KiB; an event's Description may be longer) still ends at its timeout. An
+attempt a crash cut short is ended by hooks/leftovers.py. See
+docs/ARCHITECTURE.md, "Readiness hooks".
 """
 
 from __future__ import annotations
@@ -19,23 +28,27 @@ import json
 import logging
 import os
 import select
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import IO, Protocol
 
 from sebridge.imds.echo import as_imds
+from sebridge.kernel.redact import Masker
 from sebridge.model import ScheduledEvent
 
 __all__ = [
+    "ENV_VALUE_LIMIT",
     "HookCommand",
     "HookOutcome",
     "HookSpec",
+    "clean_environment",
     "end_group",
-    "end_leftovers",
     "hook_environment",
     "run_hook",
 ]
@@ -48,6 +61,13 @@ OUTPUT_LIMIT = 16 * 1024
 _DRAIN_AFTER_EXIT = 0.5
 # After SIGTERM to a timed-out group, how long before SIGKILL.
 _TERM_GRACE = 2.0
+# A SEBRIDGE_* value longer than this (UTF-8 bytes) goes in a file: Linux takes no one
+# variable over 128 KiB ("Argument list too long"), and all share the argv's room.
+ENV_VALUE_LIMIT = 32 * 1024
+# The daemon's variables every hook gets (when set): finding programs, home, language.
+_PASSED = ("PATH", "HOME", "LANG")
+# PATH for a daemon started without one (as execvp would search).
+_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class HookCommand(Protocol):
@@ -68,6 +88,12 @@ class HookCommand(Protocol):
     @property
     def retry_delay(self) -> float: ...
 
+    @property
+    def env(self) -> Mapping[str, str]: ...
+
+    @property
+    def inherit_env(self) -> tuple[str, ...]: ...
+
 
 @dataclass(frozen=True)
 class HookSpec:
@@ -78,6 +104,8 @@ class HookSpec:
     timeout: float = 300.0
     retries: int = 0
     retry_delay: float = 30.0
+    env: Mapping[str, str] = field(default_factory=dict)
+    inherit_env: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,10 +136,20 @@ class HookOutcome:
         return f"exit {self.exit_code}"
 
 
+def clean_environment(spec: HookCommand, environ: Mapping[str, str]) -> dict[str, str]:
+    """A hook's environment but for the SEBRIDGE_* variables: PATH, HOME and LANG from
+    the daemon's `environ`, the variables `inherit_env` names that are set there, and
+    `env` (its values read when the config was)."""
+    env = {name: environ[name] for name in (*_PASSED, *spec.inherit_env) if name in environ}
+    env.setdefault("PATH", _DEFAULT_PATH)
+    env.update(spec.env)
+    return env
+
+
 def hook_environment(
     event: ScheduledEvent, *, hook: str, stage: str, vm_name: str
 ) -> dict[str, str]:
-    """The SEBRIDGE_* variables a hook receives (beside the daemon's own environment)."""
+    """The SEBRIDGE_* variables a hook receives (run_hook puts a long one in a file)."""
     not_before = event.not_before.strftime("%Y-%m-%dT%H:%M:%SZ") if event.not_before else ""
     duration = event.duration_seconds
     return {
@@ -134,12 +172,55 @@ def run_hook(
     stage: str,
     vm_name: str,
     base_env: Mapping[str, str] | None = None,
+    mask: Masker | None = None,
     started: Callable[[int], None] = lambda pgid: None,
 ) -> HookOutcome:
     """Run `spec` for `event` to its end (or its timeout); never raises for the hook's faults.
+    `base_env`: the daemon's environment (default os.environ), of which the hook gets only
+    what clean_environment() takes. `mask`: the secrets its output must not show.
     `started` gets the hook's process group id (to end it early: `end_group`)."""
-    env = dict(os.environ if base_env is None else base_env)
-    env.update(hook_environment(event, hook=spec.name, stage=stage, vm_name=vm_name))
+    env = clean_environment(spec, os.environ if base_env is None else base_env)
+    variables = hook_environment(event, hook=spec.name, stage=stage, vm_name=vm_name)
+    try:
+        with _spilled(variables) as passed:
+            env.update(passed)
+            return _run(spec, env, event, mask or Masker(), started)
+    except OSError as exc:  # a long value's file could not be written (a full /tmp)
+        why = f"could not write its long SEBRIDGE_* values to a file: {exc.strerror or exc}"
+        return HookOutcome(False, None, False, 0.0, "", error=why)
+
+
+@contextlib.contextmanager
+def _spilled(variables: Mapping[str, str]) -> Iterator[dict[str, str]]:
+    """`variables`, each too long for an environment replaced by NAME_FILE naming a file
+    that holds it (in a directory of its own, only ours to read), removed afterwards."""
+    long = {
+        k: v for k, v in variables.items() if len(v.encode("utf-8", "replace")) > ENV_VALUE_LIMIT
+    }
+    if not long:
+        yield dict(variables)
+        return
+    folder = tempfile.mkdtemp(prefix="sebridge-hook-")  # mode 0700
+    try:
+        passed = {k: v for k, v in variables.items() if k not in long}
+        for name, value in long.items():
+            path = os.path.join(folder, name.lower())
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(value.encode("utf-8", "backslashreplace"))
+            passed[f"{name}_FILE"] = path
+        yield passed
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run(
+    spec: HookCommand,
+    env: dict[str, str],
+    event: ScheduledEvent,
+    mask: Masker,
+    started: Callable[[int], None],
+) -> HookOutcome:
     stdin = json.dumps(as_imds(event)).encode("utf-8", "backslashreplace")
     began = time.monotonic()
     try:
@@ -157,14 +238,15 @@ def run_hook(
         why = f"could not start {spec.command[0]!r}: {exc.strerror or exc}"
         return HookOutcome(False, None, False, time.monotonic() - began, "", error=why)
     assert process.stdin is not None and process.stdout is not None
-    started(process.pid)
-    tail = _Tail(process.stdout)
+    tail = _Tail(process.stdout, mask)
     tail.start()
     feed = _Feed(process.stdin, stdin)  # written while the timeout runs, never before it
     feed.start()
+    started(process.pid)  # (its record in the store overlaps the hook's run)
     timed_out = False
     try:
-        process.wait(timeout=spec.timeout)
+        # From its start: time `started` took (its record in the store) is the hook's too.
+        process.wait(timeout=max(0.0, spec.timeout - (time.monotonic() - began)))
     except subprocess.TimeoutExpired:
         timed_out = True
         _end_group(process, grace=_TERM_GRACE)
@@ -199,41 +281,6 @@ def end_group(pgid: int, grace: float = 0.5) -> None:
     _kill_group(pgid, signal.SIGKILL)
 
 
-def end_leftovers(event_id: str, *, hook: str, stage: str, vm_name: str) -> int:
-    """End what an earlier attempt of this hook left running: a daemon killed -9 mid-hook
-    leaves the hook's own process group behind (unless systemd ends the unit's cgroup), and
-    two attempts must never run at once. Found by the SEBRIDGE_* variables every process of
-    the hook inherits (Linux /proc; elsewhere nothing is found). Returns the groups ended."""
-    wanted = {
-        os.fsencode(f"{name}={value}")
-        for name, value in (
-            ("SEBRIDGE_EVENT_ID", event_id),
-            ("SEBRIDGE_HOOK", hook),
-            ("SEBRIDGE_STAGE", stage),
-            ("SEBRIDGE_VM_NAME", vm_name),
-        )
-    }
-    groups: set[int] = set()
-    try:
-        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
-    except OSError:
-        return 0
-    for pid in entries:
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as fh:
-                if wanted <= set(fh.read().split(b"\0")):
-                    groups.add(os.getpgid(int(pid)))
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-    groups.discard(os.getpgrp())
-    for group in groups:
-        log.warning(
-            "%s hook %s: ended process group %d, left by an attempt cut short", stage, hook, group
-        )
-        end_group(group)
-    return len(groups)
-
-
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -248,12 +295,17 @@ def _kill_group(pgid: int, sig: signal.Signals) -> None:
 
 
 class _Tail(threading.Thread):
-    """Reads a pipe to its end on its own thread, keeping the last OUTPUT_LIMIT bytes."""
+    """Reads a pipe to its end on its own thread, keeping the last OUTPUT_LIMIT bytes, and
+    as many more as the longest secret is long: masked, a secret the cut went through
+    leaves nothing behind (kernel/redact.py: Masker.tail)."""
 
-    def __init__(self, pipe: IO[bytes]) -> None:
+    def __init__(self, pipe: IO[bytes], mask: Masker) -> None:
         super().__init__(name="hook-output", daemon=True)
         self._pipe = pipe
+        self._mask = mask
+        self._keep = OUTPUT_LIMIT + mask.margin
         self._kept = bytearray()
+        self._cut = False  # whether output was dropped from the front
         self._lock = threading.Lock()
 
     def run(self) -> None:
@@ -261,13 +313,19 @@ class _Tail(threading.Thread):
             while chunk := self._pipe.read1(65536):  # type: ignore[attr-defined]
                 with self._lock:
                     self._kept += chunk
-                    del self._kept[:-OUTPUT_LIMIT]
+                    if len(self._kept) > self._keep:
+                        self._cut = True
+                        del self._kept[: -self._keep]
         except (OSError, ValueError):
             pass  # closed under us after the drain time
 
     def text(self) -> str:
         with self._lock:
-            return bytes(self._kept).decode("utf-8", "replace")
+            kept, cut = bytes(self._kept), self._cut
+        text = kept.decode("utf-8", "replace")
+        if not self._mask:
+            return text
+        return self._mask.tail(text, cut=cut)
 
 
 class _Feed(threading.Thread):

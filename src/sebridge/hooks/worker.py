@@ -30,6 +30,7 @@ from sebridge.hooks.chains import Chains
 from sebridge.hooks.readiness import listed_vms
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import StoreError
+from sebridge.kernel.redact import Masker
 from sebridge.kernel.worker import Worker
 from sebridge.model import AGAIN_RESTART, HookRun, ScheduledEvent
 from sebridge.store import EventRecord, Store
@@ -69,6 +70,7 @@ class HookWorker:
         on_begun: called after a run was recorded as begun (wakes the dispatcher).
         on_run: called after each run's end was recorded (wakes the carrier and dispatcher).
         on_ended: called with (stage, "succeeded" | "failed" | "timeout") as each run ends.
+        mask: the secrets a hook's output must not show (config/masked.py).
     """
 
     def __init__(
@@ -85,8 +87,10 @@ class HookWorker:
         on_run: Callable[[], None] = lambda: None,
         on_begun: Callable[[], None] = lambda: None,
         on_ended: Callable[[str, str], None] = lambda stage, outcome: None,
+        mask: Masker | None = None,
     ) -> None:
         self._store = store
+        self._mask = mask or Masker()
         self._on_begun = on_begun
         self._on_ended = on_ended
         self._hooks = dict(hooks)
@@ -278,14 +282,19 @@ class HookWorker:
             ended = replace(run, why=f"hook {name!r} is not defined")
         else:
             # Imported with the first run: a daemon without hooks never loads it.
-            from sebridge.hooks.process import end_leftovers, run_hook
+            from sebridge.hooks.process import run_hook
 
             log.info("%s hook %s for %s (attempt %d)", stage, name, event.event_id, run.attempt)
             if run.again == AGAIN_RESTART:  # never two attempts at once
-                end_leftovers(event.event_id, hook=name, stage=stage, vm_name=vm)
+                self._end_leftovers(event.event_id, run)
+
+            def started(pgid: int) -> None:
+                self._chains.started(pgid)
+                self._record_group(event.event_id, run, pgid)
+
             try:
                 outcome = run_hook(
-                    spec, event, stage=stage, vm_name=vm, started=self._chains.started
+                    spec, event, stage=stage, vm_name=vm, mask=self._mask, started=started
                 )
             finally:
                 self._chains.ended()
@@ -314,6 +323,29 @@ class HookWorker:
         self._on_ended(stage, ended_as)
         self._finish(record, ended, sinks)
         return not ended.why
+
+    def _end_leftovers(self, event_id: str, run: HookRun) -> None:
+        """End what the attempt a crash cut short left running: the process group it
+        recorded, then (a second net) processes whose environment names it."""
+        from sebridge.hooks.leftovers import end_environ_leftovers, end_recorded_group
+
+        what = f"{run.stage} hook {run.hook}"
+        group = self._store.hook_group(event_id, vm=run.vm, stage=run.stage, hook=run.hook)
+        if group is not None:
+            end_recorded_group(*group, what=what)
+        end_environ_leftovers(event_id, hook=run.hook, stage=run.stage, vm_name=run.vm)
+
+    def _record_group(self, event_id: str, run: HookRun, pgid: int) -> None:
+        """Record the attempt's process group, for a restart after a crash to end it."""
+        from sebridge.hooks.leftovers import group_identity
+
+        identity = group_identity(pgid)
+        if not identity:  # no /proc: the environment scan alone finds leftovers
+            return
+        try:
+            self._store.record_hook_group(event_id, run, pgid, identity)
+        except StoreError as exc:  # the hook runs on; a crash now leaves the second net
+            log.warning("%s hook %s: its process group not recorded: %s", run.stage, run.hook, exc)
 
     def _retry_at(self, spec: HookCommand, run: HookRun, event: ScheduledEvent) -> str | None:
         """When a failed prepare hook runs again (ISO 8601 UTC; None: never): after its

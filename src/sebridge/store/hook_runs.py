@@ -141,6 +141,31 @@ class HookRunTable:
             )
             self._add_transition(Transition(kind, event, now, hook=run), sinks, now)
 
+    def record_hook_group(self, event_id: str, run: HookRun, pgid: int, start: str) -> None:
+        """The process group this attempt runs in, and its leader's identity (boot and
+        start time): what a restart after a crash ends (hooks/leftovers.py)."""
+        with self.db.transaction():
+            self.db.execute(
+                "UPDATE hook_runs SET pgid = ?, pgid_start = ? "
+                "WHERE event_id = ? AND vm = ? AND stage = ? AND hook = ? AND attempt = ?",
+                (pgid, start, event_id, run.vm, run.stage, run.hook, run.attempt),
+            )
+
+    def hook_group(
+        self, event_id: str, *, vm: str, stage: str, hook: str
+    ) -> tuple[int, str] | None:
+        """The process group (id, leader's identity) the latest attempt that began one
+        recorded; None when none did. Beginning an attempt leaves it as it was: an
+        attempt a crash cut short is found by the next."""
+        row = self.db.one(
+            "SELECT pgid, pgid_start FROM hook_runs "
+            "WHERE event_id = ? AND vm = ? AND stage = ? AND hook = ?",
+            (event_id, vm, stage, hook),
+        )
+        if row is None or row[0] is None or not row[1]:
+            return None
+        return int(row[0]), str(row[1])
+
     def hook_runs(self, event_id: str) -> list[HookRunRecord]:
         """Every VM's runs for one event, in the order they began; a failed one says whether
         it runs again (its retry, or a person's `sebridge hooks retry` it has not run for)."""

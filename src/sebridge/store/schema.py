@@ -257,6 +257,15 @@ ALTER TABLE approvals ADD COLUMN anyway_by TEXT;
 ALTER TABLE approvals ADD COLUMN anyway_via TEXT
 """
 
+# The process group a hook's attempt runs in, as the agent that started it recorded it:
+# its id and its leader's identity (the boot and the start time, /proc/<pid>/stat's field
+# 22), so a restart ends exactly that group, whatever environment the hook's processes
+# keep, and never a later process given the same id (hooks/leftovers.py).
+_V15 = """
+ALTER TABLE hook_runs ADD COLUMN pgid INTEGER;
+ALTER TABLE hook_runs ADD COLUMN pgid_start TEXT
+"""
+
 # Index i holds the statements of schema version i + 1.
 MIGRATIONS: tuple[str, ...] = (
     _V1,
@@ -273,4 +282,5 @@ MIGRATIONS: tuple[str, ...] = (
     _V12,
     _V13,
     _V14,
+    _V15,
 )

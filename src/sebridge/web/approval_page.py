@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any, Protocol
 from urllib.parse import parse_qs
 
@@ -32,6 +33,7 @@ from sebridge.hooks.words import last_lines
 from sebridge.integrations.render import Renderer
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ConfigError
+from sebridge.kernel.redact import Masker
 from sebridge.kernel.wsgi import StartResponse
 from sebridge.model.approval import (
     BY_APPROVAL,
@@ -113,6 +115,8 @@ class ApprovalPage:
         dry_run: policy.dry_run, so the page says nothing went to IMDS.
         wait: how long a POST waits for the carrier before the page says "held".
         readiness_of: each listed VM's readiness and the rule's prepare hooks, by event id.
+        mask: the secrets hook output must not show; masked where it was made already
+            (hooks/process.py), and again here, where anyone with a link reads it.
     """
 
     def __init__(
@@ -126,8 +130,10 @@ class ApprovalPage:
         wait: float = DEFAULT_WAIT,
         readiness_of: Callable[[str], tuple[tuple[VmReadiness, ...], tuple[str, ...]]]
         | None = None,
+        mask: Masker | None = None,
     ) -> None:
         self._readiness_of = readiness_of or (lambda event_id: ((), ()))
+        self._mask = mask or Masker()
         self._signer = signer
         self._host = host
         self._renderer = renderer
@@ -211,6 +217,9 @@ class ApprovalPage:
 
     def _page(self, template: str, record: EventRecord, *, outcome: str) -> str:
         readiness, prepare = self._readiness_of(record.event.event_id)
+        # Only a valid link gets here (_record); what it shows of a hook's output is
+        # bounded and masked, even to a template override that prints `v.output`.
+        readiness = tuple(replace(v, output=self._tail(v.output)) for v in readiness)
         now = self._clock()
         approval = record.approval
         anyway = _anyway(record)
@@ -228,7 +237,7 @@ class ApprovalPage:
             prepare=prepare,
             anyway=anyway,
             unready=[
-                (v.line(), last_lines(v.output, lines=TAIL_LINES, limit=TAIL_LIMIT))
+                (v.line(), v.output)
                 for v in readiness
                 if v.state in (VmState.FAILED, VmState.WAITING, VmState.PREPARING, VmState.SILENT)
             ],
@@ -246,6 +255,9 @@ class ApprovalPage:
             dry_run=self._dry_run,
             now=now,
         )
+
+    def _tail(self, output: str) -> str:
+        return last_lines(self._mask.mask(output), lines=TAIL_LINES, limit=TAIL_LIMIT)
 
     @staticmethod
     def _form(environ: dict[str, Any]) -> dict[str, str] | None:
