@@ -37,6 +37,7 @@ EXPECTED_MODULES = frozenset(
         "config.core",
         "config.durations",
         "config.loader",
+        "config.masked",
         "config.pattern",
         "config.policy",
         "config.reader",
@@ -68,6 +69,7 @@ EXPECTED_MODULES = frozenset(
         "imds.client",
         "imds.endpoint",
         "imds.parse",
+        "imds.unreadable",
         "imds.vm_name",
         "imds.wire",
         "integrations",
@@ -125,6 +127,7 @@ EXPECTED_MODULES = frozenset(
         "store.schema_check",
         "store.settings",
         "store.sqlite",
+        "store.stand_ins",
         "store.store",
     ]
 )
