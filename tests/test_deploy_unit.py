@@ -168,6 +168,7 @@ def test_the_unit_with_its_drop_ins_verifies(tmp_path: Path) -> None:
 ENV_MARK = "<!-- tests/test_deploy_unit.py runs these lines but systemctl"
 
 
+@pytest.mark.slow  # five CLI processes against PostgreSQL
 def test_the_readmes_commands_read_the_environment_file_the_drop_in_gives_the_service(
     tmp_path: Path, sim: Simulator, pg_url: str
 ) -> None:
