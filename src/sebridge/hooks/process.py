@@ -1,11 +1,7 @@
 """Running one hook: an argv without a shell, the event in its environment and on stdin.
 
 A hook is a program the operator wrote (drain a load balancer, cordon a
-Kubernetes node). Its environment is clean: PATH, HOME and LANG, the
-SEBRIDGE_* variables, and what its `env` and `inherit_env` name; never the
-daemon's own tokens unless named. A SEBRIDGE_* value too long for an
-environment (an EventId or Resources of megabytes) is in a file instead,
-SEBRIDGE_<NAME>_FILE, in a private directory removed after the run; stdin has
+Kubernetes node). Its environment is clean (hooks/environment.py); stdin has
 the whole event always. What it prints is masked of every secret the config
 holds (a Masker, config/masked.py) before anything keeps it.
 
@@ -15,8 +11,9 @@ behind by a hook that exited (a `sleep &` holding our pipe) are killed too,
 because nothing waits for them and they would keep the output pipe open.
 Output (stdout and stderr together) is kept bounded: the tail is what people
 need when a drain fails. The event goes to its stdin from a thread of its
-own, while the timeout runs: a hook that never reads stdin (a pipe holds 64
-KiB; an event's Description may be longer) still ends at its timeout. An
+own, while the timeout runs (hooks/pipes.py): a hook that never reads stdin (a
+pipe holds 64 KiB; an event's Description may be longer) still ends at its
+timeout. An
 attempt a crash cut short is ended by hooks/leftovers.py. See
 docs/ARCHITECTURE.md, "Readiness hooks".
 """
@@ -27,17 +24,15 @@ import contextlib
 import json
 import logging
 import os
-import select
-import shutil
 import signal
 import subprocess
-import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Protocol
+from typing import Protocol
 
+from sebridge.hooks.environment import ENV_VALUE_LIMIT, clean_environment, hook_environment, spilled
+from sebridge.hooks.pipes import InputFeed, OutputTail
 from sebridge.imds.echo import as_imds
 from sebridge.kernel.redact import Masker
 from sebridge.model import ScheduledEvent
@@ -47,9 +42,7 @@ __all__ = [
     "HookCommand",
     "HookOutcome",
     "HookSpec",
-    "clean_environment",
     "end_group",
-    "hook_environment",
     "run_hook",
 ]
 
@@ -61,13 +54,6 @@ OUTPUT_LIMIT = 16 * 1024
 _DRAIN_AFTER_EXIT = 0.5
 # After SIGTERM to a timed-out group, how long before SIGKILL.
 _TERM_GRACE = 2.0
-# A SEBRIDGE_* value longer than this (UTF-8 bytes) goes in a file: Linux takes no one
-# variable over 128 KiB ("Argument list too long"), and all share the argv's room.
-ENV_VALUE_LIMIT = 32 * 1024
-# The daemon's variables every hook gets (when set): finding programs, home, language.
-_PASSED = ("PATH", "HOME", "LANG")
-# PATH for a daemon started without one (as execvp would search).
-_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class HookCommand(Protocol):
@@ -136,35 +122,6 @@ class HookOutcome:
         return f"exit {self.exit_code}"
 
 
-def clean_environment(spec: HookCommand, environ: Mapping[str, str]) -> dict[str, str]:
-    """A hook's environment but for the SEBRIDGE_* variables: PATH, HOME and LANG from
-    the daemon's `environ`, the variables `inherit_env` names that are set there, and
-    `env` (its values read when the config was)."""
-    env = {name: environ[name] for name in (*_PASSED, *spec.inherit_env) if name in environ}
-    env.setdefault("PATH", _DEFAULT_PATH)
-    env.update(spec.env)
-    return env
-
-
-def hook_environment(
-    event: ScheduledEvent, *, hook: str, stage: str, vm_name: str
-) -> dict[str, str]:
-    """The SEBRIDGE_* variables a hook receives (run_hook puts a long one in a file)."""
-    not_before = event.not_before.strftime("%Y-%m-%dT%H:%M:%SZ") if event.not_before else ""
-    duration = event.duration_seconds
-    return {
-        "SEBRIDGE_EVENT_ID": event.event_id,
-        "SEBRIDGE_EVENT_TYPE": event.event_type,
-        "SEBRIDGE_EVENT_SOURCE": event.source or "",
-        "SEBRIDGE_NOT_BEFORE": not_before,
-        "SEBRIDGE_DURATION_SECONDS": "" if duration is None else str(duration),
-        "SEBRIDGE_RESOURCES": ",".join(event.resources),
-        "SEBRIDGE_VM_NAME": vm_name,
-        "SEBRIDGE_HOOK": hook,
-        "SEBRIDGE_STAGE": stage,
-    }
-
-
 def run_hook(
     spec: HookCommand,
     event: ScheduledEvent,
@@ -179,39 +136,17 @@ def run_hook(
     `base_env`: the daemon's environment (default os.environ), of which the hook gets only
     what clean_environment() takes. `mask`: the secrets its output must not show.
     `started` gets the hook's process group id (to end it early: `end_group`)."""
-    env = clean_environment(spec, os.environ if base_env is None else base_env)
+    env = clean_environment(
+        spec.inherit_env, spec.env, os.environ if base_env is None else base_env
+    )
     variables = hook_environment(event, hook=spec.name, stage=stage, vm_name=vm_name)
     try:
-        with _spilled(variables) as passed:
+        with spilled(variables) as passed:
             env.update(passed)
             return _run(spec, env, event, mask or Masker(), started)
     except OSError as exc:  # a long value's file could not be written (a full /tmp)
         why = f"could not write its long SEBRIDGE_* values to a file: {exc.strerror or exc}"
         return HookOutcome(False, None, False, 0.0, "", error=why)
-
-
-@contextlib.contextmanager
-def _spilled(variables: Mapping[str, str]) -> Iterator[dict[str, str]]:
-    """`variables`, each too long for an environment replaced by NAME_FILE naming a file
-    that holds it (in a directory of its own, only ours to read), removed afterwards."""
-    long = {
-        k: v for k, v in variables.items() if len(v.encode("utf-8", "replace")) > ENV_VALUE_LIMIT
-    }
-    if not long:
-        yield dict(variables)
-        return
-    folder = tempfile.mkdtemp(prefix="sebridge-hook-")  # mode 0700
-    try:
-        passed = {k: v for k, v in variables.items() if k not in long}
-        for name, value in long.items():
-            path = os.path.join(folder, name.lower())
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(value.encode("utf-8", "backslashreplace"))
-            passed[f"{name}_FILE"] = path
-        yield passed
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _run(
@@ -238,9 +173,9 @@ def _run(
         why = f"could not start {spec.command[0]!r}: {exc.strerror or exc}"
         return HookOutcome(False, None, False, time.monotonic() - began, "", error=why)
     assert process.stdin is not None and process.stdout is not None
-    tail = _Tail(process.stdout, mask)
+    tail = OutputTail(process.stdout, mask, keep=OUTPUT_LIMIT)
     tail.start()
-    feed = _Feed(process.stdin, stdin)  # written while the timeout runs, never before it
+    feed = InputFeed(process.stdin, stdin)  # written while the timeout runs, never before it
     feed.start()
     started(process.pid)  # (its record in the store overlaps the hook's run)
     timed_out = False
@@ -292,74 +227,3 @@ def _group_alive(pgid: int) -> bool:
 def _kill_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone already
         os.killpg(pgid, sig)
-
-
-class _Tail(threading.Thread):
-    """Reads a pipe to its end on its own thread, keeping the last OUTPUT_LIMIT bytes, and
-    as many more as the longest secret is long: masked, a secret the cut went through
-    leaves nothing behind (kernel/redact.py: Masker.tail)."""
-
-    def __init__(self, pipe: IO[bytes], mask: Masker) -> None:
-        super().__init__(name="hook-output", daemon=True)
-        self._pipe = pipe
-        self._mask = mask
-        self._keep = OUTPUT_LIMIT + mask.margin
-        self._kept = bytearray()
-        self._cut = False  # whether output was dropped from the front
-        self._lock = threading.Lock()
-
-    def run(self) -> None:
-        try:
-            while chunk := self._pipe.read1(65536):  # type: ignore[attr-defined]
-                with self._lock:
-                    self._kept += chunk
-                    if len(self._kept) > self._keep:
-                        self._cut = True
-                        del self._kept[: -self._keep]
-        except (OSError, ValueError):
-            pass  # closed under us after the drain time
-
-    def text(self) -> str:
-        with self._lock:
-            kept, cut = bytes(self._kept), self._cut
-        text = kept.decode("utf-8", "replace")
-        if not self._mask:
-            return text
-        return self._mask.tail(text, cut=cut)
-
-
-class _Feed(threading.Thread):
-    """Writes the event to a hook's stdin on its own thread, then closes it (the hook sees
-    its end). A hook that exits without reading is fine (EPIPE ends the write); one that
-    neither reads nor exits is not waited for: the writes never block (the pipe is
-    non-blocking), so stop() ends the thread at once, whoever else holds the pipe open."""
-
-    # How often a write waiting for room in the pipe looks whether it should stop.
-    _LOOK = 0.05
-
-    def __init__(self, pipe: IO[bytes], data: bytes) -> None:
-        super().__init__(name="hook-input", daemon=True)
-        self._pipe = pipe
-        self._data = data
-        self._stopping = threading.Event()
-        os.set_blocking(pipe.fileno(), False)
-
-    def run(self) -> None:
-        fd = self._pipe.fileno()
-        left = memoryview(self._data)
-        try:
-            while left and not self._stopping.is_set():
-                try:
-                    left = left[os.write(fd, left[:65536]) :]
-                except BlockingIOError:  # the pipe is full: wait for room, or for stop()
-                    select.select([], [fd], [], self._LOOK)
-        except OSError:  # EPIPE: the hook exited (or closed stdin) without reading it all
-            pass
-        finally:
-            with contextlib.suppress(OSError):
-                self._pipe.close()
-
-    def stop(self) -> None:
-        """Write no more (the hook ended or timed out) and wait for the thread's end."""
-        self._stopping.set()
-        self.join()
