@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
@@ -32,11 +31,10 @@ from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import StoreError
 from sebridge.kernel.redact import Masker
 from sebridge.kernel.worker import Worker
-from sebridge.model import AGAIN_RESTART, HookRun, ScheduledEvent
 from sebridge.store import EventRecord, Store
-from sebridge.store.codec import iso
 
 if TYPE_CHECKING:
+    from sebridge.hooks.attempt import Attempts
     from sebridge.hooks.process import HookCommand
 
 __all__ = ["HookPlan", "HookWorker"]
@@ -90,9 +88,6 @@ class HookWorker:
         mask: Masker | None = None,
     ) -> None:
         self._store = store
-        self._mask = mask or Masker()
-        self._on_begun = on_begun
-        self._on_ended = on_ended
         self._hooks = dict(hooks)
         self._vm_name = vm_name
         self._plan_of = plan_of
@@ -100,13 +95,14 @@ class HookWorker:
         self._lead = prepare_lead
         self._dry_run = dry_run
         self._clock = clock
-        self._on_run = on_run
         # When a prepare lead comes next; at start, at once: runs a crash cut short go again.
         self._next_due: datetime | None = datetime.min.replace(tzinfo=UTC)
         self._worker = Worker(
             "hooks", self._look, idle=_IDLE_LOOK, expected=(StoreError,), logger=log, clock=clock
         )
         self._chains = Chains(on_done=self._worker.wake)
+        self._attempt_args = (mask or Masker(), on_begun, on_ended, on_run)
+        self._attempts: Attempts | None = None  # made with the first run (hooks/attempt.py)
 
     def start(self) -> None:
         """Run hooks on a thread of our own from now on (the daemon)."""
@@ -258,118 +254,25 @@ class HookWorker:
         return ran
 
     def _run_one(self, record: EventRecord, stage: str, name: str, vm: str) -> bool:
-        """Begin, run and end one hook; True when it succeeded."""
-        event = record.event
-        sinks = self._sinks_for(record)
-        spec = self._hooks.get(name)
-        try:
-            run = self._store.begin_hook_run(
-                event,
-                vm=vm,
-                stage=stage,
-                hook=name,
-                now=self._clock(),
-                sinks=sinks,
-                retries=spec.retries if spec is not None and stage == "prepare" else 0,
-            )
-        except StoreError as exc:  # ends the chain, which nothing wakes again at once
-            log.warning("hook %s for %s not started: %s", name, event.event_id, exc)
-            raise
-        if run is None:  # ended before (another round of ours): nothing to do
-            return True
-        self._on_begun()
-        if spec is None:  # config checks refuse this; a fleet's agents may differ
-            ended = replace(run, why=f"hook {name!r} is not defined")
-        else:
+        """Begin, run and end one hook (hooks/attempt.py); True when it succeeded."""
+        if self._attempts is None:
             # Imported with the first run: a daemon without hooks never loads it.
-            from sebridge.hooks.process import run_hook
+            from sebridge.hooks.attempt import Attempts
 
-            log.info("%s hook %s for %s (attempt %d)", stage, name, event.event_id, run.attempt)
-            if run.again == AGAIN_RESTART:  # never two attempts at once
-                self._end_leftovers(event.event_id, run)
-
-            def started(pgid: int) -> None:
-                self._chains.started(pgid)
-                self._record_group(event.event_id, run, pgid)
-
-            try:
-                outcome = run_hook(
-                    spec, event, stage=stage, vm_name=vm, mask=self._mask, started=started
-                )
-            finally:
-                self._chains.ended()
-            if self._worker.stopping:  # ended by stop(): left `running`, run again at start
-                return False
-            ended = replace(
-                run,
-                exit_code=outcome.exit_code,
-                timed_out=outcome.timed_out,
-                seconds=round(outcome.seconds, 3),
-                output=outcome.output,
-                why="" if outcome.succeeded else outcome.why(),
+            mask, on_begun, on_ended, on_run = self._attempt_args
+            self._attempts = Attempts(
+                self._store,
+                self._hooks,
+                self._chains,
+                stopping=lambda: self._worker.stopping,
+                sleep=self._worker.sleep,
+                clock=self._clock,
+                mask=mask,
+                on_begun=on_begun,
+                on_ended=on_ended,
+                on_run=on_run,
             )
-            if not outcome.succeeded and stage == "prepare":
-                ended = replace(ended, retry_at=self._retry_at(spec, run, event))
-            level = logging.INFO if outcome.succeeded else logging.WARNING
-            log.log(
-                level,
-                "%s hook %s for %s: %s",
-                stage,
-                name,
-                event.event_id,
-                "succeeded" if outcome.succeeded else ended.why,
-            )
-        ended_as = "succeeded" if not ended.why else "timeout" if ended.timed_out else "failed"
-        self._on_ended(stage, ended_as)
-        self._finish(record, ended, sinks)
-        return not ended.why
-
-    def _end_leftovers(self, event_id: str, run: HookRun) -> None:
-        """End what the attempt a crash cut short left running: the process group it
-        recorded, then (a second net) processes whose environment names it."""
-        from sebridge.hooks.leftovers import end_environ_leftovers, end_recorded_group
-
-        what = f"{run.stage} hook {run.hook}"
-        group = self._store.hook_group(event_id, vm=run.vm, stage=run.stage, hook=run.hook)
-        if group is not None:
-            end_recorded_group(*group, what=what)
-        end_environ_leftovers(event_id, hook=run.hook, stage=run.stage, vm_name=run.vm)
-
-    def _record_group(self, event_id: str, run: HookRun, pgid: int) -> None:
-        """Record the attempt's process group, for a restart after a crash to end it."""
-        from sebridge.hooks.leftovers import group_identity
-
-        identity = group_identity(pgid)
-        if not identity:  # no /proc: the environment scan alone finds leftovers
-            return
-        try:
-            self._store.record_hook_group(event_id, run, pgid, identity)
-        except StoreError as exc:  # the hook runs on; a crash now leaves the second net
-            log.warning("%s hook %s: its process group not recorded: %s", run.stage, run.hook, exc)
-
-    def _retry_at(self, spec: HookCommand, run: HookRun, event: ScheduledEvent) -> str | None:
-        """When a failed prepare hook runs again (ISO 8601 UTC; None: never): after its
-        retry_delay while retries are left, unless NotBefore would come before the next try
-        could end (its timeout) or the event started. See docs/ARCHITECTURE.md, "Readiness
-        hooks"."""
-        if run.retry >= spec.retries or event.started:
-            return None
-        at = self._clock() + timedelta(seconds=spec.retry_delay)
-        if event.not_before is not None and at + timedelta(seconds=spec.timeout) > event.not_before:
-            return None
-        return iso(at)
-
-    def _finish(self, record: EventRecord, run: HookRun, sinks: Sequence[str]) -> None:
-        """Record the end; a store away now is tried until it takes it (the row stays
-        `running` meanwhile, and a crash makes the run happen again: idempotent hooks)."""
-        while not self._worker.stopping:
-            try:
-                self._store.finish_hook_run(record.event, run, now=self._clock(), sinks=sinks)
-                break
-            except StoreError as exc:
-                log.warning("hook %s's end not recorded yet: %s", run.hook, exc)
-                self._worker.sleep(1.0)
-        self._on_run()
+        return self._attempts.run(record, stage, name, vm, self._sinks_for(record))
 
     def _look(self) -> datetime | None:
         """One round on the worker's thread; when the next prepare lead comes."""
