@@ -8,12 +8,20 @@ connection and the simulator counts the daemon's polls. Printed: the scrapes' an
 to the last answered, /healthz p50/p99/max while they were under way (target: p99 under
 100 ms), and polls per second during the storm against the seconds before it.
 
-Two daemons, one after the other, in the same run: sebridge as it is (web/metrics_page.py:
-one collection a second shared by every scrape, at most two scrapes waiting) and, as the
-baseline, the same daemon serving /metrics through prometheus_client's make_wsgi_app
-(every scrape collects and renders everything: the route before issue 23, item 4).
+The storm is sent `--rounds` times (default 10, half a second apart: a single one is over
+in a quarter of a second, too short for a percentile), from a process of its own so that
+its work does not delay the prober; `--seconds S` keeps each storm's scrapes in flight for
+S seconds instead (each answered one asks again at once: thousands a second, far beyond
+any Prometheus).
 
-    python bench/metrics_storm.py [--scrapes 1000] [--parts sebridge,baseline]
+Two daemons, one after the other, in the same run: sebridge as it is (web/metrics_page.py:
+one collection a second shared by every scrape, at most two scrapes waiting; probes first
+in waitress's queue: web/probes_first.py) and, as the baseline, the same daemon serving
+/metrics through prometheus_client's make_wsgi_app (every scrape collects and renders
+everything) with waitress's own queue: the daemon before issue 23, item 4.
+
+    python bench/metrics_storm.py [--scrapes 1000] [--rounds 10] [--seconds 0]
+                                  [--parts sebridge,baseline]
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ PROBE_EVERY = 0.05
 HEALTH_TARGET = 0.100
 BEFORE = 3.0  # seconds of polls counted before the storm
 STORM_TIMEOUT = 120.0
+PAUSE = 0.5  # seconds between two rounds
 
 # Both daemons start through this launcher; the baseline serves /metrics as the daemon
 # did before web/metrics_page.py.
@@ -63,8 +72,11 @@ import sys
 from sebridge.cli import main as cli
 if sys.argv[1] == "baseline":
     from prometheus_client import make_wsgi_app
+    from waitress.task import ThreadedTaskDispatcher
+    import sebridge.web.deadlines as deadlines
     import sebridge.web.metrics_page as page
     page.MetricsPage = lambda registry: make_wsgi_app(registry)
+    deadlines.ProbesFirst = ThreadedTaskDispatcher
 sys.exit(cli.main(["run", "--config", sys.argv[2]]))
 """
 
@@ -193,9 +205,16 @@ class Prober:
 
 
 def measure(
-    report: Report, mode: str, scrapes: int, seconds: float, children: Children, work: Path
+    report: Report,
+    mode: str,
+    scrapes: int,
+    rounds: int,
+    seconds: float,
+    children: Children,
+    work: Path,
 ) -> None:
     port = free_port()
+    storms: list[Storm] = []
     with simulator() as sim:
         directory = work / mode
         daemon = launch(children, mode, config(directory, sim, port), work / f"{mode}.log")
@@ -204,26 +223,35 @@ def measure(
         _one_scrape(port)  # the first scrape's imports and set-up are not the storm's
         with Prober(port) as prober:
             time.sleep(BEFORE)
-            polls_before = len(event_gets(sim))
-            cpu_before = sample(daemon.proc.pid).run_ns
             sim_began = sim.clock()
-            found = storm_apart(port, scrapes, seconds)
-            cpu_after = sample(daemon.proc.pid).run_ns
-            polls_during = len(event_gets(sim)) - polls_before
-            time.sleep(0.5)
+            cpu = 0
+            polls_during = 0
+            for _ in range(rounds):
+                polls = len(event_gets(sim))
+                cpu_before = sample(daemon.proc.pid).run_ns
+                storms.append(storm_apart(port, scrapes, seconds))
+                cpu += sample(daemon.proc.pid).run_ns - cpu_before
+                polls_during += len(event_gets(sim)) - polls
+                time.sleep(PAUSE)
         daemon.alive()
         gets = event_gets(sim)
-    took = found.ended - found.began
+    took = sum(found.ended - found.began for found in storms)
     before = [at for at in gets if sim_began - BEFORE <= at < sim_began]
-    during = [a for at, a in prober.answers if found.began <= at <= found.ended]
+    during = [a for at, a in prober.answers if any(f.began <= at <= f.ended for f in storms)]
     answered = [a for a in during if a is not None]
-    report.section(f"{mode}: {scrapes} concurrent /metrics for {took:.1f} s")
-    statuses = ", ".join(f"{n} x {s or 'no answer'}" for s, n in sorted(found.statuses.items()))
-    report.row("scrapes' answers", statuses)
-    cpu = (cpu_after - cpu_before) / 1e9
-    report.row("daemon CPU for the storm", f"{cpu:.2f} s")
-    total = sum(found.statuses.values())
-    report.row("daemon CPU per 1,000 scrapes", f"{cpu * 1000 / max(total, 1):.2f} s")
+    report.section(
+        f"{mode}: {rounds} x {scrapes} concurrent /metrics"
+        + (f", each for {seconds:g} s" if seconds else "")
+        + f" (under way {took:.1f} s in all)"
+    )
+    statuses: Counter[int] = Counter()
+    for found in storms:
+        statuses.update(found.statuses)
+    shown = ", ".join(f"{n} x {s or 'no answer'}" for s, n in sorted(statuses.items()))
+    report.row("scrapes' answers", shown)
+    report.row("daemon CPU for the storms", f"{cpu / 1e9:.2f} s")
+    total = sum(statuses.values())
+    report.row("daemon CPU per 1,000 scrapes", f"{cpu / 1e6 / max(total, 1):.2f} s")
     if answered:
         p99 = percentile(answered, 99)
         report.row("/healthz p50 during", f"{percentile(answered, 50) * 1000:.1f} ms")
@@ -278,6 +306,7 @@ def launch(children: Children, mode: str, config_path: Path, log: Path) -> Daemo
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scrapes", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=10, help="storms, one after the other")
     parser.add_argument(
         "--seconds", type=float, default=0.0, help="keep the scrapes in flight this long"
     )
@@ -288,7 +317,7 @@ def main() -> int:
         (
             mode,
             f"a storm of {args.scrapes} scrapes ({mode})",
-            lambda c, w, m=mode: measure(report, m, args.scrapes, args.seconds, c, w),
+            lambda c, w, m=mode: measure(report, m, args.scrapes, args.rounds, args.seconds, c, w),
         )
         for mode in ("sebridge", "baseline")
     ]
