@@ -377,3 +377,39 @@ def test_a_listen_address_in_use_is_one_line_naming_the_key(tmp_path: Path, sim:
         f"sebridge: configuration error: http.listen: cannot listen on 127.0.0.1:{port}: "
         "Address already in use"
     )
+
+
+def test_a_probe_is_served_before_the_requests_waiting_for_a_thread() -> None:
+    """Every thread is held by a slow route and three more requests wait for one: the
+    first thread freed serves /healthz, not the oldest request waiting."""
+    entered, release = threading.Semaphore(0), threading.Semaphore(0)
+
+    def slow(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        entered.release()
+        assert release.acquire(timeout=30)
+        start_response("200 OK", [("Content-Length", "2")])
+        return [b"ok"]
+
+    srv = HttpServer("127.0.0.1", 0, {"/slow": slow}, lambda: (200, {"status": "ok"}))
+    srv.start()
+    held = [raw(srv, b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n") for _ in range(4)]
+    try:
+        for _ in range(4):  # every thread is in the route
+            assert entered.acquire(timeout=10)
+        queue = srv._server.task_dispatcher.queue  # waitress's: what waits for a thread
+        held += [raw(srv, b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n") for _ in range(3)]
+        wait_until(lambda: len(queue) == 3, 10, message="three requests waiting")
+        probe = raw(srv, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        wait_until(lambda: len(queue) == 4, 10, message="the probe waiting too")
+        release.release()  # one thread is freed
+        assert status_of(probe) == 200
+        probe.close()
+        # The freed thread served the probe, then took one of the three waiting.
+        assert entered.acquire(timeout=10)
+        assert not entered.acquire(timeout=0.2)
+    finally:
+        for _ in range(7):
+            release.release()
+        for sock in held:
+            sock.close()
+        srv.stop()

@@ -230,3 +230,28 @@ def test_approved_event_starts(sim: Simulator, client: ImdsClient) -> None:
 
 def test_instance_name_is_the_compute_name(client: ImdsClient) -> None:
     assert client.instance_name() == "web-1"
+
+
+def test_every_attempt_is_told_with_its_outcome(sim: Simulator, client: ImdsClient) -> None:
+    """Five 500s, then five 429s (Retry-After: 1), then a 503 on a StartRequests POST:
+    each HTTP request IMDS received is told once, retries apart from the call's end."""
+    outcomes: list[str] = []
+    client.on_request(outcomes.append)
+    event_id = sim.schedule("Reboot")
+    client.get_document()
+    assert outcomes == ["ok"]
+    sim.inject("500", count=5)
+    with pytest.raises(ImdsUnavailableError):
+        client.get_document()
+    client.get_document()
+    assert outcomes[1:] == ["retry", "retry", "error", "retry", "retry", "ok"]
+    sim.inject("429", count=5)
+    with pytest.raises(ImdsThrottledError):
+        client.get_document()
+    client.get_document()
+    assert outcomes[7:] == ["throttled", "throttled", "error", "throttled", "throttled", "ok"]
+    sim.inject("status", status=503, count=1)
+    client.start([event_id])
+    assert outcomes[13:] == ["retry", "ok"]
+    assert len(sim.start_requests) == 1
+    assert len(outcomes) == len(sim.requests)  # every request IMDS received, no more

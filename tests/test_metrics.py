@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sebridge.config.loader import from_mapping
 from sebridge.engine.daemon import Daemon
-from sebridge.engine.metrics import Metrics
+from sebridge.engine.metrics import REQUEST_OUTCOMES, Metrics
 from sebridge.engine.store_gauges import StoreGauges
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
@@ -223,3 +223,39 @@ def test_hook_runs_and_held_approvals_are_counted(sim: Simulator, tmp_path: Path
     assert found[(approvals, (("outcome", "held"), ("via", "policy")))] == 2
     assert found[("sebridge_transitions_total", (("kind", "held"),))] == 2
     assert found[("sebridge_deliveries_total", (("outcome", "delivered"), ("sink", "jsonl")))] > 0
+
+
+def test_imds_attempts_are_counted_apart_from_polls(sim: Simulator, tmp_path: Path) -> None:
+    """Five 500s and five 429s (with Retry-After) end two polls in error; the attempts
+    behind them show each retry and each 429, and add up to what IMDS received."""
+    daemon = Daemon(
+        ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
+        Store(f"sqlite:///{tmp_path}/state.db", agent="vm0"),
+        {},
+        vm_name="vm0",
+    )
+    try:
+        daemon.tick()
+        sim.inject("500", count=5)
+        daemon.tick()  # retry, retry, error
+        daemon.tick()  # retry, retry, ok
+        sim.inject("429", count=5)
+        daemon.tick()  # throttled, throttled, error
+        daemon.tick()  # throttled, throttled, ok
+        found = samples(daemon.metrics)
+    finally:
+        daemon.imds.close()
+        daemon.store.close()
+    requests = "sebridge_imds_requests_total"
+    counts = {o: found[(requests, (("outcome", o),))] for o in REQUEST_OUTCOMES}
+    assert counts == {"ok": 3, "retry": 4, "throttled": 4, "error": 2}
+    assert sum(counts.values()) == len(sim.requests)
+    assert found[("sebridge_imds_polls_total", (("outcome", "error"),))] == 2
+
+
+def test_the_process_own_figures_are_shown() -> None:
+    found = samples(Metrics(["jsonl"]))
+    assert found[("process_resident_memory_bytes", ())] > 1_000_000
+    assert found[("process_cpu_seconds_total", ())] > 0
+    assert found[("process_open_fds", ())] >= 3
+    assert found[("process_start_time_seconds", ())] > 1_600_000_000

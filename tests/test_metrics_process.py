@@ -38,6 +38,7 @@ from sebridge.engine.metrics import (
     HOOK_OUTCOMES,
     HOOK_STAGES,
     POLL_OUTCOMES,
+    REQUEST_OUTCOMES,
     VIAS,
 )
 from sebridge.engine.store_gauges import EVENT_STATES
@@ -54,7 +55,13 @@ PERSON = "Pat Labelcheck"
 ERROR_TEXT = "ERRTEXT-zq81 upstream exploded"
 DESCRIPTION = "DESCR-kx9 host maintenance"
 ALLOWED = {
-    "outcome": {*POLL_OUTCOMES, *DELIVERY_OUTCOMES, *APPROVAL_OUTCOMES, *HOOK_OUTCOMES},
+    "outcome": {
+        *POLL_OUTCOMES,
+        *REQUEST_OUTCOMES,
+        *DELIVERY_OUTCOMES,
+        *APPROVAL_OUTCOMES,
+        *HOOK_OUTCOMES,
+    },
     "kind": {k.value for k in TransitionKind},
     "sink": set(SINKS),
     "via": set(VIAS),
@@ -272,6 +279,14 @@ def test_counters_follow_the_scenario(run: Run) -> None:
     # The empty document, the events' arrival, their leaving (one or two polls each).
     assert value(last, "sebridge_imds_polls_total", outcome="changed") >= 3
     assert value(last, "sebridge_imds_polls_total", outcome="unchanged") >= 1
+    # Each poll that failed on IMDS's 500s tried three times: two retries, then the error.
+    errors = value(last, "sebridge_imds_requests_total", outcome="error")
+    assert errors == value(last, "sebridge_imds_polls_total", outcome="error")
+    assert value(last, "sebridge_imds_requests_total", outcome="retry") >= 2 * errors
+    assert value(last, "sebridge_imds_requests_total", outcome="ok") > 0
+    assert value(last, "sebridge_imds_requests_total", outcome="throttled") == 0
+    assert value(last, "process_resident_memory_bytes") > 1_000_000
+    assert value(last, "process_open_fds") > 0
 
 
 def test_label_values_come_only_from_the_fixed_sets(run: Run) -> None:

@@ -346,17 +346,17 @@ def _serve(
 
 def _metrics_route(daemon: Daemon, runner: Runner) -> WsgiApp:
     """GET /metrics: the daemon's registry, with the store's figures read at scrape time
-    (by a reader the runner stops with the services). prometheus_client is imported here:
-    a daemon that serves no HTTP never loads it (docs/ARCHITECTURE.md, "Metrics")."""
-    from prometheus_client import make_wsgi_app
-
+    (by a reader the runner stops with the services), collected at most once a second
+    and shared by the scrapes of that second (web/metrics_page.py). prometheus_client is
+    imported here: a daemon that serves no HTTP never loads it (docs/ARCHITECTURE.md,
+    "Metrics and probes")."""
     from sebridge.engine.store_gauges import StoreGauges
     from sebridge.store.tallies import read_tallies
+    from sebridge.web.metrics_page import MetricsPage
 
     metrics = daemon.metrics
     store = daemon.store
     gauges = StoreGauges(lambda: read_tallies(store.db, metrics.sinks), metrics.sinks)
     metrics.registry.register(gauges)
     runner.add_service(gauges)
-    app: WsgiApp = make_wsgi_app(metrics.registry)
-    return app
+    return MetricsPage(metrics.registry)

@@ -85,6 +85,7 @@ class Daemon:
         self.store = store
         self.metrics = metrics or Metrics(tuple(sinks))
         store.on_transition(self.metrics.transition_recorded)
+        imds.on_request(self.metrics.imds_requested)  # each attempt, retries apart
         self._sink_names = tuple(sinks)
         self.policy = policy or build_policy(PolicyConfig())
         if not vm_name:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from sebridge.imds.client import REQUEST_OUTCOMES
 from sebridge.model import TransitionKind
 from sebridge.model.approval import ApprovalState, OutcomeKind
 
@@ -33,6 +34,7 @@ __all__ = [
     "HOOK_OUTCOMES",
     "HOOK_STAGES",
     "POLL_OUTCOMES",
+    "REQUEST_OUTCOMES",
     "VIAS",
     "Metrics",
 ]
@@ -93,6 +95,7 @@ class Metrics:
         self._lock = threading.Lock()  # a count is a read and a write: one at a time
         self.polls: dict[tuple[str, ...], float] = {(o,): 0.0 for o in POLL_OUTCOMES}
         self.last_success = 0.0
+        self.imds_requests: dict[tuple[str, ...], float] = {(o,): 0.0 for o in REQUEST_OUTCOMES}
         self.transitions: dict[tuple[str, ...], float] = {(k.value,): 0.0 for k in TransitionKind}
         self.deliveries: dict[tuple[str, ...], float] = {
             (sink, outcome): 0.0 for sink in self.sinks for outcome in DELIVERY_OUTCOMES
@@ -124,6 +127,11 @@ class Metrics:
         self._count(self.polls, (_known(outcome, POLL_OUTCOMES),))
         if at is not None:
             self.last_success = at.timestamp()
+
+    def imds_requested(self, outcome: str) -> None:
+        """One HTTP attempt of the daemon's IMDS client (its on_request): "ok", "retry",
+        "throttled" or "error" (imds/client.py, REQUEST_OUTCOMES)."""
+        self._count(self.imds_requests, (_known(outcome, REQUEST_OUTCOMES),))
 
     def transition_recorded(self, kind: str) -> None:
         """A transition was committed by this agent."""

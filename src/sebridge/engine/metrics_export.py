@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -32,9 +32,12 @@ _BOUNDS = [repr(float(b)) for b in DELIVERY_BUCKETS] + ["+Inf"]
 
 
 def registry_of(metrics: Metrics) -> CollectorRegistry:
-    """A registry of its own showing `metrics` (nothing registered globally)."""
+    """A registry of its own showing `metrics` and the process's own figures (memory,
+    CPU, open files, start time: prometheus_client's process_* series, read from /proc
+    at scrape time; none where there is no /proc). Nothing is registered globally."""
     registry = CollectorRegistry()
     registry.register(_Figures(metrics))
+    ProcessCollector(registry=registry)
     return registry
 
 
@@ -47,6 +50,7 @@ class _Figures(Collector):
         with m._lock:  # one consistent reading: a count under way finishes first
             polls = dict(m.polls)
             last_success = m.last_success
+            requests = dict(m.imds_requests)
             transitions = dict(m.transitions)
             deliveries = dict(m.deliveries)
             latencies = {sink: (list(h.buckets), h.total) for sink, h in m.delivery_seconds.items()}
@@ -57,6 +61,14 @@ class _Figures(Collector):
             "sebridge_imds_last_success_timestamp_seconds",
             "Unix time of the last IMDS poll that answered (0: none yet).",
             value=last_success,
+        )
+        yield _counter(
+            "sebridge_imds_requests",
+            "HTTP requests to IMDS (document GETs, StartRequests POSTs), each attempt by "
+            "outcome: ok, retry (failed, retried), throttled (429, retried), error (failed "
+            "for good).",
+            ["outcome"],
+            requests,
         )
         yield _counter(
             "sebridge_transitions",

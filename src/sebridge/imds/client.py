@@ -4,7 +4,8 @@ One keep-alive connection, reused across polls, never through a proxy (urllib3
 directly reads no proxy variables: IMDS is link-local and a proxy in between
 is exactly what the `Metadata: true` header exists to catch). An unchanged
 body is not parsed again: the previous Document object is returned as is,
-so callers can tell "nothing changed" by identity.
+so callers can tell "nothing changed" by identity. Each attempt's outcome is
+told to `on_request` (the daemon's metrics: sebridge_imds_requests_total).
 """
 
 from __future__ import annotations
@@ -29,13 +30,21 @@ from sebridge.imds.wire import BodyTooLarge, FastGet, RawResponse
 from sebridge.kernel.backoff import backoff_delay
 from sebridge.kernel.errors import (
     ImdsError,
+    ImdsThrottledError,
     ImdsTimeoutError,
     ImdsUnavailableError,
     MalformedDocumentError,
 )
 from sebridge.model import Document, Incarnation
 
-__all__ = ["API_VERSIONS", "DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "MAX_DOCUMENT", "ImdsClient"]
+__all__ = [
+    "API_VERSIONS",
+    "DEFAULT_API_VERSION",
+    "DEFAULT_ENDPOINT",
+    "MAX_DOCUMENT",
+    "REQUEST_OUTCOMES",
+    "ImdsClient",
+]
 
 DEFAULT_ENDPOINT = "http://169.254.169.254"
 DEFAULT_API_VERSION = "2020-07-01"
@@ -64,6 +73,11 @@ MAX_IN_CALL_WAIT = 2.0
 # (bench/big_backlog.py); at 1 MiB one of 3,400 was refused.
 MAX_DOCUMENT = 4 * 1024 * 1024
 
+# What became of one HTTP attempt, as on_request hears it: answered 2xx; failed and
+# retried within the call (5xx, 404/410, refused or reset); a 429 waited out and
+# retried; failed for good (the call raises: whatever the cause, a 429 included).
+REQUEST_OUTCOMES = ("ok", "retry", "throttled", "error")
+
 _GET_HEADERS = {"Metadata": "true"}
 _POST_HEADERS = {"Metadata": "true", "Content-Type": "application/json"}
 
@@ -83,6 +97,9 @@ class ImdsClient:
             (refused, reset, 404, 410, 429, 5xx); timeouts are not retried
             in-call, the caller's next poll is the retry.
         sleep, jitter: injected for tests; jitter() returns a float in [0, 1).
+
+    on_request(outcome) hears every HTTP attempt (one of REQUEST_OUTCOMES), on the
+    calling thread: the daemon counts them (engine/daemon.py sets it).
     """
 
     def __init__(
@@ -130,6 +147,12 @@ class ImdsClient:
         self._last_document: Document | None = None
         self._cache_lock = threading.Lock()
         self._interrupted = False
+        self._on_request: Callable[[str], None] = _not_counted
+
+    def on_request(self, count: Callable[[str], None]) -> None:
+        """Tell `count` the outcome of every HTTP attempt from now on (REQUEST_OUTCOMES);
+        it must be cheap (it runs once per poll) and must not raise."""
+        self._on_request = count
 
     def get_document(self) -> Document:
         """The current Scheduled Events document.
@@ -197,14 +220,19 @@ class ImdsClient:
         attempt = 0
         while True:
             try:
-                return self._once(method, path, version, body)
+                answer = self._once(method, path, version, body)
             except ImdsError as exc:
                 wait = self._retry_wait(exc, attempt)
                 if wait is None:
+                    self._on_request("error")
                     raise
+                self._on_request("throttled" if isinstance(exc, ImdsThrottledError) else "retry")
                 log.debug("IMDS %s %s failed (%s); retrying in %.2fs", method, path, exc, wait)
                 self._sleep(wait)
                 attempt += 1
+            else:
+                self._on_request("ok")
+                return answer
 
     def _retry_wait(self, exc: ImdsError, attempt: int) -> float | None:
         if not exc.retryable or attempt >= self._retries or isinstance(exc, _NOT_RETRIED_IN_CALL):
@@ -279,6 +307,10 @@ class ImdsClient:
             f"cannot reach IMDS at {self.endpoint} ({failure_reason(exc)}); "
             "is this an Azure VM, or is the simulator running?"
         )
+
+
+def _not_counted(outcome: str) -> None:
+    """on_request's default: nobody counts."""
 
 
 def _said(problem: str) -> None:

@@ -29,6 +29,7 @@ from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 
 from sebridge.kernel.wsgi import WsgiApp
+from sebridge.web.probes_first import ProbesFirst
 
 __all__ = ["DeadlineServer", "deadline_server", "room_for"]
 
@@ -169,5 +170,13 @@ def deadline_server(
         {"header_timeout": header_timeout, "body_timeout": body_timeout},
     )
     server_class = type("DeadlineServer", (DeadlineServer,), {"channel_class": channel})
-    server: DeadlineServer = server_class(app, map={}, adj=adj, sockinfo=adj.listen[0])
+    dispatcher = ProbesFirst()  # /healthz and /readyz never wait behind a crowd
+    dispatcher.set_thread_count(adj.threads)
+    try:
+        server: DeadlineServer = server_class(
+            app, map={}, adj=adj, sockinfo=adj.listen[0], dispatcher=dispatcher
+        )
+    except BaseException:
+        dispatcher.set_thread_count(0)  # its threads end; nothing to wait for
+        raise
     return server
