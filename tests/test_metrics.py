@@ -26,6 +26,7 @@ from sebridge.model import Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
 from sebridge.store.tallies import Tallies, read_tallies
+from sebridge.web.metrics_export import registry_of
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -49,7 +50,7 @@ def event(event_id: str) -> ScheduledEvent:
 
 
 def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = generate_latest(metrics.registry).decode()
+    text = generate_latest(registry_of(metrics)).decode()
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(text)
@@ -137,7 +138,7 @@ def test_a_scrape_does_not_wait_for_a_frozen_store(store: Store) -> None:
         reads.append(1)
         return read_tallies(store.db, ["jsonl"])
 
-    metrics.registry.register(StoreGauges(read, ["jsonl"], wait=0.05))
+    registry_of(metrics).register(StoreGauges(read, ["jsonl"], wait=0.05))
     holding, release = threading.Event(), threading.Event()
 
     def hold() -> None:

@@ -24,6 +24,7 @@ from sebridge.engine.metrics import Metrics
 from sebridge.engine.store_gauges import StoreGauges
 from sebridge.store import Store
 from sebridge.store.tallies import Tallies, read_tallies
+from sebridge.web.metrics_export import registry_of
 from sebridge.web.metrics_page import MetricsPage
 
 
@@ -103,8 +104,8 @@ def test_the_store_is_read_once_for_the_scrapes_of_one_second(store: Store) -> N
         return read_tallies(store.db, ["jsonl"])
 
     gauges = StoreGauges(read, ["jsonl"])
-    metrics.registry.register(gauges)
-    page = MetricsPage(metrics.registry, clock=clock)
+    registry_of(metrics).register(gauges)
+    page = MetricsPage(registry_of(metrics), clock=clock)
     try:
         answers = [get(page) for _ in range(20)]
         threads = [threading.Thread(target=get, args=(page,)) for _ in range(20)]

@@ -30,6 +30,7 @@ from sebridge.imds.simulator import Simulator
 from sebridge.model import Approval, Document, Receipt, ScheduledEvent, Transition, TransitionKind
 from sebridge.model.message import Message
 from sebridge.store import Delivery, Store
+from sebridge.web.metrics_export import registry_of
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=2)
@@ -170,7 +171,7 @@ def test_the_restart_announces_what_an_earlier_attempt_did(
             assert said in news.note and news.actor == "alice"
             assert sim.start_requests == ([event_id] if posted_before else [])
             outcome = {"via": "cli", "outcome": counted}
-            assert metrics.registry.get_sample_value("sebridge_approvals_total", outcome) == 1
+            assert registry_of(metrics).get_sample_value("sebridge_approvals_total", outcome) == 1
         finally:
             restarted.close()
         imds.close()

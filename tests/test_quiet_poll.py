@@ -26,6 +26,7 @@ from sebridge.kernel.clock import utcnow
 from sebridge.model import Approval
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
+from sebridge.web.metrics_export import registry_of
 
 
 def _daemon(sim: Simulator, url: str, **options: object) -> Daemon:
@@ -42,7 +43,7 @@ def daemon(sim: Simulator, store_url: str) -> Iterator[Daemon]:
 
 
 def _unchanged(d: Daemon) -> float:
-    value = d.metrics.registry.get_sample_value(
+    value = registry_of(d.metrics).get_sample_value(
         "sebridge_imds_polls_total", {"outcome": "unchanged"}
     )
     assert value is not None

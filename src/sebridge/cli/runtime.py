@@ -352,11 +352,13 @@ def _metrics_route(daemon: Daemon, runner: Runner) -> WsgiApp:
     "Metrics and probes")."""
     from sebridge.engine.store_gauges import StoreGauges
     from sebridge.store.tallies import read_tallies
+    from sebridge.web.metrics_export import registry_of
     from sebridge.web.metrics_page import MetricsPage
 
     metrics = daemon.metrics
     store = daemon.store
     gauges = StoreGauges(lambda: read_tallies(store.db, metrics.sinks), metrics.sinks)
-    metrics.registry.register(gauges)
+    registry = registry_of(metrics)
+    registry.register(gauges)
     runner.add_service(gauges)
-    return MetricsPage(metrics.registry)
+    return MetricsPage(registry)

@@ -5,12 +5,11 @@ comes from a small fixed set declared here: never an event id, a VM name, a
 person or an error text (a per-event label grows without bound). Counters
 whose label values are known start at zero. The figures are plain numbers
 kept here (a count costs a dict lookup, not prometheus_client's label
-lookups); engine/metrics_export.py turns them into Prometheus families at
-scrape time, and is imported, with prometheus_client, only when something
-reads `registry` (the /metrics route, tests): a daemon that serves no HTTP
-never loads it. Each daemon has its own registry: nothing is registered
-globally. The gauges read from the store are collected by
-engine/store_gauges.py. See docs/ARCHITECTURE.md, "Metrics".
+lookups); web/metrics_export.py turns them into Prometheus families at
+scrape time (`registry_of`), and is imported, with prometheus_client, only by
+the /metrics route (and tests): a daemon that serves no HTTP never loads it.
+Each daemon has its own registry: nothing is registered globally. The gauges
+read from the store are collected by engine/store_gauges.py. See docs/ARCHITECTURE.md, "Metrics".
 """
 
 from __future__ import annotations
@@ -18,14 +17,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from sebridge.imds.client import REQUEST_OUTCOMES
 from sebridge.model import TransitionKind
 from sebridge.model.approval import ApprovalState, OutcomeKind
-
-if TYPE_CHECKING:
-    from prometheus_client import CollectorRegistry
 
 __all__ = [
     "APPROVAL_OUTCOMES",
@@ -107,20 +102,6 @@ class Metrics:
         self.hooks: dict[tuple[str, ...], float] = {
             (stage, outcome): 0.0 for stage in HOOK_STAGES for outcome in HOOK_OUTCOMES
         }
-        self._registry: CollectorRegistry | None = None
-
-    @property
-    def registry(self) -> CollectorRegistry:
-        """The prometheus_client registry that shows these figures (built, and
-        prometheus_client imported, at the first call)."""
-        if self._registry is None:
-            from sebridge.engine.metrics_export import registry_of
-
-            made = registry_of(self)  # outside the lock: a collect takes it
-            with self._lock:
-                if self._registry is None:
-                    self._registry = made
-        return self._registry
 
     def polled(self, outcome: str, at: datetime | None = None) -> None:
         """One IMDS poll: "changed", "unchanged" or "error"; `at` when IMDS answered."""

@@ -73,7 +73,7 @@ class MetricsPage:
     """The WSGI app of GET /metrics for `registry`.
 
     Args:
-        registry: what a scrape shows (Metrics.registry, store gauges registered).
+        registry: what a scrape shows (web/metrics_export.py: registry_of, store gauges registered).
         max_age: seconds one collection is served for.
         max_scrapes: scrapes collecting or waiting for a collection at once; the rest 503.
         clock: monotonic seconds (tests).

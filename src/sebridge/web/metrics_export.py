@@ -1,6 +1,6 @@
 """A daemon's figures (engine/metrics.py) as Prometheus families, made at scrape time.
 
-Imported only when something reads Metrics.registry (the /metrics route, tests), so
+Imported only by the /metrics route (cli/runtime.py) and tests, so
 prometheus_client and what it pulls in (http.server, urllib.request, wsgiref, gzip...)
 stay out of a daemon that serves no HTTP. The names, HELP texts, labels and sample
 order are those the counters had when prometheus_client kept them (README, "Metrics");
@@ -10,6 +10,8 @@ docs/ARCHITECTURE.md, "Metrics".
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, ProcessCollector
@@ -32,13 +34,23 @@ _BOUNDS = [repr(float(b)) for b in DELIVERY_BUCKETS] + ["+Inf"]
 
 
 def registry_of(metrics: Metrics) -> CollectorRegistry:
-    """A registry of its own showing `metrics` and the process's own figures (memory,
-    CPU, open files, start time: prometheus_client's process_* series, read from /proc
-    at scrape time; none where there is no /proc). Nothing is registered globally."""
-    registry = CollectorRegistry()
-    registry.register(_Figures(metrics))
-    ProcessCollector(registry=registry)
-    return registry
+    """The registry showing `metrics` (one per Metrics, made at the first call) and the
+    process's own figures (memory, CPU, open files, start time: prometheus_client's
+    process_* series, read from /proc at scrape time; none where there is no /proc).
+    Nothing is registered globally."""
+    with _made_lock:
+        registry = _made.get(metrics)
+        if registry is None:
+            registry = _made[metrics] = CollectorRegistry()
+            registry.register(_Figures(metrics))
+            ProcessCollector(registry=registry)
+        return registry
+
+
+# Each daemon's Metrics has one registry (the /metrics route registers the store's gauges
+# in it and serves it); it goes with its Metrics.
+_made: weakref.WeakKeyDictionary[Metrics, CollectorRegistry] = weakref.WeakKeyDictionary()
+_made_lock = threading.Lock()
 
 
 class _Figures(Collector):
