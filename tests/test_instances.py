@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from sebridge.integrations.base import Context, Core
 from sebridge.integrations.registry import config_from_mapping
 from sebridge.integrations.render import Renderer
 from sebridge.kernel.errors import ConfigError
+from sebridge.model.decision import Decision
 
 SLACK = {"bot_token": "xoxb-1", "app_token": "xapp-1", "channel": "C1"}
 
@@ -237,3 +240,28 @@ def test_policy_explain_says_where_the_event_goes(tmp_path: Path) -> None:
             code = main(["policy", "explain", "--config", str(path), "--event", str(event)])
         assert code == 0
         assert line in out.getvalue().splitlines()
+
+
+def test_the_readme_example_of_named_instances_is_a_valid_config(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("#### Named instances", 1)[1].split("\n#", 1)[0]
+    (example,) = re.findall(r"```toml\n(.*?)```", section, re.S)
+    (tmp_path / "sebridge_teams-change-webhook").write_text(
+        "https://example.webhook.office.com/webhookb2/x"
+    )
+    environ = {
+        "SLACK_BOT_TOKEN": "xoxb-1",
+        "SLACK_APP_TOKEN": "xapp-1",
+        "DBA_SLACK_TOKEN": "xoxb-2",
+        "DBA_SLACK_APP_TOKEN": "xapp-2",
+        "CREDENTIALS_DIRECTORY": str(tmp_path),
+    }
+    c = config_from_mapping(tomllib.loads(example), environ=environ)
+    assert registry.sink_names(c) == ["console", "slack", "slack.dba", "teams.change"]
+    audience = registry.audience(c)
+    rules = {r.name: r for r in c.policy.rules}
+    assert rules["database VMs"].notify == ("slack.dba",)
+    decide = {name: Decision(r.action, name, notify=r.notify) for name, r in rules.items()}
+    assert audience(decide["database VMs"]) == ("slack.dba",)
+    assert audience(decide["what needs a person"]) == ("slack", "teams.change")
+    assert audience(decide["the rest"]) == ("console", "slack", "slack.dba")
