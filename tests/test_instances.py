@@ -265,3 +265,12 @@ def test_the_readme_example_of_named_instances_is_a_valid_config(tmp_path: Path)
     assert audience(decide["database VMs"]) == ("slack.dba",)
     assert audience(decide["what needs a person"]) == ("slack", "teams.change")
     assert audience(decide["the rest"]) == ("console", "slack", "slack.dba")
+
+
+@pytest.mark.usefixtures("hermetic")
+def test_a_finding_about_a_key_names_the_instances_key(tmp_path: Path) -> None:
+    lines = tmp_path / "nowhere" / "events.jsonl"
+    code, out = _check(tmp_path, f"[jsonl.audit]\npath = {toml_str(str(lines))}\n")
+    assert code == 1, out
+    assert f"problem: jsonl.audit.path: the folder {lines.parent} does not exist" in out
+    assert f"warning: jsonl.audit.path: the folder {lines.parent} does not exist" in out

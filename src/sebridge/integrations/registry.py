@@ -260,4 +260,13 @@ def context(
 def findings(instance: Instance, found: Sequence[Finding]) -> list[Finding]:
     """An instance's check findings, each naming the instance ("slack.dba: ...", and its
     keys in the text: "slack.dba.channel"), as `sebridge check` prints them."""
-    return [Finding(instance.name, f.ok, instance.said(f.message)) for f in found]
+    if instance.name == instance.integration.name:
+        return list(found)  # said as they always were
+    return [
+        Finding(
+            instance.name if f.target == instance.integration.name else instance.said(f.target),
+            f.ok,
+            instance.said(f.message),
+        )
+        for f in found
+    ]
