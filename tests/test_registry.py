@@ -19,6 +19,7 @@ from sebridge.integrations.base import Integration
 from sebridge.integrations.registry import REGISTRY
 from sebridge.integrations.registry import config_from_mapping as from_mapping
 from sebridge.integrations.registry import enabled as enabled_integrations
+from sebridge.model.decision import Decision
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "sebridge"
 INTEGRATIONS = SRC / "integrations"
@@ -78,8 +79,8 @@ def test_the_runtime_builds_a_sink_for_every_enabled_integration(tmp_path: Path)
     assert list(build_sinks(config)) == names  # each sink by its integration's name
     daemon = build_daemon(config)
     try:
-        assert daemon.sinks_for("ask") == tuple(names)
-        assert daemon.sinks_for("ignore") == ()
+        assert daemon.sinks_for(Decision("ask", "r")) == tuple(names)
+        assert daemon.sinks_for(Decision("ignore", "r")) == ()
     finally:
         daemon.store.close()
 

@@ -36,6 +36,7 @@ EXPECTED_MODULES = frozenset(
         "config.checks",
         "config.core",
         "config.durations",
+        "config.instances",
         "config.loader",
         "config.masked",
         "config.pattern",

@@ -16,6 +16,7 @@ from sebridge.approval.gate import GO, Gate
 from sebridge.approval.usecase import Approvals
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
+from sebridge.model.decision import Decision
 from sebridge.store import Store
 
 __all__ = ["assemble"]
@@ -24,7 +25,7 @@ __all__ = ["assemble"]
 def assemble(
     store: Store,
     imds: ImdsClient,
-    sinks_for: Callable[[str], Sequence[str]],
+    sinks_for: Callable[[Decision], Sequence[str]],
     *,
     carries: bool,
     dry_run: bool,

@@ -40,6 +40,7 @@ from sebridge.kernel.errors import ImdsError, ImdsRequestError, ImdsTimeoutError
 from sebridge.kernel.worker import Worker
 from sebridge.model import Transition, TransitionKind, outlook
 from sebridge.model.approval import ApprovalState
+from sebridge.model.decision import Decision
 from sebridge.store import ApprovalRecord, EventRecord, Store
 
 __all__ = ["CLAIM_LEASE", "RETRY_DELAY", "Carrier", "anyway_note"]
@@ -58,7 +59,8 @@ class Carrier:
     """Claims approvals, POSTs StartRequests, records the outcome; one thread per agent.
 
     Args:
-        sinks_for: the sinks an event's transitions go to, by its policy decision.
+        sinks_for: the sinks an event's transitions go to, by its decision (its
+            action and the rule's notify).
         dry_run: record and announce, never POST.
         on_recorded: called after a round that claimed or recorded something (wakes the
             dispatcher: an event's messages then show its approval as carried out).
@@ -71,7 +73,7 @@ class Carrier:
         self,
         store: Store,
         imds: ImdsClient,
-        sinks_for: Callable[[str], Sequence[str]],
+        sinks_for: Callable[[Decision], Sequence[str]],
         *,
         dry_run: bool = False,
         clock: Clock = utcnow,

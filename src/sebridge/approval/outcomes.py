@@ -19,6 +19,7 @@ from sebridge.kernel.clock import Clock
 from sebridge.kernel.errors import StoreError
 from sebridge.model import Transition, TransitionKind
 from sebridge.model.approval import ApprovalState
+from sebridge.model.decision import Decision
 from sebridge.store import ApprovalRecord, EventRecord, Store
 
 __all__ = ["Outcomes"]
@@ -45,7 +46,8 @@ class Outcomes:
     """Records the carrier's outcomes, and keeps those the store could not take yet.
 
     Args:
-        sinks_for: the sinks an event's transitions go to, by its policy decision.
+        sinks_for: the sinks an event's transitions go to, by its decision (its
+            action and the rule's notify).
         metrics: counts each outcome recorded (once, even in a fleet: only the claim's
             holder records it).
     """
@@ -53,7 +55,7 @@ class Outcomes:
     def __init__(
         self,
         store: Store,
-        sinks_for: Callable[[str], Sequence[str]],
+        sinks_for: Callable[[Decision], Sequence[str]],
         clock: Clock,
         metrics: ApprovalCounts,
     ) -> None:
@@ -87,7 +89,7 @@ class Outcomes:
             transition = Transition(
                 kind, record.event, self._clock(), actor=claim.actor, via=claim.via, note=problem
             )
-        sinks = self._sinks_for(record.policy) if record is not None and transition else ()
+        sinks = self._sinks_for(record.decision) if record is not None and transition else ()
         finish = _Finish(claim, state, error, transition, sinks, answered)
         try:
             self._record(finish)

@@ -21,7 +21,7 @@ from sebridge.approval.request import ApprovalRequest, Outcome
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Approval, Transition, TransitionKind
 from sebridge.model.approval import BY_APPROVAL, ApprovalState, Blocker, OutcomeKind
-from sebridge.model.decision import offers_approval
+from sebridge.model.decision import Decision, offers_approval
 from sebridge.model.outlook import ways_out
 from sebridge.store import ApprovalRecord, AuditEntry, EventRecord, Store
 
@@ -41,7 +41,8 @@ class Approvals:
     Args:
         carrier: this process's carrier; None when another process carries approvals
             out (the CLI beside a running daemon): the request then waits for the store.
-        sinks_for: the sinks an event's transitions go to, by its policy decision.
+        sinks_for: the sinks an event's transitions go to, by its decision (its
+            action and the rule's notify).
         on_recorded: called after a transition was queued (wakes the dispatcher).
         metrics: counts the requests answered without the carrier (already approved,
             refused before anything was recorded); the carrier counts the rest.
@@ -51,7 +52,7 @@ class Approvals:
         self,
         store: Store,
         carrier: Carrier | None,
-        sinks_for: Callable[[str], Sequence[str]],
+        sinks_for: Callable[[Decision], Sequence[str]],
         *,
         clock: Clock = utcnow,
         on_recorded: Callable[[], None] = lambda: None,
@@ -101,7 +102,7 @@ class Approvals:
             return False
         now = self._clock()
         taken = Transition(TransitionKind.TAKEN, record.event, now, actor=actor, via=via)
-        self._store.record_transition(taken, self._sinks_for(record.policy), now)
+        self._store.record_transition(taken, self._sinks_for(record.decision), now)
         self._on_recorded()
         return True
 
@@ -146,7 +147,7 @@ class Approvals:
         problem = Transition(
             TransitionKind.PROBLEM, record.event, now, actor=req.actor, via=req.via, note=note
         )
-        self._store.record_transition(problem, self._sinks_for(record.policy), now)
+        self._store.record_transition(problem, self._sinks_for(record.decision), now)
         self._on_recorded()
 
     def _settled(self, event_id: str, wait: float, *, anyway: bool = False) -> ApprovalRecord:

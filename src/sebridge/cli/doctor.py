@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TextIO
 
 from sebridge.cli import format as fmt
 from sebridge.cli.link_check import check_links
@@ -23,7 +23,7 @@ from sebridge.cli.runtime import build_imds, missing_store, open_store, vm_name
 from sebridge.config.loader import Config
 from sebridge.imds.vm_name import BRIEF_WAIT
 from sebridge.integrations import registry
-from sebridge.integrations.base import Finding, Integration, TrialNote
+from sebridge.integrations.base import Finding, TrialNote
 from sebridge.integrations.render import Renderer
 from sebridge.kernel.errors import BridgeError, ConfigError
 from sebridge.kernel.text import visible
@@ -107,21 +107,21 @@ def _examine(
     else:
         vm = _vm_name(config, report)
     renderer = Renderer(config.templates.dir or None)
-    passed: list[Integration[Any]] = []
-    for integration in registry.enabled(config):
-        ctx = registry.context(integration, config, renderer, send_test=send_test)
-        failed = report.add(integration.check(ctx))
-        if not failed and integration.outbound:  # a failed one's problem says what to fix
-            passed.append(integration)
+    passed: list[registry.Instance] = []
+    for instance in registry.enabled(config):  # each line names the instance: "slack.dba: ..."
+        ctx = registry.context(instance, config, renderer, send_test=send_test)
+        failed = report.add(registry.findings(instance, instance.integration.check(ctx)))
+        if not failed and instance.outbound:  # a failed one's problem says what to fix
+            passed.append(instance)
     if send_test:
         # Never the host name: on a scale set it is not the name Resources list.
         note = TrialNote(TEST_TEXT.format(vm=vm or "a VM whose name is unknown"), vm)
-        for integration in passed:
-            ctx = registry.context(integration, config, renderer, stdout)
-            said = integration.send_test(ctx, note) or [
-                Finding(integration.name, True, "no test message: this integration has none")
+        for instance in passed:
+            ctx = registry.context(instance, config, renderer, stdout)
+            said = instance.integration.send_test(ctx, note) or [
+                Finding(instance.name, True, "no test message: this integration has none")
             ]
-            report.add(said)
+            report.add(registry.findings(instance, said))
     return report
 
 
@@ -210,7 +210,7 @@ def show(config: Config, report: Report, out: TextIO, *, as_json: bool) -> None:
         )
         return
     print(f"configuration: {config.source}: valid", file=out)
-    names = [i.name for i in registry.enabled(config) if i.outbound]
+    names = registry.sink_names(config)
     print(f"sinks: {', '.join(names) or 'none'}", file=out)
     for warning in config.warnings:
         print(f"warning: {warning}", file=out)

@@ -24,7 +24,6 @@ from sebridge.integrations import registry
 from sebridge.kernel.clock import utcnow
 from sebridge.kernel.errors import StoreError
 from sebridge.kernel.text import visible
-from sebridge.model.decision import sinks_for
 from sebridge.store import AuditEntry, EventRecord, Store
 from sebridge.store.hook_retries import RetryAnswer
 
@@ -42,10 +41,10 @@ def retry(
     who = actor or os.environ.get("SUDO_USER") or getpass.getuser()
     if missing_store(config) is not None:
         return _refused(f"unknown event {event_id}: no store yet (`sebridge run` creates it)")
-    names = [i.name for i in registry.enabled(config) if i.outbound]
+    audience = registry.audience(config)
 
     def sinks(record: EventRecord) -> tuple[str, ...]:
-        return sinks_for(record.decision.action, names)
+        return audience(record.decision)
 
     try:
         store = open_store(config)

@@ -25,6 +25,7 @@ from sebridge.cli.runtime import vm_name as learn_vm_name
 from sebridge.config.loader import Config
 from sebridge.imds.parse import parse_document
 from sebridge.imds.vm_name import BRIEF_WAIT
+from sebridge.integrations import registry
 from sebridge.kernel.clock import utcnow
 from sebridge.kernel.errors import ConfigError, MalformedDocumentError
 from sebridge.model import ScheduledEvent, TransitionKind
@@ -77,7 +78,15 @@ def explain(
     except _BadInput as exc:
         print(f"sebridge: policy explain: {exc}", file=sys.stderr)
         return USAGE
-    result = explain_rules(event, build_policy(config.policy), vm, moment, first_seen)
+    result = explain_rules(
+        event,
+        build_policy(config.policy),
+        vm,
+        moment,
+        first_seen,
+        # Where the event goes, said once the configuration routes: without it, to every sink.
+        audience=registry.audience(config) if _routes(config) else None,
+    )
     as_of = "file" if recorded is None else "now" if now else "at" if at else "first_seen"
     if as_json:
         data = result.as_json()
@@ -93,6 +102,11 @@ def explain(
     if recorded is not None and recorded.decision != result.decision:
         print(_differs(as_of, event), file=out)
     return OK
+
+
+def _routes(config: Config) -> bool:
+    """Whether some events reach only some sinks: a rule's notify, a route_only instance."""
+    return bool(config.route_only) or any(r.notify is not None for r in config.policy.rules)
 
 
 def _differs(as_of: str, event: ScheduledEvent) -> str:

@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from sebridge.approval.assembly import assemble
 from sebridge.approval.usecase import Approvals
@@ -24,13 +24,11 @@ from sebridge.engine.runner import Runner
 from sebridge.imds import ImdsClient
 from sebridge.imds.vm_name import learn_vm_name
 from sebridge.integrations import registry
-from sebridge.integrations.base import Integration
 from sebridge.integrations.render import Renderer
 from sebridge.kernel.errors import ConfigError, PermanentDeliveryError, StoreInUseError
 from sebridge.kernel.redact import Masker
 from sebridge.kernel.text import VisibleFormatter
 from sebridge.kernel.wsgi import WsgiApp
-from sebridge.model.decision import sinks_for
 from sebridge.model.message import Sink
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
@@ -149,25 +147,29 @@ def missing_store(config: Config) -> str | None:
     return None
 
 
-def _sinks(
-    config: Config, renderer: Renderer, stdout: TextIO | None
-) -> list[tuple[Integration[Any], Sink]]:
-    built = []
-    for integration in registry.enabled(config):
-        try:
-            sink = integration.sink(registry.context(integration, config, renderer, stdout))
-        except PermanentDeliveryError as exc:  # a broken template
-            raise ConfigError(str(exc)) from None
-        if sink is not None:
-            built.append((integration, sink))
+def _sinks(config: Config, renderer: Renderer, stdout: TextIO | None) -> dict[str, Sink]:
+    built: dict[str, Sink] = {}
+    try:
+        for instance in registry.enabled(config):
+            ctx = registry.context(instance, config, renderer, stdout)
+            try:
+                sink = instance.integration.sink(ctx)
+            except PermanentDeliveryError as exc:  # a broken template
+                raise ConfigError(instance.said(str(exc))) from None
+            if sink is not None:
+                built[instance.name] = sink
+    except BaseException:
+        for sink in built.values():
+            sink.close()
+        raise
     return built
 
 
 def build_sinks(config: Config, stdout: TextIO | None = None) -> dict[str, Sink]:
-    """Every enabled integration's sink, by its name. Templates are tried now: a broken
-    one fails here."""
+    """Every enabled instance's sink, by its name ("slack", "slack.dba"). Templates are
+    tried now: a broken one fails here."""
     renderer = Renderer(config.templates.dir or None)
-    return {i.name: sink for i, sink in _sinks(config, renderer, stdout)}
+    return _sinks(config, renderer, stdout)
 
 
 def build_daemon(
@@ -175,7 +177,7 @@ def build_daemon(
 ) -> Daemon:
     """The daemon (the tick) with everything it needs; for `sebridge once` as it is."""
     renderer = renderer or Renderer(config.templates.dir or None)
-    sinks = {i.name: sink for i, sink in _sinks(config, renderer, stdout)}
+    sinks = _sinks(config, renderer, stdout)
     # One delivering process per SQLite file: a second `run`, or `once` beside the
     # daemon, would deliver everything again. PostgreSQL's claims let a fleet share one.
     name = vm_name(config)  # before the store: it is the agent's identity there
@@ -206,6 +208,7 @@ def build_daemon(
         approve_url=approve_url,
         hooks=config.hooks,
         hook_mask=mask,
+        route_only=config.route_only,
     )
 
 
@@ -248,10 +251,7 @@ def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store]:
             held = open_store(config, agent=name, exclusive=True)
     holds = held is not None
     store = held or open_store(config)
-    names = [i.name for i in registry.enabled(config) if i.outbound]
-
-    def audience(decision: str) -> tuple[str, ...]:
-        return sinks_for(decision, names)
+    audience = registry.audience(config)
 
     from sebridge.hooks.agent import timeouts
     from sebridge.hooks.gate import ReadinessGate
@@ -283,7 +283,7 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
     daemon = runner.daemon
     sinks = daemon.dispatcher.sinks
     routes: dict[str, WsgiApp] = {}
-    owners: dict[str, str] = {}  # a route's path -> the integration that serves it
+    owners: dict[str, str] = {}  # a route's path -> the instance that serves it
     signer = link_signer(config, daemon.store)
     if signer is not None:  # approval links are the core's, whichever sink carries them
         from sebridge.web.approval_page import PREFIX, ApprovalPage
@@ -299,14 +299,14 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
         page.check_templates()
         routes[PREFIX] = page
     jobs = []
-    for integration in registry.enabled(config):
-        ctx = registry.context(integration, config, renderer)
-        inbound = integration.inbound(ctx, daemon, sinks.get(integration.name))
+    for instance in registry.enabled(config):
+        ctx = registry.context(instance, config, renderer)
+        inbound = instance.integration.inbound(ctx, daemon, sinks.get(instance.name))
         for path, app in inbound.routes.items():
             if path in routes:
-                raise ConfigError(f"{integration.name}: HTTP path {path} is already served")
+                raise ConfigError(f"{instance.name}: HTTP path {path} is already served")
             routes[path] = app
-            owners[path] = integration.name
+            owners[path] = instance.name
         for service in inbound.services:
             runner.add_service(service)
         jobs.extend(inbound.jobs)

@@ -33,6 +33,7 @@ from sebridge.config.core import (
     TemplatesConfig,
     check_core,
 )
+from sebridge.config.instances import ROUTE_ONLY, split
 from sebridge.config.policy import HookSettings, check_rules, read_hooks
 from sebridge.config.reader import Reader, did_you_mean
 from sebridge.config.secrets import Secret
@@ -86,8 +87,10 @@ class Config:
     """The whole configuration. `source` is the file it came from, or "defaults".
 
     Args:
-        sections: each integration's section, by name (see `section()`).
-        given: the sections ("slack") and keys ("http.listen") the file set.
+        sections: each integration instance's section, by its name ("slack",
+            "slack.dba": config/instances.py; see `section()`).
+        given: the sections ("slack", "slack.dba") and keys ("http.listen") the file set.
+        route_only: the instances only a rule's `notify` reaches.
         hooks: each `[hooks.<name>]`, by name (config/policy.py).
     """
 
@@ -102,13 +105,14 @@ class Config:
     sections: Mapping[str, Any] = field(default_factory=dict)
     given: frozenset[str] = frozenset()
     hooks: Mapping[str, HookSettings] = field(default_factory=dict)
+    route_only: frozenset[str] = frozenset()
     warnings: tuple[str, ...] = ()  # worth telling a person, not worth refusing to start
     # The values of the variables read into secrets, and PGPASSWORD beside a PostgreSQL
     # store: masked in hooks' output with every Secret above (config/masked.py).
     secret_parts: tuple[Secret, ...] = field(default=(), repr=False, compare=False)
 
     def section(self, name: str) -> Any:
-        """An integration's section (its settings dataclass)."""
+        """An integration instance's section (its settings dataclass): "slack", "slack.dba"."""
         return self.sections[name]
 
     def redacted(self) -> dict[str, dict[str, Any]]:
@@ -117,6 +121,8 @@ class Config:
             name: {f.name: _plain(getattr(section, f.name)) for f in fields(section)}
             for name, section in self._all_sections()
         }
+        for instance in self.route_only:
+            out[instance]["route_only"] = True
         out["store"]["url"] = checks.redact_url(self.store.url)
         # A hook's env may pass a token on ("${VAULT_TOKEN}"): its names only, as secrets.
         out["hooks"] = {
@@ -200,21 +206,36 @@ def from_mapping(
 
 def _validate(data: Mapping[str, Any], extra: Sections, rd: Reader) -> Config:
     source = rd.source
-    known = {**CORE_SECTIONS, **extra.types()}
+    types = extra.types()
+    known = {**CORE_SECTIONS, **types}
     hooks = read_hooks(data.get("hooks", {}), rd)
     for name in data:
         if name not in known and name != "hooks":
             rd.problems.append(_unknown_section(name, data[name], known))
-    read = {name: rd.section(name, data.get(name, {}), cls, {}) for name, cls in known.items()}
+    read = {
+        name: rd.section(name, data.get(name, {}), cls, {}) for name, cls in CORE_SECTIONS.items()
+    }
+    # An integration's section may hold named instances ([slack.dba]): config/instances.py.
+    split_up = {name: split(name, data.get(name), cls, rd) for name, cls in types.items()}
+    sections: dict[str, Any] = {}
+    for name, cls in types.items():
+        tables = split_up[name].tables
+        # The unnamed instance is always there, at its defaults when the file has none
+        # (an integration may be on without a section: the console).
+        for instance, table in {name: tables.get(name, {}), **tables}.items():
+            sections[instance] = rd.section(instance, table, cls, {}, also=(ROUTE_ONLY,))
     rd.raise_problems()  # shape and type problems first: the checks below rely on the types
+    instances = [(i, t) for s in split_up.values() for i, t in s.tables.items()]
     given = frozenset(
-        [name for name in data if name in known]
+        [name for name in data if name in CORE_SECTIONS]
         + [
             f"{name}.{key}"
             for name in data
-            if isinstance(data[name], Mapping)
+            if name not in types and isinstance(data[name], Mapping)
             for key in data[name]
         ]
+        + [instance for instance, _ in instances]
+        + [f"{instance}.{key}" for instance, table in instances for key in table]
     )
     core = check_core({name: read[name] for name in CORE_SECTIONS}, rd)
     policy = core["policy"]
@@ -222,9 +243,10 @@ def _validate(data: Mapping[str, Any], extra: Sections, rd: Reader) -> Config:
     config = Config(
         source=source,
         **{**core, "policy": replace(policy, rules=rules)},
-        sections={name: read[name] for name in known if name not in CORE_SECTIONS},
+        sections=sections,
         given=given,
         hooks=hooks,
+        route_only=frozenset(i for s in split_up.values() for i in s.route_only),
     )
     config = extra.validate(config, rd)
     rd.raise_problems()

@@ -76,6 +76,9 @@ class RuleSettings:
     remind: tuple[WholeSeconds, ...] = option((), ge=1)
     on_prepare_failure: str = option("hold", choices=("hold", "approve"))
     remind_after: tuple[WholeSeconds, ...] = option((), ge=1)
+    # The instances that hear the rule's events ("slack.dba"); None: every instance not
+    # route_only. Checked against the integrations' sections by integrations/registry.py.
+    notify: tuple[str, ...] | None = None
 
 
 # The keys that narrow which events a rule matches; a rule without any matches them all.

@@ -83,6 +83,22 @@ class Reader:
         self.problems: list[str] = []
         self.warnings: list[str] = []
         self._from_file: set[str] = set()  # secrets given as `key_file`
+        self._scope: tuple[str, str] | None = None  # (section, instance): see scope()
+
+    def scope(self, section: str | None, instance: str | None) -> None:
+        """Until scope(None, None): a key "section.x" that error(), required() and
+        secret_key() are given means "instance.x" (an integration's checks, written for
+        `[slack]`, run over `[slack.dba]`: config/instances.py)."""
+        self._scope = (section, instance) if section and instance else None
+        self.env.rename = self._key
+
+    def _key(self, key: str) -> str:
+        if self._scope is None:
+            return key
+        section, instance = self._scope
+        if key.startswith(f"{section}.") and not key.startswith(f"{instance}."):
+            return f"{instance}.{key[len(section) + 1 :]}"
+        return key
 
     def raise_problems(self) -> None:
         """Raise one ConfigError carrying every problem so far, if there is any."""
@@ -93,18 +109,28 @@ class Reader:
             raise ConfigError(f"{self.source}: {len(self.problems)} problems:{lines}")
 
     def error(self, key: str, message: str) -> None:
-        self.problems.append(f"{key}: {message}")
+        self.problems.append(f"{self._key(key)}: {message}")
 
     def secret_key(self, key: str) -> str:
         """The key a secret was given by: `key`, or `key_file` (for errors about its value)."""
+        key = self._key(key)
         return f"{key}_file" if key in self._from_file else key
 
     def required(self, key: str, when: str) -> None:
         """`key` is empty but needed; say why it is empty when an env variable emptied it."""
+        key = self._key(key)
         self.problems.append(f"{key} is empty{self.env.why_empty(key)}; it is required {when}")
 
-    def section(self, name: str, raw: Any, cls: type[_T], defaults: Mapping[str, Any]) -> _T:
-        """Build `cls` from the table `raw` (absent: {}); `defaults` override class defaults."""
+    def section(
+        self,
+        name: str,
+        raw: Any,
+        cls: type[_T],
+        defaults: Mapping[str, Any],
+        also: tuple[str, ...] = (),
+    ) -> _T:
+        """Build `cls` from the table `raw` (absent: {}); `defaults` override class defaults.
+        `also`: keys the caller read out of `raw` itself, named among the known ones."""
         if not isinstance(raw, Mapping):
             self.problems.append(f"[{name}] must be a table, got {type(raw).__name__}")
             raw = {}
@@ -122,6 +148,7 @@ class Reader:
                     values[f.name] = self._value(kind, raw[f.name], key, f.metadata)
                 except ValueError as exc:
                     self.error(key, str(exc))
+        known.extend(also)
         for k in raw:
             if k not in known:
                 hint = did_you_mean(k, known)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hmac
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from sebridge.kernel.errors import ConfigError
 
@@ -88,6 +88,8 @@ class Expander:
         self._empty: dict[str, list[str]] = {}
         # Each variable's value read into a secret ("Bearer ${TOKEN}": TOKEN's alone too).
         self.secret_parts: list[str] = []
+        # What a key asked of why_empty() means: the Reader's scope (an instance's checks).
+        self.rename: Callable[[str], str] = lambda key: key
 
     def expand(self, text: str, key: str, *, secret: bool = False) -> str:
         """Return `text` interpolated. Raises ValueError (without the value if `secret`)."""
@@ -118,6 +120,7 @@ class Expander:
 
     def why_empty(self, key: str) -> str:
         """ " (environment variable X is not set)" when interpolation emptied `key`, else ""."""
+        key = self.rename(key)
         reasons = self._empty.get(key, []) + self._empty.get(f"{key}_file", [])
         return f" ({', '.join(dict.fromkeys(reasons))})" if reasons else ""
 

@@ -15,7 +15,7 @@ See docs/ARCHITECTURE.md, "Poll".
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -62,6 +62,7 @@ class Daemon:
             None: built-in rules with the default keys.
         metrics: what the daemon counts (default: a registry of its own).
         hook_mask: the secrets hooks' output must not show (config/masked.py).
+        route_only: the sinks only a rule's `notify` reaches (model/decision.py: sinks_for).
     """
 
     def __init__(
@@ -80,6 +81,7 @@ class Daemon:
         hooks: Mapping[str, HookCommand] | None = None,
         metrics: Metrics | None = None,
         hook_mask: Masker | None = None,
+        route_only: Collection[str] = (),
     ) -> None:
         self.imds = imds
         self.store = store
@@ -87,6 +89,7 @@ class Daemon:
         store.on_transition(self.metrics.transition_recorded)
         imds.on_request(self.metrics.imds_requested)  # each attempt, retries apart
         self._sink_names = tuple(sinks)
+        self._route_only = frozenset(route_only)
         self.policy = policy or build_policy(PolicyConfig())
         if not vm_name:
             raise ValueError("the daemon needs this VM's name (cli/runtime.py: vm_name)")
@@ -156,9 +159,9 @@ class Daemon:
         """This VM's name, as IMDS's Resources spell it."""
         return self._vm_name
 
-    def sinks_for(self, action: str) -> tuple[str, ...]:
-        """The sinks an event with this policy action is delivered to (policy.sinks_for)."""
-        return sinks_for(action, self._sink_names)
+    def sinks_for(self, decision: Decision) -> tuple[str, ...]:
+        """The sinks an event with this decision is delivered to (model/decision.py)."""
+        return sinks_for(decision, self._sink_names, self._route_only)
 
     def tick(self) -> TickResult:
         """One poll, end to end."""
@@ -306,7 +309,7 @@ class Daemon:
                 if decision.action == APPROVE:
                     approvals.append(Approval(t.event_id, "policy", "policy", now))
         deliveries = [
-            (t, self.sinks_for(self._decision(t.event_id, decisions).action)) for t in transitions
+            (t, self.sinks_for(self._decision(t.event_id, decisions))) for t in transitions
         ]
         recorded = self.store.apply(
             document, deliveries, now, decisions=decisions, approvals=approvals

@@ -34,7 +34,7 @@ from sebridge.kernel.errors import StoreError
 from sebridge.kernel.worker import AT_ONCE, Worker
 from sebridge.model import Transition, TransitionKind
 from sebridge.model.approval import Blocker
-from sebridge.model.decision import ASK
+from sebridge.model.decision import ASK, Decision
 from sebridge.model.leads import REMIND, Lead
 from sebridge.store import EventRecord
 
@@ -62,14 +62,15 @@ class Reminders:
     started, else on the tick's.
 
     Args:
-        sinks_for: the sinks an event's transitions go to, by its policy decision.
+        sinks_for: the sinks an event's transitions go to, by its decision (its
+            action and the rule's notify).
         on_recorded: called after a round that recorded a reminder (wakes the dispatcher).
     """
 
     def __init__(
         self,
         store: ReminderStore,
-        sinks_for: Callable[[str], Sequence[str]],
+        sinks_for: Callable[[Decision], Sequence[str]],
         *,
         clock: Clock = utcnow,
         on_recorded: Callable[[], None] = lambda: None,
@@ -132,7 +133,7 @@ class Reminders:
                 remind_after=None if lead.key == REMIND else lead.seconds,
                 while_held=record.blocker() == Blocker.HELD,
             )
-            sinks = self._sinks_for(record.policy)
+            sinks = self._sinks_for(record.decision)
             recorded += self._store.record_transition(reminder, sinks, now) is not None
             self._said.add((record.event.event_id, lead))  # the store took it (or had it)
         self._next = upcoming

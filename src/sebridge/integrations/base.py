@@ -6,9 +6,10 @@ Slack, ...). It lives in `integrations/<name>/` and may bring, each optional:
 - settings: the frozen dataclass of its `[<name>]` config section (every
   field is a key; config/reader.py reads it), plus `validate()` for checks
   beyond types;
-- a sink (outbound: one attempt per `send()`), delivered under the
-  integration's name: the name is the config section and the outbox key at
-  once, by construction (a sink has no name of its own);
+- a sink (outbound: one attempt per `send()`), delivered under its
+  instance's name: `[slack]` is the instance "slack", `[slack.dba]` the
+  instance "slack.dba", and that name is the config section and the outbox
+  key at once, by construction (a sink has no name of its own);
 - inbound parts, once the daemon exists: HTTP routes on the daemon's one
   server, background services (Slack Socket Mode) and scheduler jobs;
 - a doctor check for `sebridge check`, and a test message for `sebridge
@@ -73,6 +74,8 @@ class Context(Generic[S]):
         settings: the integration's own config section.
         stdout: where console-like sinks write (None: sys.stdout at write time).
         send_test: `sebridge check --send-test` will post a test message after the check.
+        instance: the instance's name ("slack", "slack.dba"): its outbox key, and what
+            its inbound parts are told apart by (`path`, duty names).
     """
 
     settings: S
@@ -80,6 +83,13 @@ class Context(Generic[S]):
     renderer: Renderer
     stdout: TextIO | None = None
     send_test: bool = False
+    instance: str = ""
+
+    def path(self, integration: str, rest: str) -> str:
+        """The instance's HTTP path under `/<integration>/`: "/slack/events" for the
+        unnamed instance, "/slack/dba/events" for `[slack.dba]` (never the same path)."""
+        named = self.instance.partition(".")[2]
+        return f"/{integration}/{named}/{rest}" if named else f"/{integration}/{rest}"
 
 
 class Desk(Protocol):
@@ -137,7 +147,7 @@ class Inbound:
 class Finding:
     """One result of `sebridge check`: ok, or a problem with what to do about it."""
 
-    target: str  # the integration's name
+    target: str  # the integration's name (`sebridge check` says the instance's)
     ok: bool
     message: str
 
@@ -163,12 +173,16 @@ class Integration(Generic[S]):
         title: how messages name it ("Slack").
         settings: the dataclass of its config section, or None for no section.
         outbound: whether `sink()` returns a sink (approval notices go to it).
+        once: why it can be configured only once ("it writes to this process's
+            stdout"); "" (the default): it may also have named instances, `[slack.dba]`,
+            each built from its own section like `[slack]` (integrations/registry.py).
     """
 
     name: ClassVar[str]
     title: ClassVar[str]
     settings: ClassVar[type[Any] | None] = None
     outbound: ClassVar[bool] = False
+    once: ClassVar[str] = ""
 
     def defaults(self) -> S:
         """The settings when the file has no section (every key at its default)."""

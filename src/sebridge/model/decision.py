@@ -6,7 +6,7 @@ The rules that decide are policy/rules.py. See docs/ARCHITECTURE.md, "Policy".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
 from sebridge.model import ScheduledEvent
@@ -49,6 +49,9 @@ class Decision:
         remind_after: seconds after the event was first announced at which it is
             announced again, on the same terms, ascending (model/leads.py).
         on_prepare_failure: "hold" (nothing is POSTed) or "approve" (POST anyway).
+        notify: the instances ("slack.dba") that hear every transition of the event, as
+            the rule's `notify` names them; None: every instance not `route_only`
+            (see `sinks_for`).
     """
 
     action: str
@@ -58,6 +61,7 @@ class Decision:
     remind: tuple[int, ...] = ()
     on_prepare_failure: str = "hold"
     remind_after: tuple[int, ...] = ()
+    notify: tuple[str, ...] | None = None
 
     @property
     def leads(self) -> tuple[Lead, ...]:
@@ -67,7 +71,8 @@ class Decision:
 
 NO_MATCH = Decision(ASK, NO_RULE)
 # The stand-in of an event IMDS lists that sebridge cannot read (model.UnreadableEvent):
-# announced to every sink, never offered for approval (its id is not IMDS's).
+# announced to every sink a rule without `notify` reaches, never offered for approval
+# (its id is not IMDS's).
 UNREADABLE = Decision(INFORM, "an event sebridge cannot read")
 
 
@@ -93,6 +98,16 @@ def offers_anyway(action: str) -> bool:
     return action not in (INFORM, IGNORE)
 
 
-def sinks_for(action: str, sinks: Sequence[str]) -> tuple[str, ...]:
-    """Which sinks hear an event's transitions: none for an ignored event, else all of them."""
-    return () if action == IGNORE else tuple(sinks)
+def sinks_for(
+    decision: Decision, sinks: Sequence[str], route_only: Collection[str] = ()
+) -> tuple[str, ...]:
+    """Which of `sinks` (this agent's outbound instances, in registry order) hear an
+    event's transitions: none for an ignored event; those its rule's `notify` names; else
+    every one not `route_only` (an instance only a rule's notify reaches). A name in
+    `notify` this agent has not configured is not its to deliver (a fleet's agents may
+    differ). See docs/ARCHITECTURE.md, "Integrations"."""
+    if decision.action == IGNORE:
+        return ()
+    if decision.notify is None:
+        return tuple(s for s in sinks if s not in route_only)
+    return tuple(s for s in sinks if s in decision.notify)

@@ -63,6 +63,7 @@ def compile_rule(rule: RuleSettings) -> Rule:
         remind=rule.remind,
         on_prepare_failure=rule.on_prepare_failure,
         remind_after=rule.remind_after,
+        notify=rule.notify,
     )
     return Rule(rule.name, tuple(matchers), decision)
 

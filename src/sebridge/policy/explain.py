@@ -9,12 +9,13 @@ that matched and its decision (or none: ask). Pure; the command
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from sebridge.model import ScheduledEvent
-from sebridge.model.decision import APPROVE, NO_MATCH, Decision, effective
+from sebridge.model.decision import APPROVE, IGNORE, NO_MATCH, Decision, effective
 from sebridge.model.leads import leads_words, unreachable, unreachable_line
 from sebridge.policy.matchers import Facts
 from sebridge.policy.rules import Policy
@@ -54,6 +55,9 @@ class Explanation:
     # When the event was first announced (the store's first sight; an event from a file:
     # `at`): which reminder leads its notice can never reach.
     first_seen: datetime | None = None
+    # Where the event's transitions go: the instances its decision reaches (None: not
+    # asked, no configuration at hand).
+    sinks: tuple[str, ...] | None = None
 
     def lines(self) -> list[str]:
         """For people: the event, each rule looked at, the decision."""
@@ -91,9 +95,21 @@ class Explanation:
                 "  the rule says approve, but the event has started: nothing to approve, "
                 "so it is announced (inform)"
             )
+        out.append(self._sinks_line())
         out.extend(_hooks(d))
         out.append(self._unreachable_line())
         return [line for line in out if line]
+
+    def _sinks_line(self) -> str:
+        """Where its transitions go, and why there ("" when not asked)."""
+        if self.sinks is None:
+            return ""
+        said = ", ".join(self.sinks) or "none"
+        if self.decision.action == IGNORE:
+            return "  sinks: none (ignored)"
+        if self.decision.notify is not None:
+            return f"  sinks: {said} (the rule's notify)"
+        return f"  sinks: {said} (every instance not route_only: the rule has no notify)"
 
     def _unreachable_line(self) -> str:
         """The decision's reminder leads this event's notice can never reach, as its first
@@ -129,7 +145,9 @@ class Explanation:
                 "remind": list(d.remind),
                 "remind_after": list(d.remind_after),
                 "on_prepare_failure": d.on_prepare_failure,
+                "notify": None if d.notify is None else list(d.notify),
             },
+            "sinks": None if self.sinks is None else list(self.sinks),
             "started_approve": self.started_approve,
             "unreachable_reminders": [
                 {lead.key: lead.seconds}
@@ -144,11 +162,14 @@ def explain(
     vm_name: str,
     now: datetime,
     first_seen: datetime | None = None,
+    *,
+    audience: Callable[[Decision], Sequence[str]] | None = None,
 ) -> Explanation:
     """What decide() decides at `now`, and why (the same rules, in the same order): `now`
     is when the event was first seen to explain a recorded decision (a window's answer
     depends on it), or this moment. first_seen: when the event was first announced (its
-    reminders' leads count from then; None: as if at `now`)."""
+    reminders' leads count from then; None: as if at `now`). audience: the sinks a
+    decision reaches (model/decision.py: sinks_for), to say where the event goes."""
     verdicts: list[RuleVerdict] = []
     decision, started_approve = NO_MATCH, False
     facts = Facts(event, vm_name, now)
@@ -161,7 +182,15 @@ def explain(
             started_approve = rule.decision.action == APPROVE and event.started
             break
     return Explanation(
-        event, vm_name, now, policy.builtin, tuple(verdicts), decision, started_approve, first_seen
+        event,
+        vm_name,
+        now,
+        policy.builtin,
+        tuple(verdicts),
+        decision,
+        started_approve,
+        first_seen,
+        None if audience is None else tuple(audience(decision)),
     )
 
 

@@ -176,19 +176,20 @@ _OLD_ACTIONS = {"notify": ASK}
 
 
 def decision_to_json(decision: Decision) -> str:
-    """The events table's `decision` column."""
-    return json.dumps(
-        {
-            "action": decision.action,
-            "rule": decision.rule,
-            "prepare": list(decision.prepare),
-            "recover": list(decision.recover),
-            "remind": list(decision.remind),
-            "remind_after": list(decision.remind_after),
-            "on_prepare_failure": decision.on_prepare_failure,
-        },
-        separators=(",", ":"),
-    )
+    """The events table's `decision` column. `notify` only when the rule routes: a
+    decision without it reaches every instance not route_only (model/decision.py)."""
+    data: dict[str, object] = {
+        "action": decision.action,
+        "rule": decision.rule,
+        "prepare": list(decision.prepare),
+        "recover": list(decision.recover),
+        "remind": list(decision.remind),
+        "remind_after": list(decision.remind_after),
+        "on_prepare_failure": decision.on_prepare_failure,
+    }
+    if decision.notify is not None:
+        data["notify"] = list(decision.notify)
+    return json.dumps(data, separators=(",", ":"))
 
 
 def decision_from_db(text: str, action: str) -> Decision:
@@ -207,4 +208,6 @@ def decision_from_db(text: str, action: str) -> Decision:
         on_prepare_failure=data.get("on_prepare_failure", "hold"),
         # Absent from decisions stored before remind_after existed.
         remind_after=tuple(data.get("remind_after", ())),
+        # Absent from decisions stored before routing: every instance not route_only.
+        notify=tuple(data["notify"]) if "notify" in data else None,
     )

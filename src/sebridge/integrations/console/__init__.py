@@ -29,6 +29,7 @@ class Console(Integration[ConsoleSettings]):
     name = "console"
     title = "console"
     outbound = True
+    once = "it writes to this process's stdout, and the service's log is one"
     settings = ConsoleSettings
 
     def sink(self, ctx: Context[ConsoleSettings]) -> Sink:

@@ -51,7 +51,8 @@ class Jira(Integration[JiraSettings]):
         from sebridge.integrations.jira.watcher import StatusWatcher
 
         # Its own client: the watcher runs on the scheduler's thread, the sink on the dispatcher's.
-        watcher = StatusWatcher(JiraApi(settings), host)
+        # Its duty and job are the instance's: "jira-status", "jira.change-status".
+        watcher = StatusWatcher(JiraApi(settings), host, name=f"{ctx.instance}-status")
         return Inbound(services=[watcher], jobs=[watcher.job()])
 
     def check(self, ctx: Context[JiraSettings]) -> Sequence[Finding]:

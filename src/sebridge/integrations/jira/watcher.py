@@ -53,8 +53,9 @@ class StatusWatcher:
     Also a Service, so the daemon closes its connection when it stops.
     """
 
-    def __init__(self, api: JiraApi, host: Host) -> None:
+    def __init__(self, api: JiraApi, host: Host, *, name: str = "jira-status") -> None:
         self._api = api
+        self._name = name  # the job's, and its duty's in a fleet
         self._s = api.settings
         self._host = host
         self._refused: set[str] = set()  # issue keys already told why not
@@ -63,7 +64,7 @@ class StatusWatcher:
     def job(self) -> Job:
         """The scheduler job: one search every poll_interval seconds."""
         # One agent of a fleet searches: N agents would each see and act on every match.
-        return Job("jira-status", self._s.poll_interval, self.run, single_holder=True)
+        return Job(self._name, self._s.poll_interval, self.run, single_holder=True)
 
     def start(self) -> None:
         """Nothing to start: the job connects on its first search."""

@@ -29,6 +29,7 @@ class Kubernetes(Integration[KubernetesSettings]):
     name = "kubernetes"
     title = "Kubernetes"
     outbound = True
+    once = "it keeps one condition on this VM's node"
     settings = KubernetesSettings
 
     def validate(self, settings: KubernetesSettings, rd: Reader, core: Core) -> KubernetesSettings:

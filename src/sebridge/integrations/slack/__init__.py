@@ -56,7 +56,7 @@ class Slack(Integration[SlackSettings]):
         from sebridge.integrations.slack.wiring import click_inbound
 
         assert isinstance(sink, SlackSink)  # built by sink() above
-        return click_inbound(ctx.settings, ctx.core.dry_run, host, sink)
+        return click_inbound(ctx, host, sink)
 
     def check(self, ctx: Context[SlackSettings]) -> Sequence[Finding]:
         from sebridge.integrations.slack.doctor import check_slack

@@ -1,7 +1,10 @@
 """The click path back to the approver: Socket Mode, or HTTP mode's /slack/events.
 
 Socket Mode when slack.app_token is set (no inbound port); otherwise HTTP
-mode, Bolt behind POST /slack/events on the daemon's HTTP server.
+mode, Bolt behind POST /slack/events on the daemon's HTTP server. Each
+instance has its own: `[slack.dba]` its own Socket Mode connection (its own
+duty, "slack.dba.socket"), or its own path, /slack/dba/events, verified with
+its own signing secret.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from sebridge.engine.services import Service, SingleHolder
-from sebridge.integrations.base import Host, Inbound
+from sebridge.integrations.base import Context, Host, Inbound
 from sebridge.integrations.slack.actions import SlackActions
 from sebridge.integrations.slack.approvers import SlackApprovers
 from sebridge.integrations.slack.bolt import SocketModeService, build_bolt_app, slack_wsgi_app
@@ -24,8 +27,10 @@ from sebridge.store.records import EventRecord
 __all__ = ["SlackClickService", "click_inbound"]
 
 
-def click_inbound(slack: SlackSettings, dry_run: bool, daemon: Host, sink: SlackSink) -> Inbound:
-    """What receives Slack clicks for this daemon: a service, and a route in HTTP mode."""
+def click_inbound(ctx: Context[SlackSettings], daemon: Host, sink: SlackSink) -> Inbound:
+    """What receives one instance's Slack clicks for this daemon: a service, and a route
+    in HTTP mode (the instance's name tells its route and duty apart)."""
+    slack, dry_run = ctx.settings, ctx.core.dry_run
     client = sink.client
 
     def show_state(channel: str, ts: str, record: EventRecord, note: str) -> None:
@@ -54,7 +59,7 @@ def click_inbound(slack: SlackSettings, dry_run: bool, daemon: Host, sink: Slack
         # At most socket_connections agents of a fleet connect (Slack allows 10 per app);
         # when one dies, a standby agent connects in its place.
         socket = SingleHolder(
-            "slack.socket",
+            f"{ctx.instance}.socket",
             slack.socket_connections,
             lambda: SocketModeService(app, token, slack.api_url),
         )
@@ -62,7 +67,7 @@ def click_inbound(slack: SlackSettings, dry_run: bool, daemon: Host, sink: Slack
     secret = slack.signing_secret.reveal()
     app = build_bolt_app(client, actions, executor, signing_secret=secret)
     return Inbound(
-        routes={"/slack/events": guarded(slack_wsgi_app(app), secret)},
+        routes={ctx.path("slack", "events"): guarded(slack_wsgi_app(app), secret)},
         services=[SlackClickService(None, executor)],
     )
 
