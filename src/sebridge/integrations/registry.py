@@ -24,6 +24,7 @@ from sebridge.integrations.kubernetes import Kubernetes
 from sebridge.integrations.render import Renderer
 from sebridge.integrations.slack import Slack
 from sebridge.integrations.teams import Teams
+from sebridge.integrations.webhook import Webhook
 
 __all__ = [
     "REGISTRY",
@@ -45,6 +46,7 @@ REGISTRY: tuple[Integration[Any], ...] = (
     Teams(),
     Jira(),
     Kubernetes(),
+    Webhook(),
 )
 
 
