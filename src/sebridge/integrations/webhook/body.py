@@ -6,7 +6,8 @@ on them until the version changes (README, "Webhook"). A template is a Jinja2 fi
 given by the operator (`template`): it renders the body from the same record, its
 `vars` and `schema`; no autoescape (a body is JSON, not HTML): `tojson` writes a
 value as JSON, every character outside ASCII as its \\u escape, so no text IMDS
-sends can break the body or reach a receiver as a control character. A template
+sends can break the body or reach a receiver as a control character; `utc`
+writes one of the record's times as "2026-11-27 08:14 UTC". A template
 that renders only whitespace skips the transition: nothing is posted (a PagerDuty
 alert template skips events nobody is paged for). The template runs in Jinja's
 sandbox: it reads its context, nothing else.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ from sebridge.integrations.samples import sample_messages
 from sebridge.kernel.errors import PermanentDeliveryError
 from sebridge.model.message import Message, shown
 
-__all__ = ["SCHEMA", "Body", "default_body", "to_json"]
+__all__ = ["SCHEMA", "Body", "default_body", "to_json", "utc"]
 
 SCHEMA = "sebridge.transition/1"
 JSON = "application/json"
@@ -42,6 +44,26 @@ def public(message: Message) -> dict[str, Any]:
     """The record a body is made of: the schema, then the JSON line's fields, IMDS's text
     made displayable and bounded (model/message.py: shown)."""
     return {"schema": SCHEMA, **record(shown(message), maybe_repeat=message.maybe_sent)}
+
+
+def _tojson(value: Any) -> str:
+    """The templates' `tojson`: a name the context lacks is an error, not a JSON value."""
+    if isinstance(value, jinja2.Undefined):
+        str(value)  # StrictUndefined raises, naming what is missing
+    return to_json(value)
+
+
+def utc(value: Any) -> str:
+    """An ISO 8601 time of the record as "2026-11-27 08:14 UTC"; other text as it is."""
+    if not isinstance(value, str):
+        return "" if value is None else str(value)
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return value  # IMDS's own text (not_before_text)
+    if moment.tzinfo is None:
+        return value
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def default_body(message: Message) -> str:
@@ -75,7 +97,7 @@ class Body:
                 trim_blocks=True,
                 lstrip_blocks=True,
             )
-            env.filters["tojson"] = to_json
+            env.filters.update(tojson=_tojson, utc=utc)
             try:
                 source = Path(path).read_text(encoding="utf-8")
                 self._template = env.from_string(source)

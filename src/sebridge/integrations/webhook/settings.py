@@ -74,11 +74,10 @@ def validate(s: WebhookSettings, rd: Reader, name: str) -> WebhookSettings:
     except ValueError as exc:
         rd.error(rd.secret_key(f"{name}.url"), str(exc))
     if not s.secret:
-        rd.error(
+        rd.required(
             f"{name}.secret",
-            "is required: every delivery is signed (Standard Webhooks); give the receiver the"
-            f" same key; make one with: {MAKE_KEY} (a receiver that checks nothing ignores the"
-            " signature headers)",
+            "to sign every delivery (Standard Webhooks; a receiver that checks nothing ignores"
+            f" the signature headers): make one with {MAKE_KEY}, and give the receiver the same",
         )
     else:
         _check_keys(s.secret.reveal(), rd, rd.secret_key(f"{name}.secret"))
