@@ -413,6 +413,29 @@ def test_a_loopback_http_url_a_duration_and_a_rotation_are_accepted() -> None:
     assert "Bearer abcdefghijkl" in masked and "abcdefghijkl" in masked
 
 
+def test_each_key_of_a_rotation_is_masked_in_a_hook_output() -> None:
+    new, old = new_key(), new_key()
+    config = config_from_mapping(
+        {"webhook": {"url": "https://hooks.example.net/x", "secret": f"{new} {old}"}}, environ={}
+    )
+    masked = secret_values(config)
+    assert new in masked and old in masked
+
+
+def test_a_command_that_sends_nothing_reads_no_secret_of_the_section() -> None:
+    section = {
+        "url": "${WEBHOOK_URL}",
+        "secret": "${WEBHOOK_SECRET}",
+        "headers": {"Authorization": "Bearer ${HOOK_TOKEN}"},
+        "vars": {"routing_key": "${PD_ROUTING_KEY}"},
+    }
+    config = config_from_mapping({"webhook": section}, environ={}, read_secrets=False)
+    settings = config.section("webhook")
+    assert WEBHOOK.enabled(settings, True)
+    assert settings.url.is_unread and settings.headers["Authorization"].is_unread
+    assert settings.vars["routing_key"].is_unread
+
+
 def test_an_unset_variable_in_a_header_is_an_error() -> None:
     with pytest.raises(ConfigError, match=r"webhook\.headers\.Authorization: environment variable"):
         config_from_mapping(

@@ -26,6 +26,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from sebridge.integrations.jsonl.sink import record
 from sebridge.integrations.samples import sample_messages
+from sebridge.kernel import redact
 from sebridge.kernel.errors import PermanentDeliveryError
 from sebridge.model.message import Message, shown
 
@@ -122,9 +123,10 @@ class Body:
         try:
             text = self._template.render(record=data, vars=self._vars, schema=SCHEMA)
         except (jinja2.TemplateError, TypeError, ValueError, AttributeError) as exc:
+            said = redact.scrub(str(exc), self._vars.values())  # a var may be a key
             raise PermanentDeliveryError(
                 f"{self._name}: template {self._path} failed on a {data['transition']}"
-                f" transition: {type(exc).__name__}: {exc}"
+                f" transition: {type(exc).__name__}: {said}"
             ) from None
         if not text.strip():
             return ""

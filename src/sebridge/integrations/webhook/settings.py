@@ -80,7 +80,10 @@ def validate(s: WebhookSettings, rd: Reader, name: str) -> WebhookSettings:
             f" the signature headers): make one with {MAKE_KEY}, and give the receiver the same",
         )
     else:
-        _check_keys(s.secret.reveal(), rd, rd.secret_key(f"{name}.secret"))
+        keys = signing_keys(s.secret.reveal())
+        _check_keys(keys, rd, rd.secret_key(f"{name}.secret"))
+        if len(keys) > 1:  # each key alone is a secret too: a hook's output masks it
+            rd.env.secret_parts.extend(keys)
     _check_template(s.template, rd, name)
     for header, value in s.headers.items():
         key = f"{name}.headers.{header}"
@@ -93,9 +96,8 @@ def validate(s: WebhookSettings, rd: Reader, name: str) -> WebhookSettings:
     return replace(s, url=Secret(s.url.reveal().strip()))
 
 
-def _check_keys(secret: str, rd: Reader, key: str) -> None:
+def _check_keys(keys: list[str], rd: Reader, key: str) -> None:
     """Each key `whsec_` + base64 of 24 to 64 bytes; errors never show a key, nor its length."""
-    keys = signing_keys(secret)
     for n, one in enumerate(keys, 1):
         which = f"key {n} of {len(keys)}" if len(keys) > 1 else "the key"
         if not one.startswith(KEY_PREFIX):
