@@ -19,7 +19,7 @@ import pytest
 
 from fakes.webhook import FakeWebhook
 from helpers import run_cli, toml_str, write_config
-from rigs.base import registered
+from rigs.base import assert_displayable, registered, strings
 from rigs.webhook import new_key
 from sebridge.cli.main import main
 from sebridge.config.masked import secret_values
@@ -352,6 +352,32 @@ def test_the_chat_template_posts_one_line_without_imds_free_text(hook: FakeWebho
     assert list(body) == ["text"]
     assert body["text"].startswith("Reboot of web1, web2 at 2026-11-23 12:15 UTC: scheduled")
     assert "https://v/approve/a" in body["text"] and "@channel" not in body["text"]
+
+
+@pytest.mark.parametrize("name", ["pagerduty.json.j2", "pagerduty-change.json.j2", "chat.json.j2"])
+def test_the_shipped_templates_keep_hostile_text_bounded_and_valid(
+    hook: FakeWebhook, name: str
+) -> None:
+    text = '\x1b[2J\u202e"}{\\ @channel <!here>\ud800' + "é" * 40_000
+    e = ScheduledEvent(
+        "E1" + text,
+        "Reboot" + text,
+        "Scheduled",
+        tuple(f"vm{i}{text[:300]}" for i in range(200)),
+        not_before_text=text,
+        description=text,
+    )
+    sink = pagerduty(hook, name)
+    for kind, policy in [("scheduled", "ask"), ("scheduled", "inform"), ("completed", "ask")]:
+        sink.send(message(kind, policy, e=e, actor=text))
+    assert hook.bodies and all(p.status == 204 for p in hook.posts)
+    assert all(p.raw.isascii() for p in hook.posts)
+    assert_displayable([s for body in hook.bodies for s in strings(body)])
+    for body in hook.bodies:
+        if "dedup_key" in body:
+            assert len(body["dedup_key"]) <= 255
+        if "payload" in body:
+            assert len(body["payload"]["summary"]) <= 1024
 
 
 def test_extra_headers_are_sent_and_content_type_may_be_set(hook: FakeWebhook) -> None:
