@@ -1,7 +1,7 @@
 """The contract every integration keeps, run by each one (Alertmanager's notify/test/test.go).
 
-Every integration in the registry, and the throwaway webhook a newcomer adds
-(tests/throwaway/webhook), through its rig (integration_rigs.py): its fake on
+Every integration in the registry, and the throwaway JSON webhook a newcomer adds
+(tests/throwaway/jsonpost), through its rig (integration_rigs.py): its fake on
 127.0.0.1, its sink built from its config section. Hostile text arrives bounded
 and escaped its API's way; the one status mapping holds end to end (2xx delivered,
 other 4xx permanent, 408/429/5xx and no answer retried, after Retry-After when

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import throwaway.webhook
+import throwaway.jsonpost
 from fakes.webhook import FakeWebhook
 from helpers import cli_env, query, run_cli, toml_str, write_config
 from sebridge.cli.runtime import build_daemon, build_sinks
@@ -24,7 +24,7 @@ from sebridge.model.decision import Decision
 SRC = Path(__file__).resolve().parent.parent / "src" / "sebridge"
 INTEGRATIONS = SRC / "integrations"
 # A JSON webhook, written the way a newcomer would: its folder is all it brings.
-THROWAWAY = Path(throwaway.webhook.__file__).parent
+THROWAWAY = Path(throwaway.jsonpost.__file__).parent
 NAMES = {i.name for i in REGISTRY}
 
 
@@ -141,7 +141,7 @@ def test_a_new_integration_is_its_folder_and_one_registry_entry(tmp_path: Path) 
     shutil.copytree(SRC, package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(
         THROWAWAY,
-        package / "integrations" / "webhook",
+        package / "integrations" / "jsonpost",
         ignore=shutil.ignore_patterns("__pycache__"),
     )
     registry = package / "integrations" / "registry.py"
@@ -149,13 +149,13 @@ def test_a_new_integration_is_its_folder_and_one_registry_entry(tmp_path: Path) 
     text = text.replace(
         "from sebridge.integrations.teams import Teams\n",
         "from sebridge.integrations.teams import Teams\n"
-        "from sebridge.integrations.webhook import Webhook\n",
+        "from sebridge.integrations.jsonpost import JsonPost\n",
     )
-    text = text.replace("    Kubernetes(),\n", "    Kubernetes(),\n    Webhook(),\n")
+    text = text.replace("    Kubernetes(),\n", "    Kubernetes(),\n    JsonPost(),\n")
     registry.write_text(text)
     assert _tree_differences(SRC, package) == [
+        "integrations/jsonpost",
         "integrations/registry.py",
-        "integrations/webhook",
     ]
     with FakeWebhook() as hook, Simulator(port=0, vm_name="vm0") as sim:
         event_id = sim.schedule("Reboot")
@@ -163,13 +163,13 @@ def test_a_new_integration_is_its_folder_and_one_registry_entry(tmp_path: Path) 
             tmp_path / "c.toml",
             endpoint=sim.url,
             db=tmp_path / "s.db",
-            extra=f"[webhook]\nurl = {toml_str(hook.url)}\n",
+            extra=f"[jsonpost]\nurl = {toml_str(hook.url)}\n",
         )
         env = cli_env(PYTHONPATH=str(tmp_path / "src"))
         checked = run_cli("check", "--config", str(config), env=env)
         assert checked.returncode == 0, checked.stderr
-        assert "sinks: webhook" in checked.stdout
+        assert "sinks: jsonpost" in checked.stdout
         once = run_cli("once", "--config", str(config), env=env)
         assert once.returncode == 0, once.stderr
     assert hook.bodies == [{"transition": "scheduled", "event_id": event_id}]
-    assert query(tmp_path / "s.db", "SELECT sink, state FROM outbox") == [("webhook", "delivered")]
+    assert query(tmp_path / "s.db", "SELECT sink, state FROM outbox") == [("jsonpost", "delivered")]

@@ -89,6 +89,8 @@ EXPECTED_MODULES = frozenset(
         "integrations.slack.settings",
         "integrations.teams",
         "integrations.teams.settings",
+        "integrations.webhook",
+        "integrations.webhook.settings",
         "kernel",
         "kernel.backoff",
         "kernel.clock",

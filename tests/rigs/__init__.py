@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rigs.base import MARKUP, Rig
 from rigs.jira import JiraRig
+from rigs.jsonpost import JsonPostRig
 from rigs.kubernetes import KubernetesRig
 from rigs.local import ConsoleRig, JsonlRig
 from rigs.slack import SlackRig
@@ -25,4 +26,5 @@ RIGS: tuple[type[Rig], ...] = (
     JiraRig,
     KubernetesRig,
     WebhookRig,
+    JsonPostRig,
 )

@@ -270,6 +270,8 @@ def _plain(value: Any) -> Any:
         return str(value)
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
+    if isinstance(value, Mapping):  # a table: of strings as they are, of secrets as ***
+        return {k: _plain(v) for k, v in value.items()}
     if is_dataclass(value) and not isinstance(value, type):
         return {k: _plain(v) for k, v in asdict(value).items()}
     return value

@@ -5,14 +5,15 @@ store, the log and the approval page. Whatever it prints of sebridge's own
 secrets is masked before any of them sees it (kernel/redact.py: Masker;
 docs/ARCHITECTURE.md, "Readiness hooks"): every `Secret` of every section
 (Slack's tokens, Jira's, the Teams webhook URL and the pieces of it a server
-echoes, `link_secret`), whether inline, from `${VAR}` or from a `*_file`; each
+echoes, `link_secret`, a webhook's signing keys, extra headers and template
+variables), whether inline, from `${VAR}` or from a `*_file`; each
 variable's own value read into a secret ("Bearer ${TOKEN}"); and the store
 URL's password, with libpq's PGPASSWORD beside a PostgreSQL URL.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import fields, is_dataclass
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
@@ -46,6 +47,9 @@ def _secrets(value: Any) -> Iterator[Secret]:
         yield value
     elif isinstance(value, list | tuple):
         for item in value:
+            yield from _secrets(item)
+    elif isinstance(value, Mapping):  # a table of secrets (a webhook's extra headers)
+        for item in value.values():
             yield from _secrets(item)
     elif is_dataclass(value) and not isinstance(value, type):
         for f in fields(value):

@@ -2,7 +2,8 @@
 
 A dataclass field is a config key: its annotation says how to read it (bool,
 int, float, str, tuple[str, ...], tuple[int, ...], Mapping[str, str] (a table of
-strings, each value `key.NAME`), Secret, another such
+strings, each value `key.NAME`), Mapping[str, Secret] (the same, each value a
+secret: extra headers that may carry a token), Secret, another such
 dataclass (a nested table), a tuple of them (an array of tables, each named
 `key[N]` from 1), or `X | None`: None when the key is absent), its default is the key's default,
 and its metadata (see `option`) holds limits and choices. A choice matches
@@ -164,6 +165,8 @@ class Reader:
         item = typing.get_args(kind)[0] if typing.get_origin(kind) is tuple else None
         if dataclasses.is_dataclass(kind) or dataclasses.is_dataclass(item):
             return self._tables(kind, item, raw, key)
+        if kind == Mapping[str, Secret]:
+            return self._secret_table(raw, key)
         if is_seconds(kind):
             kind, raw = typing.get_args(kind)[0], _seconds(raw, kind)
         if item is not None and (is_seconds(item) or item in (int, float)):
@@ -212,6 +215,16 @@ class Reader:
                 )
             return {name: self.env.expand(value, f"{key}.{name}") for name, value in raw.items()}
         raise TypeError(f"{key}: no reader for {kind!r}")  # a field type this module lacks
+
+    def _secret_table(self, raw: Any, key: str) -> dict[str, Secret]:
+        """A table of secrets: each value read as a secret is (`${VAR}` unset: an error)."""
+        if not isinstance(raw, Mapping):
+            raise ValueError(
+                f'expected a table of strings, e.g. {{ A = "b" }}, got {_describe(raw)}'
+            )
+        if not self.read_secrets:  # only known to be set, as any secret is then
+            return {name: Secret.unread(f"{key}.{name}") for name in raw}
+        return {name: Secret(self._string(raw, name, f"{key}.{name}", secret=True)) for name in raw}
 
     def _secret(
         self, raw: Mapping[str, Any], section: str, name: str, meta: Mapping[str, Any]

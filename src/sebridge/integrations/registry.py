@@ -31,6 +31,7 @@ from sebridge.integrations.kubernetes import Kubernetes
 from sebridge.integrations.render import Renderer
 from sebridge.integrations.slack import Slack
 from sebridge.integrations.teams import Teams
+from sebridge.integrations.webhook import Webhook
 from sebridge.model.decision import Decision, sinks_for
 
 __all__ = [
@@ -57,6 +58,7 @@ REGISTRY: tuple[Integration[Any], ...] = (
     Teams(),
     Jira(),
     Kubernetes(),
+    Webhook(),
 )
 
 

@@ -18,12 +18,12 @@ from sebridge.integrations.base import Finding, TrialNote
 from sebridge.integrations.jsonl.sink import hook_fields
 from sebridge.kernel.clock import utcnow
 
-__all__ = ["send_trial"]
+__all__ = ["send_trial", "trial_line"]
 
 
 def send_trial(path: str, note: TrialNote, stream: TextIO | None) -> Finding:
     """Write the test line to `path` ("-": `stream`, else stdout)."""
-    line = json.dumps(_line(note), separators=(",", ":"), ensure_ascii=False)
+    line = json.dumps(trial_line(note), separators=(",", ":"), ensure_ascii=False)
     if path == "-":
         out = stream or sys.stdout
         out.write(line + "\n")
@@ -44,7 +44,8 @@ def send_trial(path: str, note: TrialNote, stream: TextIO | None) -> Finding:
     return Finding("jsonl", True, f'test line appended to {path} ("transition":"test")')
 
 
-def _line(note: TrialNote) -> dict[str, object]:
+def trial_line(note: TrialNote) -> dict[str, object]:
+    """The test line's keys and values (a webhook's test delivery posts them too)."""
     return {
         "ts": utcnow().isoformat(),
         "transition_id": 0,

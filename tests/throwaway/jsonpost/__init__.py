@@ -2,7 +2,7 @@
 
 Written the way docs/ARCHITECTURE.md ("Adding an integration") tells a newcomer to:
 this folder is all it brings beside one line in the registry. tests/test_registry.py
-copies it into a copy of the package as integrations/webhook/ and runs the CLI with it;
+copies it into a copy of the package as integrations/jsonpost/ and runs the CLI with it;
 tests/test_integration_contract.py runs it through the contract every integration runs.
 """
 
@@ -25,8 +25,8 @@ _UNSET = Secret()  # immutable: one default serves every instance
 
 
 @dataclass(frozen=True)
-class WebhookSettings:
-    """[webhook]: on when url is set; the URL is a secret (it may carry a token)."""
+class JsonPostSettings:
+    """[jsonpost]: on when url is set; the URL is a secret (it may carry a token)."""
 
     url: Secret = _UNSET
     timeout: float = 5.0
@@ -36,7 +36,7 @@ class WebhookSettings:
         return bool(self.url)
 
 
-class WebhookSink:
+class JsonPostSink:
     """POSTs `{"transition": ..., "event_id": ...}` for each transition."""
 
     def __init__(self, url: str, timeout: float) -> None:
@@ -54,23 +54,23 @@ class WebhookSink:
             exc.close()
             failure = RULES.failure(exc.code, dict(exc.headers.items()))
             if failure is not None:
-                raise failure.error(f"webhook: answered HTTP {exc.code}") from None
+                raise failure.error(f"jsonpost: answered HTTP {exc.code}") from None
         except NO_ANSWER as exc:
             said = scrub(str(exc), url_secrets(self._url))
-            raise UNANSWERED.error(f"webhook: cannot reach it: {said}") from None
+            raise UNANSWERED.error(f"jsonpost: cannot reach it: {said}") from None
         return None
 
     def close(self) -> None:
         """Nothing held open between posts."""
 
 
-class Webhook(Integration[WebhookSettings]):
-    """The JSON webhook."""
+class JsonPost(Integration[JsonPostSettings]):
+    """The JSON webhook (a throwaway: sebridge's own is integrations/webhook)."""
 
-    name = "webhook"
+    name = "jsonpost"
     title = "JSON webhook"
     outbound = True
-    settings = WebhookSettings
+    settings = JsonPostSettings
 
-    def sink(self, ctx: Context[WebhookSettings]) -> WebhookSink:
-        return WebhookSink(ctx.settings.url.reveal(), ctx.settings.timeout)
+    def sink(self, ctx: Context[JsonPostSettings]) -> JsonPostSink:
+        return JsonPostSink(ctx.settings.url.reveal(), ctx.settings.timeout)
