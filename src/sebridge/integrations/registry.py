@@ -18,6 +18,7 @@ from sebridge.config.loader import Config
 from sebridge.config.reader import Reader
 from sebridge.integrations.base import Context, Core, Integration
 from sebridge.integrations.console import Console
+from sebridge.integrations.email import Email
 from sebridge.integrations.jira import Jira
 from sebridge.integrations.jsonl import Jsonl
 from sebridge.integrations.kubernetes import Kubernetes
@@ -44,6 +45,7 @@ REGISTRY: tuple[Integration[Any], ...] = (
     Slack(),
     Teams(),
     Jira(),
+    Email(),
     Kubernetes(),
 )
 
