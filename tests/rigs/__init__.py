@@ -7,6 +7,7 @@ brings its folder and a line in the registry; the contract checks that none is m
 from __future__ import annotations
 
 from rigs.base import MARKUP, Rig
+from rigs.email import EmailRig
 from rigs.jira import JiraRig
 from rigs.kubernetes import KubernetesRig
 from rigs.local import ConsoleRig, JsonlRig
@@ -23,6 +24,7 @@ RIGS: tuple[type[Rig], ...] = (
     SlackRig,
     TeamsRig,
     JiraRig,
+    EmailRig,
     KubernetesRig,
     WebhookRig,
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import format_datetime
@@ -79,6 +79,7 @@ class MailBuilder:
         clock: Clock = utcnow,
     ) -> None:
         self._renderer = renderer
+        renderer.add_filters(hhmm=_hhmm, plain=_plain)
         self._sender, self._to, self._domain = sender, to, domain
         self._section = section
         self._clock = clock
@@ -95,7 +96,7 @@ class MailBuilder:
         own = message_id(message, self._domain)
         mail["Message-ID"] = own
         if thread is not None:
-            mail["Subject"] = clip("Re: " + thread.data.get(_SUBJECT_KEY, subject), SUBJECT_LIMIT)
+            mail["Subject"] = "Re: " + thread.data.get(_SUBJECT_KEY, subject)
             mail["In-Reply-To"] = thread.external_id
             mail["References"] = thread.external_id
         else:
@@ -140,6 +141,16 @@ class MailBuilder:
             "held": message.held,
             "next": message.outlook(now),
         }
+
+
+def _hhmm(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%H:%M")
+
+
+def _plain(value: object) -> str:
+    """A macro's output as plain text, for the HTML template to escape: called from an
+    autoescaped template, a macro of a plain one returns its text marked safe."""
+    return str(value)
 
 
 def samples(vm: str = "vm1") -> list[Message]:

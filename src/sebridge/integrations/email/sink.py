@@ -13,7 +13,6 @@ sending again would repeat the mail to those who got it.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 
 from sebridge.integrations.email.errors import refused_some
 from sebridge.integrations.email.mail import MailBuilder
@@ -29,10 +28,6 @@ __all__ = ["EmailSink"]
 log = logging.getLogger(__name__)
 
 
-def _hhmm(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%H:%M")
-
-
 class EmailSink:
     """Mails each transition to the section's recipients.
 
@@ -43,7 +38,6 @@ class EmailSink:
     def __init__(
         self, settings: EmailSettings, renderer: Renderer, section: str, clock: Clock = utcnow
     ) -> None:
-        renderer.add_filters(hhmm=_hhmm)
         self.server = SmtpServer(settings, section)
         self.mails = MailBuilder(
             renderer,
