@@ -135,6 +135,7 @@ class FakeSmtp:
             byte), or "none".
         cert: the server's certificate (default: one for 127.0.0.1 and localhost).
         users: user -> password accepted by AUTH PLAIN and LOGIN; None: AUTH not offered.
+        mechanisms: the AUTH mechanisms offered (smtplib prefers PLAIN to LOGIN).
     """
 
     def __init__(
@@ -142,13 +143,14 @@ class FakeSmtp:
         tls: str = "starttls",
         cert: Certificate | None = None,
         users: dict[str, str] | None = None,
+        mechanisms: tuple[str, ...] = ("PLAIN", "LOGIN"),
     ) -> None:
         self.cert = cert or certificate("127.0.0.1", "localhost")
         self.users = users
         self.mails: list[Received] = []
         self.replies: list[str] = []
         self.holds: list[threading.Event] = []
-        self.logins: list[tuple[str, bool]] = []  # (user, accepted)
+        self.logins: list[tuple[str, str, bool]] = []  # (mechanism, user, accepted)
         self.signed_in: dict[int, str] = {}
         self.refuse_logins = 0  # sessions whose sign-ins are refused, whatever the password
         self._refusing: set[int] = set()  # those sessions (smtplib tries every mechanism)
@@ -161,7 +163,11 @@ class FakeSmtp:
         options: dict[str, Any] = {"server_hostname": "smtp.test", "ready_timeout": 10.0}
         if users is not None:
             options["authenticator"] = self._authenticate
-            options["auth_require_tls"] = tls != "none"
+            # aiosmtpd knows only STARTTLS's TLS: under implicit TLS the socket is TLS already.
+            options["auth_require_tls"] = tls != "implicit"
+            options["auth_exclude_mechanism"] = [
+                m for m in ("PLAIN", "LOGIN") if m not in mechanisms
+            ]
         if tls == "starttls":
             options.update(tls_context=context, require_starttls=True)
         elif tls == "implicit":
@@ -211,7 +217,7 @@ class FakeSmtp:
                 self._refusing.add(id(session))
             refused = id(session) in self._refusing
         accepted = self.users.get(user) == password and not refused
-        self.logins.append((user, accepted))
+        self.logins.append((mechanism, user, accepted))
         if accepted:
             self.signed_in[id(session)] = user
         return AuthResult(success=accepted, handled=False)
