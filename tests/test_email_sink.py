@@ -8,15 +8,20 @@ keys, never the password), the parts and the thread headers as received, and `ch
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.fakes.smtp import FakeSmtp, certificate
 from tests.helpers import free_port
 
+from sebridge.cli.main import main
 from sebridge.integrations.base import TrialNote
 from sebridge.integrations.email import Email
 from sebridge.integrations.registry import REGISTRY, config_from_mapping, context
@@ -261,3 +266,31 @@ def test_send_test_sends_one_mail(smtp: FakeSmtp) -> None:
     (mail,) = smtp.mails
     assert mail.message["Subject"] == "sebridge test message from web1"
     assert note.text in mail.part("plain")
+
+
+@pytest.mark.usefixtures("hermetic")
+def test_sebridge_check_through_the_cli(smtp: FakeSmtp, tmp_path: Path) -> None:
+    """`sebridge check` says what the session found and sends nothing; --send-test one mail."""
+    keys = section(smtp)
+    lines = [f"{k} = {json.dumps(v)}" for k, v in keys.items()]
+    store = json.dumps(f"sqlite:///{tmp_path / 'state.db'}")
+    path = tmp_path / "sebridge.toml"
+    path.write_text(
+        f'[imds]\nvm_name = "vm7"\n[store]\nurl = {store}\n[email]\n' + "\n".join(lines) + "\n"
+    )
+
+    def check(*extra: str) -> tuple[int, str]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            code = main(["check", "--config", str(path), *extra])
+        return code, out.getvalue()
+
+    code, out = check()
+    assert code == 0, out
+    assert "ok: email: 127.0.0.1:" in out and f"signed in as {USER}" in out
+    assert smtp.mails == [] and PASSWORD not in out
+    code, out = check("--send-test")
+    assert code == 0, out
+    assert "ok: email: test mail taken by 127.0.0.1:" in out
+    (mail,) = smtp.mails
+    assert "vm7" in mail.message["Subject"] and "no action needed" in mail.part("plain")

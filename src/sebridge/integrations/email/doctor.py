@@ -40,7 +40,8 @@ def check_email(
         Finding(
             section,
             True,
-            f"{where} ({settings.mode}): {opened.banner or 'no banner'}; {tls}; {signed_in}{sent}",
+            f"{where} ({settings.mode}) answered EHLO as {opened.banner or '(no name)'};"
+            f" {tls}; {signed_in}{sent}",
         )
     ]
     if not links:
