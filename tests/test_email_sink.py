@@ -294,3 +294,30 @@ def test_sebridge_check_through_the_cli(smtp: FakeSmtp, tmp_path: Path) -> None:
     assert "ok: email: test mail taken by 127.0.0.1:" in out
     (mail,) = smtp.mails
     assert "vm7" in mail.message["Subject"] and "no action needed" in mail.part("plain")
+
+
+def test_recipients_refused_while_others_take_the_mail_are_logged(
+    smtp: FakeSmtp, caplog: pytest.LogCaptureFixture
+) -> None:
+    smtp.refuse_rcpt["duty@example.com"] = "550 5.1.1 no such user"
+    sink(section(smtp)).send(message())  # delivered: sending again would repeat it to ops
+    (mail,) = smtp.mails
+    assert mail.recipients == ["ops@example.com"]
+    assert "refused duty@example.com: 550 5.1.1 no such user" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("reply", "error", "said"),
+    [
+        ("450 4.2.1 mailbox busy", RetryableDeliveryError, "deferred every recipient"),
+        ("550 5.1.1 no such user", PermanentDeliveryError, "check email.to"),
+    ],
+)
+def test_every_recipient_refused(
+    smtp: FakeSmtp, reply: str, error: type[Exception], said: str
+) -> None:
+    smtp.refuse_rcpt.update({"ops@example.com": reply, "duty@example.com": reply})
+    with pytest.raises(error) as caught:
+        sink(section(smtp)).send(message())
+    assert said in str(caught.value) and f"ops@example.com: {reply}" in str(caught.value)
+    assert smtp.mails == []

@@ -5,7 +5,7 @@ names given, so a client that trusts it through `ca_file` verifies it, and one f
 another name is refused. `Received` keeps each mail as the server got it (envelope,
 parsed message, whether TLS was on and who signed in, when it arrived). The next mail
 can be answered with any reply (`answer_next("451 4.3.0 try later")`) or held unanswered
-(`hold_next()`); a sign-in is checked against `users` (or refused: `refuse_next_login()`).
+(`hold_next()`), a recipient refused (`refuse_rcpt`); a sign-in is checked against `users` (or refused: `refuse_next_login()`).
 """
 
 from __future__ import annotations
@@ -86,6 +86,15 @@ class _Handler:
     def __init__(self, fake: FakeSmtp) -> None:
         self.fake = fake
 
+    async def handle_RCPT(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, options: Any
+    ) -> str:
+        refusal = self.fake.refuse_rcpt.get(address)
+        if refusal is not None:
+            return refusal
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         fake = self.fake
         with fake.lock:
@@ -152,6 +161,7 @@ class FakeSmtp:
         self.holds: list[threading.Event] = []
         self.logins: list[tuple[str, str, bool]] = []  # (mechanism, user, accepted)
         self.signed_in: dict[int, str] = {}
+        self.refuse_rcpt: dict[str, str] = {}  # recipient -> the reply refusing it
         self.refuse_logins = 0  # sessions whose sign-ins are refused, whatever the password
         self._refusing: set[int] = set()  # those sessions (smtplib tries every mechanism)
         self.lock = threading.Lock()

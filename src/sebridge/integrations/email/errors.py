@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
 from sebridge.kernel.redact import scrub
 
-__all__ = ["Said", "smtp_error"]
+__all__ = ["Said", "refused_some", "smtp_error"]
 
 _SHOWN = 300  # characters of a server's reply worth quoting
 

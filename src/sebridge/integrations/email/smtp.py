@@ -14,7 +14,7 @@ import socket
 import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from email.message import EmailMessage
 
 from sebridge.integrations.email.errors import Said, smtp_error
@@ -28,10 +28,9 @@ class Session:
     """An open SMTP session, and what opening it found (for `sebridge check`)."""
 
     smtp: smtplib.SMTP
-    banner: str = ""
+    banner: str = ""  # the name the server gave in its EHLO answer
     tls: str = ""  # "TLSv1.3, certificate verified for HOST"; "" without TLS
     signed_in: str = ""  # the user name, "" when not signing in
-    steps: list[str] = field(default_factory=list)
 
 
 class SmtpServer:
@@ -59,10 +58,12 @@ class SmtpServer:
             raise smtp_error(exc, self.said) from None
         try:
             yield opened
-        except (smtplib.SMTPException, OSError) as exc:
-            raise smtp_error(exc, self.said) from None
-        finally:
-            _close(opened.smtp)
+        except BaseException as exc:
+            opened.smtp.close()  # no QUIT after trouble: a server that hangs would hang it too
+            if isinstance(exc, smtplib.SMTPException | OSError):
+                raise smtp_error(exc, self.said) from None
+            raise
+        _quit(opened.smtp)
 
     def send(self, mail: EmailMessage) -> dict[str, tuple[int, bytes]]:
         """Send `mail` to every `to` in one session; the recipients refused while others
@@ -89,11 +90,9 @@ class SmtpServer:
             if not 200 <= code < 300:
                 raise smtplib.SMTPHeloError(code, banner)
             opened.banner = banner.decode("utf-8", "replace").splitlines()[0] if banner else ""
-            opened.steps.append(f"EHLO answered {code}")
             if s.starttls and not s.tls:
                 smtp.starttls(context=self._context)
                 smtp.ehlo()  # RFC 3207: what the server offers may change under TLS
-                opened.steps.append("STARTTLS")
             if s.encrypted:
                 sock = smtp.sock
                 version = sock.version() if isinstance(sock, ssl.SSLSocket) else None
@@ -101,15 +100,14 @@ class SmtpServer:
             if s.username:
                 smtp.login(s.username, self._password)
                 opened.signed_in = s.username
-                opened.steps.append("signed in")
         except BaseException:
-            _close(smtp)
+            smtp.close()
             raise
         return opened
 
 
-def _close(smtp: smtplib.SMTP) -> None:
-    """QUIT politely; a server already gone is no error (the mail was taken, or not)."""
+def _quit(smtp: smtplib.SMTP) -> None:
+    """QUIT politely; a server already gone is no error (the mail was taken)."""
     try:
         smtp.quit()
     except (smtplib.SMTPException, OSError):
