@@ -24,6 +24,7 @@ from tests.helpers import free_port
 from sebridge.cli.main import main
 from sebridge.integrations.base import TrialNote
 from sebridge.integrations.email import Email
+from sebridge.integrations.email.mail import message_id
 from sebridge.integrations.registry import REGISTRY, config_from_mapping, context
 from sebridge.integrations.render import Renderer
 from sebridge.kernel.errors import PermanentDeliveryError, RetryableDeliveryError
@@ -321,3 +322,12 @@ def test_every_recipient_refused(
         sink(section(smtp)).send(message())
     assert said in str(caught.value) and f"ops@example.com: {reply}" in str(caught.value)
     assert smtp.mails == []
+
+
+def test_each_section_mailing_a_transition_gives_it_a_message_id_of_its_own() -> None:
+    m = message()
+    ids = {message_id(m, "example.com", s) for s in ("email", "email.oncall", "email")}
+    assert len(ids) == 2
+    assert message_id(m, "example.com", "email") == message_id(
+        replace(m, attempt=3), "example.com", "email"
+    )

@@ -45,13 +45,14 @@ class Mail:
     receipt: Receipt | None
 
 
-def message_id(message: Message, domain: str) -> str:
+def message_id(message: Message, domain: str, section: str) -> str:
     """The mail's Message-ID: the same for every attempt at one transition's delivery (the
-    stored transition: its id, kind and time), another for each transition; ASCII
-    whatever IMDS sent (digests)."""
+    stored transition: its id, kind and time), another for each transition and for each
+    section mailing it (two sections' mails to one person are two mails); ASCII whatever
+    IMDS sent (digests)."""
     t = message.transition
     event = _digest(t.event_id)[:16]
-    seen = f"{t.event_id}\n{message.transition_id}\n{t.kind}\n{t.at.isoformat()}"
+    seen = f"{section}\n{t.event_id}\n{message.transition_id}\n{t.kind}\n{t.at.isoformat()}"
     return f"<sebridge.{event}.{_digest(seen)[:24]}@{domain}>"
 
 
@@ -93,7 +94,7 @@ class MailBuilder:
         mail["From"] = self._sender
         mail["To"] = ", ".join(self._to)
         mail["Date"] = format_datetime(now)
-        own = message_id(message, self._domain)
+        own = message_id(message, self._domain, self._section)
         mail["Message-ID"] = own
         if thread is not None:
             mail["Subject"] = "Re: " + thread.data.get(_SUBJECT_KEY, subject)
