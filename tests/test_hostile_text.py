@@ -24,9 +24,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fakes.jira import FakeJira
+from fakes.smtp import FakeSmtp
 from fakes.teams import FakeTeams
 from sebridge.config.secrets import Secret
 from sebridge.integrations.console.sink import ConsoleSink
+from sebridge.integrations.email.settings import EmailSettings
+from sebridge.integrations.email.sink import EmailSink
 from sebridge.integrations.jira.client import JiraApi
 from sebridge.integrations.jira.settings import JiraSettings
 from sebridge.integrations.jira.sink import JiraSink
@@ -218,6 +221,36 @@ def test_jira_gets_an_issue_it_takes(jira: tuple[FakeJira, JiraSink], message: M
     issue = fake.issues[receipt.external_id]
     assert len(issue["summary"]) <= 255
     for value in (issue["summary"], issue["description"]):
+        assert not SURROGATE.search(value)
+        assert "\u202e" not in value and "\x1b" not in value
+
+
+@pytest.fixture(scope="module")
+def smtp() -> Iterator[tuple[FakeSmtp, EmailSink]]:
+    with FakeSmtp() as fake:
+        settings = EmailSettings(
+            host="127.0.0.1",
+            port=fake.port,
+            ca_file=str(fake.cert.cert),
+            sender="sebridge@example.com",
+            to=("ops@example.com",),
+        )
+        yield fake, EmailSink(settings, Renderer(), "email", clock=lambda: NOW)
+
+
+@pytest.mark.slow
+@PROPERTY
+@given(messages())
+def test_a_mail_has_a_one_line_subject_and_parts_that_show_the_text(
+    smtp: tuple[FakeSmtp, EmailSink], message: Message
+) -> None:
+    fake, sink = smtp
+    before = len(fake.mails)
+    sink.send(message)
+    mail = fake.mails[before]
+    subject = str(mail.message["Subject"])
+    assert "\n" not in subject and "\r" not in subject
+    for value in (subject, mail.part("plain"), mail.part("html")):
         assert not SURROGATE.search(value)
         assert "\u202e" not in value and "\x1b" not in value
 

@@ -98,11 +98,11 @@ def test_a_section_no_integration_owns_is_refused_before_anything_runs(
         tmp_path / "c.toml",
         endpoint="http://127.0.0.1:9",
         db=tmp_path / "s.db",
-        extra='[email]\nto = "ops@example.com"\n',
+        extra='[pagerduty]\nrouting_key = "R0123"\n',  # reached by a webhook, not natively
     )
     result = run_cli(command, "--config", str(path))
     assert result.returncode == 2
-    assert "unknown section [email]" in result.stderr
+    assert "unknown section [pagerduty]" in result.stderr
     assert not (tmp_path / "s.db").exists()  # refused before anything was opened
 
 

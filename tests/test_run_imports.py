@@ -77,6 +77,8 @@ EXPECTED_MODULES = frozenset(
         "integrations.base",
         "integrations.console",
         "integrations.console.sink",
+        "integrations.email",
+        "integrations.email.settings",
         "integrations.jira",
         "integrations.jira.settings",
         "integrations.jsonl",

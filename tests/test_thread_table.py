@@ -25,6 +25,7 @@ import pytest
 from fakes.jira import FakeJira
 from fakes.kubernetes import FakeKubernetes
 from fakes.slack import FakeSlack
+from fakes.smtp import FakeSmtp
 from fakes.teams import FakeTeams
 from helpers import wait_until
 from sebridge.cli.runtime import build_runner
@@ -35,7 +36,7 @@ from sebridge.integrations.registry import config_from_mapping
 from sebridge.web.server import HttpServer
 
 ARCHITECTURE = Path(__file__).resolve().parents[1] / "docs" / "ARCHITECTURE.md"
-SINKS = ("console", "jsonl", "slack", "teams", "jira", "kubernetes")
+SINKS = ("console", "jsonl", "slack", "teams", "jira", "email", "kubernetes")
 OPS = "C0123456789"
 BOUND = 30.0  # generous: a loaded machine starts a daemon and delivers in a few seconds
 # Where the test's fakes serve from: a thread running their code is theirs, not the daemon's
@@ -113,7 +114,7 @@ def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(config_module, "DEFAULT_PATH", str(tmp_path / "absent.toml"))
 
 
-Fakes = tuple[FakeSlack, FakeTeams, FakeJira, FakeKubernetes]
+Fakes = tuple[FakeSlack, FakeTeams, FakeJira, FakeKubernetes, FakeSmtp]
 
 
 @pytest.fixture
@@ -123,14 +124,15 @@ def fakes() -> Iterator[Fakes]:
         FakeTeams() as teams,
         FakeJira("cloud") as jira,
         FakeKubernetes() as kubernetes,
+        FakeSmtp() as smtp,
     ):
         kubernetes.add_node("node-0", "azure:///subscriptions/s/providers/x/virtualMachines/vm0")
-        yield slack, teams, jira, kubernetes
+        yield slack, teams, jira, kubernetes, smtp
 
 
 def every_part(sim: Simulator, fakes: Fakes, pg_url: str, tmp_path: Path) -> dict[str, Any]:
     """The config of a daemon with every part, as TOML would give it."""
-    slack, teams, jira, kubernetes = fakes
+    slack, teams, jira, kubernetes, smtp = fakes
     hook = tmp_path / "drain.py"
     hook.write_text("print('drained')\n")
     return {
@@ -154,6 +156,13 @@ def every_part(sim: Simulator, fakes: Fakes, pg_url: str, tmp_path: Path) -> dic
             "api_token": jira.token,
             "project": "OPS",
             "poll_interval": 0.2,
+        },
+        "email": {
+            "host": "127.0.0.1",
+            "port": smtp.port,
+            "ca_file": str(smtp.cert.cert),
+            "from": "sebridge@example.com",
+            "to": ["ops@example.com"],
         },
         "kubernetes": {
             "enabled": True,

@@ -7,6 +7,7 @@ brings its folder and a line in the registry; the contract checks that none is m
 from __future__ import annotations
 
 from rigs.base import MARKUP, Rig
+from rigs.email import EmailRig
 from rigs.jira import JiraRig
 from rigs.jsonpost import JsonPostRig
 from rigs.kubernetes import KubernetesRig
@@ -24,6 +25,7 @@ RIGS: tuple[type[Rig], ...] = (
     SlackRig,
     TeamsRig,
     JiraRig,
+    EmailRig,
     KubernetesRig,
     WebhookRig,
     JsonPostRig,

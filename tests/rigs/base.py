@@ -67,6 +67,7 @@ class Rig:
     integration: ClassVar[Integration[Any]]
     local: ClassVar[str] = ""  # why the HTTP cases do not apply ("": they do)
     throttles: ClassVar[Mapping[int, float]] = {429: 1.0}  # waited for without Retry-After
+    no_retry_after: ClassVar[str] = ""  # why its protocol cannot say when to retry ("": it can)
 
     def __init__(self) -> None:
         self._sinks: list[Sink] = []

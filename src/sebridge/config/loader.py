@@ -35,7 +35,7 @@ from sebridge.config.core import (
 )
 from sebridge.config.instances import ROUTE_ONLY, split
 from sebridge.config.policy import HookSettings, check_rules, read_hooks
-from sebridge.config.reader import Reader, did_you_mean
+from sebridge.config.reader import Reader, did_you_mean, key_name
 from sebridge.config.secrets import Secret
 from sebridge.kernel.errors import ConfigError
 
@@ -118,7 +118,7 @@ class Config:
     def redacted(self) -> dict[str, dict[str, Any]]:
         """The effective configuration as plain data; secrets as "***" (set) or "" (not)."""
         out = {
-            name: {f.name: _plain(getattr(section, f.name)) for f in fields(section)}
+            name: {key_name(f): _plain(getattr(section, f.name)) for f in fields(section)}
             for name, section in self._all_sections()
         }
         for instance in self.route_only:
@@ -258,7 +258,7 @@ def _validate(data: Mapping[str, Any], extra: Sections, rd: Reader) -> Config:
 
 
 def _unknown_section(name: str, value: Any, known: Mapping[str, type[Any]]) -> str:
-    owners = [s for s, cls in known.items() if name in {f.name for f in fields(cls)}]
+    owners = [s for s, cls in known.items() if name in {key_name(f) for f in fields(cls)}]
     belongs = f" (it belongs in [{owners[0]}])" if owners else ""
     hint = belongs or did_you_mean(name, known, quote="[")
     what = f"section [{name}]" if isinstance(value, Mapping) else f'top-level key "{name}"'

@@ -6,7 +6,8 @@ strings, each value `key.NAME`), Mapping[str, Secret] (the same, each value a
 secret: extra headers that may carry a token), Secret, another such
 dataclass (a nested table), a tuple of them (an array of tables, each named
 `key[N]` from 1), or `X | None`: None when the key is absent), its default is the key's default,
-and its metadata (see `option`) holds limits and choices. A choice matches
+and its metadata (see `option`) holds limits and choices, and the key's own name
+when it is no Python name (`from`: `key_name`). A choice matches
 without regard to case and is kept in its canonical spelling ("terminate" is
 Terminate); anything else is an error naming the nearest choice. A number of
 seconds typed `Seconds` or `WholeSeconds` (config/durations.py) also takes
@@ -35,7 +36,7 @@ from sebridge.config.durations import EXAMPLE, is_seconds, parse_duration
 from sebridge.config.secrets import Expander, Secret, read_secret_file
 from sebridge.kernel.errors import ConfigError
 
-__all__ = ["Reader", "did_you_mean", "option"]
+__all__ = ["Reader", "did_you_mean", "key_name", "option"]
 
 _T = TypeVar("_T")
 
@@ -49,9 +50,11 @@ def option(
     choices: tuple[str, ...] = (),
     min_bytes: int = 0,
     why: str = "",
+    key: str = "",
 ) -> _T:
     """A config field with a default and limits: numbers in range, strings (or items) in
-    choices, a secret (when set) at least `min_bytes` long in UTF-8."""
+    choices, a secret (when set) at least `min_bytes` long in UTF-8; `key`: the key's
+    name when the field cannot bear it (a Python keyword: `from`)."""
     return field(
         default=default,
         metadata={
@@ -61,8 +64,14 @@ def option(
             "choices": choices,
             "min_bytes": min_bytes,
             "why": why,
+            "key": key,
         },
     )
+
+
+def key_name(f: dataclasses.Field[Any]) -> str:
+    """The config key a dataclass field reads: its name, or the `key` its option gives."""
+    return str(f.metadata.get("key") or f.name)
 
 
 class Reader:
@@ -139,14 +148,15 @@ class Reader:
         values: dict[str, Any] = dict(defaults)
         hints = typing.get_type_hints(cls, include_extras=True)  # keeps Seconds' marker
         for f in fields(cls):  # type: ignore[arg-type]
-            kind, key = hints[f.name], f"{name}.{f.name}"
-            known.append(f.name)
+            written = key_name(f)
+            kind, key = hints[f.name], f"{name}.{written}"
+            known.append(written)
             if kind is Secret:
-                known.append(f"{f.name}_file")
-                values[f.name] = self._secret(raw, name, f.name, f.metadata)
-            elif f.name in raw:
+                known.append(f"{written}_file")
+                values[f.name] = self._secret(raw, name, written, f.metadata)
+            elif written in raw:
                 try:
-                    values[f.name] = self._value(kind, raw[f.name], key, f.metadata)
+                    values[f.name] = self._value(kind, raw[written], key, f.metadata)
                 except ValueError as exc:
                     self.error(key, str(exc))
         known.extend(also)

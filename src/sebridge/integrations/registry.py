@@ -25,6 +25,7 @@ from sebridge.config.loader import Config
 from sebridge.config.reader import Reader, did_you_mean
 from sebridge.integrations.base import Context, Core, Finding, Integration
 from sebridge.integrations.console import Console
+from sebridge.integrations.email import Email
 from sebridge.integrations.jira import Jira
 from sebridge.integrations.jsonl import Jsonl
 from sebridge.integrations.kubernetes import Kubernetes
@@ -57,6 +58,7 @@ REGISTRY: tuple[Integration[Any], ...] = (
     Slack(),
     Teams(),
     Jira(),
+    Email(),
     Kubernetes(),
     Webhook(),
 )

@@ -1,0 +1,114 @@
+"""One SMTP session: connect, EHLO, TLS (verified), sign in; then send, or only say how it went.
+
+TLS always gets `ssl.create_default_context()` (the system's CAs, or
+`ca_file`; the host name checked): `starttls()` without a context would
+encrypt to anyone and check nothing. The session is opened per delivery and
+closed after it: a mail every few minutes keeps no idle connection, which
+servers drop after a minute or so anyway.
+"""
+
+from __future__ import annotations
+
+import smtplib
+import socket
+import ssl
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from email.message import EmailMessage
+
+from sebridge.integrations.email.errors import Said, smtp_error
+from sebridge.integrations.email.settings import EmailSettings, address
+
+__all__ = ["Session", "SmtpServer"]
+
+
+@dataclass
+class Session:
+    """An open SMTP session, and what opening it found (for `sebridge check`)."""
+
+    smtp: smtplib.SMTP
+    banner: str = ""  # the name the server gave in its EHLO answer
+    tls: str = ""  # "TLSv1.3, certificate verified for HOST"; "" without TLS
+    signed_in: str = ""  # the user name, "" when not signing in
+
+
+class SmtpServer:
+    """The configured SMTP server of one section.
+
+    Args:
+        section: the section's name, for the keys errors name.
+    """
+
+    def __init__(self, settings: EmailSettings, section: str) -> None:
+        self.settings = settings
+        s = settings
+        self.said = Said(section, f"{s.host}:{s.server_port}", s.username, s.password.reveal())
+        self._password = s.password.reveal()
+        # EHLO names this host; smtplib's default (socket.getfqdn) may wait on DNS.
+        self._local_name = socket.gethostname() or "localhost"
+        self._context = ssl.create_default_context(cafile=s.ca_file or None)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """An open, secured, signed-in session, closed after. Raises the delivery error."""
+        try:
+            opened = self._open()
+        except Exception as exc:
+            raise smtp_error(exc, self.said) from None
+        try:
+            yield opened
+        except BaseException as exc:
+            opened.smtp.close()  # no QUIT after trouble: a server that hangs would hang it too
+            if isinstance(exc, smtplib.SMTPException | OSError):
+                raise smtp_error(exc, self.said) from None
+            raise
+        _quit(opened.smtp)
+
+    def send(self, mail: EmailMessage) -> dict[str, tuple[int, bytes]]:
+        """Send `mail` to every `to` in one session; the recipients refused while others
+        took it (none refused: {}). Raises RetryableDeliveryError or PermanentDeliveryError."""
+        s = self.settings
+        with self.session() as opened:
+            return opened.smtp.send_message(
+                mail, from_addr=address(s.sender), to_addrs=[address(t) for t in s.to]
+            )
+
+    def _open(self) -> Session:
+        s = self.settings
+        host, port, timeout = s.host.strip("[]"), s.server_port, s.timeout
+        smtp: smtplib.SMTP
+        if s.tls:
+            smtp = smtplib.SMTP_SSL(
+                host, port, local_hostname=self._local_name, timeout=timeout, context=self._context
+            )
+        else:
+            smtp = smtplib.SMTP(host, port, local_hostname=self._local_name, timeout=timeout)
+        opened = Session(smtp)
+        try:
+            code, banner = smtp.ehlo()
+            if not 200 <= code < 300:
+                raise smtplib.SMTPHeloError(code, banner)
+            opened.banner = banner.decode("utf-8", "replace").splitlines()[0] if banner else ""
+            if s.starttls and not s.tls:
+                smtp.starttls(context=self._context)
+                smtp.ehlo()  # RFC 3207: what the server offers may change under TLS
+            if s.encrypted:
+                sock = smtp.sock
+                version = sock.version() if isinstance(sock, ssl.SSLSocket) else None
+                opened.tls = f"{version or 'TLS'}, certificate verified for {host}"
+            if s.username:
+                smtp.login(s.username, self._password)
+                opened.signed_in = s.username
+        except BaseException:
+            smtp.close()
+            raise
+        return opened
+
+
+def _quit(smtp: smtplib.SMTP) -> None:
+    """QUIT politely; a server already gone is no error (the mail was taken)."""
+    try:
+        smtp.quit()
+    except (smtplib.SMTPException, OSError):
+        smtp.close()
