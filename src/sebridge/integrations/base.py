@@ -163,12 +163,15 @@ class Integration(Generic[S]):
         title: how messages name it ("Slack").
         settings: the dataclass of its config section, or None for no section.
         outbound: whether `sink()` returns a sink (approval notices go to it).
+        reaches: the key of the address its checks reach ("slack.api_url"), named by
+            `sebridge check` when they get no answer in time; "" for its name.
     """
 
     name: ClassVar[str]
     title: ClassVar[str]
     settings: ClassVar[type[Any] | None] = None
     outbound: ClassVar[bool] = False
+    reaches: ClassVar[str] = ""
 
     def defaults(self) -> S:
         """The settings when the file has no section (every key at its default)."""
