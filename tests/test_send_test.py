@@ -276,3 +276,33 @@ def test_without_vm_name_and_imds_the_test_message_says_the_name_is_unknown(tmp_
         "sebridge test message — no action needed (from a VM whose name is unknown: "
         "sebridge check --send-test)"
     ) in out
+
+
+@pytest.mark.parametrize("flavour", ["cloud", "datacenter"])
+def test_jira_problems_of_the_test_name_the_key_and_the_cause(
+    tmp_path: Path, imds: Simulator, flavour: str
+) -> None:
+    """Jira's check passed; then Jira refuses the test's request, or drops it."""
+    with FakeJira(flavour) as jira:
+        auth = (
+            f"email = {toml_str(jira.email)}\napi_token = {toml_str(jira.token)}\n"
+            if flavour == "cloud"
+            else f"pat = {toml_str(jira.pat)}\n"
+        )
+        section = f'[jira]\nurl = {toml_str(jira.url)}\nproject = "OPS"\n{auth}'
+        jira.fail("GET", "mypermissions", 401)
+        code, out = check(tmp_path, imds, section)
+        assert code == 1, out
+        key = "jira.api_token" if flavour == "cloud" else "jira.pat"
+        assert (
+            f"problem: {key}: no test issue created; cannot read your permissions in OPS:"
+            " Jira refused the credentials (401)" in out
+        ), out
+        jira.fail("GET", "mypermissions", drop=True)
+        code, out = check(tmp_path, imds, section)
+        assert code == 1, out
+        assert (
+            "problem: jira.url: no test issue created; cannot read your permissions in OPS:"
+            f" cannot reach Jira at {jira.url}: connection reset" in out
+        ), out
+        assert jira.token not in out and jira.pat not in out

@@ -55,7 +55,9 @@ def check_imds(
         if not learnt:  # its problem says why IMDS did not answer: said once
             return
     try:
-        client = build_imds(config, timeout=timeout)
+        # Longer than the deadline: a hanging IMDS is said by the deadline's line, which
+        # tells of its slow first request.
+        client = build_imds(config, timeout=timeout + 1)
     except ValueError as exc:  # an api-version the client does not speak
         say(Finding("imds.api_version", False, str(exc)))
         return
