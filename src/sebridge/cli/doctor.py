@@ -24,7 +24,7 @@ from typing import Any, TextIO
 from sebridge.cli import format as fmt
 from sebridge.cli.imds_check import Caution, check_imds
 from sebridge.cli.link_check import check_links
-from sebridge.cli.runtime import missing_store, open_store
+from sebridge.cli.runtime import missing_store, open_store, template_problems
 from sebridge.cli.side_by_side import SideBySide
 from sebridge.config.loader import Config
 from sebridge.integrations import registry
@@ -121,6 +121,8 @@ def _examine(
                 )
             ]
         )
+    # The templates as `run` tries them at its start (local: before the deadline starts).
+    report.add([Finding("templates.dir", False, said) for said in template_problems(config)])
     checks: SideBySide[Said] = SideBySide()
     name = _Name()
     checks.add("store.url", lambda say: _check_store(config, say), _failed)

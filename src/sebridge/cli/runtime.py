@@ -50,6 +50,7 @@ __all__ = [
     "link_signer",
     "missing_store",
     "open_store",
+    "template_problems",
     "vm_name",
 ]
 
@@ -150,15 +151,42 @@ def missing_store(config: Config) -> str | None:
 def _sinks(
     config: Config, renderer: Renderer, stdout: TextIO | None
 ) -> list[tuple[Integration[Any], Sink]]:
-    built = []
+    """Every enabled integration's sink; ConfigError listing every broken template."""
+    built, broken = _build_sinks(config, renderer, stdout)
+    if broken:
+        for _, sink in built:
+            sink.close()
+        if len(broken) == 1:
+            raise ConfigError(broken[0])
+        raise ConfigError(f"{len(broken)} problems:" + "".join(f"\n  - {b}" for b in broken))
+    return built
+
+
+def _build_sinks(
+    config: Config, renderer: Renderer, stdout: TextIO | None
+) -> tuple[list[tuple[Integration[Any], Sink]], list[str]]:
+    """The sinks that built, and what each broken template said: every sink is tried,
+    so all of them are said at once."""
+    built, broken = [], []
     for integration in registry.enabled(config):
         try:
             sink = integration.sink(registry.context(integration, config, renderer, stdout))
         except PermanentDeliveryError as exc:  # a broken template
-            raise ConfigError(str(exc)) from None
+            broken.append(str(exc))
+            continue
         if sink is not None:
             built.append((integration, sink))
-    return built
+    return built, broken
+
+
+def template_problems(config: Config) -> list[str]:
+    """What each enabled sink's broken templates say (`sebridge check`): the sinks are
+    built as `run` builds them, their templates tried against samples, then closed;
+    nothing is sent."""
+    built, broken = _build_sinks(config, Renderer(config.templates.dir or None), None)
+    for _, sink in built:
+        sink.close()
+    return broken
 
 
 def build_sinks(config: Config, stdout: TextIO | None = None) -> dict[str, Sink]:

@@ -199,7 +199,9 @@ def _validate(data: Mapping[str, Any], extra: Sections, rd: Reader) -> Config:
         if name not in known and name != "hooks":
             rd.problems.append(_unknown_section(name, data[name], known))
     read = {name: rd.section(name, data.get(name, {}), cls, {}) for name, cls in known.items()}
-    rd.raise_problems()  # shape and type problems first: the checks below rely on the types
+    # Every value read (one that failed holds its default): the checks below judge the
+    # others, so every problem of the file is said at once (config/reader.py).
+    rd.values_read()
     given = frozenset(
         [name for name in data if name in known]
         + [
