@@ -28,8 +28,8 @@ MARKED = "sebridge test message — no action needed (from vm7: sebridge check -
 pytestmark = pytest.mark.usefixtures("hermetic")
 
 
-@pytest.fixture
-def imds() -> Iterator[Simulator]:
+@pytest.fixture(name="imds")
+def vm7_imds() -> Iterator[Simulator]:
     """IMDS for vm7: check always asks it for Scheduled Events, and for its name."""
     with Simulator(port=0, vm_name="vm7") as sim:
         yield sim
