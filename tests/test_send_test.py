@@ -306,3 +306,24 @@ def test_jira_problems_of_the_test_name_the_key_and_the_cause(
             f" cannot reach Jira at {jira.url}: connection reset" in out
         ), out
         assert jira.token not in out and jira.pat not in out
+
+
+def test_a_teams_webhook_that_hangs_says_it_timed_out(
+    tmp_path: Path, imds: Simulator, teams: FakeTeams
+) -> None:
+    """Within check's deadline, Teams' own timeout ends the post: the line says why."""
+    release = teams.hold_next()
+    try:
+        code, out = check(
+            tmp_path,
+            imds,
+            f"[teams]\nwebhook_url = {toml_str(teams.workflows_url)}\ntimeout = 0.3\n",
+        )
+    finally:
+        release.set()
+    assert code == 1, out
+    assert (
+        "problem: teams.webhook_url: test card not delivered: cannot reach the webhook"
+        " (timed out)" in out
+    ), out
+    assert teams.sig not in out
