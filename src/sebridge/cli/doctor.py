@@ -165,12 +165,13 @@ def _no_answer(key: str, timeout: float) -> str:
     return said
 
 
-def _failed(exc: BaseException) -> Said:
-    """A check that raised (a bug: none should): said as a problem. A BridgeError's text
-    is written for people; any other exception's text may quote a secret: its type only."""
+def _failed(key: str, exc: BaseException) -> Said:
+    """A check that raised (none should): said as a problem of its key. A BridgeError's
+    text is written for people; any other exception's text may quote a secret: its type."""
     if isinstance(exc, BridgeError):
-        return Finding("check", False, str(exc))
-    return Finding("check", False, f"stopped on an unexpected {type(exc).__name__}; run with -v")
+        return Finding(key, False, str(exc))
+    said = f"the check stopped on an unexpected {type(exc).__name__} (a bug: please report it)"
+    return Finding(key, False, said)
 
 
 class _Name:

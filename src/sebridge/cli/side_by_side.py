@@ -37,7 +37,7 @@ class Outcome(Generic[T]):
 class _Slot(Generic[T]):
     key: str
     work: Callable[[Say[T]], None]
-    failed: Callable[[BaseException], T]
+    failed: Callable[[str, BaseException], T]
     said: list[T] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
     closed: bool = False  # past the deadline: what it says now is not heard
@@ -52,7 +52,7 @@ class _Slot(Generic[T]):
         try:
             self.work(self.say)
         except Exception as exc:  # a bug in a check: said as its problem, never lost
-            self.say(self.failed(exc))
+            self.say(self.failed(self.key, exc))
         finally:
             self.done.set()
 
@@ -69,10 +69,10 @@ class SideBySide(Generic[T]):
         self._slots: list[_Slot[T]] = []
 
     def add(
-        self, key: str, work: Callable[[Say[T]], None], failed: Callable[[BaseException], T]
+        self, key: str, work: Callable[[Say[T]], None], failed: Callable[[str, BaseException], T]
     ) -> None:
         """A check named by `key` (the configuration key it reaches out through);
-        `failed` turns an exception it raised into what it says."""
+        `failed(key, exc)` turns an exception it raised into what it says."""
         self._slots.append(_Slot(key, work, failed))
 
     def run(self, timeout: float) -> list[Outcome[T]]:
