@@ -203,10 +203,10 @@ def test_check_reports_links_without_the_key(
     assert key not in out.getvalue()
 
 
-def test_check_before_first_start_says_a_key_will_be_made(tmp_path: Path) -> None:
+def test_check_before_first_start_says_a_key_will_be_made(tmp_path: Path, sim: Simulator) -> None:
     config = from_mapping(
         {
-            "imds": {"vm_name": "vm0"},
+            "imds": {"vm_name": "vm0", "endpoint": sim.url},
             "store": {"url": f"sqlite:///{tmp_path / 's.db'}"},
             "http": {"public_url": PUBLIC},
         },

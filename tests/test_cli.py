@@ -161,7 +161,7 @@ def test_check_missing_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sebridge_config_variable_is_honoured(cfg: str, tmp_path: Path) -> None:
+def test_sebridge_config_variable_is_honoured(cfg: str, tmp_path: Path, sim: Simulator) -> None:
     code, out, err = run_process("check", env=cli_env(SEBRIDGE_CONFIG=cfg))
     assert code == 0, err
     assert f"configuration: {cfg}: valid" in out
@@ -171,7 +171,7 @@ def test_sebridge_config_variable_is_honoured(cfg: str, tmp_path: Path) -> None:
 
     # --config wins over the variable.
     other = write_config(
-        tmp_path / "other.toml", endpoint="http://127.0.0.1:9", db=tmp_path / "o.db", vm_name="vm0"
+        tmp_path / "other.toml", endpoint=sim.url, db=tmp_path / "o.db", vm_name="vm0"
     )
     code, out, _ = run_process(
         "check", "--json", "--config", str(other), env=cli_env(SEBRIDGE_CONFIG=cfg)
@@ -217,7 +217,7 @@ def test_check_never_shows_secrets(tmp_path: Path) -> None:
         assert code == 1, err  # valid, but nothing answers at Slack's api_url
         outputs.append((out, err))
     assert "sinks: slack" in outputs[0][0]  # write_config turns the console off
-    assert "problem: slack: cannot reach Slack" in outputs[0][0]
+    assert "problem: slack.api_url: cannot reach Slack" in outputs[0][0]
     report = as_json(outputs[1][0])
     assert report["config"]["slack"]["bot_token"] == "***"
     assert report["config"]["slack"]["app_token"] == "***"
@@ -241,7 +241,7 @@ def test_check_says_an_unreachable_slack_once(tmp_path: Path) -> None:
     code, out, err = run_process("check", "--config", str(path))
     assert code == 1, err
     assert out.count("cannot reach Slack") == 1
-    assert "problem: slack: cannot reach Slack" in out
+    assert "problem: slack.api_url: cannot reach Slack" in out
     assert "Connection refused" not in err and "slack_sdk" not in err, err
     assert err == ""
 

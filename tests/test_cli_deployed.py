@@ -80,7 +80,9 @@ def test_commands_that_send_still_refuse_unreadable_secrets(tmp_path: Path, comm
     assert not (tmp_path / "s.db").exists()
 
 
-def test_check_from_a_shell_reads_the_units_credentials_folder(tmp_path: Path) -> None:
+def test_check_from_a_shell_reads_the_units_credentials_folder(
+    tmp_path: Path, sim: Simulator
+) -> None:
     folder = tmp_path / "credentials"
     folder.mkdir(mode=0o700)
     (folder / "slack-bot-token").write_text("xoxb-1\n")
@@ -88,7 +90,8 @@ def test_check_from_a_shell_reads_the_units_credentials_folder(tmp_path: Path) -
     store = toml_str(f"sqlite:///{tmp_path / 's.db'}")
     config = tmp_path / "c.toml"
     teams = SECRETS.split("[teams]")[1]
-    config.write_text(f'[imds]\nvm_name = "vm0"\n[store]\nurl = {store}\n[teams]{teams}')
+    imds = f'[imds]\nvm_name = "vm0"\nendpoint = {toml_str(sim.url)}\n'
+    config.write_text(f"{imds}[store]\nurl = {store}\n[teams]{teams}")
     done = run_cli("check", "--config", str(config), "--credentials", str(folder), env=shell_env())
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"ok: secrets: *_file paths under ${{CREDENTIALS_DIRECTORY}} read from {folder}" in (
@@ -153,9 +156,9 @@ def test_an_unread_secret_turns_its_integration_on_but_has_no_value() -> None:
 
 
 @pytest.mark.slow
-def test_check_says_a_missing_store_and_creates_nothing(tmp_path: Path) -> None:
+def test_check_says_a_missing_store_and_creates_nothing(tmp_path: Path, sim: Simulator) -> None:
     db = tmp_path / "var" / "lib" / "sebridge" / "state.db"
-    config = write_config(tmp_path / "c.toml", endpoint="http://127.0.0.1:9", db=db, vm_name="vm0")
+    config = write_config(tmp_path / "c.toml", endpoint=sim.url, db=db, vm_name="vm0")
     done = run_cli("check", "--config", str(config))
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"ok: store: {db} does not exist yet; `sebridge run` creates it" in done.stdout
@@ -168,10 +171,12 @@ def test_check_says_a_missing_store_and_creates_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "var").exists()
 
 
-def test_teams_without_public_url_is_valid_and_check_says_links_are_off(tmp_path: Path) -> None:
+def test_teams_without_public_url_is_valid_and_check_says_links_are_off(
+    tmp_path: Path, sim: Simulator
+) -> None:
     config = config_from_mapping(
         {
-            "imds": {"vm_name": "vm0"},
+            "imds": {"vm_name": "vm0", "endpoint": sim.url},
             "store": {"url": f"sqlite:///{tmp_path / 's.db'}"},
             "teams": {"webhook_url": WORKFLOWS},
         },
@@ -203,11 +208,14 @@ def test_a_teams_page_link_is_refused_naming_the_key(tmp_path: Path, url: str) -
     assert "thread.tacv2" not in said and "flows/2" not in said
 
 
-def test_check_says_when_opening_the_store_wrote_its_schema(tmp_path: Path, store_url: str) -> None:
+def test_check_says_when_opening_the_store_wrote_its_schema(
+    tmp_path: Path, store_url: str, sim: Simulator
+) -> None:
     if store_url.startswith("sqlite"):  # a file that is there, but empty
         Path(store_url.removeprefix("sqlite:///")).touch()
     config = config_from_mapping(
-        {"imds": {"vm_name": "vm0"}, "store": {"url": store_url}}, environ={}
+        {"imds": {"vm_name": "vm0", "endpoint": sim.url}, "store": {"url": store_url}},
+        environ={},
     )
     out = io.StringIO()
     assert commands.check(config, as_json=False, out=out) == 0

@@ -21,6 +21,7 @@ from helpers import cli_main
 from sebridge.config.durations import is_seconds, parse_duration
 from sebridge.config.loader import Config
 from sebridge.config.policy import HookSettings
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping
 from sebridge.kernel.errors import ConfigError
 
@@ -147,9 +148,14 @@ def test_a_bad_duration_is_an_error_naming_the_key_with_an_example(
     assert str(caught.value) == f"f.toml: {line}"
 
 
-def test_check_takes_a_reminder_in_minutes_and_refuses_a_bad_one(tmp_path: Path) -> None:
+def test_check_takes_a_reminder_in_minutes_and_refuses_a_bad_one(
+    tmp_path: Path, sim: Simulator
+) -> None:
     path = tmp_path / "sebridge.toml"
-    head = f'[imds]\nvm_name = "vm0"\n[store]\nurl = "sqlite:///{tmp_path}/state.db"\n'
+    head = (
+        f'[imds]\nvm_name = "vm0"\nendpoint = "{sim.url}"\n'
+        f'[store]\nurl = "sqlite:///{tmp_path}/state.db"\n'
+    )
     path.write_text(head + '[[policy.rules]]\naction = "ask"\nremind = ["10m", 300]\n')
     code, out, err = cli_main("check", "--json", "--config", str(path))
     assert code == 0, err

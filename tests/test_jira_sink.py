@@ -389,7 +389,8 @@ def test_a_hanging_jira_times_out_and_is_retried(jira: FakeJira) -> None:
             sink.send(message("scheduled"))
     finally:
         release.set()
-    assert f"cannot reach Jira at {jira.url}: ReadTimeout" in str(info.value)
+    assert f"cannot reach Jira at {jira.url}: timed out" in str(info.value)
+    assert info.value.key == "jira.url"
     sink.send(message("scheduled", attempt=1))  # the create had landed: adopted
     assert len(jira.issues) == 1
 

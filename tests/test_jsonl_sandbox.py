@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 from tests.helpers import toml_str
 
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations.jsonl import sandbox, sink
 from sebridge.integrations.jsonl.sink import JsonlSink
 from sebridge.kernel.errors import RetryableDeliveryError
 from sebridge.model import ScheduledEvent, Transition, TransitionKind
 from sebridge.model.message import Message
-from test_send_test import check
+from test_send_test import check, vm7_imds  # noqa: F401 (the fixture `imds`: check asks IMDS)
 
 pytestmark = pytest.mark.usefixtures("hermetic")
 SYSTEMD = Path(__file__).resolve().parents[1] / "deploy" / "systemd"
@@ -37,9 +38,9 @@ def unit_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-def test_a_path_in_a_missing_folder_is_a_problem(tmp_path: Path) -> None:
+def test_a_path_in_a_missing_folder_is_a_problem(tmp_path: Path, imds: Simulator) -> None:
     lines = tmp_path / "nowhere" / "events.jsonl"
-    code, out = check(tmp_path, f"[jsonl]\npath = {toml_str(str(lines))}\n")
+    code, out = check(tmp_path, imds, f"[jsonl]\npath = {toml_str(str(lines))}\n")
     assert code == 1, out
     assert (
         f"problem: jsonl.path: the folder {lines.parent} does not exist: the daemon creates "
@@ -48,7 +49,7 @@ def test_a_path_in_a_missing_folder_is_a_problem(tmp_path: Path) -> None:
 
 
 def test_a_path_the_units_sandbox_forbids_names_the_drop_in_that_allows_it(
-    tmp_path: Path, unit_dir: Path
+    tmp_path: Path, imds: Simulator, unit_dir: Path
 ) -> None:
     folder = tmp_path / "shipper"
     folder.mkdir()
@@ -58,7 +59,7 @@ def test_a_path_the_units_sandbox_forbids_names_the_drop_in_that_allows_it(
     )
     lines = folder / "events.jsonl"
     section = f"[jsonl]\npath = {toml_str(str(lines))}\n"
-    code, out = check(tmp_path, section)
+    code, out = check(tmp_path, imds, section)
     assert code == 1, out
     (problem,) = [line for line in out.splitlines() if line.startswith("problem:")]
     assert problem == (
@@ -70,7 +71,7 @@ def test_a_path_the_units_sandbox_forbids_names_the_drop_in_that_allows_it(
     (unit_dir / "sebridge.service.d" / "jsonl.conf").write_text(
         f"[Service]\nReadWritePaths={folder}\n", encoding="utf-8"
     )
-    code, out = check(tmp_path, section)
+    code, out = check(tmp_path, imds, section)
     assert code == 0, out
     assert "problem:" not in out
 

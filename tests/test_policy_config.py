@@ -12,6 +12,7 @@ import pytest
 from helpers import cli_main, run_cli
 from sebridge.config.loader import HookSettings, from_mapping
 from sebridge.config.policy import RuleSettings, WindowSettings
+from sebridge.imds.simulator import Simulator
 from sebridge.kernel.errors import ConfigError
 
 pytestmark = pytest.mark.usefixtures("cli_in_process")
@@ -27,11 +28,14 @@ def script(tmp_path: Path) -> str:
     return str(path)
 
 
-def check(tmp_path: Path, text: str) -> tuple[int, str, str]:
-    """`sebridge check` on a file holding `text` (store in tmp_path), in this process."""
+def check(tmp_path: Path, text: str, imds: str = "http://127.0.0.1:9") -> tuple[int, str, str]:
+    """`sebridge check` on a file holding `text` (store in tmp_path), in this process;
+    IMDS at `imds` (check asks it for Scheduled Events and the VM's name)."""
     path = tmp_path / "sebridge.toml"
-    # Named: check asks IMDS for the name otherwise (and says when it cannot).
-    store = f'[imds]\nvm_name = "vm0"\n[store]\nurl = "sqlite:///{tmp_path}/state.db"\n'
+    store = (
+        f'[imds]\nvm_name = "vm0"\nendpoint = "{imds}"\n'
+        f'[store]\nurl = "sqlite:///{tmp_path}/state.db"\n'
+    )
     path.write_text(store + text, encoding="utf-8")
     return cli_main("check", "--config", str(path))
 
@@ -358,14 +362,15 @@ def test_check_refuses_with_one_line_naming_the_key(tmp_path: Path, text: str, l
     assert said.startswith(f"sebridge: configuration error: {tmp_path}/sebridge.toml: {line}")
 
 
-def test_check_passes_good_rules(tmp_path: Path, script: str) -> None:
+def test_check_passes_good_rules(tmp_path: Path, script: str, sim: Simulator) -> None:
     code, out, err = check(
         tmp_path,
         f'[[policy.rules]]\naction = "approve"\nprepare = ["drain"]\n'
         f'window = {{ days = ["sun"], start = "22:00", end = "04:00", timezone = "Asia/Tokyo" }}\n'
         f'[hooks.drain]\ncommand = ["{script}"]\n',
+        sim.url,
     )
-    assert code == 0, err
+    assert code == 0, out + err
     assert "valid" in out.splitlines()[0]
 
 

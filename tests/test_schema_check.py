@@ -148,6 +148,7 @@ def test_check_reports_a_missing_index(tmp_path: Path) -> None:
     alter(f"sqlite:///{db}", "DROP INDEX outbox_pending")
     done = run_cli("check", "--config", str(cfg), timeout=60)
     assert done.returncode == 1, done.stdout + done.stderr
-    (problem,) = [line for line in done.stdout.splitlines() if line.startswith("problem:")]
+    # Nothing answers at the endpoint: IMDS's problem is said too, on a line of its own.
+    (problem,) = [line for line in done.stdout.splitlines() if line.startswith("problem: store")]
     assert problem.startswith("problem: store: the store at")
     assert "lacks index outbox_pending, which its schema_version says it has" in problem

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from sebridge.cli import commands
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping as from_mapping
 from sebridge.integrations.teams.settings import CONNECTOR, OTHER, WORKFLOWS, url_kind
 from sebridge.kernel.errors import ConfigError
@@ -29,10 +30,16 @@ CONNECTOR_URL = (
 )
 
 
-def config(tmp_path: Path, teams: dict[str, Any], http: dict[str, Any] | None = None) -> Any:
+def config(
+    tmp_path: Path,
+    teams: dict[str, Any],
+    http: dict[str, Any] | None = None,
+    imds: str = "http://169.254.169.254",
+) -> Any:
+    """A config with [teams]; IMDS at `imds` (`check` asks it)."""
     return from_mapping(
         {
-            "imds": {"vm_name": "vm0"},
+            "imds": {"vm_name": "vm0", "endpoint": imds},
             "store": {"url": f"sqlite:///{tmp_path / 's.db'}"},
             "http": http if http is not None else {"public_url": "https://vm1.example.net"},
             "teams": teams,
@@ -125,21 +132,23 @@ def test_a_channel_link_is_refused_naming_the_key_that_gave_it(tmp_path: Path) -
         assert f"{key}: is a link to a Teams page" in str(caught.value)
 
 
-def test_without_public_url_cards_have_no_button_and_we_say_so(tmp_path: Path) -> None:
+def test_without_public_url_cards_have_no_button_and_we_say_so(
+    tmp_path: Path, sim: Simulator
+) -> None:
     # Valid: Teams then alerts without approval (tests/test_cli_deployed.py says it once).
-    c = config(tmp_path, {"webhook_url": LOGIC}, http={})
+    c = config(tmp_path, {"webhook_url": LOGIC}, http={}, imds=sim.url)
     assert not c.warnings
     out = io.StringIO()
     assert commands.check(c, as_json=False, out=out) == 0
     assert "ok: teams: approval links are off (http.public_url is not set)" in out.getvalue()
 
 
-def test_check_names_the_kind_never_the_url(tmp_path: Path) -> None:
+def test_check_names_the_kind_never_the_url(tmp_path: Path, sim: Simulator) -> None:
     for url, kind in (
         (LOGIC, "a Workflows (Power Automate) webhook URL"),
         (CONNECTOR_URL, "an Office 365 connector URL"),
     ):
-        c = config(tmp_path, {"webhook_url": url})
+        c = config(tmp_path, {"webhook_url": url}, imds=sim.url)
         for as_json in (False, True):
             out = io.StringIO()
             assert commands.check(c, as_json=as_json, out=out) == 0

@@ -389,9 +389,10 @@ def check(
     credentials: str | None = None,
     environment: tuple[str, Sequence[str]] | None = None,
     send_test: bool = False,
+    timeout: float | None = None,
 ) -> int:
-    """Validate the configuration (done by loading it), look at the store, try each sink
-    (cli/doctor.py).
+    """Validate the configuration (done by loading it), look at the store, IMDS and each
+    sink (cli/doctor.py).
 
     Args:
         credentials: the folder the unit's secrets were read from, when check read them
@@ -399,6 +400,7 @@ def check(
         environment: the unit's environment file and the variables read from it
             (config/unit_environment.py).
         send_test: post one test message to each channel that passed.
+        timeout: seconds the checks may take together (doctor.DEFAULT_TIMEOUT).
     """
     out = out or sys.stdout
     # With --json, stdout is the report's: the console's test line goes to stderr.
@@ -411,6 +413,7 @@ def check(
         environment=environment,
         send_test=send_test,
         stdout=lines,
+        timeout=doctor.DEFAULT_TIMEOUT if timeout is None else timeout,
     )
     doctor.show(config, report, out, as_json=as_json)
     return FAILED if report.problems else OK

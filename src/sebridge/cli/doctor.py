@@ -1,55 +1,70 @@
 """`sebridge check`: what it looks at, and how it says what it found.
 
-Each problem is said once, as one `problem:` line; what passed is an `ok:`
-line. Check writes nothing it does not say: a SQLite store that does not
-exist yet is reported, not created (the daemon creates it); bringing an
-existing store's schema up to date is said when it wrote anything. With
-`--send-test`, each enabled integration whose check found no problem posts
-one test message (Integration.send_test) and says where it arrived, or
-what to fix.
+Each problem is said once, as one `problem:` line naming the key to look at;
+what passed is an `ok:` line; what is worth a look but may be meant is a
+`warning:` line. Check writes nothing it does not say: a SQLite store that
+does not exist yet is reported, not created (the daemon creates it);
+bringing an existing store's schema up to date is said when it wrote
+anything. The checks that reach out (the store, IMDS, each integration, and
+with `--send-test` each integration's one test message, Integration.send_test)
+run side by side under one deadline (`--timeout`, cli/side_by_side.py): one
+still running then is a problem line naming its key. See docs/ARCHITECTURE.md,
+"Check".
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TextIO
 
 from sebridge.cli import format as fmt
+from sebridge.cli.imds_check import Caution, check_imds
 from sebridge.cli.link_check import check_links
-from sebridge.cli.runtime import build_imds, missing_store, open_store, vm_name
+from sebridge.cli.runtime import missing_store, open_store, template_problems
+from sebridge.cli.side_by_side import SideBySide
 from sebridge.config.loader import Config
-from sebridge.imds.vm_name import BRIEF_WAIT
 from sebridge.integrations import registry
 from sebridge.integrations.base import Finding, TrialNote
 from sebridge.integrations.render import Renderer
-from sebridge.kernel.errors import BridgeError, ConfigError
-from sebridge.kernel.text import visible
+from sebridge.kernel.errors import BridgeError
 from sebridge.store import Store
 from sebridge.store.schema import MIGRATIONS
 
-__all__ = ["TEST_TEXT", "Report", "examine", "show"]
+__all__ = ["DEFAULT_TIMEOUT", "TEST_TEXT", "Report", "examine", "show"]
 
 TEST_TEXT = "sebridge test message — no action needed (from {vm}: sebridge check --send-test)"
+
+# How long check waits for all its checks together (`--timeout`): a healthy remote answers
+# in well under a second; one that has not answered by then is said, not waited for.
+DEFAULT_TIMEOUT = 10.0
+
+Said = Finding | Caution
+Say = Callable[[Said], None]
 
 
 @dataclass
 class Report:
-    """What check found: lines that passed, and problems (each once)."""
+    """What check found: lines that passed, warnings and problems (each once)."""
 
     passed: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
-    def add(self, findings: Sequence[Finding]) -> bool:
-        """Keep each finding's line once; whether any was a problem."""
-        for finding in findings:
-            line = f"{finding.target}: {finding.message}"
-            kept = self.passed if finding.ok else self.problems
+    def add(self, found: Sequence[Said]) -> bool:
+        """Keep each line once; whether any was a problem."""
+        for item in found:
+            line = f"{item.target}: {item.message}"
+            if isinstance(item, Caution):
+                kept = self.warnings
+            else:
+                kept = self.passed if item.ok else self.problems
             if line not in kept:
                 kept.append(line)
-        return any(not f.ok for f in findings)
+        return any(isinstance(f, Finding) and not f.ok for f in found)
 
 
 def examine(
@@ -59,23 +74,34 @@ def examine(
     environment: tuple[str, Sequence[str]] | None = None,
     send_test: bool = False,
     stdout: TextIO | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> Report:
-    """Look at the store, the approval links, IMDS's address and each enabled integration.
+    """Look at the store, the approval links, IMDS and each enabled integration.
 
     Args:
         send_test: then post one test message through each integration that passed.
         stdout: where the console and JSON lines on stdout write their test lines.
+        timeout: seconds all the checks together may take.
     """
     with _libraries_quiet():
-        return _examine(config, credentials, environment, send_test, stdout)
+        return _examine(
+            config,
+            credentials=credentials,
+            environment=environment,
+            send_test=send_test,
+            stdout=stdout,
+            timeout=timeout,
+        )
 
 
 def _examine(
     config: Config,
+    *,
     credentials: str | None,
     environment: tuple[str, Sequence[str]] | None,
     send_test: bool,
     stdout: TextIO | None,
+    timeout: float,
 ) -> Report:
     report = Report()
     if environment:
@@ -95,34 +121,109 @@ def _examine(
                 )
             ]
         )
-    store = _store(config, report)
-    report.add(check_links(config, store))
-    if store is not None:
-        store.close()
-    vm = config.imds.vm_name
-    try:
-        build_imds(config).close()
-    except ValueError as exc:
-        report.problems.append(f"imds: {exc}")
-    else:
-        vm = _vm_name(config, report)
+    # The templates as `run` tries them at its start (local: before the deadline starts).
+    report.add([Finding("templates.dir", False, said) for said in template_problems(config)])
+    checks: SideBySide[Said] = SideBySide()
+    name = _Name()
+    checks.add("store.url", lambda say: _check_store(config, say), _failed)
+
+    def imds(say: Say) -> None:
+        try:
+            check_imds(config, timeout, say, name.set)
+        finally:
+            name.set("")  # a check that stopped early leaves no test message waiting
+
+    checks.add("imds.endpoint", imds, _failed)
     renderer = Renderer(config.templates.dir or None)
-    passed: list[registry.Instance] = []
     for instance in registry.enabled(config):  # each line names the instance: "slack.dba: ..."
+        reaches = instance.integration.reaches
+        checks.add(
+            instance.said(reaches) if reaches else instance.name,
+            _integration_check(
+                instance,
+                config,
+                renderer=renderer,
+                stdout=stdout,
+                send_test=send_test,
+                name=name,
+            ),
+            _failed,
+        )
+    for outcome in checks.run(timeout):
+        report.add(outcome.said)
+        if not outcome.finished:
+            report.add([Finding(outcome.key, False, _no_answer(outcome.key, timeout))])
+    return report
+
+
+def _no_answer(key: str, timeout: float) -> str:
+    said = f"no answer within {timeout:g} s (check's --timeout)"
+    if key == "imds.endpoint":  # IMDS's first request on a VM starts the service
+        said += (
+            "; IMDS's first Scheduled Events request on a VM may take up to 2 minutes:"
+            " try --timeout 120"
+        )
+    return said
+
+
+def _failed(key: str, exc: BaseException) -> Said:
+    """A check that raised (none should): said as a problem of its key. A BridgeError's
+    text is written for people; any other exception's text may quote a secret: its type."""
+    if isinstance(exc, BridgeError):
+        return Finding(key, False, str(exc))
+    said = f"the check stopped on an unexpected {type(exc).__name__} (a bug: please report it)"
+    return Finding(key, False, said)
+
+
+class _Name:
+    """This VM's name, told by the IMDS check, waited for by the test messages (their
+    text names it). The first value told stays."""
+
+    def __init__(self) -> None:
+        self._known = threading.Event()
+        self._value = ""
+
+    def set(self, name: str) -> None:
+        if not self._known.is_set():
+            self._value = name
+            self._known.set()
+
+    def wait(self) -> str:
+        self._known.wait()  # the IMDS check tells it within half of check's deadline
+        return self._value
+
+
+def _integration_check(
+    instance: registry.Instance,
+    config: Config,
+    *,
+    renderer: Renderer,
+    stdout: TextIO | None,
+    send_test: bool,
+    name: _Name,
+) -> Callable[[Say], None]:
+    """The instance's checks; with `send_test`, then its test message when they passed
+    (a failed one's problem says what to fix). Each finding names the instance."""
+    integration = instance.integration
+
+    def run(say: Say) -> None:
         ctx = registry.context(instance, config, renderer, send_test=send_test)
-        failed = report.add(registry.findings(instance, instance.integration.check(ctx)))
-        if not failed and instance.outbound:  # a failed one's problem says what to fix
-            passed.append(instance)
-    if send_test:
+        found = registry.findings(instance, integration.check(ctx))
+        for finding in found:
+            say(finding)
+        if not send_test or not instance.outbound or any(not f.ok for f in found):
+            return
+        vm = name.wait()
         # Never the host name: on a scale set it is not the name Resources list.
         note = TrialNote(TEST_TEXT.format(vm=vm or "a VM whose name is unknown"), vm)
-        for instance in passed:
-            ctx = registry.context(instance, config, renderer, stdout)
-            said = instance.integration.send_test(ctx, note) or [
-                Finding(instance.name, True, "no test message: this integration has none")
-            ]
-            report.add(registry.findings(instance, said))
-    return report
+        ctx = registry.context(instance, config, renderer, stdout)
+        said = integration.send_test(ctx, note) or [
+            Finding(instance.name, True, "no test message: this integration has none")
+        ]
+        for finding in registry.findings(instance, said):
+            say(finding)
+
+    return run
 
 
 @contextmanager
@@ -147,41 +248,37 @@ def _ours_or_critical(record: logging.LogRecord) -> bool:
     return ours or record.levelno >= logging.CRITICAL
 
 
-def _vm_name(config: Config, report: Report) -> str:
-    """This VM's name as `run` learns it (docs/ARCHITECTURE.md, "Agent name"), asked for
-    BRIEF_WAIT; "" when IMDS does not say: a problem, as `run` would exit 2."""
-    if config.imds.vm_name:
-        return config.imds.vm_name
+def _check_store(config: Config, say: Say) -> None:
+    """The store, and the approval links (their key may be kept in it)."""
+    store = _store(config, say)
     try:
-        name = vm_name(config, wait=BRIEF_WAIT)
-    except ConfigError as exc:
-        report.problems.append(f"imds.vm_name: not set, and `sebridge run` would exit 2: {exc}")
-        return ""
-    said = f"this VM's name is {visible(name)} (IMDS's compute name; imds.vm_name is not set)"
-    report.passed.append(f"imds: {said}")
-    return name
+        for finding in check_links(config, store):
+            say(finding)
+    finally:
+        if store is not None:
+            store.close()
 
 
-def _store(config: Config, report: Report) -> Store | None:
-    """The store opened for reading what check needs from it, or None (said in `report`)."""
+def _store(config: Config, say: Say) -> Store | None:
+    """The store opened for reading what check needs from it, or None (said)."""
     absent = missing_store(config)
     if absent is not None:  # said, never created: the daemon creates it
-        report.passed.append(f"store: {absent} does not exist yet; `sebridge run` creates it")
+        say(Finding("store", True, f"{absent} does not exist yet; `sebridge run` creates it"))
         return None
     store = None
     try:
         store = open_store(config)
-        _say_migration(store, report)
+        _say_migration(store, say)
         store.check_integrity()
     except BridgeError as exc:
-        report.problems.append(f"store: {exc}")
+        say(Finding("store", False, str(exc)))
         if store is not None:  # opened but corrupt: nothing more to read from it
             store.close()
         return None
     return store
 
 
-def _say_migration(store: Store, report: Report) -> None:
+def _say_migration(store: Store, say: Say) -> None:
     """Opening a store brings its schema up to date: when that wrote anything, say so."""
     was = store.db.migrated_from
     if was is None:
@@ -192,7 +289,7 @@ def _say_migration(store: Store, report: Report) -> None:
         if was == 0
         else f"moved the schema of {where} from version {was} to {len(MIGRATIONS)}"
     )
-    report.passed.append(f"store: {said}, as the daemon does at its start")
+    say(Finding("store", True, f"{said}, as the daemon does at its start"))
 
 
 def show(config: Config, report: Report, out: TextIO, *, as_json: bool) -> None:
@@ -202,7 +299,7 @@ def show(config: Config, report: Report, out: TextIO, *, as_json: bool) -> None:
             {
                 "config": config.redacted(),
                 "source": config.source,
-                "warnings": list(config.warnings),
+                "warnings": [*config.warnings, *report.warnings],
                 "ok": report.passed,
                 "problems": report.problems,
             },
@@ -212,7 +309,7 @@ def show(config: Config, report: Report, out: TextIO, *, as_json: bool) -> None:
     print(f"configuration: {config.source}: valid", file=out)
     names = registry.sink_names(config)
     print(f"sinks: {', '.join(names) or 'none'}", file=out)
-    for warning in config.warnings:
+    for warning in [*config.warnings, *report.warnings]:
         print(f"warning: {warning}", file=out)
     for line in report.passed:
         print(f"ok: {line}", file=out)

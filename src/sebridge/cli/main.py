@@ -129,6 +129,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="post one test message to each configured channel and say where it arrived",
     )
+    check.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long the checks (which run side by side) may take together; one still "
+        "waiting for an answer then is a problem (10)",
+    )
     check.set_defaults(
         run=_with_config(
             lambda cmd, c, a: cmd.check(
@@ -137,6 +145,7 @@ def _parser() -> argparse.ArgumentParser:
                 credentials=a.credentials_read,
                 environment=(a.environment, a.environment_read) if a.environment_read else None,
                 send_test=a.send_test,
+                timeout=a.timeout,
             ),
             unit_credentials=True,
         )
@@ -167,6 +176,17 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--yes", action="store_true", help="approve the Redeploy without asking")
     demo.set_defaults(run=_demo)
     return parser
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (argparse's type for --timeout)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
 
 
 def _with_config(

@@ -50,6 +50,7 @@ __all__ = [
     "link_signer",
     "missing_store",
     "open_store",
+    "template_problems",
     "vm_name",
 ]
 
@@ -148,21 +149,49 @@ def missing_store(config: Config) -> str | None:
 
 
 def _sinks(config: Config, renderer: Renderer, stdout: TextIO | None) -> dict[str, Sink]:
+    """Every enabled instance's sink; ConfigError listing every broken template."""
+    built, broken = _build_sinks(config, renderer, stdout)
+    if broken:
+        for sink in built.values():
+            sink.close()
+        if len(broken) == 1:
+            raise ConfigError(broken[0])
+        raise ConfigError(f"{len(broken)} problems:" + "".join(f"\n  - {b}" for b in broken))
+    return built
+
+
+def _build_sinks(
+    config: Config, renderer: Renderer, stdout: TextIO | None
+) -> tuple[dict[str, Sink], list[str]]:
+    """The sinks that built, by instance, and what each broken template said: every sink
+    is tried, so all of them are said at once."""
     built: dict[str, Sink] = {}
+    broken: list[str] = []
     try:
         for instance in registry.enabled(config):
             ctx = registry.context(instance, config, renderer, stdout)
             try:
                 sink = instance.integration.sink(ctx)
             except PermanentDeliveryError as exc:  # a broken template
-                raise ConfigError(instance.said(str(exc))) from None
+                broken.append(instance.said(str(exc)))
+                continue
             if sink is not None:
                 built[instance.name] = sink
     except BaseException:
         for sink in built.values():
             sink.close()
         raise
-    return built
+    return built, broken
+
+
+def template_problems(config: Config) -> list[str]:
+    """What each enabled sink's broken templates say (`sebridge check`): the sinks are
+    built as `run` builds them, their templates tried against samples, then closed;
+    nothing is sent."""
+    built, broken = _build_sinks(config, Renderer(config.templates.dir or None), None)
+    for sink in built.values():
+        sink.close()
+    return broken
 
 
 def build_sinks(config: Config, stdout: TextIO | None = None) -> dict[str, Sink]:

@@ -224,7 +224,9 @@ def _validate(data: Mapping[str, Any], extra: Sections, rd: Reader) -> Config:
         # (an integration may be on without a section: the console).
         for instance, table in {name: tables.get(name, {}), **tables}.items():
             sections[instance] = rd.section(instance, table, cls, {}, also=(ROUTE_ONLY,))
-    rd.raise_problems()  # shape and type problems first: the checks below rely on the types
+    # Every value read (one that failed holds its default): the checks below judge the
+    # others, so every problem of the file is said at once (config/reader.py).
+    rd.values_read()
     instances = [(i, t) for s in split_up.values() for i, t in s.tables.items()]
     given = frozenset(
         [name for name in data if name in CORE_SECTIONS]

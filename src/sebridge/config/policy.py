@@ -256,7 +256,7 @@ def _check_rule(
         _check_window(f"{key}.window", rule.window, rd)
     for stage in ("prepare", "recover"):
         for hook in getattr(rule, stage):
-            if hook not in hooks:
+            if hook not in hooks and not rd.unreadable(f"hooks.{hook}"):
                 known = ", ".join(hooks) or "none"
                 rd.error(f"{key}.{stage}", f'no hook "{hook}" ([hooks.{hook}]; defined: {known})')
         if getattr(rule, stage) and rule.action == "ignore":

@@ -17,7 +17,11 @@ also accept `<name>_file`, whose path `locate` may map (config_files: where
 interpolated (config_secrets.Expander). With `read_secrets=False` a secret
 is only known to be set (Secret.unread): nothing is expanded or read for it.
 Problems are collected, each naming its full key, and raised together as one
-ConfigError; values that failed keep their defaults meanwhile.
+ConfigError; values that failed keep their defaults meanwhile. The loader
+reads every value first, then checks them (each on its own and together):
+once the values are read (`values_read`), a check of a key whose value
+failed to read says nothing, since it would judge the stand-in default
+rather than what the file says; so one pass lists every problem, each once.
 """
 
 from __future__ import annotations
@@ -94,6 +98,8 @@ class Reader:
         self.warnings: list[str] = []
         self._from_file: set[str] = set()  # secrets given as `key_file`
         self._scope: tuple[str, str] | None = None  # (section, instance): see scope()
+        self._unreadable: set[str] = set()  # keys whose value failed to read
+        self._checking = False  # past values_read(): checks of values, not reads
 
     def scope(self, section: str | None, instance: str | None) -> None:
         """Until scope(None, None): a key "section.x" that error(), required() and
@@ -118,8 +124,30 @@ class Reader:
             lines = "".join(f"\n  - {p}" for p in self.problems)
             raise ConfigError(f"{self.source}: {len(self.problems)} problems:{lines}")
 
+    def values_read(self) -> None:
+        """Every value is read: problems from here on are checks of them, and a check of a
+        key that failed to read (it holds its default meanwhile) is not said."""
+        self._checking = True
+
+    def unreadable(self, key: str) -> bool:
+        """Whether `key` (or its `key_file`, or the table holding it) failed to read: a
+        check of it would judge the default standing in for it."""
+        return f"{key}_file" in self._unreadable or any(
+            key == bad or key.startswith((f"{bad}.", f"{bad}[")) for bad in self._unreadable
+        )
+
     def error(self, key: str, message: str) -> None:
-        self.problems.append(f"{self._key(key)}: {message}")
+        key = self._key(key)
+        if self._checking and self.unreadable(key):
+            return
+        self.problems.append(f"{key}: {message}")
+        if not self._checking:
+            self._unreadable.add(key)
+
+    def problem(self, message: str, *, about: Iterable[str]) -> None:
+        """A problem of several keys together (`about`), e.g. "set this or that"."""
+        if not any(self.unreadable(self._key(key)) for key in about):
+            self.problems.append(message)
 
     def secret_key(self, key: str) -> str:
         """The key a secret was given by: `key`, or `key_file` (for errors about its value)."""
@@ -129,6 +157,8 @@ class Reader:
     def required(self, key: str, when: str) -> None:
         """`key` is empty but needed; say why it is empty when an env variable emptied it."""
         key = self._key(key)
+        if self.unreadable(key):  # empty because its value failed to read: said already
+            return
         self.problems.append(f"{key} is empty{self.env.why_empty(key)}; it is required {when}")
 
     def section(
@@ -143,6 +173,7 @@ class Reader:
         `also`: keys the caller read out of `raw` itself, named among the known ones."""
         if not isinstance(raw, Mapping):
             self.problems.append(f"[{name}] must be a table, got {type(raw).__name__}")
+            self._unreadable.add(name)
             raw = {}
         known: list[str] = []
         values: dict[str, Any] = dict(defaults)

@@ -176,6 +176,8 @@ class Integration(Generic[S]):
         once: why it can be configured only once ("it writes to this process's
             stdout"); "" (the default): it may also have named instances, `[slack.dba]`,
             each built from its own section like `[slack]` (integrations/registry.py).
+        reaches: the key of the address its checks reach ("slack.api_url"), named by
+            `sebridge check` when they get no answer in time; "" for its name.
     """
 
     name: ClassVar[str]
@@ -183,6 +185,7 @@ class Integration(Generic[S]):
     settings: ClassVar[type[Any] | None] = None
     outbound: ClassVar[bool] = False
     once: ClassVar[str] = ""
+    reaches: ClassVar[str] = ""
 
     def defaults(self) -> S:
         """The settings when the file has no section (every key at its default)."""

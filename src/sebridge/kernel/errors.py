@@ -97,11 +97,17 @@ class StoreInUseError(StoreError):
 
 
 class DeliveryError(BridgeError):
-    """A sink could not deliver a notification."""
+    """A sink could not deliver a notification.
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    Args:
+        key: the configuration key a person looks at about it ("jira.url"), when the
+            sink knows one: `sebridge check` names it on the problem's line.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None, key: str = "") -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.key = key
 
 
 class RetryableDeliveryError(DeliveryError):

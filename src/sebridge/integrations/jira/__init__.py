@@ -32,6 +32,7 @@ class Jira(Integration[JiraSettings]):
     name = "jira"
     title = "Jira"
     outbound = True
+    reaches = "jira.url"
     settings = JiraSettings
 
     def validate(self, settings: JiraSettings, rd: Reader, core: Core) -> JiraSettings:

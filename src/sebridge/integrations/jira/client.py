@@ -59,7 +59,11 @@ class JiraApi:
             raise
         except Exception as exc:  # every failure is classified: none escapes raw
             raise delivery_error(
-                exc, what=what, secrets=self.secrets, server=self.settings.url
+                exc,
+                what=what,
+                secrets=self.secrets,
+                server=self.settings.url,
+                sign_in="jira.api_token" if self.settings.cloud else "jira.pat",
             ) from None
 
     def search(

@@ -2,6 +2,8 @@
 
 Each check returns findings a person can act on; none raises for Jira's
 answer, and the token never appears in one (JiraApi's errors are scrubbed).
+A problem is named by the key to look at (jira.url, jira.pat or
+jira.api_token, jira.project, jira.issue_type...) and says Jira's answer.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ def check_jira(api: JiraApi) -> list[Finding]:
         me: dict[str, Any] = api.call("sign in (myself)", lambda jira: jira.myself())
         kind = api.deployment
     except DeliveryError as exc:
-        return [Finding("jira", False, _text(exc))]
+        return [_problem(exc)]
     who = me.get("displayName") or me.get("name") or me.get("accountId") or "?"
     findings = [Finding("jira", True, f"signed in to {s.url} ({kind}) as {who}")]
     try:
@@ -30,7 +32,7 @@ def check_jira(api: JiraApi) -> list[Finding]:
     except DeliveryError as exc:
         return [
             *findings,
-            Finding("jira", False, f"{_text(exc)} (is jira.project the project's key?)"),
+            _problem(exc, " (is jira.project the project's key?)"),
         ]
     findings.append(Finding("jira", True, f"project {s.project}: {project.get('name', '?')}"))
     types = [str(t.get("name")) for t in project.get("issueTypes") or ()]
@@ -38,7 +40,7 @@ def check_jira(api: JiraApi) -> list[Finding]:
         offered = ", ".join(f'"{t}"' for t in types) or "none"
         findings.append(
             Finding(
-                "jira",
+                "jira.issue_type",
                 False,
                 f'issue type "{s.issue_type}" is not in project {s.project} '
                 f"(it has {offered}): set jira.issue_type to one of them",
@@ -52,7 +54,7 @@ def check_jira(api: JiraApi) -> list[Finding]:
             lambda jira: [t.raw for t in jira.issue_types_for_project(s.project)],
         )
     except DeliveryError as exc:
-        return [*findings, Finding("jira", False, _text(exc))]
+        return [*findings, _problem(exc)]
     statuses = next(
         (
             [str(st.get("name")) for st in t.get("statuses") or ()]
@@ -79,12 +81,12 @@ def _status(key: str, value: str, statuses: list[str], issue_type: str) -> Findi
         else ""
     )
     return Finding(
-        "jira",
+        f"jira.{key}",
         False,
-        f'jira.{key} "{value}" is not a status of the {issue_type} workflow '
-        f"(statuses: {offered}){hint}",
+        f'"{value}" is not a status of the {issue_type} workflow (statuses: {offered}){hint}',
     )
 
 
-def _text(exc: DeliveryError) -> str:
-    return str(exc).removeprefix("jira: ")  # the finding is already "jira: ..."
+def _problem(exc: DeliveryError, hint: str = "") -> Finding:
+    """Named by the key Jira's answer is about (jira.url, jira.pat...), saying it."""
+    return Finding(exc.key or "jira", False, str(exc).removeprefix("jira: ") + hint)

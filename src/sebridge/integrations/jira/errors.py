@@ -16,6 +16,7 @@ from typing import Any
 
 from sebridge.kernel.delivery_status import NO_ANSWER, UNANSWERED, StatusRules
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
+from sebridge.kernel.net_cause import no_answer_cause
 from sebridge.kernel.redact import scrub
 
 __all__ = ["RULES", "delivery_error", "jira_messages", "scrub"]
@@ -61,16 +62,24 @@ def jira_messages(response: Any) -> str:
 
 
 def delivery_error(
-    exc: BaseException, *, what: str, secrets: Iterable[str], server: str = "Jira"
+    exc: BaseException,
+    *,
+    what: str,
+    secrets: Iterable[str],
+    server: str = "Jira",
+    sign_in: str = "jira.api_token",
 ) -> DeliveryError:
-    """The DeliveryError for `exc`, raised while doing `what` ("create an issue in OPS").
+    """The DeliveryError for `exc`, raised while doing `what` ("create an issue in OPS");
+    its `key` is the one to look at (jira.url, `sign_in`, jira.project...).
 
     Args:
         server: how to name Jira when it cannot be reached (its URL, which carries no secret).
+        sign_in: the key of the credential in use (jira.pat or jira.api_token).
     """
     error = _classify(exc, what, server)
     clean = scrub(str(error), list(secrets))
-    return type(error)(clean, retry_after=error.retry_after)
+    key = sign_in if error.key == _SIGN_IN_KEY else error.key
+    return type(error)(clean, retry_after=error.retry_after, key=key)
 
 
 def _classify(exc: BaseException, what: str, server: str) -> DeliveryError:
@@ -81,12 +90,25 @@ def _classify(exc: BaseException, what: str, server: str) -> DeliveryError:
         return _http_error(exc, where)
     if isinstance(exc, NO_ANSWER):  # requests' errors are OSErrors
         # Refused, reset, timed out, DNS, TLS: the request may or may not have landed.
-        return UNANSWERED.error(f"{where}: cannot reach Jira at {server}: {type(exc).__name__}")
+        cause = no_answer_cause(exc)
+        return _about(UNANSWERED.error(f"{where}: cannot reach Jira at {server}: {cause}"), _URL)
     if isinstance(exc, ValueError | KeyError):
         return RetryableDeliveryError(
-            f"{where}: Jira's answer is not the JSON it documents (a proxy's page?); will retry"
+            f"{where}: Jira's answer is not the JSON it documents (a proxy's page?); will retry",
+            key=_URL,
         )
-    return RetryableDeliveryError(f"{where}: unexpected {type(exc).__name__}")
+    return RetryableDeliveryError(f"{where}: unexpected {type(exc).__name__}", key=_URL)
+
+
+# The keys a failure is about (DeliveryError.key); the credential's is the caller's.
+_URL = "jira.url"
+_SIGN_IN_KEY = "sign-in"
+_KEYS = {401: _SIGN_IN_KEY, 403: "jira.project", 404: "jira.project", 400: "jira.issue_type"}
+
+
+def _about(error: DeliveryError, key: str) -> DeliveryError:
+    error.key = key
+    return error
 
 
 def _http_error(exc: Any, where: str) -> DeliveryError:
@@ -97,16 +119,17 @@ def _http_error(exc: Any, where: str) -> DeliveryError:
     if status == 0:
         # Raised by the library itself, not from an answer (e.g. "Empty Response!").
         text = str(getattr(exc, "text", "") or "no answer")
-        return UNANSWERED.error(f"{where}: {text}")
+        return _about(UNANSWERED.error(f"{where}: {text}"), _URL)
     failure = RULES.failure(status, getattr(response, "headers", None))
     if failure is not None and failure.status in RULES.throttles:
         why = "rate limited" if status == 429 else "unavailable"
-        return failure.error(
-            f"{where}: Jira is {why} (HTTP {status}), retry after {failure.wait:g}s"
-        )
+        said = f"{where}: Jira is {why} (HTTP {status}), retry after {failure.wait:g}s"
+        return _about(failure.error(said), _URL)
     if failure is not None and failure.retry:
         # A 5xx often carries an HTML page: name the status, not the body.
-        return failure.error(f"{where}: Jira failed (HTTP {status}); will retry")
+        return _about(failure.error(f"{where}: Jira failed (HTTP {status}); will retry"), _URL)
     if status in _FIXES:
-        return PermanentDeliveryError(f"{where}: " + _FIXES[status].format(detail=detail))
-    return PermanentDeliveryError(f"{where}: Jira answered HTTP {status}{detail}")
+        return PermanentDeliveryError(
+            f"{where}: " + _FIXES[status].format(detail=detail), key=_KEYS[status]
+        )
+    return PermanentDeliveryError(f"{where}: Jira answered HTTP {status}{detail}", key=_URL)

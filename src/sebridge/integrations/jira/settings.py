@@ -62,18 +62,23 @@ def validate(j: JiraSettings, rd: Reader) -> JiraSettings:
     return replace(j, url=j.url.rstrip("/"), approve_status=j.approve_status.strip())
 
 
+_SIGN_IN = ("jira.email", "jira.api_token", "jira.pat")
+
+
 def _check_sign_in(j: JiraSettings, rd: Reader) -> None:
     if j.pat and j.api_token:
-        rd.problems.append(
-            "jira: set email and api_token (Jira Cloud) or pat (Data Center), not both"
+        rd.problem(
+            "jira: set email and api_token (Jira Cloud) or pat (Data Center), not both",
+            about=_SIGN_IN,
         )
     elif j.pat and j.email:
         rd.warnings.append("jira.email is not used with jira.pat (Data Center signs in by token)")
     elif not j.pat:
         if not j.email and not j.api_token:
             why = rd.env.why_empty("jira.api_token") or rd.env.why_empty("jira.pat")
-            rd.problems.append(
-                f"jira: set email and api_token (Jira Cloud) or pat (Data Center){why}"
+            rd.problem(
+                f"jira: set email and api_token (Jira Cloud) or pat (Data Center){why}",
+                about=_SIGN_IN,
             )
         elif not j.api_token:
             rd.required("jira.api_token", "with jira.email (or set jira.pat instead)")

@@ -35,14 +35,15 @@ def send_trial(api: JiraApi, note: TrialNote) -> Finding:
             lambda jira: jira.my_permissions(projectKey=project, permissions=",".join(NEEDED)),
         )
     except DeliveryError as exc:
-        return Finding("jira", False, f"no test issue created; {exc}")
+        said = str(exc).removeprefix("jira: ")
+        return Finding(exc.key or "jira", False, f"no test issue created; {said}")
     held = answer.get("permissions") or {}
     missing = [
         name for key, name in NEEDED.items() if not (held.get(key) or {}).get("havePermission")
     ]
     if missing:
         return Finding(
-            "jira",
+            "jira.project",
             False,
             f"no test issue created; the account lacks {', '.join(missing)} in {project}:"
             " grant them in the project's permission scheme",

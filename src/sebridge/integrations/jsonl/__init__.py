@@ -31,6 +31,7 @@ class Jsonl(Integration[JsonlSettings]):
     name = "jsonl"
     title = "JSON lines"
     outbound = True
+    reaches = "jsonl.path"
     settings = JsonlSettings
 
     def enabled(self, settings: JsonlSettings, in_file: bool) -> bool:

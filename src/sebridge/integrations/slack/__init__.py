@@ -31,6 +31,7 @@ class Slack(Integration[SlackSettings]):
     name = "slack"
     title = "Slack"
     outbound = True
+    reaches = "slack.api_url"
     settings = SlackSettings
 
     def validate(self, settings: SlackSettings, rd: Reader, core: Core) -> SlackSettings:

@@ -1,7 +1,9 @@
 """Slack's part of `sebridge check`: token, scopes, channel.
 
 Each check returns findings a person can act on; none raises for Slack's
-answer. Secrets never appear in a finding.
+answer. A problem is named by the key to look at (slack.bot_token,
+slack.channel, slack.api_url) and says Slack's answer. Secrets never appear
+in a finding.
 """
 
 from __future__ import annotations
@@ -32,9 +34,12 @@ def check_slack(config: SlackSettings, client: WebClient) -> list[Finding]:
     try:
         auth = client.auth_test()
     except SlackApiError as exc:
-        return [Finding("slack", False, f"auth.test failed: {_error(exc)}: check slack.bot_token")]
+        said = (
+            f"auth.test failed: Slack answered {_error(exc)}: copy the Bot User OAuth Token again"
+        )
+        return [Finding("slack.bot_token", False, said)]
     except OSError as exc:
-        return [Finding("slack", False, f"cannot reach Slack at {config.api_url}: {exc}")]
+        return [Finding("slack.api_url", False, f"cannot reach Slack at {config.api_url}: {exc}")]
     findings.append(
         Finding("slack", True, f"token works: bot {auth.get('user')} in {auth.get('team')}")
     )
@@ -45,9 +50,9 @@ def check_slack(config: SlackSettings, client: WebClient) -> list[Finding]:
     if missing:
         findings.append(
             Finding(
-                "slack",
+                "slack.bot_token",
                 False,
-                f"missing scopes {', '.join(missing)}: add them under "
+                f"the token lacks scopes {', '.join(missing)}: add them under "
                 "OAuth & Permissions (or deploy/slack-app-manifest.yml) and reinstall the app",
             )
         )
@@ -65,13 +70,14 @@ def _check_channel(channel: str, client: WebClient) -> Finding:
     except SlackApiError as exc:
         error = _error(exc)
         hint = "use a channel id like C0123456789" if error == "channel_not_found" else ""
-        return Finding("slack", False, f"channel {channel}: {error}{': ' + hint if hint else ''}")
+        said = f"channel {channel}: Slack answered {error}{': ' + hint if hint else ''}"
+        return Finding("slack.channel", False, said)
     except OSError as exc:
-        return Finding("slack", False, f"channel {channel}: cannot reach Slack: {exc}")
+        return Finding("slack.api_url", False, f"channel {channel}: cannot reach Slack: {exc}")
     data = info.get("channel") or {}
     if not data.get("is_member", True):
         return Finding(
-            "slack",
+            "slack.channel",
             False,
             f"the bot is not in #{data.get('name', channel)}: /invite @sebridge there",
         )

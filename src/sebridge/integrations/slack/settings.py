@@ -98,7 +98,10 @@ def validate(s: SlackSettings, rd: Reader) -> SlackSettings:
     if not s.channel:
         rd.required("slack.channel", "when Slack is enabled (slack.bot_token is set)")
     if not s.app_token and not s.signing_secret:
-        rd.problems.append("slack: set app_token (Socket Mode) or signing_secret (HTTP mode)")
+        rd.problem(
+            "slack: set app_token (Socket Mode) or signing_secret (HTTP mode)",
+            about=("slack.app_token", "slack.signing_secret"),
+        )
     if not s.approvers:
         rd.warnings.append("slack.approvers is empty: nobody can approve from Slack")
     return normalised

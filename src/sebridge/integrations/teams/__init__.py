@@ -28,6 +28,7 @@ class Teams(Integration[TeamsSettings]):
     name = "teams"
     title = "Microsoft Teams"
     outbound = True
+    reaches = "teams.webhook_url"
     settings = TeamsSettings
 
     def validate(self, settings: TeamsSettings, rd: Reader, core: Core) -> TeamsSettings:

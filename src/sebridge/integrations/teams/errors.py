@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from sebridge.kernel import redact
 from sebridge.kernel.delivery_status import UNANSWERED, StatusRules
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError
+from sebridge.kernel.net_cause import no_answer_cause
 
 __all__ = ["RULES", "answer_error", "scrub", "transport_error"]
 
@@ -68,5 +69,6 @@ def answer_error(
 
 
 def transport_error(exc: BaseException) -> DeliveryError:
-    """Timeouts, refused or reset connections, TLS trouble: retried. Named by kind only."""
-    return UNANSWERED.error(f"teams: cannot reach the webhook ({type(exc).__name__}); will retry")
+    """Timeouts, refused or reset connections, TLS trouble: retried. Named by kind only
+    (kernel/net_cause.py): requests' own text quotes the URL."""
+    return UNANSWERED.error(f"teams: cannot reach the webhook ({no_answer_cause(exc)}); will retry")

@@ -1,8 +1,10 @@
 """`sebridge check --send-test` for Teams: one card that only says what it is.
 
 A Workflows webhook answers 202 once it has the card, before its flow posts
-it: the finding says accepted, not shown. Errors come from the sink's table
-(teams/errors.py): what to fix, never the URL.
+it: the finding says accepted, not shown. A problem is named by
+teams.webhook_url, the key it reached, and says why, from the sink's table
+(teams/errors.py): the webhook's answer or the kind of network failure, and
+what to fix; never the URL.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ def send_trial(sink: TeamsSink, format: str, note: TrialNote) -> Finding:
         status = sink.post_text("sebridge test message", note.text)
     except DeliveryError as exc:
         said = str(exc).removeprefix("teams: ").removesuffix("; will retry")
-        return Finding("teams", False, f"test card not delivered: {said}")
+        return Finding("teams.webhook_url", False, f"test card not delivered: {said}")
     finally:
         sink.close()
     if format == ADAPTIVE:
