@@ -22,6 +22,7 @@ from tests.fakes.smtp import FakeSmtp, certificate
 from tests.helpers import free_port
 
 from sebridge.cli.main import main
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations.base import TrialNote
 from sebridge.integrations.email import Email
 from sebridge.integrations.email.mail import message_id
@@ -276,14 +277,18 @@ def test_sebridge_check_through_the_cli(smtp: FakeSmtp, tmp_path: Path) -> None:
     lines = [f"{k} = {json.dumps(v)}" for k, v in keys.items()]
     store = json.dumps(f"sqlite:///{tmp_path / 'state.db'}")
     path = tmp_path / "sebridge.toml"
-    path.write_text(
-        f'[imds]\nvm_name = "vm7"\n[store]\nurl = {store}\n[email]\n' + "\n".join(lines) + "\n"
-    )
 
     def check(*extra: str) -> tuple[int, str]:
         out = io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            code = main(["check", "--config", str(path), *extra])
+        # check asks IMDS always (with vm_name set, for its compute name too): a simulator
+        # of this VM answers.
+        with Simulator(port=0, vm_name="vm7") as imds:
+            path.write_text(
+                f'[imds]\nendpoint = {json.dumps(imds.url)}\nvm_name = "vm7"\n'
+                f"[store]\nurl = {store}\n[email]\n" + "\n".join(lines) + "\n"
+            )
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                code = main(["check", "--config", str(path), *extra])
         return code, out.getvalue()
 
     code, out = check()

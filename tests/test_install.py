@@ -47,7 +47,9 @@ def moved(command: str, root: Path) -> str:
 
 
 def checkout_copy(into: Path) -> Path:
-    """The repository's files (tracked and new, not ignored): pip builds in its folder."""
+    """The repository's files (tracked and new, not ignored): pip builds in its folder. A
+    symbolic link stays one, as a clone has it (src/sebridge/templates is one: copied as
+    a file it was left out, and the installed package had no templates)."""
     listed = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard", "-z"],
         cwd=ROOT,
@@ -56,7 +58,10 @@ def checkout_copy(into: Path) -> Path:
     ).stdout.decode()
     for name in filter(None, listed.split("\0")):
         source = ROOT / name
-        if source.is_file():
+        if source.is_symlink():
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            (into / name).symlink_to(os.readlink(source))
+        elif source.is_file():
             (into / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, into / name)
     return into

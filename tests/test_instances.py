@@ -20,6 +20,7 @@ from tests.helpers import toml_str
 
 from sebridge.cli.main import main
 from sebridge.config.loader import Config
+from sebridge.imds.simulator import Simulator
 from sebridge.integrations import registry
 from sebridge.integrations.base import Context, Core
 from sebridge.integrations.registry import config_from_mapping
@@ -157,10 +158,16 @@ def test_each_slack_instance_in_http_mode_has_its_own_path() -> None:
 def _check(tmp_path: Path, sections: str, *extra: str) -> tuple[int, str]:
     store = toml_str(f"sqlite:///{tmp_path / 'state.db'}")
     path = tmp_path / "sebridge.toml"
-    path.write_text(f'[imds]\nvm_name = "vm7"\n[store]\nurl = {store}\n{sections}')
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["check", "--config", str(path), *extra])
+    # check asks IMDS always (with vm_name set, for its compute name too): a simulator
+    # of this VM answers.
+    with Simulator(port=0, vm_name="vm7") as imds:
+        endpoint = toml_str(imds.url)
+        path.write_text(
+            f'[imds]\nendpoint = {endpoint}\nvm_name = "vm7"\n[store]\nurl = {store}\n{sections}'
+        )
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["check", "--config", str(path), *extra])
     return code, out.getvalue() + err.getvalue()
 
 

@@ -482,10 +482,16 @@ def test_an_unset_variable_in_a_header_is_an_error() -> None:
 def check(tmp_path: Path, section: str, *extra: str) -> tuple[int, str]:
     store = toml_str(f"sqlite:///{tmp_path / 'state.db'}")
     path = tmp_path / "sebridge.toml"
-    path.write_text(f'[imds]\nvm_name = "vm7"\n[store]\nurl = {store}\n{section}')
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["check", "--config", str(path), *extra])
+    # check asks IMDS always (with vm_name set, for its compute name too): a simulator
+    # of this VM answers.
+    with Simulator(port=0, vm_name="vm7") as imds:
+        endpoint = toml_str(imds.url)
+        path.write_text(
+            f'[imds]\nendpoint = {endpoint}\nvm_name = "vm7"\n[store]\nurl = {store}\n{section}'
+        )
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["check", "--config", str(path), *extra])
     return code, out.getvalue() + err.getvalue()
 
 
