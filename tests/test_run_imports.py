@@ -30,6 +30,7 @@ EXPECTED_MODULES = frozenset(
         "approval.usecase",
         "cli",
         "cli.commands",
+        "cli.exits",
         "cli.main",
         "cli.runtime",
         "config",

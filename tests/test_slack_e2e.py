@@ -27,8 +27,8 @@ import pytest
 from tests.fakes.slack import FakeMessage, FakeSlack
 from tests.helpers import RunnerThread, read_jsonl, threads_left, wait_until
 
-from sebridge.cli import commands
 from sebridge.cli import main as cli
+from sebridge.cli import reading
 from sebridge.cli.runtime import build_runner
 from sebridge.config.loader import Config
 from sebridge.engine.daemon import Daemon
@@ -345,7 +345,7 @@ def test_an_outsider_is_refused_privately_and_audited(bridge: Bridge, tmp_path: 
     )
     assert {a.detail.split(":")[0] for a in audit} == {"approve", "take"}
     out = io.StringIO()
-    assert commands.history(bridge.config, event_id=None, limit=100, as_json=False, out=out) == 0
+    assert reading.history(bridge.config, event_id=None, limit=100, as_json=False, out=out) == 0
     assert f"refused   {event_id} by U0ZZZ via slack" in out.getvalue()  # `sebridge history`
 
     bridge.settle()

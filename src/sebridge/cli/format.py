@@ -20,7 +20,7 @@ from sebridge.model import TransitionKind
 from sebridge.model.decision import offers_approval
 from sebridge.model.outlook import Outlook, approve_command, approved_as, approver, outlook
 from sebridge.model.readiness import VmReadiness
-from sebridge.store import AuditEntry, EventRecord, HistoryEntry
+from sebridge.store import AuditEntry, EventRecord, HistoryEntry, Store
 from sebridge.store.codec import event_to_dict
 
 __all__ = [
@@ -224,3 +224,22 @@ def _transition_lines(e: HistoryEntry) -> list[str]:
         if d.last_error
     ]
     return lines
+
+
+def not_yet(store: str | None) -> str:
+    """What `events`, `history` and `approve` say before the daemon made its store (at
+    `store`: cli/runtime.py missing_store)."""
+    return (
+        f"sebridge has not polled IMDS yet: there is no store at {store}"
+        " (is `sebridge run` running?)"
+    )
+
+
+def as_stored(store: Store, typed: str) -> str:
+    """The event id as stored, when `typed` is how `events` showed it (escaped: an id
+    holding a control or a line break, kernel/text.py visible()); else `typed` as it is.
+    `approve` and `hooks retry` take an id either way."""
+    if store.event(typed) is not None:
+        return typed
+    shown = [r.event.event_id for r in store.events() if visible(r.event.event_id) == typed]
+    return shown[0] if len(shown) == 1 else typed

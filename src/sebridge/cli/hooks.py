@@ -18,13 +18,14 @@ import sys
 from typing import TextIO
 
 from sebridge.cli import format as fmt
+from sebridge.cli.format import as_stored
 from sebridge.cli.runtime import missing_store, open_store
 from sebridge.config.loader import Config
 from sebridge.integrations import registry
 from sebridge.kernel.clock import utcnow
 from sebridge.kernel.errors import StoreError
 from sebridge.kernel.text import visible
-from sebridge.store import AuditEntry, EventRecord, Store
+from sebridge.store import AuditEntry, EventRecord
 from sebridge.store.hook_retries import RetryAnswer
 
 __all__ = ["retry"]
@@ -50,7 +51,7 @@ def retry(
         store = open_store(config)
         try:
             answer = store.request_hook_retry(
-                _as_stored(store, event_id), actor=who, via=VIA, now=utcnow(), sinks_for=sinks
+                as_stored(store, event_id), actor=who, via=VIA, now=utcnow(), sinks_for=sinks
             )
             if answer.refused:  # kept beside the history, as a refused approval is
                 detail = f"hooks retry: {answer.refused}"
@@ -92,12 +93,3 @@ def _line(answer: RetryAnswer, who: str) -> str:
 def _refused(why: str) -> int:
     print(visible(f"sebridge: hooks retry refused: {why}"), file=sys.stderr)
     return REFUSED
-
-
-def _as_stored(store: Store, typed: str) -> str:
-    """The event id as stored, when `typed` is how `events` showed it (escaped: an id
-    holding a control or a line break), as `sebridge approve` takes it; else `typed`."""
-    if store.event(typed) is not None:
-        return typed
-    shown = [r.event.event_id for r in store.events() if visible(r.event.event_id) == typed]
-    return shown[0] if len(shown) == 1 else typed

@@ -83,11 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     ).set_defaults(run=_with_config(lambda cmd, c, a: cmd.once(c, as_json=a.json)))
     events = command("events", "current events and their state", shell, as_json)
     events.add_argument("--all", action="store_true", help="also events gone in the last day")
-    events.set_defaults(
-        run=_with_config(
-            lambda cmd, c, a: cmd.events(c, as_json=a.json, show_all=a.all), secrets=False
-        )
-    )
+    events.set_defaults(run=_with_config(_events, secrets=False))
     approve = command("approve", "approve an event: IMDS may start it now", shell, as_json)
     approve.add_argument("event_id", metavar="EVENT_ID")
     approve.add_argument("--as", dest="actor", help="who approves (default: your user name)")
@@ -98,9 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     approve.set_defaults(
         run=_with_config(
-            lambda cmd, c, a: cmd.approve(
-                c, a.event_id, actor=a.actor, as_json=a.json, anyway=a.anyway
-            ),
+            _approve,
             secrets=False,
         )
     )
@@ -111,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--limit", type=int, default=100, help="newest N transitions (100)")
     history.set_defaults(
         run=_with_config(
-            lambda cmd, c, a: cmd.history(c, event_id=a.event_id, limit=a.limit, as_json=a.json),
+            _history,
             secrets=False,
         )
     )
@@ -307,6 +301,24 @@ def _hooks_parser(hooks: argparse.ArgumentParser, *parents: argparse.ArgumentPar
     retry.add_argument("event_id", metavar="EVENT_ID")
     retry.add_argument("--as", dest="actor", help="who asks (default: your user name)")
     retry.set_defaults(run=_with_config(_hooks_retry, secrets=False))
+
+
+def _events(_commands: object, config: Config, args: argparse.Namespace) -> int:
+    from sebridge.cli.reading import events
+
+    return events(config, as_json=args.json, show_all=args.all)
+
+
+def _history(_commands: object, config: Config, args: argparse.Namespace) -> int:
+    from sebridge.cli.reading import history
+
+    return history(config, event_id=args.event_id, limit=args.limit, as_json=args.json)
+
+
+def _approve(_commands: object, config: Config, args: argparse.Namespace) -> int:
+    from sebridge.cli.approve import approve
+
+    return approve(config, args.event_id, actor=args.actor, as_json=args.json, anyway=args.anyway)
 
 
 def _hooks_retry(_commands: object, config: Config, args: argparse.Namespace) -> int:
