@@ -299,6 +299,7 @@ def test_a_held_approval_is_not_approved_and_says_what_happens_next(
     assert "⛔ Held, not approved: drain failed (exit 1) on vm0" in seen
     assert re.search(r"Azure starts it anyway at \S+ \S+ UTC \(in \d+ min\), ready or not", seen)
     assert "Not ready: vm0: failed: drain exit 1 lb refused web1" in seen  # the output's tail
+    assert seen.count("vm0: failed: drain exit 1") == 1  # each listed VM said once
     assert f"sebridge hooks retry {event_id} : runs the failed prepare hooks again" in seen
     assert f"sebridge approve {event_id} --anyway : starts it now" in seen
     # Approve anyway is offered (behind a confirming POST), never a plain Approve.

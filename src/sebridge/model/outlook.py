@@ -41,7 +41,7 @@ __all__ = [
 
 # The states in which a listed VM is not ready to be released (NO_AGENT is not waited for,
 # DRY_RUN runs nothing: neither holds an approval back).
-_NOT_READY = (VmState.FAILED, VmState.WAITING, VmState.PREPARING)
+_NOT_READY = (VmState.FAILED, VmState.WAITING, VmState.PREPARING, VmState.SILENT)
 
 
 def until(moment: datetime | None, now: datetime) -> str:
