@@ -14,7 +14,6 @@ import ipaddress
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from email.headerregistry import Address
 from email.utils import getaddresses, parseaddr
 
 from sebridge.config.durations import Seconds
@@ -134,6 +133,10 @@ def _bad_address(text: str) -> str | None:
     """Why `text` is no single mail address ("Name <a@b.example>" or "a@b.example"), or None."""
     if "\r" in text or "\n" in text:
         return "must be one address on one line"
+    # Imported only when an address is checked: email.headerregistry and its parser are
+    # about 0.3 MiB that a daemon without [email] does not need (tests/test_run_imports.py).
+    from email.headerregistry import Address
+
     found = getaddresses([text])
     if len(found) != 1 or not found[0][1]:
         return f'must be one address ("ops@example.com" or "Ops <ops@example.com>"): "{text}"'
