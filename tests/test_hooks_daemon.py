@@ -620,6 +620,8 @@ def test_approve_anyway_carries_out_a_held_approval_and_the_start_is_an_alarm(
     approval = d.store.approval(event_id)
     assert approval is not None
     assert (approval.state, approval.actor, approval.anyway_by) == ("posted", "policy", "carol")
+    # Messages name who made it happen (Slack's redrawn message, cards): carol, not "policy".
+    assert approved.approved_by == "carol"
     # A second anyway finds it carried out: already approved.
     again = d.approvals.request(ApprovalRequest(event_id, "dave", "cli", anyway=True), wait=0.5)
     assert again.kind == OutcomeKind.ALREADY

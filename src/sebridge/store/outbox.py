@@ -48,10 +48,13 @@ class Outbox:
         # Row `o` is claimed by nobody now (one `?`: now): never, its lease ended, or its
         # claimant is gone (Database.claimant_gone).
         self._free = f"(o.claimed_until IS NULL OR o.claimed_until < ? OR {self._gone})"
-        # The claim's query (parameters: claim_params), public for EXPLAIN in tests.
+        # The claim's query (parameters: claim_params), public for EXPLAIN in tests. Who
+        # approved, as messages say it: the person whose approval was carried out (one
+        # approved anyway carried out the approval someone else had asked for).
         self.claim_sql = (
             "SELECT o.id, o.attempts, t.data, e.policy, e.gone_at, r.external_id, r.data, "
-            "CASE WHEN a.state IN (?, ?) THEN a.actor END, o.begun, o.transition_id, o.begun_by, "
+            "CASE WHEN a.state IN (?, ?) THEN COALESCE(a.anyway_by, a.actor) END, o.begun, "
+            "o.transition_id, o.begun_by, "
             "a.state, e.decision "
             "FROM outbox o JOIN transitions t ON t.id = o.transition_id "
             "JOIN events e ON e.event_id = o.event_id "
