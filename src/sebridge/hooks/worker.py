@@ -101,7 +101,25 @@ class HookWorker:
             "hooks", self._look, idle=_IDLE_LOOK, expected=(StoreError,), logger=log, clock=clock
         )
         self._chains = Chains(on_done=self._worker.wake)
-        self._attempt_args = (mask or Masker(), on_begun, on_ended, on_run)
+
+        def attempts() -> Attempts:
+            # Imported with the first run: a daemon without hooks never loads it.
+            from sebridge.hooks.attempt import Attempts
+
+            return Attempts(
+                store,
+                self._hooks,
+                self._chains,
+                stopping=lambda: self._worker.stopping,
+                sleep=self._worker.sleep,
+                clock=clock,
+                mask=mask or Masker(),
+                on_begun=on_begun,
+                on_ended=on_ended,
+                on_run=on_run,
+            )
+
+        self._new_attempts = attempts
         self._attempts: Attempts | None = None  # made with the first run (hooks/attempt.py)
 
     def start(self) -> None:
@@ -256,22 +274,7 @@ class HookWorker:
     def _run_one(self, record: EventRecord, stage: str, name: str, vm: str) -> bool:
         """Begin, run and end one hook (hooks/attempt.py); True when it succeeded."""
         if self._attempts is None:
-            # Imported with the first run: a daemon without hooks never loads it.
-            from sebridge.hooks.attempt import Attempts
-
-            mask, on_begun, on_ended, on_run = self._attempt_args
-            self._attempts = Attempts(
-                self._store,
-                self._hooks,
-                self._chains,
-                stopping=lambda: self._worker.stopping,
-                sleep=self._worker.sleep,
-                clock=self._clock,
-                mask=mask,
-                on_begun=on_begun,
-                on_ended=on_ended,
-                on_run=on_run,
-            )
+            self._attempts = self._new_attempts()
         return self._attempts.run(record, stage, name, vm, self._sinks_for(record))
 
     def _look(self) -> datetime | None:

@@ -74,8 +74,10 @@ class Context(Generic[S]):
         settings: the integration's own config section.
         stdout: where console-like sinks write (None: sys.stdout at write time).
         send_test: `sebridge check --send-test` will post a test message after the check.
-        instance: the instance's name ("slack", "slack.dba"): its outbox key, and what
-            its inbound parts are told apart by (`path`, duty names).
+        instance: the instance's name ("slack", "slack.dba"): its outbox key, what its
+            inbound parts are told apart by (`path`, duty names), and what a sink names
+            itself by (a webhook's id, a mail's Message-ID, its errors). The registry
+            always sets it (registry.context).
     """
 
     settings: S

@@ -205,20 +205,20 @@ class Window:
         )
 
     def why_not(self, f: Facts) -> str:
-        local = f.local(self.zone)
-        days = ",".join(_DAY_NAMES[d] for d in sorted(self.days))
-        return (
-            f"window: it is {_DAY_NAMES[local.weekday()]} {local:%H:%M} in {self.zone.key}, "
-            f"outside {days} {_clock(self.start)}-{_clock(self.end)}"
-        )
+        moment, window = self._said(f)
+        return f"window: it is {moment}, outside {window}"
 
     def why(self, f: Facts) -> str:
+        moment, window = self._said(f)
+        return f"window: {moment} is inside {window}"
+
+    def _said(self, f: Facts) -> tuple[str, str]:
+        """The moment in the window's zone ("mon 08:15 in Europe/Berlin") and the window
+        ("mon,tue 08:00-17:00"), as explain says them."""
         local = f.local(self.zone)
         days = ",".join(_DAY_NAMES[d] for d in sorted(self.days))
-        return (
-            f"window: {_DAY_NAMES[local.weekday()]} {local:%H:%M} in {self.zone.key} is "
-            f"inside {days} {_clock(self.start)}-{_clock(self.end)}"
-        )
+        moment = f"{_DAY_NAMES[local.weekday()]} {local:%H:%M} in {self.zone.key}"
+        return moment, f"{days} {_clock(self.start)}-{_clock(self.end)}"
 
 
 def _clock(second: int) -> str:

@@ -36,15 +36,14 @@ class Email(Integration[EmailSettings]):
     def sink(self, ctx: Context[EmailSettings]) -> Sink:
         from sebridge.integrations.email.sink import EmailSink
 
-        return tried(EmailSink(ctx.settings, ctx.renderer, ctx.instance or self.name))
+        return tried(EmailSink(ctx.settings, ctx.renderer, ctx.instance))
 
     def check(self, ctx: Context[EmailSettings]) -> Sequence[Finding]:
         from sebridge.integrations.email.doctor import check_email
 
-        name = ctx.instance or self.name  # [email.oncall]: "email.oncall"
-        return check_email(ctx.settings, name, ctx.core.links, send_test=ctx.send_test)
+        return check_email(ctx.settings, ctx.instance, ctx.core.links, send_test=ctx.send_test)
 
     def send_test(self, ctx: Context[EmailSettings], note: TrialNote) -> Sequence[Finding]:
         from sebridge.integrations.email.trial import send_trial
 
-        return [send_trial(ctx.settings, ctx.instance or self.name, note)]
+        return [send_trial(ctx.settings, ctx.instance, note)]

@@ -36,23 +36,17 @@ class Webhook(Integration[WebhookSettings]):
         return validate(settings, rd, self.name)
 
     def sink(self, ctx: Context[WebhookSettings]) -> Sink:
-        return tried(build_sink(_named(self, ctx), ctx.settings))
+        return tried(build_sink(ctx.instance, ctx.settings))
 
     def check(self, ctx: Context[WebhookSettings]) -> Sequence[Finding]:
         from sebridge.integrations.webhook.trial import check_webhook
 
-        return check_webhook(_named(self, ctx), ctx.settings, send_test=ctx.send_test)
+        return check_webhook(ctx.instance, ctx.settings, send_test=ctx.send_test)
 
     def send_test(self, ctx: Context[WebhookSettings], note: TrialNote) -> Sequence[Finding]:
         from sebridge.integrations.webhook.trial import send_trial
 
-        name = _named(self, ctx)
-        return [send_trial(name, build_sink(name, ctx.settings), note)]
-
-
-def _named(integration: Webhook, ctx: Context[WebhookSettings]) -> str:
-    """The instance's name ("webhook", "webhook.pagerduty")."""
-    return ctx.instance or integration.name
+        return [send_trial(ctx.instance, build_sink(ctx.instance, ctx.settings), note)]
 
 
 def build_sink(name: str, s: WebhookSettings) -> WebhookSink:
