@@ -21,6 +21,7 @@ test. A test over 3 s not marked `slow` fails the run of scripts/check (slow_che
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -200,3 +201,13 @@ def start_daemon(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
         daemon.kill()
     for daemon in daemons:
         print(f"--- {daemon.log.name} (exit {daemon.proc.returncode}) ---\n{daemon.log_text()}")
+
+
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A local port that refuses connections for the whole test: bound and never listening,
+    so no other test (another xdist worker's server) can take it between the choice and
+    the connection, as it could a port picked by free_port() and let go."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])

@@ -15,7 +15,7 @@ import pytest
 from tests.fakes.jira import FakeJira
 from tests.fakes.slack import FakeSlack
 from tests.fakes.teams import FakeTeams
-from tests.helpers import free_port, toml_str, write_config
+from tests.helpers import toml_str, write_config
 
 from sebridge.cli.main import main
 from sebridge.imds.simulator import Simulator
@@ -37,8 +37,10 @@ def lines(out: str, kind: str) -> list[str]:
 # ---- IMDS, with imds.vm_name set
 
 
-def test_with_vm_name_an_imds_that_does_not_answer_is_a_problem(tmp_path: Path) -> None:
-    endpoint = f"http://127.0.0.1:{free_port()}"
+def test_with_vm_name_an_imds_that_does_not_answer_is_a_problem(
+    tmp_path: Path, refused_port: int
+) -> None:
+    endpoint = f"http://127.0.0.1:{refused_port}"
     config = write_config(
         tmp_path / "sebridge.toml", endpoint=endpoint, db=tmp_path / "s.db", vm_name="vm7"
     )

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from helpers import cli_env, cli_main, free_port, query, run_cli, write_config
+from helpers import cli_env, cli_main, query, run_cli, write_config
 from sebridge import __version__
 from sebridge.cli.main import main
 from sebridge.imds.simulator import Simulator
@@ -312,11 +312,13 @@ def test_once_json(cfg: str, sim: Simulator) -> None:
     assert event_id in err
 
 
-def test_once_against_a_dead_endpoint(cfg: str, sim: Simulator, tmp_path: Path, db: Path) -> None:
+def test_once_against_a_dead_endpoint(
+    cfg: str, sim: Simulator, tmp_path: Path, db: Path, refused_port: int
+) -> None:
     dead = str(
         write_config(
             tmp_path / "dead.toml",
-            endpoint=f"http://127.0.0.1:{free_port()}",
+            endpoint=f"http://127.0.0.1:{refused_port}",
             db=db,
             console=True,
             vm_name="vm0",  # without it, `once` waits for IMDS to say it (test_vm_name.py)
