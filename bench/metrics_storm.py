@@ -15,10 +15,12 @@ S seconds instead (each answered one asks again at once: thousands a second, far
 any Prometheus).
 
 Two daemons, one after the other, in the same run: sebridge as it is (web/metrics_page.py:
-one collection a second shared by every scrape, at most two scrapes waiting; probes first
-in waitress's queue: web/probes_first.py) and, as the baseline, the same daemon serving
-/metrics through prometheus_client's make_wsgi_app (every scrape collects and renders
-everything) with waitress's own queue: the daemon before issue 23, item 4.
+one collection a second shared by every scrape, at most two scrapes waiting; probes
+answered at the door, web/door.py, or first in waitress's queue, web/probes_first.py;
+the interpreter's switch interval at 0.5 ms, cli/runtime.py) and, as the baseline, the
+same daemon serving /metrics through prometheus_client's make_wsgi_app (every scrape
+collects and renders everything), waitress accepting and queueing by itself, Python's
+default switch interval: the daemon before issue 23, item 4.
 
     python bench/metrics_storm.py [--scrapes 1000] [--rounds 10] [--seconds 0]
                                   [--parts sebridge,baseline]
@@ -73,10 +75,21 @@ from sebridge.cli import main as cli
 if sys.argv[1] == "baseline":
     from prometheus_client import make_wsgi_app
     from waitress.task import ThreadedTaskDispatcher
+    import sebridge.cli.runtime as runtime
     import sebridge.web.deadlines as deadlines
     import sebridge.web.metrics_page as page
+    import sebridge.web.server as server
+
+    class NoDoor:
+        def __init__(self, *args): pass
+        def start(self): pass
+        def stop(self): pass
+        def open(self): return False
+
     page.MetricsPage = lambda registry: make_wsgi_app(registry)
     deadlines.ProbesFirst = ThreadedTaskDispatcher
+    server.Door = NoDoor
+    runtime.SWITCH_INTERVAL = sys.getswitchinterval()
 sys.exit(cli.main(["run", "--config", sys.argv[2]]))
 """
 

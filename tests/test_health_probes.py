@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -100,10 +101,42 @@ def test_a_finding_is_reused_for_two_seconds_and_one_write_is_in_flight_however_
         asker.join(10)
     assert answers == [200] * 20
     assert writes == ["health_probe"]
-    clock.now += 2.0  # still fresh
+    clock.now += 1.0  # within half its freshness: reused, and not yet renewed
     assert health.report()[0] == 200 and writes == ["health_probe"]
-    clock.now += 0.1  # older than 2 s: written again
+    clock.now += 1.1  # older than 2 s: written again before the answer
     assert health.report()[0] == 200 and writes == ["health_probe"] * 2
+
+
+def test_a_steady_prober_never_waits_the_finding_is_renewed_behind_it(
+    store_url: str, running: Callable[[str], tuple[Daemon, Runner]]
+) -> None:
+    daemon, runner = running(store_url)
+    writes = counting_writes(daemon)
+    clock = Clock()
+    health = Health(runner, poll_interval=1.0, store=store_probe(runner, clock))
+    assert health.report()[0] == 200 and writes == ["health_probe"]
+    held = threading.Event()
+    remember = daemon.store.remember
+
+    def slow(key: str, value: str) -> None:
+        held.wait(10)  # a check that takes its time (a busy daemon)
+        remember(key, value)
+
+    daemon.store.remember = slow  # type: ignore[method-assign]
+    clock.now += 1.5  # past half its freshness: renewed in the background
+    assert health.report()[0] == 200  # answered from the finding it has, not waiting
+    assert writes == ["health_probe"]  # the renewal's write is still held
+    held.set()
+    wait_until(lambda: len(writes) == 2)
+    clock.now += 1.0  # 2.5 s after the first write, 1 s after the renewal began: fresh
+    assert health.report()[0] == 200 and len(writes) == 2
+
+
+def wait_until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, "not within 10 s"
+        time.sleep(0.01)
 
 
 def refuse_writes(daemon: Daemon, store_url: str, relay: pg.Relay) -> None:

@@ -381,7 +381,8 @@ def test_a_listen_address_in_use_is_one_line_naming_the_key(tmp_path: Path, sim:
 
 def test_a_probe_is_served_before_the_requests_waiting_for_a_thread() -> None:
     """Every thread is held by a slow route and three more requests wait for one: the
-    first thread freed serves /healthz, not the oldest request waiting."""
+    first thread freed serves /healthz, not the oldest request waiting. (A query string:
+    the door answers only a bare probe, this one waitress reads: web/probe_desk.py.)"""
     entered, release = threading.Semaphore(0), threading.Semaphore(0)
 
     def slow(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
@@ -399,7 +400,7 @@ def test_a_probe_is_served_before_the_requests_waiting_for_a_thread() -> None:
         queue = srv._server.task_dispatcher.queue  # waitress's: what waits for a thread
         held += [raw(srv, b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n") for _ in range(3)]
         wait_until(lambda: len(queue) == 3, 10, message="three requests waiting")
-        probe = raw(srv, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        probe = raw(srv, b"GET /healthz?via=waitress HTTP/1.1\r\nHost: x\r\n\r\n")
         wait_until(lambda: len(queue) == 4, 10, message="the probe waiting too")
         release.release()  # one thread is freed
         assert status_of(probe) == 200

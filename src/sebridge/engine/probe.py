@@ -2,11 +2,14 @@
 
 A probe runs its check (a write to the store, a GET from IMDS) on a thread of its own,
 at most one in flight. Its finding is reused while the check that produced it began at
-most FRESH seconds ago, so many concurrent probes cost one check per FRESH; an older
-one starts a new check. The asker waits for the check at most WAIT seconds from its
-start: a check still running then (a frozen database, a silent IMDS) is a finding of its
-own, "has not answered for N s". So an answer is never older than FRESH + WAIT, whatever
-is asked how often. See docs/ARCHITECTURE.md, "Metrics and probes".
+most FRESH seconds ago, so many concurrent probes cost one check per FRESH / 2 at most.
+Once half of that freshness is gone, the first asker starts the next check in the
+background and is answered from the finding it has: a prober that asks steadily never
+waits for a check, even when checks are slow (a busy daemon, bench/metrics_storm.py).
+Only a finding older than FRESH makes the asker wait for the check, at most WAIT seconds
+from its start: a check still running then (a frozen database, a silent IMDS) is a
+finding of its own, "has not answered for N s". So an answer is never older than
+FRESH + WAIT, whatever is asked how often. See docs/ARCHITECTURE.md, "Metrics and probes".
 """
 
 from __future__ import annotations
@@ -49,21 +52,24 @@ class Probe:
         self._monotonic = monotonic
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._started = 0.0
+        self._started = 0.0  # when the latest check began
         self._finding: str | None = None
-        self._done = False
+        self._found_at: float | None = None  # when the check that found it began
 
     def finding(self) -> str | None:
         """None when the latest check (at most FRESH old, else a new one) passed."""
         with self._lock:
+            now = self._monotonic()
             thread = self._thread
-            running = thread is not None and thread.is_alive()
-            if not running and not (self._done and self._age() <= self._fresh):
-                self._started, self._done = self._monotonic(), False
+            age = float("inf") if self._found_at is None else now - self._found_at
+            if not (thread is not None and thread.is_alive()) and age > self._fresh / 2:
+                self._started = now
                 thread = self._thread = threading.Thread(
-                    target=self._run, name=self._thread_name, daemon=True
+                    target=self._run, args=(now,), name=self._thread_name, daemon=True
                 )
                 thread.start()
+            if age <= self._fresh:
+                return self._finding  # fresh enough: a renewal, if any, runs on its own
             started = self._started
         assert thread is not None
         # Real time for the wait: the deadline counts from when the check began.
@@ -71,12 +77,10 @@ class Probe:
         if thread.is_alive():  # waited for WAIT at least, whatever the clock says
             waited = max(self._wait, self._monotonic() - started)
             return f"{self._what} has not answered for {waited:.0f} s"
-        return self._finding
+        with self._lock:
+            return self._finding
 
-    def _age(self) -> float:
-        return self._monotonic() - self._started
-
-    def _run(self) -> None:
+    def _run(self, started: float) -> None:
         finding = self._check()
         with self._lock:
-            self._finding, self._done = finding, True
+            self._finding, self._found_at = finding, started

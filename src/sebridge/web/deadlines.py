@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import logging
 import resource
+import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 from waitress.adjustments import Adjustments
@@ -86,24 +88,46 @@ class DeadlineServer(TcpWSGIServer):  # type: ignore[misc]  # waitress has no ty
     _full_said = False  # the limit was reached and the log said so (once per process)
     _next_cleanup = 0.0
 
+    # Whether another thread accepts the connections (web/door.py) while it runs.
+    accepted_elsewhere: Callable[[], bool] = staticmethod(lambda: False)
+
     def readable(self) -> bool:
         """Waitress's own, except that the connection limit does not stop accepting: each
-        connection accepted over it closes the one waiting longest (handle_accept)."""
+        connection accepted over it closes the one waiting longest (adopt). While the
+        door accepts, the loop does not."""
         now = time.time()
         if now >= self._next_cleanup:
             self._next_cleanup = now + self.adj.cleanup_interval
             self.maintenance(now)
-        # A hard cap for when every connection is being answered and none can make room.
-        return bool(self.accepting) and len(self._map) < 2 * self.adj.connection_limit
+        return bool(self.accepting) and not self.accepted_elsewhere() and not self.crowded()
+
+    def crowded(self) -> bool:
+        """At the hard cap, for when every connection is being answered and none can make
+        room: the next connections wait in the kernel's queue."""
+        return bool(len(self._map) >= 2 * self.adj.connection_limit)
 
     def handle_accept(self) -> None:
         """Accept what waits in the listen backlog (up to ACCEPT_BATCH at a time: a client
         queued behind a crowd waits for the crowd), making room for each over the limit."""
         for _ in range(ACCEPT_BATCH):
-            before = len(self._map)
-            super().handle_accept()
-            if len(self._map) == before:
-                return  # nothing more waits (or accept failed)
+            try:
+                accepted = self.accept()
+            except OSError:
+                return  # as waitress: a connection gone before it was accepted
+            if accepted is None:
+                return  # nothing more waits
+            self.adopt([accepted])
+
+    def adopt(self, accepted: list[tuple[socket.socket, Any]]) -> None:
+        """Serve each accepted (connection, address) (on the loop's thread), making room
+        for each over the connection limit."""
+        for connection, address in accepted:
+            try:
+                self.set_socket_options(connection)
+            except OSError:  # the client has gone already
+                connection.close()
+                continue
+            self.channel_class(self, connection, self.fix_addr(address), self.adj, map=self._map)
             if len(self.active_channels) > self.adj.connection_limit:
                 self._make_room()
 

@@ -19,7 +19,7 @@ from waitress.task import ErrorTask
 
 from sebridge.kernel.wsgi import StartResponse, WsgiApp
 
-__all__ = ["SECURITY_HEADERS", "secure_waitress_errors", "secured"]
+__all__ = ["SECURITY_HEADERS", "secure_waitress_errors", "secured", "with_security_headers"]
 
 # What a browser must not do with any answer of ours: guess its type, frame it,
 # load anything from it or leak the URL (an approval link is a credential) onward.
@@ -38,12 +38,17 @@ def _missing(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(name, value) for name, value in SECURITY_HEADERS if name.lower() not in given]
 
 
+def with_security_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """`headers`, then each security header they do not set."""
+    return [*headers, *_missing(headers)]
+
+
 def secured(app: WsgiApp) -> WsgiApp:
     """`app`, with every security header it did not set added to each of its answers."""
 
     def wrapped(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         def start(status: str, headers: list[tuple[str, str]], *exc_info: Any) -> Any:
-            return start_response(status, [*headers, *_missing(headers)], *exc_info)
+            return start_response(status, with_security_headers(headers), *exc_info)
 
         return app(environ, start)
 

@@ -6,13 +6,14 @@ capped before anything reads them (413), a request's headers and body must
 arrive within their deadlines however slowly they trickle (web/deadlines.py),
 idle connections are closed after `IDLE_TIMEOUT`, and at the connection limit
 the connection waiting longest for its request makes room: silent or
-trickling clients cannot lock out /healthz. Bound to 127.0.0.1 by default:
-put a TLS reverse proxy in front to expose it.
+trickling clients cannot lock out /healthz. Connections are accepted by a
+thread of their own, which answers a probe at once whatever crowd is being
+read (web/door.py). Bound to 127.0.0.1 by default: put a TLS reverse proxy in
+front to expose it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -22,8 +23,11 @@ from waitress import wasyncore
 
 from sebridge.kernel.errors import ConfigError
 from sebridge.kernel.wsgi import StartResponse, WsgiApp
+from sebridge.web.answers import json_answer
 from sebridge.web.deadlines import deadline_server, room_for
+from sebridge.web.door import Door
 from sebridge.web.headers import secure_waitress_errors, secured
+from sebridge.web.probe_desk import ProbeDesk
 
 __all__ = ["CORE_PATHS", "MAX_BODY", "HttpServer"]
 
@@ -42,7 +46,6 @@ CONNECTION_LIMIT = 2000
 CORE_PATHS = ("/healthz", "/readyz", "/metrics")
 
 Health = Callable[[], tuple[int, dict[str, Any]]]
-_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
 
 
 class HttpServer:
@@ -97,6 +100,9 @@ class HttpServer:
             where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
             raise ConfigError(f"http.listen: cannot listen on {where}: {why}") from None
         secure_waitress_errors(self._server)  # and on the answers waitress writes itself
+        self._desk = ProbeDesk(self._probes)
+        self._door = Door(self._server, self._desk)
+        self._server.accepted_elsewhere = self._door.open
         self._thread: threading.Thread | None = None
 
     @property
@@ -105,7 +111,9 @@ class HttpServer:
         return int(self._server.effective_port)
 
     def start(self) -> None:
-        """Serve in a daemon thread."""
+        """Serve in daemon threads: the door, the probe desk and waitress's loop."""
+        self._desk.start()
+        self._door.start()
         self._thread = threading.Thread(target=self._server.run, name="http", daemon=True)
         self._thread.start()
         log.info("HTTP server listening on %s:%d", self._server.effective_host, self.port)
@@ -125,6 +133,8 @@ class HttpServer:
         server = self._server
         thread = self._thread
         loop = thread if thread is not None and thread.is_alive() else None
+        self._door.stop()  # first: nothing is handed to the desk or the loop after this
+        self._desk.stop()
 
         def stop_accepting() -> None:
             # Not server.close(): that closes the trigger pipe too.
@@ -201,14 +211,6 @@ def _json(
     body: dict[str, Any],
     headers: list[tuple[str, str]] | None = None,
 ) -> list[bytes]:
-    data = json.dumps(body).encode()
-    start_response(
-        f"{status} {_REASONS.get(status, 'Internal Server Error')}",
-        [
-            ("Content-Type", "application/json"),
-            ("Content-Length", str(len(data))),
-            ("Cache-Control", "no-store"),
-            *(headers or []),
-        ],
-    )
+    line, answer_headers, data = json_answer(status, body, headers)
+    start_response(line, answer_headers)
     return [data]
