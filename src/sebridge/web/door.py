@@ -28,6 +28,7 @@ import os
 import select
 import socket
 import threading
+import time
 from typing import Any
 
 from sebridge.web.deadlines import DeadlineServer
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 # of connections still reaches waitress every BATCH.
 BATCH = 1024
 PAUSE = 50  # ms the door waits when it cannot accept (the server's hard cap, no descriptors)
+SHORT_SAID_EVERY = 60.0  # seconds between two warnings that accepting fails
 # Out of descriptors or memory: accepting again at once would fail the same way.
 _SHORT_OF = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM))
 
@@ -60,6 +62,7 @@ class Door:
         self._woken.register(self._wake_read, select.POLLIN)
         self._stopping = False
         self._accepting = False
+        self._short_said = float("-inf")
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -112,8 +115,7 @@ class Door:
                     break
                 except OSError as exc:
                     if exc.errno in _SHORT_OF:
-                        log.warning("cannot accept an HTTP connection: %s", exc.strerror)
-                        self._woken.poll(PAUSE)  # a pause, not a spin
+                        self._short_of(exc)
                         break
                     continue  # the client gave up before it was accepted
                 try:  # two system calls a connection in all: each may wait for the GIL
@@ -128,3 +130,11 @@ class Door:
         finally:
             if batch:
                 self._server.trigger.pull_trigger(functools.partial(self._server.adopt, batch))
+
+    def _short_of(self, exc: OSError) -> None:
+        """Said at most once a SHORT_SAID_EVERY; then a pause, not a spin."""
+        now = time.monotonic()
+        if now - self._short_said >= SHORT_SAID_EVERY:
+            self._short_said = now
+            log.warning("cannot accept HTTP connections: %s", exc.strerror)
+        self._woken.poll(PAUSE)

@@ -15,6 +15,7 @@ front to expose it.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -95,6 +96,9 @@ class HttpServer:
                 connection_limit=room_for(connection_limit),
                 asyncore_use_poll=True,  # select() fails on a descriptor over 1023
             )
+            # A connection is accepted once its first bytes have come (or after 1 s), so
+            # the door sees a probe's request, not an empty socket (web/door.py).
+            self._server.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, 1)
         except OSError as exc:  # in use, not ours to bind, no such address: a start-up error
             why = exc.strerror or str(exc)
             where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -179,22 +183,23 @@ class HttpServer:
             action()
 
     def _app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        try:
+            return self._answer(environ, start_response)
+        except Exception:  # a bug: one 500 for the caller, the traceback for us (as the door)
+            log.exception("%s %s failed", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
+            return _json(start_response, 500, {"error": "internal error"})
+
+    def _answer(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
-        method = environ.get("REQUEST_METHOD", "")
         probe = self._probes.get(path)
         if probe is not None:
-            if method not in ("GET", "HEAD"):
+            if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
                 return _json(start_response, 405, {"error": "use GET"}, [("Allow", "GET, HEAD")])
-            status, body = probe()
-            return _json(start_response, status, body)
+            return _json(start_response, *probe())
         route = self._route(path)
         if route is None:
             return _json(start_response, 404, {"error": "no such path"})
-        try:
-            return route(environ, start_response)
-        except Exception:  # a route's bug: one 500 for the caller, the traceback for us
-            log.exception("%s %s failed", method, path)
-            return _json(start_response, 500, {"error": "internal error"})
+        return route(environ, start_response)
 
     def _route(self, path: str) -> WsgiApp | None:
         if path in self._routes:
