@@ -137,17 +137,24 @@ EXPECTED_MODULES = frozenset(
         "store.store",
     ]
 )
-# Third-party top-level packages (the scheduler, templates, the IMDS client's HTTP).
-EXPECTED_PACKAGES = frozenset({"apscheduler", "jinja2", "markupsafe", "tzlocal", "urllib3"})
+# Third-party top-level packages (the scheduler, templates). Not urllib3: the poll's GET
+# takes the IMDS client's fast path (imds/wire.py); urllib3 comes with a POST (imds/pooled.py).
+EXPECTED_PACKAGES = frozenset({"apscheduler", "jinja2", "markupsafe", "tzlocal"})
 
-# Runs `sebridge run` as `python -m sebridge run` does; after the first Daemon.act() it
-# prints what is loaded and ends the process at once.
+# Runs `sebridge run` as `python -m sebridge run` does; after the first Daemon.act(), once
+# the jobs' scheduler runs too (it is built after the first poll began: engine/schedule.py),
+# it prints what is loaded and ends the process at once.
 PROBE = """
-import json, os, sys
+import json, os, sys, threading, time
 import sebridge.engine.daemon as daemon
 act = daemon.Daemon.act
 def first(self, polled):
     act(self, polled)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if any(t.name == "APScheduler" for t in threading.enumerate()):
+            break
+        time.sleep(0.01)
     top = {name.split(".")[0] for name in sys.modules}
     third = top - set(sys.stdlib_module_names) - set(sys.builtin_module_names)
     print(json.dumps({

@@ -1,8 +1,10 @@
 """ImdsClient: the only code that talks to the Instance Metadata Service.
 
-One keep-alive connection, reused across polls, never through a proxy (urllib3
-directly reads no proxy variables: IMDS is link-local and a proxy in between
-is exactly what the `Metadata: true` header exists to catch). An unchanged
+One keep-alive connection, reused across polls, never through a proxy (IMDS is
+link-local and a proxy in between is exactly what the `Metadata: true` header
+exists to catch). The poll's GET on plain http takes a fast path of its own
+(imds/wire.py); every other call goes through urllib3 (imds/pooled.py), imported
+at the first such call. An unchanged
 body is not parsed again: the previous Document object is returned as is,
 so callers can tell "nothing changed" by identity. Each attempt's outcome is
 told to `on_request` (the daemon's metrics: sebridge_imds_requests_total).
@@ -16,12 +18,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
-
-import urllib3
-from urllib3.exceptions import HTTPError as Urllib3Error
-from urllib3.exceptions import NewConnectionError
-from urllib3.exceptions import TimeoutError as Urllib3Timeout
+from typing import TYPE_CHECKING, Any
 
 from sebridge.imds.answers import check_status, failure_reason, too_large
 from sebridge.imds.endpoint import split_endpoint
@@ -36,6 +33,9 @@ from sebridge.kernel.errors import (
     MalformedDocumentError,
 )
 from sebridge.model import Document, Incarnation
+
+if TYPE_CHECKING:
+    from sebridge.imds.pooled import Pool
 
 __all__ = [
     "API_VERSIONS",
@@ -129,19 +129,24 @@ class ImdsClient:
         self._sleep = sleep
         self._jitter = jitter
         self._answered = False
-        # Built once: they are the same on every poll.
-        self._first_call_timeout = urllib3.Timeout(
-            connect=connect_timeout, read=self._first_timeout
+        self._timeout = timeout
+        self._address = (scheme, host, port, connect_timeout)
+        # urllib3's pool, built (and urllib3 imported) at the first call that needs it.
+        self._pool: Pool | None = None
+        self._pool_lock = threading.Lock()
+        # Plain http only: the GETs' fast path (the poll's, and the compute name's at a
+        # start, so a daemon that only polls never loads urllib3); urllib3 does the rest.
+        self._fast = (
+            {
+                path: FastGet(host, port, f"{path}?api-version={version}", MAX_DOCUMENT)
+                for path, version in (
+                    (SCHEDULED_EVENTS_PATH, api_version),
+                    (COMPUTE_PATH, COMPUTE_API_VERSION),
+                )
+            }
+            if scheme == "http"
+            else {}
         )
-        self._call_timeout = urllib3.Timeout(connect=connect_timeout, read=timeout)
-        pool_class = (
-            urllib3.HTTPSConnectionPool if scheme == "https" else urllib3.HTTPConnectionPool
-        )
-        # maxsize 2: a poll and an approval may overlap; each keeps its connection.
-        self._pool = pool_class(host, port, maxsize=2, block=False, retries=False)
-        # Plain http only: the poll's fast path; urllib3 handles everything else.
-        target = f"{SCHEDULED_EVENTS_PATH}?api-version={api_version}"
-        self._fast = FastGet(host, port, target, MAX_DOCUMENT) if scheme == "http" else None
         self._fast_lock = threading.Lock()
         self._last_body: bytes | None = None
         self._last_document: Document | None = None
@@ -206,15 +211,17 @@ class ImdsClient:
         is not cut short: it ends at its timeout, which the daemon does not wait for.
         """
         self._interrupted = True
-        if self._fast is not None:
-            self._fast.abort()
+        for fast in self._fast.values():
+            fast.abort()
 
     def close(self) -> None:
         """Close the kept-alive connections."""
-        if self._fast is not None:
-            with self._fast_lock:
-                self._fast.close()
-        self._pool.close()
+        with self._fast_lock:
+            for fast in self._fast.values():
+                fast.close()
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.close()
 
     def _call(self, method: str, path: str, version: str, body: bytes | None = None) -> bytes:
         attempt = 0
@@ -247,54 +254,51 @@ class ImdsClient:
 
     def _once(self, method: str, path: str, version: str, body: bytes | None) -> bytes:
         url = f"{path}?api-version={version}"
-        timeout = self._call_timeout if self._answered else self._first_call_timeout
-        if self._fast is not None and method == "GET" and path == SCHEDULED_EVENTS_PATH:
+        read_timeout = self._timeout if self._answered else self._first_timeout
+        fast = self._fast.get(path) if method == "GET" else None
+        if fast is not None:
             self._check_interrupted(method, path)
-            raw = self._fast_get(timeout)
+            raw = self._fast_get(fast, path, read_timeout)
             if raw is not None:
                 self._answered = True
                 return check_status(method, path, *raw)
         self._check_interrupted(method, path)
+        from sebridge.imds.pooled import TimedOut, Unreachable
+
+        headers = _POST_HEADERS if body is not None else _GET_HEADERS
         try:
-            response = self._pool.urlopen(
-                method,
-                url,
-                body=body,
-                headers=_POST_HEADERS if body is not None else _GET_HEADERS,
-                timeout=timeout,
-                retries=False,
-                redirect=False,
-                preload_content=False,
+            status, answer_headers, data = self._pooled().request(
+                method, url, body, headers, read_timeout=read_timeout, limit=MAX_DOCUMENT
             )
-            data = response.read(MAX_DOCUMENT + 1)
-            if len(data) > MAX_DOCUMENT:
-                response.close()  # the rest is never read: the connection is dropped
-                raise too_large(method, path, None, MAX_DOCUMENT)
-            response.release_conn()
-        except NewConnectionError as exc:  # a subclass of urllib3's TimeoutError, yet not one
-            raise self._unreachable(exc) from None
-        except Urllib3Timeout:
-            raise self._timed_out(method, path, timeout.read_timeout) from None
-        except (Urllib3Error, OSError) as exc:
-            raise self._unreachable(exc) from None
+        except Unreachable as exc:
+            raise self._unreachable(exc.cause) from None
+        except TimedOut:
+            raise self._timed_out(method, path, read_timeout) from None
+        if len(data) > MAX_DOCUMENT:
+            raise too_large(method, path, None, MAX_DOCUMENT)
         self._answered = True
-        headers = {k.lower(): v for k, v in response.headers.items()}
-        return check_status(method, path, response.status, headers, data)
+        return check_status(method, path, status, answer_headers, data)
+
+    def _pooled(self) -> Pool:
+        with self._pool_lock:
+            if self._pool is None:
+                from sebridge.imds.pooled import Pool
+
+                self._pool = Pool(*self._address)
+            return self._pool
 
     def _check_interrupted(self, method: str, path: str) -> None:
         if self._interrupted:
             raise ImdsTimeoutError(f"IMDS {method} {path} abandoned: sebridge is stopping")
 
-    def _fast_get(self, timeout: urllib3.Timeout) -> RawResponse | None:
-        assert self._fast is not None
-        read_timeout = float(timeout.read_timeout or self._first_timeout)
+    def _fast_get(self, fast: FastGet, path: str, read_timeout: float) -> RawResponse | None:
         with self._fast_lock:
             try:
-                return self._fast.get(read_timeout)
+                return fast.get(read_timeout)
             except TimeoutError:
-                raise self._timed_out("GET", SCHEDULED_EVENTS_PATH, read_timeout) from None
+                raise self._timed_out("GET", path, read_timeout) from None
             except BodyTooLarge as exc:
-                raise too_large("GET", SCHEDULED_EVENTS_PATH, exc.length, MAX_DOCUMENT) from None
+                raise too_large("GET", path, exc.length, MAX_DOCUMENT) from None
 
     def _timed_out(self, method: str, path: str, seconds: float | None) -> ImdsTimeoutError:
         return ImdsTimeoutError(

@@ -1,4 +1,5 @@
-"""The poll's fast path: one GET on a kept-alive socket, the request sent 86,400 times a day.
+"""The poll's fast path: one GET on a kept-alive socket, the request sent 86,400 times a day
+(and the compute name's GET at a start: a daemon that only polls never loads urllib3).
 
 An idle daemon spent most of its CPU in urllib3 and http.client parsing the
 same small response every second. This reads a response with a
