@@ -95,6 +95,7 @@ EXPECTED_MODULES = frozenset(
         "integrations.webhook",
         "integrations.webhook.settings",
         "kernel",
+        "kernel.arenas",
         "kernel.backoff",
         "kernel.clock",
         "kernel.errors",
