@@ -11,7 +11,9 @@ docs/ARCHITECTURE.md, "Threads".
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import queue
 import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -31,6 +33,9 @@ from sebridge.store.store import HEARTBEAT
 __all__ = ["Runner", "stop_signals_exit"]
 
 log = logging.getLogger("sebridge.daemon")
+
+# How often the main thread looks whether another thread took SIGTERM/SIGINT (_stop_waiter).
+_SIGNAL_LOOK = 0.25
 
 
 class Runner:
@@ -92,10 +97,7 @@ class Runner:
         """
         d = self.daemon
         d.take_back_claims()
-        stop = stop or threading.Event()
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(signum, lambda *_: stop.set())
+        wait = _stop_waiter(stop or threading.Event())
         schedule = Schedule(self._poll, self._poll_interval, d.imds.interrupt)
         # Single-holder duties: one agent of a fleet prunes, runs each such job and
         # service; on SQLite this daemon holds them all (store/duties.py).
@@ -111,7 +113,7 @@ class Runner:
         parts = self._parts(schedule, duties)
         parts.start()
         log.info("sebridge polling %s every %gs", d.imds.endpoint, self._poll_interval)
-        stop.wait()
+        wait()
         log.info("stopping: finishing the current tick")
         left = parts.stop(self._shutdown_grace)
         # A job or a tick left behind still uses them; the process is about to exit anyway.
@@ -231,6 +233,33 @@ def stop_signals_exit() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _stop_waiter(stop: threading.Event) -> Callable[[], object]:
+    """The runner's wait: it returns once `stop` is set or, in the main thread, once
+    SIGTERM or SIGINT came (their handlers are installed here).
+
+    The kernel gives a process's signal to whichever thread takes it first, not always
+    the main one (under load, e.g. a thread starting a hook's pipe threads before the
+    woken main thread runs); Python runs the handler in the main thread only, once it runs
+    Python code again, which a main thread blocked in an untimed wait never did: the
+    daemon did not stop. So it waits in slices; and the handler only puts the signal in a
+    SimpleQueue (put is safe in a handler; Event.set is not: it takes the Event's lock,
+    which the wait it interrupted may hold between two slices)."""
+    if threading.current_thread() is not threading.main_thread():
+        return stop.wait  # handlers can be installed from the main thread only
+    signals: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda signum, _frame: signals.put(signum))
+
+    def wait() -> None:
+        # A signal the main thread took wakes it at once; one another thread took, within a slice.
+        while not stop.is_set():
+            with contextlib.suppress(queue.Empty):
+                signals.get(timeout=_SIGNAL_LOOK)
+                return
+
+    return wait
 
 
 def _unbounded(stop: Callable[[], None]) -> Callable[[float], None]:
