@@ -11,9 +11,9 @@ docs/ARCHITECTURE.md, "Threads".
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import queue
+import os
+import select
 import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -34,8 +34,10 @@ __all__ = ["Runner", "stop_signals_exit"]
 
 log = logging.getLogger("sebridge.daemon")
 
-# How often the main thread looks whether another thread took SIGTERM/SIGINT (_stop_waiter).
-_SIGNAL_LOOK = 0.25
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# How often a main thread given a `stop` Event looks at it (_stop_waiter); the CLI's waits
+# for a signal alone, asleep until one comes.
+_STOP_LOOK = 0.25
 
 
 class Runner:
@@ -97,7 +99,7 @@ class Runner:
         """
         d = self.daemon
         d.take_back_claims()
-        wait = _stop_waiter(stop or threading.Event())
+        wait = _stop_waiter(stop)
         schedule = Schedule(self._poll, self._poll_interval, d.imds.interrupt)
         # Single-holder duties: one agent of a fleet prunes, runs each such job and
         # service; on SQLite this daemon holds them all (store/duties.py).
@@ -235,31 +237,52 @@ def stop_signals_exit() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-def _stop_waiter(stop: threading.Event) -> Callable[[], object]:
+def _stop_waiter(stop: threading.Event | None) -> Callable[[], object]:
     """The runner's wait: it returns once `stop` is set or, in the main thread, once
     SIGTERM or SIGINT came (their handlers are installed here).
 
     The kernel gives a process's signal to whichever thread takes it first, not always
     the main one (under load, e.g. a thread starting a hook's pipe threads before the
-    woken main thread runs); Python runs the handler in the main thread only, once it runs
-    Python code again, which a main thread blocked in an untimed wait never did: the
-    daemon did not stop. So it waits in slices; and the handler only puts the signal in a
-    SimpleQueue (put is safe in a handler; Event.set is not: it takes the Event's lock,
-    which the wait it interrupted may hold between two slices)."""
+    woken main thread runs). Python runs the handler in the main thread only, once it
+    runs Python code again, which a main thread blocked in an untimed Event.wait never
+    did: the daemon did not stop. Python's C-level handler, though, writes the signal's
+    number to the wake-up file (signal.set_wakeup_fd) in whichever thread took it, so the
+    main thread waits on that file: woken at once, by either way, and asleep otherwise."""
     if threading.current_thread() is not threading.main_thread():
-        return stop.wait  # handlers can be installed from the main thread only
-    signals: queue.SimpleQueue[int] = queue.SimpleQueue()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda signum, _frame: signals.put(signum))
+        return (stop or threading.Event()).wait  # handlers are the main thread's only
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_read, False)
+    os.set_blocking(wake_write, False)
+    before = signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, _told)
+    # A `stop` set by another thread cannot wake a select(): then it is looked at in slices.
+    slice_ = None if stop is None else _STOP_LOOK
 
     def wait() -> None:
-        # A signal the main thread took wakes it at once; one another thread took, within a slice.
-        while not stop.is_set():
-            with contextlib.suppress(queue.Empty):
-                signals.get(timeout=_SIGNAL_LOOK)
-                return
+        try:
+            while not (stop is not None and stop.is_set()):
+                if select.select([wake_read], [], [], slice_)[0] and _stops(wake_read):
+                    return
+        finally:
+            signal.set_wakeup_fd(before)
+            os.close(wake_read)
+            os.close(wake_write)
 
     return wait
+
+
+def _told(signum: int, frame: object) -> None:
+    """SIGTERM/SIGINT's handler: nothing to do here, the wake-up file tells the runner."""
+
+
+def _stops(wake_read: int) -> bool:
+    """Whether the wake-up file holds SIGTERM or SIGINT (one byte per signal)."""
+    try:
+        taken = os.read(wake_read, 512)
+    except BlockingIOError:
+        return False
+    return any(signum in taken for signum in _STOP_SIGNALS)
 
 
 def _unbounded(stop: Callable[[], None]) -> Callable[[float], None]:
