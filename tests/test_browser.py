@@ -145,6 +145,7 @@ HARNESS = """<!doctype html>
 """
 
 
+@pytest.mark.slow  # every card through the renderer in Chromium: about 4 s on a 2-core machine
 def test_every_teams_card_renders_with_microsofts_renderer(browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
