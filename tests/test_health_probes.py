@@ -84,13 +84,23 @@ def counting_writes(daemon: Daemon) -> list[str]:
     return writes
 
 
+def probed(made: tuple[Daemon, Runner]) -> tuple[Daemon, list[str], Clock, Health]:
+    """/healthz of a daemon whose probe writes are counted, on the test's clock."""
+    daemon, runner = made
+    writes = counting_writes(daemon)
+    clock = Clock()
+    return (
+        daemon,
+        writes,
+        clock,
+        Health(runner, poll_interval=1.0, store=store_probe(runner, clock)),
+    )
+
+
 def test_a_finding_is_reused_for_two_seconds_and_one_write_is_in_flight_however_many_ask(
     store_url: str, running: Callable[[str], tuple[Daemon, Runner]]
 ) -> None:
-    daemon, runner = running(store_url)
-    writes = counting_writes(daemon)
-    clock = Clock()
-    health = Health(runner, poll_interval=1.0, store=store_probe(runner, clock))
+    _, writes, clock, health = probed(running(store_url))
     answers: list[int] = []
     askers = [
         threading.Thread(target=lambda: answers.append(health.report()[0])) for _ in range(20)
@@ -110,10 +120,7 @@ def test_a_finding_is_reused_for_two_seconds_and_one_write_is_in_flight_however_
 def test_a_steady_prober_never_waits_the_finding_is_renewed_behind_it(
     store_url: str, running: Callable[[str], tuple[Daemon, Runner]]
 ) -> None:
-    daemon, runner = running(store_url)
-    writes = counting_writes(daemon)
-    clock = Clock()
-    health = Health(runner, poll_interval=1.0, store=store_probe(runner, clock))
+    daemon, writes, clock, health = probed(running(store_url))
     assert health.report()[0] == 200 and writes == ["health_probe"]
     held = threading.Event()
     remember = daemon.store.remember
