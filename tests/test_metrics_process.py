@@ -178,6 +178,13 @@ def scenario(
     run.ready.append(wait_until(lambda: ready(base), 30, message="the HTTP server"))
     wait_until(lambda: ready(base) == (200, {"ready": True}), 30, message="/readyz 200")
     assert slack.wait_connected(20)
+    # /readyz is 200 once the poll thread has IMDS's answer; the recorder counts that first
+    # (empty) document on its own thread, after: waited for, on scrapes not kept.
+    wait_until(
+        lambda: value(scrape(base, Run()), "sebridge_imds_polls_total", outcome="changed") == 1,
+        30,
+        message="the first document counted",
+    )
     scrape(base, run)  # before any event: every known counter at zero
 
     teams.fail_next(503, ERROR_TEXT, times=2)
