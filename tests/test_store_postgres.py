@@ -165,16 +165,22 @@ def test_commits_to_the_outbox_and_approvals_are_heard_by_name_nothing_else_is(p
         (delivery,) = mine.outbox.claim("list", now, now + timedelta(minutes=2))
         mine.outbox.begin(delivery, now + timedelta(minutes=2))
         mine.outbox.retry(delivery, "503", now)
+        # Each one heard is waited for before the next commit: the listener hands what
+        # arrives together to one wake (store/pg_listen.py), so a silent step's NOTIFY would
+        # join the next one's batch, never pass unseen; without the wait two heard commits
+        # could share a batch on a busy machine.
+        wait_until(lambda: len(heard) == 2, message=lambda: f"the retry's NOTIFY; heard {heard}")
         (delivery,) = mine.outbox.claim("list", now, now + timedelta(minutes=2))
         mine.outbox.ack(delivery, None, now)
         # A new approval is heard (ours too); one put back after a failed POST is not (its
         # agent retries at the next poll: woken by it, it would retry at once, again and again).
         mine.record_approval(Approval("E1", "alice", "cli", now))
+        wait_until(lambda: len(heard) == 3, message=lambda: f"the approval's NOTIFY; heard {heard}")
         (approval,) = other.claim_approvals(now, timedelta(seconds=60))  # other sees E1
         other.finish_approval(approval, "pending", now, error="IMDS down")
         e2 = ScheduledEvent("E2", "Reboot", "Scheduled", ("vm0",))
         other.apply(Document(4, (e, e2)), [(scheduled(e2), ["list"])], now)  # the last one
-        wait_until(lambda: len(heard) == 4, message="the NOTIFY of the last commit")
+        wait_until(lambda: len(heard) == 4, message=lambda: f"the last NOTIFY; heard {heard}")
         assert heard == [frozenset({t}) for t in ("outbox", "outbox", "approvals", "outbox")]
     finally:
         mine.close()
