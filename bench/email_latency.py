@@ -38,8 +38,8 @@ from harness import (
     Report,
     Step,
     daemon_sections,
-    mib,
     p50_p99,
+    report_sink_rss,
     run_parts,
     sample,
     simulator,
@@ -212,18 +212,14 @@ def measure_rss(args: argparse.Namespace, children: Children, work: Path) -> Rss
 
 
 def report_rss(report: Report, result: RssResult) -> None:
-    e, b = result.email, result.baseline
-    report.section("2. memory after warm-up (policy approval, start, end, a cancel; then idle)")
-    mb = e.rss_kib * 1024 / 1e6
-    report.row(
-        "VmRSS, console + e-mail",
-        f"{mib(e.rss_kib)} ({mb:.1f} MB)",
-        f"<= {RSS_MB:g} MB",
-        mb <= RSS_MB,
+    report_sink_rss(
+        report,
+        "2. memory after warm-up (policy approval, start, end, a cancel; then idle)",
+        "e-mail",
+        result.email,
+        result.baseline,
+        RSS_MB,
     )
-    report.row("  VmHWM (peak)", mib(e.hwm_kib), f"({e.threads} threads)")
-    report.row("VmRSS, console only (baseline)", mib(b.rss_kib), f"({b.threads} threads)")
-    report.row("e-mail's cost (difference)", mib(e.rss_kib - b.rss_kib))
 
 
 # -- main -------------------------------------------------------------------------------

@@ -133,6 +133,18 @@ def start_daemon(children: Children, config: Path, log: Path) -> Daemon:
     return Daemon(proc, log)
 
 
+def launch(children: Children, launcher: str, mode: str, config: Path, log: Path) -> Daemon:
+    """`python -c LAUNCHER MODE CONFIG` (a launcher that patches the daemon into a baseline
+    by MODE, then runs it), stdout to /dev/null, stderr to `log`."""
+    with open(log, "wb") as err:
+        proc = children.start(
+            [sys.executable, "-c", launcher, mode, str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    return Daemon(proc, log)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -355,6 +367,31 @@ def ms(seconds: float) -> str:
 
 def mib(kib: int) -> str:
     return f"{kib / 1024:.1f} MiB"
+
+
+def report_sink_rss(
+    report: Report,
+    title: str,
+    sink: str,
+    with_sink: ProcSample,
+    baseline: ProcSample,
+    target_mb: float,
+) -> None:
+    """A sink's memory: VmRSS of console + `sink` against `target_mb` (MB), its peak, the
+    console-only daemon's beside it and the difference."""
+    report.section(title)
+    mb = with_sink.rss_kib * 1024 / 1e6
+    report.row(
+        f"VmRSS, console + {sink}",
+        f"{mib(with_sink.rss_kib)} ({mb:.1f} MB)",
+        f"<= {target_mb:g} MB",
+        mb <= target_mb,
+    )
+    report.row("  VmHWM (peak)", mib(with_sink.hwm_kib), f"({with_sink.threads} threads)")
+    report.row(
+        "VmRSS, console only (baseline)", mib(baseline.rss_kib), f"({baseline.threads} threads)"
+    )
+    report.row(f"{sink}'s cost (difference)", mib(with_sink.rss_kib - baseline.rss_kib))
 
 
 def p50_p99(values: Sequence[float]) -> str:

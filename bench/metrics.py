@@ -31,10 +31,10 @@ import requests
 from harness import (
     BenchError,
     Children,
-    Daemon,
     Report,
     daemon_sections,
     free_port,
+    launch,
     mib,
     percentile,
     run_parts,
@@ -133,8 +133,8 @@ def measure_rss(report: Report, events: int, children: Children, work: Path) -> 
         configs = [
             config(d, s, p) for d, s, p in zip(dirs, (with_sim, without_sim), ports, strict=True)
         ]
-        with_metrics = launch(children, "real", configs[0], work / "with.log")
-        without = launch(children, "stub", configs[1], work / "without.log")
+        with_metrics = launch(children, LAUNCHER, "real", configs[0], work / "with.log")
+        without = launch(children, LAUNCHER, "stub", configs[1], work / "without.log")
         wait_first_polls(with_metrics, with_sim)
         wait_first_polls(without, without_sim)
         flow([with_sim, without_sim], events, threading.Event())
@@ -201,16 +201,6 @@ if stub:
     assert "prometheus_client" not in sys.modules, "prometheus_client was imported anyway"
 sys.exit(cli.main(["run", "--config", sys.argv[2]]))
 """
-
-
-def launch(children: Children, mode: str, config_path: Path, log: Path) -> Daemon:
-    with open(log, "wb") as err:
-        proc = children.start(
-            [sys.executable, "-c", LAUNCHER, mode, str(config_path)],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    return Daemon(proc, log)
 
 
 def main() -> int:

@@ -33,7 +33,6 @@ import http.client
 import multiprocessing
 import selectors
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -45,11 +44,11 @@ from pathlib import Path
 from harness import (
     BenchError,
     Children,
-    Daemon,
     Report,
     daemon_sections,
     event_gets,
     free_port,
+    launch,
     percentile,
     run_parts,
     sample,
@@ -230,7 +229,8 @@ def measure(
     storms: list[Storm] = []
     with simulator() as sim:
         directory = work / mode
-        daemon = launch(children, mode, config(directory, sim, port), work / f"{mode}.log")
+        config_path = config(directory, sim, port)
+        daemon = launch(children, LAUNCHER, mode, config_path, work / f"{mode}.log")
         wait_first_polls(daemon, sim)
         wait_for(lambda: healthy(port), 30, "/healthz", daemon.alive)
         _one_scrape(port)  # the first scrape's imports and set-up are not the storm's
@@ -304,16 +304,6 @@ def config(directory: Path, sim: Simulator, port: int) -> Path:
     sections["jsonl"] = {"path": str(directory / "events.jsonl")}
     sections["http"] = {"listen": f"127.0.0.1:{port}"}
     return write_sections(directory, sections)
-
-
-def launch(children: Children, mode: str, config_path: Path, log: Path) -> Daemon:
-    with open(log, "wb") as err:
-        proc = children.start(
-            [sys.executable, "-c", LAUNCHER, mode, str(config_path)],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    return Daemon(proc, log)
 
 
 def main() -> int:

@@ -43,8 +43,8 @@ from harness import (
     daemon_sections,
     event_gets,
     last_poll,
-    mib,
     p50_p99,
+    report_sink_rss,
     run_parts,
     sample,
     simulator,
@@ -220,18 +220,14 @@ def measure_rss(args: argparse.Namespace, children: Children, work: Path) -> Rss
 
 
 def report_rss(report: Report, result: RssResult) -> None:
-    w, b = result.webhook, result.baseline
-    report.section("2. memory after warm-up (events delivered, then idle)")
-    mb = w.rss_kib * 1024 / 1e6
-    report.row(
-        "VmRSS, console + webhook",
-        f"{mib(w.rss_kib)} ({mb:.1f} MB)",
-        f"<= {RSS_MB:g} MB",
-        mb <= RSS_MB,
+    report_sink_rss(
+        report,
+        "2. memory after warm-up (events delivered, then idle)",
+        "webhook",
+        result.webhook,
+        result.baseline,
+        RSS_MB,
     )
-    report.row("  VmHWM (peak)", mib(w.hwm_kib), f"({w.threads} threads)")
-    report.row("VmRSS, console only (baseline)", mib(b.rss_kib), f"({b.threads} threads)")
-    report.row("webhook's cost (difference)", mib(w.rss_kib - b.rss_kib))
 
 
 # -- main -------------------------------------------------------------------------------

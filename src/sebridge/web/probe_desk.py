@@ -29,6 +29,7 @@ from typing import Any
 from waitress.utilities import build_http_date
 
 from sebridge.web.answers import json_answer
+from sebridge.web.probes_first import PROBE_PATHS
 
 __all__ = ["PEEK", "ProbeDesk", "ProbeRequest", "probe_request"]
 
@@ -37,7 +38,10 @@ log = logging.getLogger(__name__)
 PEEK = 4096  # bytes of a new connection the door looks at; a probe's head is ~100
 Health = Callable[[], tuple[int, dict[str, Any]]]
 
-_REQUEST_LINE = re.compile(rb"(GET|HEAD) (/healthz|/readyz) HTTP/(1\.[01])")
+_REQUEST_LINE = re.compile(
+    rb"(GET|HEAD) (%b) HTTP/(1\.[01])"
+    % b"|".join(re.escape(path.encode()) for path in sorted(PROBE_PATHS))
+)
 # Headers that announce a body or an exchange before it: such a request is waitress's.
 _NOT_A_PROBE = frozenset((b"content-length", b"transfer-encoding", b"expect"))
 
