@@ -141,26 +141,50 @@ EXPECTED_MODULES = frozenset(
 # Third-party top-level packages (the scheduler, templates). Not urllib3: the poll's GET
 # takes the IMDS client's fast path (imds/wire.py); urllib3 comes with a POST (imds/pooled.py).
 EXPECTED_PACKAGES = frozenset({"apscheduler", "jinja2", "markupsafe", "tzlocal"})
+# What is loaded when the first GET goes out: the scheduler and the templates come after
+# it (engine/schedule.py; integrations/render.py: built-in templates are tried after).
+FIRST_GET_PACKAGES: frozenset[str] = frozenset()
 
-# Runs `sebridge run` as `python -m sebridge run` does; after the first Daemon.act(), once
-# the jobs' scheduler runs too (it is built after the first poll began: engine/schedule.py),
-# it prints what is loaded and ends the process at once.
+# Runs `sebridge run` as `python -m sebridge run` does. At the first poll it notes the
+# packages loaded; after the first Daemon.act(), once the jobs' scheduler runs and the
+# templates were tried (Renderer.warm), it prints what is loaded and ends the process.
 PROBE = """
 import json, os, sys, threading, time
 import sebridge.engine.daemon as daemon
+import sebridge.integrations.render as render
+
+def packages():
+    top = {name.split(".")[0] for name in sys.modules}
+    third = top - set(sys.stdlib_module_names) - set(sys.builtin_module_names)
+    return sorted(n for n in third if n != "sebridge" and not n.startswith("_"))
+
+at_first_get = []
+get = daemon.ImdsClient.get_document
+def first_get(self):
+    if not at_first_get:
+        at_first_get.append(packages())
+    return get(self)
+daemon.ImdsClient.get_document = first_get
+
+warmed = threading.Event()
+warm = render.Renderer.warm
+def warming(self):
+    warm(self)
+    warmed.set()
+render.Renderer.warm = warming
+
 act = daemon.Daemon.act
 def first(self, polled):
     act(self, polled)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if any(t.name == "APScheduler" for t in threading.enumerate()):
+        if any(t.name == "APScheduler" for t in threading.enumerate()) and warmed.is_set():
             break
         time.sleep(0.01)
-    top = {name.split(".")[0] for name in sys.modules}
-    third = top - set(sys.stdlib_module_names) - set(sys.builtin_module_names)
     print(json.dumps({
         "sebridge": sorted(n for n in sys.modules if n.split(".")[0] == "sebridge"),
-        "packages": sorted(n for n in third if n != "sebridge" and not n.startswith("_")),
+        "packages": packages(),
+        "first_get": at_first_get[0],
     }), flush=True)
     os._exit(0)
 daemon.Daemon.act = first
@@ -199,3 +223,5 @@ def test_run_with_the_console_alone_loads_only_what_it_runs(sim: Simulator, tmp_
     assert packages == EXPECTED_PACKAGES, (
         f"more: {sorted(packages - EXPECTED_PACKAGES)}, fewer: {sorted(EXPECTED_PACKAGES - packages)}"
     )
+    first_get = set(loaded["first_get"])
+    assert first_get == FIRST_GET_PACKAGES, f"loaded before the first GET: {sorted(first_get)}"

@@ -246,7 +246,8 @@ def build_daemon(
 def build_runner(config: Config, stdout: TextIO | None = None) -> Runner:
     """`sebridge run`: the daemon, what receives approvals and runs beside the polling
     (routes, services, jobs), and the HTTP server that serves the routes."""
-    renderer = Renderer(config.templates.dir or None)
+    # Built-in templates are tried after the first poll (integrations/render.py).
+    renderer = Renderer(config.templates.dir or None, defer_builtin=True)
     daemon = build_daemon(config, stdout, renderer=renderer)
     runner = Runner(
         daemon,
@@ -254,6 +255,7 @@ def build_runner(config: Config, stdout: TextIO | None = None) -> Runner:
         shutdown_grace=config.dispatch.shutdown_grace_seconds,
         retention=timedelta(days=config.store.retention_days),
     )
+    runner.after_start(renderer.warm)
     try:
         _attach_inbound(config, renderer, runner)
     except BaseException:

@@ -16,7 +16,6 @@ A `$` followed by anything else stays as it is.
 
 from __future__ import annotations
 
-import hmac
 import re
 from collections.abc import Callable, Mapping
 
@@ -73,6 +72,8 @@ class Secret:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Secret):
             return NotImplemented
+        import hmac  # here: it loads OpenSSL's hashes, which `run` does not need at start
+
         same = hmac.compare_digest(self._value.encode(), other._value.encode())
         return same and self._unread == other._unread
 

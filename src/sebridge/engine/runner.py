@@ -71,6 +71,7 @@ class Runner:
         # The tick's second half, on a thread of its own: the poll never waits on the store.
         self._recorder = Recorder(daemon.act, self.outage)
         self.duties: Duties | None = None  # the board, while run() runs
+        self._after_start: list[Callable[[], None]] = []
 
     @property
     def store_error(self) -> str | None:
@@ -89,6 +90,11 @@ class Runner:
     def add_jobs(self, jobs: Sequence[Job]) -> None:
         """Schedule these jobs too (before run())."""
         self._jobs.extend(jobs)
+
+    def after_start(self, work: Callable[[], None]) -> None:
+        """Do `work` on run()'s thread once every part has started (the first poll is
+        under way): what the first delivery would otherwise pay, such as compiling templates."""
+        self._after_start.append(work)
 
     def run(self, stop: threading.Event | None = None) -> int:
         """Poll until SIGTERM/SIGINT (or `stop` is set); returns the exit code, 0.
@@ -115,6 +121,11 @@ class Runner:
         parts = self._parts(schedule, duties)
         parts.start()
         log.info("sebridge polling %s every %gs", d.imds.endpoint, self._poll_interval)
+        for work in self._after_start:
+            try:
+                work()
+            except Exception:  # a bug in a warm-up must not stop the daemon
+                log.exception("work after start failed")
         wait()
         log.info("stopping: finishing the current tick")
         left = parts.stop(self._shutdown_grace)

@@ -9,7 +9,6 @@ approval). See docs/ARCHITECTURE.md, "Hostile text".
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 __all__ = ["stand_in_id", "why"]
@@ -21,6 +20,8 @@ def stand_in_id(event_id: str) -> str:
     """The id an unreadable EventId is announced under: stable (the same raw id gives the
     same stand-in, after a restart and in every agent of a fleet), displayable and
     storable (ASCII), and never a real one's (IMDS's ids are GUIDs)."""
+    import hashlib  # here: it loads OpenSSL, for the rare document that needs a stand-in
+
     digest = hashlib.sha256(event_id.encode("utf-8", "surrogatepass")).hexdigest()
     return f"unreadable-{digest[:24]}"
 

@@ -235,9 +235,13 @@ class Templated(Protocol):
 T = TypeVar("T", bound=Templated)
 
 
-def tried(sink: T) -> T:
+def tried(sink: T, renderer: Renderer | None = None, folder: str = "") -> T:
     """`sink`, its templates tried now (at start, not at the first event); when one is
-    broken the sink is closed and the error (a PermanentDeliveryError naming it) raised."""
+    broken the sink is closed and the error (a PermanentDeliveryError naming it) raised.
+    With the `renderer` its templates come from and their `folder`, a sink whose
+    templates are all built-in may have its check held back (Renderer.later)."""
+    if renderer is not None and renderer.later(folder, sink.check_templates):
+        return sink
     try:
         sink.check_templates()
     except BaseException:

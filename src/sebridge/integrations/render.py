@@ -1,12 +1,21 @@
-"""Jinja2 environment over the built-in templates, overridable from a user's folder."""
+"""Jinja2 environment over the built-in templates, overridable from a user's folder.
+
+Jinja2 is imported, and the environment built, at the first template a process
+renders or loads. `sebridge run` asks for that only after its first poll: a sink
+whose templates are all built-in has them tried then (`later`, `warm`), because the
+test suite renders every built-in one against the same samples; a user's override
+is tried before, at start, where a broken one stops `run` with its name. See
+docs/ARCHITECTURE.md, "Integrations".
+"""
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import jinja2
+from typing import TYPE_CHECKING, Any
 
 from sebridge.hooks.words import hook_news
 from sebridge.kernel.errors import PermanentDeliveryError
@@ -21,7 +30,12 @@ from sebridge.model.outlook import (
     until,
 )
 
+if TYPE_CHECKING:
+    import jinja2
+
 __all__ = ["Renderer", "countdown", "relative"]
+
+log = logging.getLogger("sebridge.integrations")
 
 BUILTIN_TEMPLATES = Path(__file__).parents[1] / "templates"  # sebridge/templates/
 
@@ -69,9 +83,33 @@ class Renderer:
     """Renders named templates ("console/line.j2"); a file of the same name in
     `override_dir` wins over the built-in one."""
 
-    def __init__(self, override_dir: str | Path | None = None) -> None:
-        folders = [str(override_dir)] if override_dir else []
-        self._env = jinja2.Environment(
+    def __init__(
+        self, override_dir: str | Path | None = None, *, defer_builtin: bool = False
+    ) -> None:
+        """defer_builtin: `later` holds back the check of a folder no override touches
+        (`sebridge run`: its first poll goes first); otherwise every check runs at once."""
+        self._override = Path(override_dir) if override_dir else None
+        self._defer = defer_builtin
+        self._filters: dict[str, Any] = dict(clock=_clock, utc=_utc, relative=relative)
+        self._checks: list[tuple[str, Callable[[], None]]] = []
+        self._built: jinja2.Environment | None = None
+        self._building = threading.Lock()  # the dispatcher and the warm-up may both ask
+
+    @property
+    def _env(self) -> jinja2.Environment:
+        env = self._built
+        if env is None:
+            with self._building:
+                if self._built is None:
+                    self._built = self._environment()
+                env = self._built
+        return env
+
+    def _environment(self) -> jinja2.Environment:
+        import jinja2
+
+        folders = [str(self._override)] if self._override else []
+        env = jinja2.Environment(
             loader=jinja2.FileSystemLoader([*folders, str(BUILTIN_TEMPLATES)]),
             undefined=jinja2.StrictUndefined,
             # HTML pages are escaped by Jinja; chat formats escape with their own filters.
@@ -80,9 +118,9 @@ class Renderer:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self._env.filters.update(clock=_clock, utc=_utc, relative=relative)
+        env.filters.update(self._filters)
         # What happens next and who did what, in the one wording every sink shares.
-        self._env.globals.update(
+        env.globals.update(
             countdown=countdown,
             hook_news=hook_news,
             unreachable_line=_unreachable,
@@ -92,10 +130,39 @@ class Renderer:
             retry_command=retry_command,
             anyway_command=anyway_command,
         )
+        return env
+
+    def overridden(self, folder: str) -> bool:
+        """Whether the override folder holds anything under `folder` ("console")."""
+        if self._override is None:
+            return False
+        mine = self._override / folder
+        return mine.is_dir() and any(mine.iterdir())
+
+    def later(self, folder: str, check: Callable[[], None]) -> bool:
+        """True when `check` (a sink's check of the templates in `folder`) is held back
+        for `warm`: only built-in templates are in play and this renderer defers them."""
+        if not self._defer or self.overridden(folder):
+            return False
+        self._checks.append((folder, check))
+        return True
+
+    def warm(self) -> None:
+        """Run the checks `later` held back: the templates are compiled before the first
+        message needs them. A failure is a built-in template's bug, said in the log (each
+        delivery through that sink then fails with it); it does not stop the daemon."""
+        checks, self._checks = self._checks, []
+        for folder, check in checks:
+            try:
+                check()
+            except Exception as exc:
+                log.error("the built-in %s templates failed their check: %s", folder, exc)
 
     def add_filters(self, **filters: Any) -> None:
         """Sink-specific filters (e.g. Slack's mrkdwn escaping)."""
-        self._env.filters.update(filters)
+        self._filters.update(filters)
+        if self._built is not None:
+            self._built.filters.update(filters)
 
     def load(self, name: str) -> None:
         """Compile a template now: a missing or broken one raises jinja2.TemplateError."""
@@ -108,6 +175,8 @@ class Renderer:
     def render_for(self, sink: str, name: str, **context: Any) -> str:
         """Render a sink's template; what goes wrong is a PermanentDeliveryError saying
         which template and where (a retry would render it the same way)."""
+        import jinja2  # loaded by the environment already; the name for the errors below
+
         try:
             return self.render(name, **context)
         except jinja2.TemplateSyntaxError as exc:

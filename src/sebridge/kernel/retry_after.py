@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from datetime import UTC
-from email.utils import parsedate_to_datetime
 from typing import Any, overload
 
 from sebridge.kernel.clock import Clock, utcnow
@@ -106,6 +105,10 @@ def _seconds(value: object, now: Clock) -> float | None:
 
 def _until(text: str, now: Clock) -> float | None:
     """Seconds from now until an HTTP date; None if `text` is not one."""
+    # Loaded here: email.utils brings socket-free but sizeable modules (calendar, email's
+    # parsers) that `run` would load at start for a header most answers never carry.
+    from email.utils import parsedate_to_datetime
+
     try:
         moment = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError, OverflowError):

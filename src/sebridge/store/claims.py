@@ -10,11 +10,13 @@ stale holder's write matches nothing, changes nothing, and its caller hears Fals
 
 from __future__ import annotations
 
-import secrets
+import os
 
 __all__ = ["new_token"]
 
 
 def new_token() -> str:
     """A fresh claim token: random, so no restart or other agent can hold the same one."""
-    return secrets.token_hex(8)
+    # os.urandom is what secrets.token_hex reads; the secrets module would bring hmac and
+    # OpenSSL's hashes into every daemon's start for this one call.
+    return os.urandom(8).hex()

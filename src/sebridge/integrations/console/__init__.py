@@ -35,7 +35,7 @@ class Console(Integration[ConsoleSettings]):
     def sink(self, ctx: Context[ConsoleSettings]) -> Sink:
         from sebridge.integrations.console.sink import ConsoleSink
 
-        return tried(ConsoleSink(ctx.renderer, stream=ctx.stdout))
+        return tried(ConsoleSink(ctx.renderer, stream=ctx.stdout), ctx.renderer, "console")
 
     def send_test(self, ctx: Context[ConsoleSettings], note: TrialNote) -> Sequence[Finding]:
         out = ctx.stdout or sys.stdout

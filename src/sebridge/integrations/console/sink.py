@@ -7,7 +7,6 @@ import threading
 from typing import TextIO
 
 from sebridge.integrations.render import Renderer
-from sebridge.integrations.samples import sample_messages
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import RetryableDeliveryError
 from sebridge.kernel.text import clip, visible
@@ -61,6 +60,8 @@ class ConsoleSink:
 
     def check_templates(self) -> None:
         """Render the line for every kind of transition now, so a broken template fails at start."""
+        from sebridge.integrations.samples import sample_messages
+
         for sample in sample_messages():
             self.render(sample)
 

@@ -36,7 +36,7 @@ class Email(Integration[EmailSettings]):
     def sink(self, ctx: Context[EmailSettings]) -> Sink:
         from sebridge.integrations.email.sink import EmailSink
 
-        return tried(EmailSink(ctx.settings, ctx.renderer, ctx.instance))
+        return tried(EmailSink(ctx.settings, ctx.renderer, ctx.instance), ctx.renderer, "email")
 
     def check(self, ctx: Context[EmailSettings]) -> Sequence[Finding]:
         from sebridge.integrations.email.doctor import check_email

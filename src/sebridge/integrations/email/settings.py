@@ -10,11 +10,9 @@ own name (`section`), so the same checks serve any instance of it.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from email.utils import getaddresses, parseaddr
 
 from sebridge.config.durations import Seconds
 from sebridge.config.reader import Reader, option
@@ -83,11 +81,15 @@ class EmailSettings:
 
 def address(text: str) -> str:
     """The bare address of "Name <a@b>" or "a@b"."""
+    from email.utils import parseaddr  # loaded with [email] only (see _bad_address)
+
     return parseaddr(text)[1]
 
 
 def is_loopback(host: str) -> bool:
     """localhost or a loopback address: the mail never leaves this machine."""
+    import ipaddress  # loaded with [email] only (see _bad_address)
+
     name = host.strip("[]").lower()
     if name == "localhost" or name.endswith(".localhost"):
         return True
@@ -136,6 +138,7 @@ def _bad_address(text: str) -> str | None:
     # Imported only when an address is checked: email.headerregistry and its parser are
     # about 0.3 MiB that a daemon without [email] does not need (tests/test_run_imports.py).
     from email.headerregistry import Address
+    from email.utils import getaddresses
 
     found = getaddresses([text])
     if len(found) != 1 or not found[0][1]:

@@ -42,7 +42,7 @@ class Jira(Integration[JiraSettings]):
         from sebridge.integrations.jira.client import JiraApi
         from sebridge.integrations.jira.sink import JiraSink
 
-        return tried(JiraSink(JiraApi(ctx.settings), ctx.renderer))
+        return tried(JiraSink(JiraApi(ctx.settings), ctx.renderer), ctx.renderer, "jira")
 
     def inbound(self, ctx: Context[JiraSettings], host: Host, sink: Sink | None) -> Inbound:
         settings = ctx.settings

@@ -49,7 +49,9 @@ class Slack(Integration[SlackSettings]):
                 mention=slack.mention,
                 mention_types=slack.mention_types,
                 remind_mention=slack.remind_mention,
-            )
+            ),
+            ctx.renderer,
+            "slack",
         )
 
     def inbound(self, ctx: Context[SlackSettings], host: Host, sink: Sink | None) -> Inbound:

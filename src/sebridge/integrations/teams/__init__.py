@@ -35,7 +35,7 @@ class Teams(Integration[TeamsSettings]):
         return validate(settings, rd)
 
     def sink(self, ctx: Context[TeamsSettings]) -> Sink:
-        return tried(_sink(ctx.settings, ctx.renderer))
+        return tried(_sink(ctx.settings, ctx.renderer), ctx.renderer, "teams")
 
     def check(self, ctx: Context[TeamsSettings]) -> Sequence[Finding]:
         from sebridge.integrations.teams.doctor import check_teams
