@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -116,7 +115,7 @@ _ONCE = frozenset(
 def event_digest(event: ScheduledEvent) -> str:
     """What an event says (type, status, times, resources, text), as one short text."""
     text = json.dumps(event_to_dict(event), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return _sha256(text)
 
 
 def transition_key(transition: Transition) -> str:
@@ -147,6 +146,13 @@ def transition_key(transition: Transition) -> str:
     if transition.remind_after is not None:
         said["remind_after"] = transition.remind_after
     text = json.dumps(said, sort_keys=True, separators=(",", ":"))
+    return _sha256(text)
+
+
+def _sha256(text: str) -> str:
+    # hashlib loads OpenSSL (several ms at start): loaded at the first event instead.
+    import hashlib
+
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -12,7 +12,6 @@ so another agent takes over within about a second.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Callable
 
@@ -28,6 +27,8 @@ THIS_DATABASE = "l.database = (SELECT oid FROM pg_database WHERE datname = curre
 
 def advisory_key(name: str) -> int:
     """A PostgreSQL advisory lock key for a name of ours: a positive 63-bit number."""
+    import hashlib  # OpenSSL's: loaded at the first key (a fleet's duties), not at start
+
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8]) >> 1
 
 
