@@ -5,7 +5,7 @@ renders or loads. `sebridge run` asks for that only after its first poll: a sink
 whose templates are all built-in has them tried then (`later`, `warm`), because the
 test suite renders every built-in one against the same samples; a user's override
 is tried before, at start, where a broken one stops `run` with its name. See
-docs/ARCHITECTURE.md, "Integrations".
+docs/ARCHITECTURE.md, "Seams" (Config).
 """
 
 from __future__ import annotations
