@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from sebridge.imds import API_VERSIONS, ImdsClient
 from sebridge.imds.simulator import Simulator
+from sebridge.imds.wire import FastGet
 from sebridge.kernel.errors import (
     ImdsRequestError,
     ImdsThrottledError,
@@ -161,6 +163,20 @@ def test_a_hanging_imds_times_out_without_in_call_retry(
         client.get_document()
     assert sleeps.calls == []
     assert client.get_document().events == ()  # and the next poll recovers
+
+
+def test_the_fast_get_times_out_by_itself() -> None:
+    """The poll's socket keeps its timeout in the kernel (imds/wire.py): a receive that
+    waited it out is a TimeoutError, not an error that sends the GET again through urllib3."""
+    with socket.socket() as silent:  # takes the connection (its backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        fast = FastGet("127.0.0.1", silent.getsockname()[1], "/metadata/scheduledevents", 100)
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            fast.get(0.3)
+        assert 0.25 <= time.monotonic() - started < 3.0
+        fast.close()
 
 
 def test_first_call_waits_for_a_slow_enabling_imds(sim: Simulator) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -118,6 +118,22 @@ def test_hooks_are_counted_by_stage_and_outcome() -> None:
     assert found[(key, (("outcome", "timeout"), ("stage", "prepare")))] == 2
     assert found[(key, (("outcome", "succeeded"), ("stage", "recover")))] == 1
     assert found[(key, (("outcome", "failed"), ("stage", "prepare")))] == 0
+
+
+def test_the_poll_threads_unchanged_polls_are_shown_with_the_others() -> None:
+    """Daemon.quiet counts its unchanged polls without the lock (Metrics.quiet_poll); the
+    scrape shows them in the one unchanged sample, and the last answer's Unix time."""
+    metrics = Metrics(["jsonl"])
+    assert samples(metrics)[("sebridge_imds_last_success_timestamp_seconds", ())] == 0
+    metrics.quiet_poll(NOW)
+    metrics.quiet_poll(NOW)
+    metrics.polled("unchanged", NOW - timedelta(seconds=1))
+    metrics.polled("changed", NOW)
+    found = samples(metrics)
+    assert found[("sebridge_imds_polls_total", (("outcome", "unchanged"),))] == 3
+    assert found[("sebridge_imds_polls_total", (("outcome", "changed"),))] == 1
+    assert found[("sebridge_imds_polls_total", (("outcome", "error"),))] == 0
+    assert found[("sebridge_imds_last_success_timestamp_seconds", ())] == NOW.timestamp()
 
 
 def test_two_daemons_in_one_process_count_apart() -> None:

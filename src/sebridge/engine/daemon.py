@@ -170,7 +170,12 @@ class Daemon:
     def poll(self) -> Polled:
         """A tick's first half: the IMDS GET, and nothing that waits on the store."""
         result = TickResult()
-        return Polled(self._poll(result), self.clock(), result)
+        document = self._poll(result)
+        # One clock reading a poll: when IMDS answered, the time act() and quiet() use.
+        at = self.clock()
+        if document is not None:
+            self.poll_state = PollState(at)
+        return Polled(document, at, result)
 
     def quiet(self, polled: Polled) -> bool:
         """Between poll() and act(), on the poll thread: True when the poll needs no
@@ -193,10 +198,10 @@ class Daemon:
             or self._writes_seen != self._writes_acted
         ):
             return False
-        now = self.clock()
+        now = polled.at  # microseconds ago: the timers are looked at as of the poll
         if self.hooks.worker.due(now) or self.carrier.owed or self.reminders.due(now):
             return False
-        self.metrics.polled("unchanged", self.poll_state.last_ok)
+        self.metrics.quiet_poll(now)
         return True
 
     def act(self, polled: Polled) -> TickResult:
@@ -281,7 +286,6 @@ class Daemon:
             log.info("IMDS answers again")
             self._imds_failing = None
         result.polled = True
-        self.poll_state = PollState(self.clock())
         return document
 
     def _record(self, document: Document, result: TickResult, now: datetime) -> bool:

@@ -89,7 +89,11 @@ class Metrics:
         self.sinks = tuple(sinks)
         self._lock = threading.Lock()  # a count is a read and a write: one at a time
         self.polls: dict[tuple[str, ...], float] = {(o,): 0.0 for o in POLL_OUTCOMES}
-        self.last_success = 0.0
+        # The unchanged polls the poll thread ends itself (quiet_poll): a plain count, that
+        # thread its only writer, added to polls' "unchanged" at scrape time.
+        self.quiet_polls = 0
+        # When IMDS last answered, kept as read; a scrape turns it into Unix time.
+        self.last_ok: datetime | None = None
         self.imds_requests: dict[tuple[str, ...], float] = {(o,): 0.0 for o in REQUEST_OUTCOMES}
         self.transitions: dict[tuple[str, ...], float] = {(k.value,): 0.0 for k in TransitionKind}
         self.deliveries: dict[tuple[str, ...], float] = {
@@ -107,7 +111,27 @@ class Metrics:
         """One IMDS poll: "changed", "unchanged" or "error"; `at` when IMDS answered."""
         self._count(self.polls, (_known(outcome, POLL_OUTCOMES),))
         if at is not None:
-            self.last_success = at.timestamp()
+            self.last_ok = at
+
+    def quiet_poll(self, at: datetime) -> None:
+        """One unchanged poll that IMDS answered at `at`, from the poll thread alone
+        (Daemon.quiet): the most frequent count, so it takes no lock and checks no label
+        (an unchanged poll costs little else, issue 26); one writer loses no count."""
+        self.quiet_polls += 1
+        self.last_ok = at
+
+    @property
+    def last_success(self) -> float:
+        """Unix time of the last poll that IMDS answered (0: none yet)."""
+        last = self.last_ok
+        return 0.0 if last is None else last.timestamp()
+
+    def poll_counts(self) -> dict[tuple[str, ...], float]:
+        """The polls by outcome, the poll thread's unchanged ones included (call it under
+        the lock, for one consistent reading)."""
+        counts = dict(self.polls)
+        counts[("unchanged",)] += self.quiet_polls
+        return counts
 
     def imds_requested(self, outcome: str) -> None:
         """One HTTP attempt of the daemon's IMDS client (its on_request): "ok", "retry",

@@ -253,7 +253,6 @@ class ImdsClient:
         return wait
 
     def _once(self, method: str, path: str, version: str, body: bytes | None) -> bytes:
-        url = f"{path}?api-version={version}"
         read_timeout = self._timeout if self._answered else self._first_timeout
         fast = self._fast.get(path) if method == "GET" else None
         if fast is not None:
@@ -265,6 +264,7 @@ class ImdsClient:
         self._check_interrupted(method, path)
         from sebridge.imds.pooled import TimedOut, Unreachable
 
+        url = f"{path}?api-version={version}"
         headers = _POST_HEADERS if body is not None else _GET_HEADERS
         try:
             status, answer_headers, data = self._pooled().request(

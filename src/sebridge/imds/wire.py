@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 
 __all__ = ["BodyTooLarge", "FastGet", "RawResponse"]
 
@@ -40,6 +41,7 @@ class FastGet:
             "Accept: application/json\r\nUser-Agent: sebridge\r\n\r\n"
         ).encode("ascii")
         self._sock: socket.socket | None = None
+        self._timeout: float | None = None  # the socket's, as last set
         self._buffer = b""
 
     def get(self, timeout: float) -> RawResponse | None:
@@ -77,11 +79,24 @@ class FastGet:
         self._buffer = b""
 
     def _exchange(self, timeout: float) -> RawResponse | None:
-        if self._sock is None:
-            self._sock = socket.create_connection(self._address, timeout=timeout)
-            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock.settimeout(timeout)
-        self._sock.sendall(self._request)
+        sock = self._sock
+        if sock is None:
+            sock = self._sock = socket.create_connection(self._address, timeout=timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            # A blocking socket, its timeouts kept by the kernel: with a Python timeout each
+            # send and receive is first a poll() (and each settimeout() an ioctl()), three
+            # system calls more per GET. A receive that times out fails with EAGAIN (_fill).
+            sock.settimeout(None)
+            self._timeout = None
+        if timeout != self._timeout:
+            timeval = _timeval(timeout)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+            self._timeout = timeout
+        try:
+            sock.sendall(self._request)  # one send(): the request is 150 bytes
+        except BlockingIOError:  # SO_SNDTIMEO passed
+            raise TimeoutError from None
         head = self._read_until(b"\r\n\r\n")
         if head is None:
             return None
@@ -120,9 +135,19 @@ class FastGet:
 
     def _fill(self) -> bool:
         assert self._sock is not None
-        chunk = self._sock.recv(65536)
+        try:
+            chunk = self._sock.recv(65536)
+        except BlockingIOError:  # SO_RCVTIMEO passed with nothing received
+            raise TimeoutError from None
         self._buffer += chunk
         return bool(chunk)
+
+
+def _timeval(seconds: float) -> bytes:
+    """`seconds` as SO_RCVTIMEO/SO_SNDTIMEO's struct timeval; at least a microsecond (a
+    zero timeval means no timeout at all)."""
+    micros = max(1, round(seconds * 1_000_000))
+    return struct.pack("@ll", micros // 1_000_000, micros % 1_000_000)
 
 
 def _headers(text: bytes) -> dict[str, str]:

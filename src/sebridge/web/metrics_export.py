@@ -60,7 +60,7 @@ class _Figures(Collector):
     def collect(self) -> Iterator[Metric]:
         m = self._m
         with m._lock:  # one consistent reading: a count under way finishes first
-            polls = dict(m.polls)
+            polls = m.poll_counts()
             last_success = m.last_success
             requests = dict(m.imds_requests)
             transitions = dict(m.transitions)
