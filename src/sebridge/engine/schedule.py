@@ -54,24 +54,32 @@ class Schedule:
         self._wake = threading.Lock()
         self._wake.acquire()
         self._poller = threading.Thread(target=self._polling, name="poll", daemon=True)
-        # Built by start(), once the first poll is under way: importing and building
-        # APScheduler is about an eighth of the CPU from exec to the first GET (39 of
-        # 316 ms measured), no job is due before its first interval has passed, and the
-        # first poll is due at once.
+        self._polled = threading.Event()  # the first poll is over
+        # Built by start_jobs(), once the first poll is over: importing and building
+        # APScheduler is about 100 ms of CPU on a slow core, no job is due before its
+        # first interval has passed, and the first poll is due at once.
         self._scheduler: BackgroundScheduler | None = None
         self._jobs: list[Job] = []
 
     def every(self, job: Job) -> None:
         """Run `job` on the pool every job.interval seconds (its failures logged: it runs
-        again at its next turn); the first run one interval after start()."""
+        again at its next turn); the first run one interval after start_jobs()."""
         if self._scheduler is None:
             self._jobs.append(job)
         else:
             _add(self._scheduler, job)
 
     def start(self) -> None:
-        """Poll (the first at once) and run the jobs from now on."""
+        """Poll, the first at once. The jobs run once start_jobs() was called."""
         self._poller.start()
+
+    def first_poll(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the first poll to be over; True once it is."""
+        return self._polled.wait(timeout)
+
+    def start_jobs(self) -> None:
+        """Run the jobs from now on (each first one interval from now). On a failure the
+        polling stops too and the error is raised."""
         try:
             self._scheduler = _scheduler()
             for job in self._jobs:
@@ -112,6 +120,8 @@ class Schedule:
                 self._poll()
             except Exception:  # a bug must not stop the polling
                 log.exception("poll failed; polling goes on")
+            if not self._polled.is_set():  # a read; set() takes a lock
+                self._polled.set()
             now = time.monotonic()
             # A poll later than its turn runs at once, once (never to catch up).
             due = max(due + self._interval, now)
