@@ -46,6 +46,19 @@ pytest_plugins = ["slow_check"]
 START_TIMEOUT = 20.0
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test: Hypothesis's table of Unicode categories, which it builds at its
+    first text draw and keeps in .hypothesis/ (3.3 s of CPU on a slow core). Built here
+    once, by the controller, so that no worker's first text-drawing test pays for it and
+    crosses the unmarked-slow limit (slow_check.py) on a fresh clone."""
+    if hasattr(config, "workerinput"):
+        return  # a worker reads the controller's table
+    from hypothesis import find, settings
+    from hypothesis import strategies as st
+
+    find(st.text(min_size=1), lambda _: True, settings=settings(database=None))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark `pg` every test that uses pg_database, directly or through another fixture
     (pg_url, a module's own `url`, `boards`, `agents`...).
