@@ -5,11 +5,12 @@ eight per core, and each keeps freed memory up to its own trim threshold and fra
 on its own. The daemon runs some twenty threads that allocate now and then (each sink's
 worker, Slack's socket, the HTTP server's), so with five sinks 0.7 MiB of its VmRSS
 was arenas' (MALLOC_ARENA_MAX=2 in its environment: 50.1 -> 49.3 MiB after 20 events,
-bench/compare_release.py's scenario). Python's own allocator serves the small objects
-and the arenas only the larger ones, which two arenas serve as well. Capped from
-`sebridge run` before its threads start (cli/commands.py). A MALLOC_ARENA_MAX in the
-environment is the operator's and is left alone; on a C library without mallopt, this
-does nothing.
+bench/compare_release.py's scenario), and one arena kept 0.6 MiB less than two (49.9 ->
+49.3 MiB, issue 26). Python's own allocator serves the small objects and the arena only
+the larger ones; the threads take turns at the GIL anyway, so they seldom wait for the
+arena's lock (idle and per-poll CPU did not move). Capped from `sebridge run` before its
+threads start (cli/commands.py). A MALLOC_ARENA_MAX in the environment is the
+operator's and is left alone; on a C library without mallopt, this does nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import os
 
 __all__ = ["ARENAS", "cap_malloc_arenas"]
 
-ARENAS = 2
+ARENAS = 1
 _M_ARENA_MAX = -8  # glibc's malloc.h
 
 
