@@ -46,12 +46,14 @@ pytest_plugins = ["slow_check"]
 START_TIMEOUT = 20.0
 
 
-def pytest_configure(config: pytest.Config) -> None:
+@pytest.hookimpl(trylast=True)  # after Hypothesis's own: its initialization is over
+def pytest_sessionstart(session: pytest.Session) -> None:
     """Before any test: Hypothesis's table of Unicode categories, which it builds at its
     first text draw and keeps in .hypothesis/ (3.3 s of CPU on a slow core). Built here
-    once, by the controller, so that no worker's first text-drawing test pays for it and
-    crosses the unmarked-slow limit (slow_check.py) on a fresh clone."""
-    if hasattr(config, "workerinput"):
+    once, by the controller before its workers start, so that no worker's first
+    text-drawing test pays for it and crosses the unmarked-slow limit (slow_check.py) on
+    a fresh clone."""
+    if hasattr(session.config, "workerinput"):
         return  # a worker reads the controller's table
     from hypothesis import find, settings
     from hypothesis import strategies as st
