@@ -195,6 +195,7 @@ def freeze(relay: pg.Relay) -> Iterator[Callable[[Daemon, str], None]]:
     relay.thaw()
 
 
+@pytest.mark.slow  # the probe's 2 s wait, by design, and a daemon's build
 def test_a_frozen_or_locked_store_is_503_once_the_probe_waited_two_seconds(
     store_url: str,
     relay: pg.Relay,
@@ -257,6 +258,7 @@ def test_readyz_says_an_imds_that_cannot_be_reached(
     assert f"127.0.0.1:{sim.port}" in reason, reason
 
 
+@pytest.mark.slow  # the probe's 2 s wait, by design, and a daemon's build
 def test_readyz_says_an_imds_that_hangs_once_the_probe_waited_two_seconds(
     store_url: str, sim: Simulator, running: Callable[[str], tuple[Daemon, Runner]]
 ) -> None:

@@ -58,6 +58,7 @@ EXPECTED_MODULES = frozenset(
         "engine.runner",
         "engine.schedule",
         "engine.services",
+        "engine.stop_signals",
         "engine.wakeups",
         "hooks",
         "hooks.agent",

@@ -23,7 +23,11 @@ def test_the_warm_up_comes_after_the_first_poll_and_before_the_jobs(
     sim: Simulator, tmp_path: Path
 ) -> None:
     cfg = write_config(
-        tmp_path / "sebridge.toml", endpoint=sim.url, db=tmp_path / "s.db", vm_name="vm0"
+        tmp_path / "sebridge.toml",
+        endpoint=sim.url,
+        db=tmp_path / "s.db",
+        vm_name="vm0",
+        poll_interval=30.0,  # one GET in all, however late this thread gets a CPU
     )
     runner = build_runner(load_config(cfg))
     seen: list[tuple[int, bool]] = []

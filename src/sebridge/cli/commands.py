@@ -15,7 +15,7 @@ from sebridge.cli.runtime import (
     build_runner,
 )
 from sebridge.config.loader import Config
-from sebridge.engine.runner import stop_signals_exit
+from sebridge.engine.stop_signals import stop_signals_exit
 from sebridge.kernel.arenas import cap_malloc_arenas
 from sebridge.kernel.errors import BridgeError
 

@@ -1,43 +1,36 @@
-"""The daemon's life from first poll to exit (`sebridge run`): parts, jobs, signals, stop.
+"""The daemon's life from first poll to exit (`sebridge run`): parts, jobs, stop.
 
 The scheduler (engine/schedule.py) polls and runs the heartbeat, pruning and the
 integrations' jobs, single-holder ones only on the agent that holds their duty. The
 dispatcher, the hook worker, the carrier, the duties board, the services (the HTTP server,
 Slack's Socket Mode), the recorder and the scheduler are started in that order by one
 Supervisor (kernel/worker.py) and stopped in reverse against one deadline: SIGTERM/SIGINT
-stop it all within the shutdown grace (plus a second), whatever IMDS or a sink does. See
-docs/ARCHITECTURE.md, "Threads".
+stop it all within the shutdown grace (plus a second), whatever IMDS or a sink does (how
+they are heard: engine/stop_signals.py). See docs/ARCHITECTURE.md, "Threads".
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import select
-import signal
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from sebridge.engine.daemon import Daemon
 from sebridge.engine.record import Recorder
 from sebridge.engine.schedule import Schedule
 from sebridge.engine.services import Job, Service, SingleHolder
+from sebridge.engine.stop_signals import stop_waiter
 from sebridge.kernel.errors import StoreError
 from sebridge.kernel.outage import StoreOutage
 from sebridge.kernel.worker import Supervisor
 from sebridge.store.duties import Duties, Duty
 from sebridge.store.store import HEARTBEAT
 
-__all__ = ["Runner", "stop_signals_exit"]
+__all__ = ["FIRST_POLL_WAIT", "Runner"]
 
 log = logging.getLogger("sebridge.daemon")
 
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-# How often a main thread given a `stop` Event looks at it (_stop_waiter); the CLI's waits
-# for a signal alone, asleep until one comes.
-_STOP_LOOK = 0.25
 # How long run() lets the first poll go alone before its warm-up and the jobs' scheduler
 # (the first IMDS call may wait much longer; they do not wait for it).
 FIRST_POLL_WAIT = 1.0
@@ -109,7 +102,7 @@ class Runner:
         """
         d = self.daemon
         d.take_back_claims()
-        wait = _stop_waiter(stop)
+        wait = stop_waiter(stop)
         schedule = Schedule(self._poll, self._poll_interval, d.imds.interrupt)
         # Single-holder duties: one agent of a fleet prunes, runs each such job and
         # service; on SQLite this daemon holds them all (store/duties.py).
@@ -235,74 +228,6 @@ class _Part:
         returns nothing counts as ended)."""
         wait = max(self._least, timeout + self._extra)
         return self._stop(wait if self._most is None else min(self._most, wait)) is not False
-
-
-@contextmanager
-def stop_signals_exit() -> Iterator[None]:
-    """While the daemon is being built (it may wait for IMDS to say the VM's name): SIGTERM
-    and SIGINT end the process at once with exit 0, as they end a running daemon. Main
-    thread only (Python delivers signals there); elsewhere a no-op."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: object) -> None:
-        raise SystemExit(0)  # unwinds through what was being opened; each part closes
-
-    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-def _stop_waiter(stop: threading.Event | None) -> Callable[[], object]:
-    """The runner's wait: it returns once `stop` is set or, in the main thread, once
-    SIGTERM or SIGINT came (their handlers are installed here).
-
-    The kernel gives a process's signal to whichever thread takes it first, not always
-    the main one (under load, e.g. a thread starting a hook's pipe threads before the
-    woken main thread runs). Python runs the handler in the main thread only, once it
-    runs Python code again, which a main thread blocked in an untimed Event.wait never
-    did: the daemon did not stop. Python's C-level handler, though, writes the signal's
-    number to the wake-up file (signal.set_wakeup_fd) in whichever thread took it, so the
-    main thread waits on that file: woken at once, by either way, and asleep otherwise."""
-    if threading.current_thread() is not threading.main_thread():
-        return (stop or threading.Event()).wait  # handlers are the main thread's only
-    wake_read, wake_write = os.pipe()
-    os.set_blocking(wake_read, False)
-    os.set_blocking(wake_write, False)
-    before = signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
-    for signum in _STOP_SIGNALS:
-        signal.signal(signum, _told)
-    # A `stop` set by another thread cannot wake a select(): then it is looked at in slices.
-    slice_ = None if stop is None else _STOP_LOOK
-
-    def wait() -> None:
-        try:
-            while not (stop is not None and stop.is_set()):
-                if select.select([wake_read], [], [], slice_)[0] and _stops(wake_read):
-                    return
-        finally:
-            signal.set_wakeup_fd(before)
-            os.close(wake_read)
-            os.close(wake_write)
-
-    return wait
-
-
-def _told(signum: int, frame: object) -> None:
-    """SIGTERM/SIGINT's handler: nothing to do here, the wake-up file tells the runner."""
-
-
-def _stops(wake_read: int) -> bool:
-    """Whether the wake-up file holds SIGTERM or SIGINT (one byte per signal)."""
-    try:
-        taken = os.read(wake_read, 512)
-    except BlockingIOError:
-        return False
-    return any(signum in taken for signum in _STOP_SIGNALS)
 
 
 def _unbounded(stop: Callable[[], None]) -> Callable[[float], None]:
