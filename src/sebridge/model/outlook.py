@@ -20,7 +20,7 @@ from sebridge.kernel.text import visible
 from sebridge.model import ScheduledEvent
 from sebridge.model.approval import ApprovalState
 from sebridge.model.decision import NO_RULE
-from sebridge.model.readiness import VmReadiness, VmState
+from sebridge.model.readiness import NOT_READY, VmReadiness, VmState
 
 __all__ = [
     "Outlook",
@@ -38,10 +38,6 @@ __all__ = [
     "ways",
     "ways_out",
 ]
-
-# The states in which a listed VM is not ready to be released (NO_AGENT is not waited for,
-# DRY_RUN runs nothing: neither holds an approval back).
-_NOT_READY = (VmState.FAILED, VmState.WAITING, VmState.PREPARING, VmState.SILENT)
 
 
 def until(moment: datetime | None, now: datetime) -> str:
@@ -166,7 +162,7 @@ def approved_as(actor: str | None, via: str | None, rule: str, note: str | None)
 def not_ready(readiness: Sequence[VmReadiness]) -> tuple[VmReadiness, ...]:
     """The listed VMs not ready to be released: a prepare hook failed, runs, or has not
     started."""
-    return tuple(v for v in readiness if v.state in _NOT_READY)
+    return tuple(v for v in readiness if v.state in NOT_READY)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-__all__ = ["VmReadiness", "VmState"]
+__all__ = ["HOLDING", "NOT_READY", "VmReadiness", "VmState"]
 
 
 class VmState(StrEnum):
@@ -25,6 +25,23 @@ class VmState(StrEnum):
     # start, the hook's timeout and a margin), then NO_AGENT (docs/ARCHITECTURE.md).
     SILENT = "stopped answering"
     DRY_RUN = "dry run"  # [policy] dry_run: its hooks are never run, nothing waits for them
+    # Its agent is known to the fleet (ran within [fleet] known_for) but has not been heard
+    # from within [fleet] silent_after (`since`: its last beat): it cannot drain, so it
+    # holds an approval like a failed hook (docs/ARCHITECTURE.md, "The fleet").
+    AGENT_SILENT = "agent silent"
+
+
+# The states that hold an approval (nothing is sent to Azure until a way out is taken).
+HOLDING = (VmState.FAILED, VmState.AGENT_SILENT)
+# The states in which a listed VM is not ready to be released (NO_AGENT is not waited for
+# unless a rule requires agents; DRY_RUN runs nothing).
+NOT_READY = (
+    VmState.FAILED,
+    VmState.WAITING,
+    VmState.PREPARING,
+    VmState.SILENT,
+    VmState.AGENT_SILENT,
+)
 
 
 @dataclass(frozen=True)
@@ -38,11 +55,13 @@ class VmReadiness:
     output: str = ""  # for FAILED: the tail of the hook's output
     # SILENT: waited for until then; NO_AGENT after SILENT: waited for until then, no longer.
     until: datetime | None = None
+    # AGENT_SILENT: when its agent was last heard from.
+    since: datetime | None = None
 
     def line(self) -> str:
         """For people."""
-        if self.until is not None:
-            return self._silent_line(self.until)
+        if self.until is not None or self.state == VmState.AGENT_SILENT:
+            return self._silent_line()
         if self.state == VmState.FAILED:
             return f"{self.vm}: failed: {self.hook} {self.why}"
         if self.state == VmState.DRY_RUN:
@@ -54,9 +73,14 @@ class VmReadiness:
             return f"{self.vm}: {self.state} ({self.hook} {verb})"
         return f"{self.vm}: {self.state}"
 
-    def _silent_line(self, until: datetime) -> str:
-        """A VM whose agent stopped answering during a hook: waited for until when, or (past
-        it) no longer."""
+    def _silent_line(self) -> str:
+        """A known agent the fleet has not heard from ("web2: agent silent since 08:02
+        UTC"); a VM whose agent stopped answering during a hook: waited for until when, or
+        (past it) no longer."""
+        if self.state == VmState.AGENT_SILENT:
+            when = f"{self.since:%H:%M} UTC" if self.since is not None else "an unknown time"
+            return f"{self.vm}: agent silent since {when}"
+        until = self.until
         if self.state == VmState.SILENT:
             return (
                 f"{self.vm}: waiting for {self.vm}, whose agent stopped answering during "
