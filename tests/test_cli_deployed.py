@@ -18,7 +18,10 @@ from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping
 from sebridge.kernel.errors import ConfigError
 
-WORKFLOWS = "https://prod-27.westeurope.logic.azure.com/workflows/0123/triggers/manual/paths/invoke?sig=S3CR3TSIG"
+WORKFLOWS = (
+    "https://default0123.cd.environment.api.powerplatform.com/powerautomate/automations/direct"
+    "/workflows/0123/triggers/manual/paths/invoke?sig=S3CR3TSIG"
+)
 # As the unit's comments tell a person to write them (deploy/systemd/sebridge.service).
 SECRETS = """
 [slack]

@@ -65,7 +65,7 @@ def test_url_kinds(url: str, kind: str) -> None:
 
 
 def test_a_workflows_url_enables_teams_with_adaptive_cards(tmp_path: Path) -> None:
-    c = config(tmp_path, {"webhook_url": LOGIC})
+    c = config(tmp_path, {"webhook_url": POWER})
     assert c.section("teams").format == "adaptive"
     assert not c.warnings
     assert SIG not in repr(c) and SIG not in str(c.redacted())
@@ -80,11 +80,44 @@ def test_messagecard_to_a_workflows_url_is_refused(tmp_path: Path) -> None:
         assert SIG not in str(caught.value)
 
 
-def test_adaptive_to_a_connector_is_warned_about(tmp_path: Path) -> None:
-    c = config(tmp_path, {"webhook_url": CONNECTOR_URL})
-    assert any("Office 365 connector URL (retired by Microsoft)" in w for w in c.warnings)
-    c = config(tmp_path, {"webhook_url": CONNECTOR_URL, "format": "messagecard"})
-    assert not c.warnings
+@pytest.mark.parametrize("fmt", ["adaptive", "messagecard"])
+def test_a_connector_url_is_said_to_be_retired_with_what_to_do(tmp_path: Path, fmt: str) -> None:
+    c = config(tmp_path, {"webhook_url": CONNECTOR_URL, "format": fmt})
+    (warning,) = c.warnings
+    assert warning.startswith("teams.webhook_url is an Office 365 connector URL (retired")
+    assert "deliveries to it fail" in warning
+    assert "Post to a channel when a webhook request is received" in warning
+    assert SIG not in warning
+
+
+def test_a_logic_apps_workflows_url_is_said_to_have_stopped(tmp_path: Path) -> None:
+    c = config(tmp_path, {"webhook_url": LOGIC})
+    (warning,) = c.warnings
+    assert "*.logic.azure.com, which Microsoft stopped on 2025-11-30" in warning
+    assert "*.environment.api.powerplatform.com" in warning
+    assert SIG not in warning
+    assert not config(tmp_path, {"webhook_url": POWER}).warnings
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        (CONNECTOR_URL, "is an Office 365 connector URL (retired by Microsoft in 2026)"),
+        (LOGIC, "which Microsoft stopped on 2025-11-30"),
+    ],
+)
+def test_check_prints_a_dead_url_and_run_logs_it_once_at_start(
+    tmp_path: Path, sim: Simulator, url: str, says: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    c = config(tmp_path, {"webhook_url": url}, imds=sim.url)
+    out = io.StringIO()
+    commands.check(c, as_json=False, out=out)
+    lines = [line for line in out.getvalue().splitlines() if says in line]
+    assert len(lines) == 1 and lines[0].startswith("warning: teams.webhook_url ")
+    assert SIG not in out.getvalue()
+    caplog.set_level("WARNING", logger="sebridge.config")
+    commands._say_warnings(c)  # what run says once, before it starts its parts
+    assert [r.getMessage() for r in caplog.records if says in r.getMessage()] == [lines[0][9:]]
 
 
 @pytest.mark.parametrize(
@@ -136,7 +169,7 @@ def test_without_public_url_cards_have_no_button_and_we_say_so(
     tmp_path: Path, sim: Simulator
 ) -> None:
     # Valid: Teams then alerts without approval (tests/test_cli_deployed.py says it once).
-    c = config(tmp_path, {"webhook_url": LOGIC}, http={}, imds=sim.url)
+    c = config(tmp_path, {"webhook_url": POWER}, http={}, imds=sim.url)
     assert not c.warnings
     out = io.StringIO()
     assert commands.check(c, as_json=False, out=out) == 0
@@ -145,7 +178,7 @@ def test_without_public_url_cards_have_no_button_and_we_say_so(
 
 def test_check_names_the_kind_never_the_url(tmp_path: Path, sim: Simulator) -> None:
     for url, kind in (
-        (LOGIC, "a Workflows (Power Automate) webhook URL"),
+        (POWER, "a Workflows (Power Automate) webhook URL"),
         (CONNECTOR_URL, "an Office 365 connector URL"),
     ):
         c = config(tmp_path, {"webhook_url": url}, imds=sim.url)

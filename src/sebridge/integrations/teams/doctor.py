@@ -48,9 +48,9 @@ def check_teams(settings: TeamsSettings, links: bool, *, send_test: bool = False
             Finding(
                 "teams",
                 True,
-                "the URL's host is neither a Workflows host (*.logic.azure.com,"
-                " *.environment.api.powerplatform.com) nor a connector (*.webhook.office.com):"
-                " make sure it is the URL of a channel's webhook",
+                "the URL's host is neither a Workflows host (*.environment.api.powerplatform.com)"
+                " nor a connector (*.webhook.office.com): make sure it is the URL of a"
+                " channel's webhook",
             )
         )
     if not links:  # valid: Teams then only alerts (README, approval links)

@@ -5,8 +5,11 @@ Two kinds of URL post to a Teams channel, and each takes one format:
   Automate / Logic Apps): an Adaptive Card in a message envelope. It answers
   202 to any JSON, so a MessageCard sent there vanishes without an error.
 - Office 365 connectors (`*.webhook.office.com/webhookb2/...`, retired by
-  Microsoft but still working in some tenants): a MessageCard, answered
-  with 200 and the body "1".
+  Microsoft in 2026): a MessageCard, answered with 200 and the body "1".
+Workflows URLs on `*.logic.azure.com` stopped working on 2025-11-30 (the flows
+moved to `*.environment.api.powerplatform.com`). A URL of either dead kind is
+said at load time (`check` prints it, `run` logs it once at start), naming
+what to do: deliveries to it would fail at run time.
 The URL is a secret (its `sig` grants posting): messages name its kind only.
 """
 
@@ -28,6 +31,7 @@ __all__ = [
     "OTHER",
     "WORKFLOWS",
     "TeamsSettings",
+    "dead_url",
     "url_kind",
     "validate",
 ]
@@ -89,6 +93,30 @@ def url_kind(url: str) -> str:
     return OTHER
 
 
+_CONNECTOR_RETIRED = (
+    "is an Office 365 connector URL (retired by Microsoft in 2026): deliveries to it fail."
+    ' Create a Workflows webhook instead (in the channel: ... -> Workflows -> "Post to a'
+    ' channel when a webhook request is received") and use the URL it shows'
+)
+_LOGIC_APPS_STOPPED = (
+    "is a Workflows URL on *.logic.azure.com, which Microsoft stopped on 2025-11-30 (the"
+    " flows moved to *.environment.api.powerplatform.com): open the flow in Power Automate,"
+    ' copy the new URL from its trigger ("When a Teams webhook request is received") and'
+    " use that"
+)
+
+
+def dead_url(url: str) -> str | None:
+    """What to do about a webhook URL that no longer delivers (a retired connector, a
+    Workflows URL on the stopped *.logic.azure.com hosts); None for a live one."""
+    kind = url_kind(url)
+    if kind == CONNECTOR:
+        return _CONNECTOR_RETIRED
+    if kind == WORKFLOWS and _LOGIC_APPS_HOST.fullmatch(urlsplit(url).hostname or ""):
+        return _LOGIC_APPS_STOPPED
+    return None
+
+
 def validate(s: TeamsSettings, rd: Reader) -> TeamsSettings:
     """The URL's scheme, a link to Teams itself (not a webhook), and its kind against `format`.
 
@@ -119,12 +147,9 @@ def validate(s: TeamsSettings, rd: Reader) -> TeamsSettings:
             '"messagecard" cannot go to a Workflows webhook URL (it answers 202 and never shows'
             ' a MessageCard): use format = "adaptive", or an Office 365 connector URL',
         )
-    elif s.format == ADAPTIVE and kind == CONNECTOR:
-        rd.warnings.append(
-            f"{key} is an Office 365 connector URL (retired by Microsoft): it may take"
-            " Adaptive Cards, but it may stop working; create a Workflows webhook, or set format ="
-            ' "messagecard" for a connector that only takes MessageCards'
-        )
+    dead = dead_url(url)
+    if dead is not None:
+        rd.warnings.append(f"{key} {dead}")
     return replace(s, webhook_url=Secret(url))
 
 
