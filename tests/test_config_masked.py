@@ -12,7 +12,7 @@ from sebridge.integrations.registry import config_from_mapping as from_mapping
 from sebridge.kernel.redact import Masker
 
 TEAMS = "https://prod-00.westeurope.logic.azure.com:443/workflows/0123abcd/triggers/manual/paths/invoke?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=SiGnAtUrE0123456789abcdef"
-LINK_KEY = "k3y-0123456789abcdefghijklmnopqrstuv"
+LINK_KEY = "k3y-Hq7Tz2Wd9Lr4Xv8Bn3Kp6Sm1Fg5Jc0"
 
 
 def test_every_secret_of_every_section_however_given(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import secrets
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -204,7 +206,7 @@ def test_a_key_is_generated_once_and_kept_in_the_store(tmp_path: Path) -> None:
 
 def test_a_configured_key_wins_and_is_not_stored(tmp_path: Path) -> None:
     key_file = tmp_path / "link.key"
-    key_file.write_text("configured-key-0123456789abcdefghij\n")
+    key_file.write_text("configured-key-Vq3t9Lk2Xw7Rp4Zs8Mn1\n")
     config = from_mapping(
         _config(tmp_path, public_url="https://vm1.example.net", link_secret_file=str(key_file)),
         environ={},
@@ -213,7 +215,7 @@ def test_a_configured_key_wins_and_is_not_stored(tmp_path: Path) -> None:
     configured = link_signer(config, store)
     assert configured is not None
     token = configured.token(EVENT_ID, datetime.now(UTC) + timedelta(minutes=5))
-    assert LinkSigner("configured-key-0123456789abcdefghij").verify(token) == EVENT_ID
+    assert LinkSigner("configured-key-Vq3t9Lk2Xw7Rp4Zs8Mn1").verify(token) == EVENT_ID
     assert store.setting("link_secret") is None
     store.close()
     assert b"configured-key" not in (tmp_path / "state.db").read_bytes()
@@ -244,7 +246,7 @@ def test_a_32_byte_key_is_taken() -> None:
 def test_a_key_is_read_one_way_without_the_whitespace_around_it(
     variant: str, tmp_path: Path
 ) -> None:
-    key = "configured-key-0123456789abcdefghij"
+    key = "configured-key-Vq3t9Lk2Xw7Rp4Zs8Mn1"
     given = f"  {key} \t\n"
     http: dict[str, str] = {"link_secret": given}
     environ: dict[str, str] = {}
@@ -261,8 +263,11 @@ def test_a_key_is_read_one_way_without_the_whitespace_around_it(
     ("value", "why"),
     [
         ("abc" + " " * 29, "is shorter than 32 bytes (whitespace around it aside)"),
-        ("a" * 44, "has too little variety (fewer than 8 different characters)"),
-        ("abc" * 15, "has too little variety (fewer than 8 different characters)"),
+        ("a" * 44, "is too predictable (runs or repeats, as a person types)"),
+        ("abc" * 15, "is too predictable (runs or repeats, as a person types)"),
+        ("0123456789" * 4, "is too predictable (runs or repeats, as a person types)"),
+        ("password" * 4, "is too predictable (runs or repeats, as a person types)"),
+        ("sebridge-link-key-abcdefghijklmnopqrstuvwxyz", "is too predictable"),
     ],
 )
 def test_a_weak_key_is_refused_naming_why(value: str, why: str) -> None:
@@ -271,6 +276,21 @@ def test_a_weak_key_is_refused_naming_why(value: str, why: str) -> None:
     said = str(caught.value)
     assert f"http.link_secret: {why}" in said
     assert value.strip() not in said
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: base64.b64encode(secrets.token_bytes(32)).decode(),  # openssl rand -base64 32
+        lambda: secrets.token_hex(32),  # openssl rand -hex 32
+        lambda: secrets.token_urlsafe(32),
+    ],
+)
+def test_a_generated_key_is_taken(make: Callable[[], str]) -> None:
+    for _ in range(200):
+        key = make()
+        config = from_mapping({"http": {"link_secret": key}}, environ={})
+        assert config.http.link_secret.reveal() == key
 
 
 def test_no_public_url_no_links(tmp_path: Path) -> None:

@@ -463,6 +463,20 @@ def test_an_unset_variable_in_a_hook_env_value_is_an_error_naming_key_and_variab
     )
 
 
+@pytest.mark.parametrize("where", ["command", "env"])
+def test_a_sebridge_variable_in_a_hook_is_said_to_be_the_hooks_own(where: str) -> None:
+    hook: dict[str, object] = {"command": ["/bin/echo", "drain", "${SEBRIDGE_EVENT_ID}"]}
+    if where == "env":
+        hook = {"command": ["/bin/true"], "env": {"EVENT": "${SEBRIDGE_EVENT_ID}"}}
+    with pytest.raises(ConfigError) as caught:
+        from_mapping({"hooks": {"drain": hook}}, environ={}, source="f.toml")
+    said = str(caught.value)
+    key = "hooks.drain.command" if where == "command" else "hooks.drain.env.EVENT"
+    assert said.startswith(f"f.toml: {key}: environment variable SEBRIDGE_EVENT_ID is not set: ")
+    assert "given to the hook when it runs, not to the config" in said
+    assert "service's environment" not in said
+
+
 def test_a_hooks_env_and_inherit_env_are_read() -> None:
     hook = from_mapping(
         {

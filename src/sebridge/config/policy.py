@@ -136,7 +136,7 @@ def read_hooks(raw: Any, rd: Reader) -> dict[str, HookSettings]:
         unset = rd.env.empty_variables(f"{key}.command")
         if unset:
             # Not "": `kubectl drain "${NODE_NAME}"` must not run as `kubectl drain ""`.
-            rd.error(f"{key}.command", f"{unset}: set it in the service's environment")
+            rd.error(f"{key}.command", _unset_advice(unset))
         elif not hook.command:
             if table.get("command", []) == []:  # else its type was wrong: said already
                 rd.error(
@@ -153,6 +153,19 @@ def read_hooks(raw: Any, rd: Reader) -> dict[str, HookSettings]:
     return hooks
 
 
+def _unset_advice(unset: str) -> str:
+    """What to do about `${VAR}`s that came up unset or empty in a hook's command or env: set
+    them in the service's environment; but sebridge's own SEBRIDGE_* are the hook's, given
+    to it when it runs, and never expanded in the config."""
+    if "environment variable SEBRIDGE_" not in unset:
+        return f"{unset}: set it in the service's environment"
+    return (
+        f"{unset}: the SEBRIDGE_* variables are given to the hook when it runs, not to the"
+        " config: read them in the hook's program (its environment, or the event as JSON on"
+        ' its stdin), e.g. a script that runs `drain "$SEBRIDGE_VM_NAME"`'
+    )
+
+
 def _check_environment(key: str, hook: HookSettings, rd: Reader) -> None:
     """`env` and `inherit_env`: names a shell takes, none of sebridge's own SEBRIDGE_*
     (they say which event this is), and no `${VAR}` that came up unset or empty."""
@@ -163,7 +176,7 @@ def _check_environment(key: str, hook: HookSettings, rd: Reader) -> None:
             rd.error(f"{key}.env", f'"{name}" {problem}')
         elif unset:
             # As for command: a KUBECONFIG = "${KUBECONFIG}" that came up "" is a slip.
-            rd.error(f"{key}.env.{name}", f"{unset}: set it in the service's environment")
+            rd.error(f"{key}.env.{name}", _unset_advice(unset))
         elif "\0" in value:
             rd.error(f"{key}.env.{name}", "contains a NUL character, which no environment holds")
     for name in hook.inherit_env:

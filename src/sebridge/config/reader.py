@@ -36,6 +36,7 @@ from dataclasses import field, fields
 from typing import Any, TypeVar
 
 from sebridge.config.durations import EXAMPLE, is_seconds, parse_duration
+from sebridge.config.key_strength import LEAST_BITS, estimated_bits
 from sebridge.config.secrets import Expander, Secret, read_secret_file
 from sebridge.kernel.errors import ConfigError
 
@@ -288,7 +289,7 @@ class Reader:
     def _long_enough(self, secret: Secret, key: str, meta: Mapping[str, Any]) -> Secret:
         """A key (a secret with `min_bytes`) as it is used: without the whitespace around
         it, whether inline, from the environment or from a file; an error naming `key`
-        when it is then too short or of obviously low variety (the value is never
+        when it is then too short or predictable (config/key_strength.py; the value is never
         shown, nor its length: a short key is guessed faster knowing it)."""
         least: int = meta.get("min_bytes") or 0
         if not least or not secret:
@@ -297,11 +298,8 @@ class Reader:
         why = f": {meta['why']}" if meta.get("why") else ""
         if len(key_text.encode("utf-8")) < least:
             self.error(key, f"is shorter than {least} bytes (whitespace around it aside){why}")
-        elif len(set(key_text)) < _LEAST_VARIETY:
-            self.error(
-                key,
-                f"has too little variety (fewer than {_LEAST_VARIETY} different characters){why}",
-            )
+        elif estimated_bits(key_text) < LEAST_BITS:
+            self.error(key, f"is too predictable (runs or repeats, as a person types){why}")
         return Secret(key_text)
 
     def _unread_secret(self, raw: Mapping[str, Any], section: str, name: str) -> Secret:
@@ -335,11 +333,6 @@ class Reader:
             self.error(key, f"{unset}: set it, or remove the key")
             return ""
         return text
-
-
-# A key of fewer different characters ("aaaa...", "abcabc...") is no key: one made by
-# `openssl rand -base64 32` has about 30, a hex one up to 16.
-_LEAST_VARIETY = 8
 
 
 def did_you_mean(word: str, known: Iterable[str], *, quote: str = '"') -> str:
