@@ -29,6 +29,8 @@ from sebridge.integrations.base import TrialNote
 from sebridge.integrations.kubernetes import Kubernetes
 from sebridge.integrations.kubernetes.client import KubeApi
 from sebridge.integrations.kubernetes.doctor import check_kubernetes
+from sebridge.integrations.kubernetes.events import event_body
+from sebridge.integrations.kubernetes.nodes import Node
 from sebridge.integrations.kubernetes.sink import CONFLICT_TRIES, KubernetesSink
 from sebridge.integrations.kubernetes.trial import send_trial
 from sebridge.integrations.registry import config_from_mapping
@@ -119,7 +121,7 @@ def test_an_event_becomes_an_event_on_its_node_and_the_condition_while_it_is_ope
         "uid": node["metadata"]["uid"],
     }
     assert name.startswith(f"{SET}000003.sebridge-7-")
-    assert (event["reason"], event["type"]) == ("RebootScheduled", "Normal")
+    assert (event["reason"], event["type"]) == ("VMEventScheduled", "Normal")  # AKS's own
     assert event["message"].startswith(
         "Reboot 6CB0F9E2-1D6C-4B4E-9C63-2A1F2E1B0C01: scheduled; NotBefore 2026-11-27T13:15:00Z"
     )
@@ -146,7 +148,7 @@ def test_an_event_becomes_an_event_on_its_node_and_the_condition_while_it_is_ope
     assert condition is not None
     assert (condition["status"], condition["reason"]) == ("False", "NoMaintenanceScheduled")
     reasons = sorted(e["reason"] for e in fake.events.values())
-    assert reasons == ["RebootApproved", "RebootCompleted", "RebootScheduled"]
+    assert reasons == ["RebootApproved", "RebootCompleted", "VMEventScheduled"]
 
 
 def test_the_condition_stays_true_while_another_event_is_open(fake: FakeKubernetes) -> None:
@@ -187,7 +189,7 @@ def test_a_node_deleted_with_its_vm_still_hears_the_end(fake: FakeKubernetes) ->
     del fake.nodes[f"{SET}000003"]
     sink.send(message(TransitionKind.COMPLETED, event_type="Terminate", transition_id=8))
     reasons = sorted(e["reason"] for e in fake.events.values())
-    assert reasons == ["TerminateCompleted", "TerminateScheduled"]
+    assert reasons == ["TerminateCompleted", "VMEventScheduled"]
 
 
 def test_a_retry_after_a_lost_answer_creates_nothing_new(fake: FakeKubernetes) -> None:
@@ -351,7 +353,7 @@ def test_the_daemon_posts_each_transition_and_clears_the_condition_when_the_even
     condition = scheduled_maintenance(fake, "aks-agent-node")
     assert condition is not None and condition["status"] == "False"
     reasons = [e["reason"] for e in fake.events.values()]
-    assert reasons[0] == "PreemptScheduled" and reasons[-1] in (
+    assert reasons[0] == "VMEventScheduled" and reasons[-1] in (
         "PreemptCompleted",
         "PreemptCancelled",
     )
@@ -367,3 +369,33 @@ def test_a_message_already_shown_keeps_its_event_name(fake: FakeKubernetes) -> N
     sink.send(replace(hostile, attempt=1))
     ((_, event),) = fake.events.items()
     assert "\x1b" not in event["message"] and "\u202e" not in event["message"]
+
+
+def _readme_reasons() -> dict[str, str]:
+    """README's table of Event reasons: '`kind` (qualifier)' -> reason."""
+    text = (Path(__file__).parent.parent / "README.md").read_text()
+    table = text.split("| transition | reason |\n  |---|---|\n", 1)[1].split("\n\n", 1)[0]
+    rows = [line.strip().strip("|").split("|") for line in table.splitlines()]
+    return {kind.strip(): why.strip().strip("`") for kind, why in rows}
+
+
+@pytest.mark.parametrize("event_type", ["Reboot", "Redeploy", "Freeze", "Preempt", "Terminate"])
+def test_every_transition_has_the_reason_readme_says(event_type: str) -> None:
+    """AKS's own reasons where the fact is the same; sebridge's own say type and fact. The
+    table is what a cluster admin writes alerts from: every kind is in it, as sent."""
+    said = _readme_reasons()
+    for kind in TransitionKind:
+        for stage in ("prepare", "recover"):
+            if kind == TransitionKind.SCHEDULED:
+                row = f"`{kind}` ({'a Freeze' if event_type == 'Freeze' else 'any other type'})"
+            elif kind == TransitionKind.HOOK_STARTED:
+                row = f"`{kind}` ({'a prepare hook: the drain' if stage == 'prepare' else 'a recover hook'})"
+            else:
+                row = f"`{kind}`"
+            assert row in said, f"README's table of reasons lacks {row}"
+            hook = HookRun("drain", stage, f"{SET}_3")
+            kwargs: dict[str, Any] = {"event_type": event_type, "transition_id": 8}
+            if kind.startswith("hook"):
+                kwargs["hook"] = hook
+            sent = event_body(Node("n", "u"), message(kind, **kwargs), "n")["reason"]
+            assert sent == said[row].replace("<Type>", event_type)

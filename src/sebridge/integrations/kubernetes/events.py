@@ -2,9 +2,12 @@
 
 Its name comes from the transition (`<node>.sebridge-<id>-<digest>`), so a retry
 after a lost answer creates nothing new: the API server answers 409
-AlreadyExists, and that is a delivery. Its reason says the event's type and what
-happened (`RebootScheduled`, `FreezeApproved`, `RedeployHookFailed`), in the
-style of AKS's own `VMEventScheduled`; type Warning for what needs a person.
+AlreadyExists, and that is a delivery. Its reason is AKS's own where the fact is
+the same (`VMEventScheduled`, `FreezeScheduled`, `NodeDrainStart`: an alert a
+cluster admin keeps for AKS's node events hears sebridge's too); sebridge's own
+facts say the event's type and what happened (`RebootApproved`, `FreezeHeld`,
+`RedeployStartedUnready`). README's table of reasons is checked against
+`reason()`. Type Warning for what needs a person.
 Text comes from `shown(message)`: displayable, each field bounded; the message
 is cut to what `kubectl describe` shows well.
 """
@@ -21,7 +24,7 @@ from sebridge.kernel.text import clip
 from sebridge.model import TransitionKind
 from sebridge.model.message import Message
 
-__all__ = ["NAMESPACE", "event_body", "event_name"]
+__all__ = ["NAMESPACE", "event_body", "event_name", "reason"]
 
 NAMESPACE = "default"  # the only namespace that takes core/v1 Events about a Node
 MESSAGE_LIMIT = 1024  # events.k8s.io's limit of a note; kubectl shows one line of it
@@ -34,6 +37,17 @@ _WARNING = frozenset(
         TransitionKind.STARTED_UNREADY,
     }
 )
+
+
+def reason(kind: str, event_type: str, stage: str = "") -> str:
+    """The Event's reason for a transition of `kind` about an event of `event_type` (a
+    hook's `stage`: "prepare" or "recover")."""
+    if kind == TransitionKind.SCHEDULED:
+        return "FreezeScheduled" if event_type == "Freeze" else "VMEventScheduled"
+    if kind == TransitionKind.HOOK_STARTED and stage == "prepare":
+        return "NodeDrainStart"  # prepare hooks drain the node (deploy/kubernetes's drain)
+    prefix = re.sub(r"\W", "", event_type)[:40] or "Maintenance"
+    return (prefix + "".join(w.capitalize() for w in kind.split("_")))[:128]
 
 
 def event_name(node: Node, message: Message) -> str:
@@ -57,8 +71,6 @@ def event_body(node: Node, message: Message, name: str) -> dict[str, Any]:
     """The Event (core/v1) `name` for `message` on `node`; `message` already shown()."""
     t = message.transition
     at = t.at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    event_type = re.sub(r"\W", "", t.event.event_type)[:40] or "Maintenance"
-    reason = event_type + "".join(w.capitalize() for w in t.kind.split("_"))
     return {
         "apiVersion": "v1",
         "kind": "Event",
@@ -68,7 +80,7 @@ def event_body(node: Node, message: Message, name: str) -> dict[str, Any]:
             "labels": {"app.kubernetes.io/name": "sebridge"},
         },
         "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node.uid},
-        "reason": reason[:128],
+        "reason": reason(t.kind, t.event.event_type, t.hook.stage if t.hook else ""),
         "message": clip(_text(message), MESSAGE_LIMIT),
         "type": "Warning" if t.kind in _WARNING else "Normal",
         "source": {"component": "sebridge", "host": node.name},
