@@ -4,12 +4,18 @@ print on their own."""
 
 from __future__ import annotations
 
+import base64
+import secrets
+import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sebridge.config.loader import Config
 from sebridge.config.masked import secret_values
+from sebridge.hooks.process import run_hook
 from sebridge.integrations.registry import config_from_mapping as from_mapping
 from sebridge.kernel.redact import Masker
+from sebridge.model import ScheduledEvent
 
 TEAMS = "https://prod-00.westeurope.logic.azure.com:443/workflows/0123abcd/triggers/manual/paths/invoke?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=SiGnAtUrE0123456789abcdef"
 LINK_KEY = "k3y-Hq7Tz2Wd9Lr4Xv8Bn3Kp6Sm1Fg5Jc0"
@@ -94,3 +100,66 @@ def test_a_hooks_env_values_are_not_shown_by_redacted() -> None:
     assert config.hooks["drain"].env == {"VAULT_TOKEN": "hvs.never-shown"}
     shown = config.redacted()["hooks"]["drain"]
     assert shown["env"] == {"VAULT_TOKEN": "***"} and shown["command"] == ["/bin/true"]
+
+
+def test_a_hook_printing_its_env_and_the_common_forms_of_secrets_shows_none(
+    tmp_path: Path,
+) -> None:
+    """Issue 37, item 4: an `env` value, `curl -v`'s Basic header (base64 of user:token),
+    a webhook key without its whsec_ prefix and an SMTP AUTH PLAIN line, each printed by
+    a real hook run with the daemon's mask; a short env value is a word and stays."""
+    key = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    token, password, vault = (
+        "ATATT-" + secrets.token_hex(12),
+        "pw-" + secrets.token_hex(8),
+        "s.V4ultT0ken9",
+    )
+    basic = base64.b64encode(f"ops@example.com:{token}".encode()).decode()
+    plain = base64.b64encode(f"\0mailer\0{password}".encode()).decode()
+    hook = tmp_path / "drain.py"
+    hook.write_text(
+        "import os\n"
+        "print('VAULT_TOKEN=' + os.environ['VAULT_TOKEN'] + ' POOL=' + os.environ['POOL'])\n"
+        f"print('> Authorization: Basic {basic}')\n"
+        f"print('key {key.removeprefix('whsec_')}')\n"
+        f"print('AUTH PLAIN {plain}')\n"
+    )
+    config = from_mapping(
+        {
+            "jira": {
+                "url": "https://example.atlassian.net",
+                "email": "ops@example.com",
+                "api_token": token,
+                "project": "OPS",
+            },
+            "email": {
+                "host": "smtp.example.com",
+                "from": "sebridge@example.com",
+                "to": ["ops@example.com"],
+                "username": "mailer",
+                "password": password,
+            },
+            "webhook": {"url": "https://hooks.example.com/in", "secret": key},
+            "hooks": {
+                "drain": {
+                    "command": [sys.executable, str(hook)],
+                    "env": {"VAULT_TOKEN": vault, "POOL": "web"},
+                }
+            },
+        },
+        environ={},
+    )
+    event = ScheduledEvent(
+        "E1", "Reboot", "Scheduled", ("vm1",), not_before=datetime(2026, 11, 29, tzinfo=UTC)
+    )
+    outcome = run_hook(
+        config.hooks["drain"],
+        event,
+        stage="prepare",
+        vm_name="vm1",
+        mask=Masker(secret_values(config)),
+    )
+    assert outcome.succeeded, outcome.output
+    assert outcome.output == (
+        "VAULT_TOKEN=*** POOL=web\n> Authorization: Basic ***\nkey ***\nAUTH PLAIN ***\n"
+    )
