@@ -38,6 +38,7 @@ EXPECTED_MODULES = frozenset(
         "config.core",
         "config.durations",
         "config.instances",
+        "config.key_strength",
         "config.loader",
         "config.masked",
         "config.pattern",

@@ -17,7 +17,7 @@ started=$(date +%s.%N)
 cache=.cache/container
 python=${PYTHON:-python3}
 image=localhost/sebridge
-packages=python3,python3-venv,ca-certificates,passwd
+packages=python3,python3-venv,ca-certificates,passwd,tini
 sources=/etc/apt/sources.list.d/debian.sources
 [ -e "$sources" ] || sources=/etc/apt/sources.list
 mkdir -p "$cache"
@@ -94,6 +94,13 @@ healthy=$(inside /opt/sebridge/bin/python -m sebridge.cli.healthcheck) \
 rm "$rootfs/etc/sebridge/sebridge.toml"
 got=$(inside sebridge --version)
 [ "$got" = "sebridge $version" ] || { say "sebridge --version said: $got"; exit 1; }
+# PID 1 is tini, which reaps; sebridge makes itself a subreaper for its hooks' orphans.
+entrypoint=$(podman image inspect --format '{{json .Config.Entrypoint}}' "$image:latest")
+case "$entrypoint" in
+  '["/usr/bin/tini","--",'*) ;;
+  *) say "the entrypoint does not start tini: $entrypoint"; exit 1 ;;
+esac
+inside /usr/bin/tini --version >/dev/null || { say "tini does not run in the image"; exit 1; }
 whoami=$(inside /opt/sebridge/bin/python -c 'import os; print(os.getuid())')
 [ "$whoami" = 10001 ] || { say "ran as uid $whoami, not 10001"; exit 1; }
 demo_started=$(date +%s.%N)

@@ -256,6 +256,8 @@ def build_runner(config: Config, stdout: TextIO | None = None) -> Runner:
         retention=timedelta(days=config.store.retention_days),
     )
     runner.after_start(renderer.warm)
+    if config.hooks or os.getpid() == 1:
+        _adopt_orphans(runner)
     try:
         _attach_inbound(config, renderer, runner)
     except BaseException:
@@ -263,6 +265,20 @@ def build_runner(config: Config, stdout: TextIO | None = None) -> Runner:
         daemon.store.close()
         raise
     return runner
+
+
+def _adopt_orphans(runner: Runner) -> None:
+    """What hooks leave behind comes back to `run` (a child subreaper; in a container
+    perhaps PID 1 itself) and is reaped on a timer as well as after each hook run
+    (hooks/reaper.py). Imported here: a daemon without hooks, not PID 1, loads none of it."""
+    from sebridge.engine.services import Job
+    from sebridge.hooks.reaper import REAP_EVERY, REAPER, become_subreaper
+
+    def reap() -> None:
+        REAPER.reap()
+
+    become_subreaper()
+    runner.add_jobs([Job("reap", REAP_EVERY, reap)])
 
 
 def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store]:

@@ -112,6 +112,7 @@ class Attempts:
                 )
             finally:
                 self._chains.ended()
+            self._end_strays(event.event_id, run)
             if self._stopping():  # ended by stop(): left `running`, run again at start
                 return False
             ended = replace(
@@ -137,6 +138,25 @@ class Attempts:
         self._on_ended(stage, ended_as)
         self._finish(record, ended, sinks)
         return not ended.why
+
+    def _end_strays(self, event_id: str, run: HookRun) -> None:
+        """End what the attempt left running outside its process group (a child that moved
+        to a session of its own): it came back to us, the subreaper (hooks/reaper.py). With
+        no other hook running, every such orphan is this attempt's, whatever its
+        environment; else those whose environment names this attempt."""
+        from sebridge.hooks.leftovers import end_environ_leftovers
+        from sebridge.hooks.process import end_group
+        from sebridge.hooks.reaper import REAPER
+
+        if self._chains.running():
+            end_environ_leftovers(
+                event_id, hook=run.hook, stage=run.stage, vm_name=run.vm, left_by="it"
+            )
+        else:
+            for group in {group for _, group in REAPER.strays()}:
+                log.info("%s hook %s: ended process group %d it left", run.stage, run.hook, group)
+                end_group(group)
+        REAPER.reap()
 
     def _end_leftovers(self, event_id: str, run: HookRun) -> None:
         """End what the attempt a crash cut short left running: the process group it

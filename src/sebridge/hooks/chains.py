@@ -56,6 +56,11 @@ class Chains:
         with self._lock:
             self._groups.pop(threading.get_ident(), None)
 
+    def running(self) -> int:
+        """How many hooks run now (their process groups)."""
+        with self._lock:
+            return len(self._groups)
+
     def stop(self, deadline: float) -> None:
         """End every hook in progress (its process group) and wait for the chains until
         `deadline` (time.monotonic())."""

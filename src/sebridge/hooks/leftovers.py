@@ -22,6 +22,7 @@ import logging
 import os
 
 from sebridge.hooks.process import end_group
+from sebridge.hooks.reaper import stat_of
 
 __all__ = ["end_environ_leftovers", "end_recorded_group", "group_identity"]
 
@@ -33,7 +34,7 @@ _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 def group_identity(pid: int) -> str:
     """ "<boot id>:<start time>" of a running process (the group's leader, just started);
     "" where /proc cannot say (nothing is then recorded, nor ended by it)."""
-    start = _stat(pid)
+    start = stat_of(pid)
     boot = _boot_id()
     return f"{boot}:{start[1]}" if start is not None and boot else ""
 
@@ -56,7 +57,9 @@ def end_recorded_group(pgid: int, identity: str, *, what: str) -> bool:
     return True
 
 
-def end_environ_leftovers(event_id: str, *, hook: str, stage: str, vm_name: str) -> int:
+def end_environ_leftovers(
+    event_id: str, *, hook: str, stage: str, vm_name: str, left_by: str = "an attempt cut short"
+) -> int:
     """The second net: end the groups of processes whose environment names this attempt
     (every SEBRIDGE_* variable the hook was given, inherited unless a hook clears it).
     Returns the groups ended."""
@@ -79,9 +82,7 @@ def end_environ_leftovers(event_id: str, *, hook: str, stage: str, vm_name: str)
             continue
     groups.discard(os.getpgrp())
     for group in groups:
-        log.warning(
-            "%s hook %s: ended process group %d, left by an attempt cut short", stage, hook, group
-        )
+        log.warning("%s hook %s: ended process group %d, left by %s", stage, hook, group, left_by)
         end_group(group)
     return len(groups)
 
@@ -93,26 +94,11 @@ def _pids() -> list[int]:
         return []
 
 
-def _stat(pid: int) -> tuple[int, int] | None:
-    """(process group, start time in clock ticks since boot) of a process; None: gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            text = fh.read()
-    except OSError:
-        return None
-    # Field 2 is the program's name in parentheses, which may hold spaces and ")".
-    rest = text[text.rfind(b")") + 2 :].split()
-    try:
-        return int(rest[2]), int(rest[19])  # fields 5 (pgrp) and 22 (starttime)
-    except (IndexError, ValueError):
-        return None
-
-
 def _group_members(pgid: int) -> dict[int, int]:
     """The processes in group `pgid`: pid -> start time."""
     members = {}
     for pid in _pids():
-        stat = _stat(pid)
+        stat = stat_of(pid)
         if stat is not None and stat[0] == pgid:
             members[pid] = stat[1]
     return members

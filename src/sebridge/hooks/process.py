@@ -33,6 +33,7 @@ from typing import Protocol
 
 from sebridge.hooks.environment import ENV_VALUE_LIMIT, clean_environment, hook_environment, spilled
 from sebridge.hooks.pipes import InputFeed, OutputTail
+from sebridge.hooks.reaper import REAPER
 from sebridge.imds.echo import as_imds
 from sebridge.kernel.redact import Masker
 from sebridge.model import ScheduledEvent
@@ -159,16 +160,18 @@ def _run(
     stdin = json.dumps(as_imds(event)).encode("utf-8", "backslashreplace")
     began = time.monotonic()
     try:
-        # The operator's own argv from the config, never a shell: S603 is what we want.
-        process = subprocess.Popen(  # noqa: S603
-            list(spec.command),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,  # its own process group: killed as a whole
-            close_fds=True,
-        )
+        with REAPER.starting() as ours:  # its status is its Popen's, never the reaper's
+            # The operator's own argv from the config, never a shell: S603 is what we want.
+            process = subprocess.Popen(  # noqa: S603
+                list(spec.command),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # its own process group: killed as a whole
+                close_fds=True,
+            )
+            ours(process.pid)
     except OSError as exc:
         why = f"could not start {spec.command[0]!r}: {exc.strerror or exc}"
         return HookOutcome(False, None, False, time.monotonic() - began, "", error=why)
@@ -190,6 +193,8 @@ def _run(
     # Whatever the hook left behind goes with it (see the module's docstring).
     tail.join(_DRAIN_AFTER_EXIT)
     _kill_group(process.pid, signal.SIGKILL)
+    REAPER.waited(process.pid)
+    REAPER.reap()  # what the group's end left dead (hooks/reaper.py)
     tail.join(_DRAIN_AFTER_EXIT)
     process.stdout.close()
     code = None if timed_out else process.returncode
