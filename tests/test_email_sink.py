@@ -11,6 +11,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import socket
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -336,3 +339,50 @@ def test_each_section_mailing_a_transition_gives_it_a_message_id_of_its_own() ->
     assert message_id(m, "example.com", "email") == message_id(
         replace(m, attempt=3), "example.com", "email"
     )
+
+
+class DrippingServer:
+    """A TCP server on 127.0.0.1 that accepts and sends `text` one byte every `every` s (a
+    banner a tarpit drips: each byte comes well within a read timeout, the whole never)."""
+
+    def __init__(self, text: bytes, every: float) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._text, self._every = text, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> DrippingServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._listener.close()
+        self._thread.join(5)
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = self._listener.accept()
+            with conn:
+                for byte in self._text:
+                    if self._stop.wait(self._every):
+                        return
+                    conn.sendall(bytes([byte]))
+
+
+def test_a_dripped_banner_holds_the_sink_no_longer_than_its_timeout() -> None:
+    """Issue 37, item 5: the timeout bounds the whole session, not each read."""
+    banner = b"220 " + b"x" * 60 + b" ESMTP\r\n"  # about 33 s at one byte per 0.5 s
+    with DrippingServer(banner, every=0.5) as server:
+        keys = {"host": "127.0.0.1", "port": server.port, "starttls": False, "timeout": "1s"}
+        keys.update({"from": "a@example.com", "to": ["b@example.com"]})
+        began = time.monotonic()
+        with pytest.raises(RetryableDeliveryError) as caught:
+            sink(keys).send(message())
+        held = time.monotonic() - began
+    assert str(caught.value) == (
+        f"email: 127.0.0.1:{server.port} did not finish answering within 1 s (email.timeout bounds the"
+        " whole delivery); will retry"
+    )
+    assert held < 10  # bounded by the timeout (about 1 s), not by the drip (about 33 s)

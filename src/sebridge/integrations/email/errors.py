@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
 from sebridge.kernel.redact import scrub
 
-__all__ = ["Said", "refused_some", "smtp_error"]
+__all__ = ["Said", "refused_some", "smtp_error", "too_slow"]
 
 _SHOWN = 300  # characters of a server's reply worth quoting
 
@@ -67,6 +67,15 @@ def smtp_error(exc: BaseException, said: Said) -> DeliveryError:
             f"{said.section}: cannot reach {said.server} ({type(exc).__name__}); will retry"
         )
     raise exc  # a bug of ours: the dispatcher logs it and retries
+
+
+def too_slow(seconds: float, said: Said) -> DeliveryError:
+    """The server took longer than `timeout` for the whole session (a dripped banner or
+    answer): retried, as a slow server may be quicker later."""
+    return RetryableDeliveryError(
+        f"{said.section}: {said.server} did not finish answering within {seconds:g} s"
+        f" ({said.key('timeout')} bounds the whole delivery); will retry"
+    )
 
 
 def _answer(exc: smtplib.SMTPException, s: Said) -> DeliveryError:

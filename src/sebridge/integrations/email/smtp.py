@@ -4,7 +4,9 @@ TLS always gets `ssl.create_default_context()` (the system's CAs, or
 `ca_file`; the host name checked): `starttls()` without a context would
 encrypt to anyone and check nothing. The session is opened per delivery and
 closed after it: a mail every few minutes keeps no idle connection, which
-servers drop after a minute or so anyway.
+servers drop after a minute or so anyway. `timeout` bounds the whole session,
+connect to QUIT (integrations/deadline.py): a server that drips its banner or
+its answers cannot hold the sink longer.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from email.message import EmailMessage
 
-from sebridge.integrations.email.errors import Said, smtp_error
+from sebridge.integrations.deadline import Deadline
+from sebridge.integrations.email.errors import Said, smtp_error, too_slow
 from sebridge.integrations.email.settings import EmailSettings, address
 
 __all__ = ["Session", "SmtpServer"]
@@ -51,19 +54,29 @@ class SmtpServer:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """An open, secured, signed-in session, closed after. Raises the delivery error."""
-        try:
-            opened = self._open()
-        except Exception as exc:
-            raise smtp_error(exc, self.said) from None
-        try:
-            yield opened
-        except BaseException as exc:
-            opened.smtp.close()  # no QUIT after trouble: a server that hangs would hang it too
-            if isinstance(exc, smtplib.SMTPException | OSError):
-                raise smtp_error(exc, self.said) from None
-            raise
-        _quit(opened.smtp)
+        """An open, secured, signed-in session, closed after, all within `timeout`. Raises
+        the delivery error."""
+        smtp = self._client()
+        with Deadline(self.settings.timeout, lambda: smtp.sock) as deadline:
+            try:
+                opened = self._open(smtp)
+            except Exception as exc:
+                raise self._error(exc, deadline) from None
+            try:
+                yield opened
+            except BaseException as exc:
+                opened.smtp.close()  # no QUIT after trouble: a server that hangs would hang it
+                if isinstance(exc, smtplib.SMTPException | OSError):
+                    raise self._error(exc, deadline) from None
+                raise
+            _quit(opened.smtp)
+
+    def _error(self, exc: Exception, deadline: Deadline) -> Exception:
+        return (
+            too_slow(deadline.seconds, self.said)
+            if deadline.expired
+            else smtp_error(exc, self.said)
+        )
 
     def send(self, mail: EmailMessage) -> dict[str, tuple[int, bytes]]:
         """Send `mail` to every `to` in one session; the recipients refused while others
@@ -74,18 +87,26 @@ class SmtpServer:
                 mail, from_addr=address(s.sender), to_addrs=[address(t) for t in s.to]
             )
 
-    def _open(self) -> Session:
+    def _client(self) -> smtplib.SMTP:
+        """A client not connected yet (connect() gives it the socket the deadline watches)."""
         s = self.settings
-        host, port, timeout = s.host.strip("[]"), s.server_port, s.timeout
-        smtp: smtplib.SMTP
         if s.tls:
-            smtp = smtplib.SMTP_SSL(
-                host, port, local_hostname=self._local_name, timeout=timeout, context=self._context
+            return smtplib.SMTP_SSL(
+                local_hostname=self._local_name, timeout=s.timeout, context=self._context
             )
-        else:
-            smtp = smtplib.SMTP(host, port, local_hostname=self._local_name, timeout=timeout)
+        return smtplib.SMTP(local_hostname=self._local_name, timeout=s.timeout)
+
+    def _open(self, smtp: smtplib.SMTP) -> Session:
+        s = self.settings
+        host = s.host.strip("[]")
         opened = Session(smtp)
+        # The name TLS checks the certificate against: Python 3.11's connect() leaves it to
+        # the constructor, which would connect before the deadline has a socket to watch.
+        smtp._host = host  # type: ignore[attr-defined]
         try:
+            code, greeting = smtp.connect(host, s.server_port)
+            if code != 220:  # as smtplib's own connect-in-the-constructor says it
+                raise smtplib.SMTPConnectError(code, greeting)
             code, banner = smtp.ehlo()
             if not 200 <= code < 300:
                 raise smtplib.SMTPHeloError(code, banner)
