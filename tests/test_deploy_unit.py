@@ -72,6 +72,12 @@ def test_a_stop_fits_inside_the_units_stop_timeout() -> None:
     assert longest_grace + 1 < float(timeout)
 
 
+def test_the_units_cgroup_ends_with_it() -> None:
+    """What a hook left outside its group and environment dies with the unit (issue 37,
+    item 7): a daemon restarted after kill -9 could not recognise it."""
+    assert directives()["KillMode"] == ["control-group"]
+
+
 def test_check_from_a_shell_reads_the_files_the_unit_loads(tmp_path: Path) -> None:
     (credential,) = directives()["LoadCredential"]
     assert credential == f"{CREDENTIAL_ID}:{FOLDER}"
