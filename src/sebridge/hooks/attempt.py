@@ -108,11 +108,16 @@ class Attempts:
 
             try:
                 outcome = run_hook(
-                    spec, event, stage=stage, vm_name=vm, mask=self._mask, started=started
+                    spec,
+                    event,
+                    stage=stage,
+                    vm_name=vm,
+                    mask=self._mask,
+                    started=started,
+                    strays=lambda: self._end_strays(event.event_id, run),
                 )
             finally:
                 self._chains.ended()
-            self._end_strays(event.event_id, run)
             if self._stopping():  # ended by stop(): left `running`, run again at start
                 return False
             ended = replace(
@@ -142,13 +147,13 @@ class Attempts:
     def _end_strays(self, event_id: str, run: HookRun) -> None:
         """End what the attempt left running outside its process group (a child that moved
         to a session of its own): it came back to us, the subreaper (hooks/reaper.py). With
-        no other hook running, every such orphan is this attempt's, whatever its
-        environment; else those whose environment names this attempt."""
+        no other hook running (this one still counts), every such orphan is this
+        attempt's, whatever its environment; else those whose environment names it."""
         from sebridge.hooks.leftovers import end_environ_leftovers
         from sebridge.hooks.process import end_group
         from sebridge.hooks.reaper import REAPER
 
-        if self._chains.running():
+        if self._chains.running() > 1:
             end_environ_leftovers(
                 event_id, hook=run.hook, stage=run.stage, vm_name=run.vm, left_by="it"
             )

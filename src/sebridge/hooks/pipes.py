@@ -42,6 +42,9 @@ class OutputTail(threading.Thread):
                         del self._kept[: -self._keep]
         except (OSError, ValueError):
             pass  # closed under us after the drain time
+        finally:
+            with contextlib.suppress(OSError):
+                self._pipe.close()  # at the output's end, whenever the last writer let go
 
     def text(self) -> str:
         with self._lock:

@@ -132,11 +132,13 @@ def run_hook(
     base_env: Mapping[str, str] | None = None,
     mask: Masker | None = None,
     started: Callable[[int], None] = lambda pgid: None,
+    strays: Callable[[], None] = lambda: None,
 ) -> HookOutcome:
     """Run `spec` for `event` to its end (or its timeout); never raises for the hook's faults.
     `base_env`: the daemon's environment (default os.environ), of which the hook gets only
     what clean_environment() takes. `mask`: the secrets its output must not show.
-    `started` gets the hook's process group id (to end it early: `end_group`)."""
+    `started` gets the hook's process group id (to end it early: `end_group`); `strays`
+    is called once its group is ended, to end what left the group (hooks/attempt.py)."""
     env = clean_environment(
         spec.inherit_env, spec.env, os.environ if base_env is None else base_env
     )
@@ -144,7 +146,7 @@ def run_hook(
     try:
         with spilled(variables) as passed:
             env.update(passed)
-            return _run(spec, env, event, mask or Masker(), started)
+            return _run(spec, env, event, mask or Masker(), started=started, strays=strays)
     except OSError as exc:  # a long value's file could not be written (a full /tmp)
         why = f"could not write its long SEBRIDGE_* values to a file: {exc.strerror or exc}"
         return HookOutcome(False, None, False, 0.0, "", error=why)
@@ -155,7 +157,9 @@ def _run(
     env: dict[str, str],
     event: ScheduledEvent,
     mask: Masker,
+    *,
     started: Callable[[int], None],
+    strays: Callable[[], None],
 ) -> HookOutcome:
     stdin = json.dumps(as_imds(event)).encode("utf-8", "backslashreplace")
     began = time.monotonic()
@@ -194,9 +198,14 @@ def _run(
     tail.join(_DRAIN_AFTER_EXIT)
     _kill_group(process.pid, signal.SIGKILL)
     REAPER.waited(process.pid)
+    strays()  # what left the group may hold the output pipe open too
     REAPER.reap()  # what the group's end left dead (hooks/reaper.py)
     tail.join(_DRAIN_AFTER_EXIT)
-    process.stdout.close()
+    # A process still holding the pipe (one no subreaper brought back) must not hold the
+    # attempt: closing it waits for the reader, which waits for that process. The reader
+    # closes it at the end of the output instead.
+    if not tail.is_alive():
+        process.stdout.close()
     code = None if timed_out else process.returncode
     return HookOutcome(code == 0, code, timed_out, seconds, tail.text())
 
