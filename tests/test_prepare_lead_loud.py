@@ -37,7 +37,8 @@ from sebridge.engine.daemon import Daemon
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.jira.watcher import StatusWatcher
 from sebridge.integrations.registry import config_from_mapping
-from sebridge.model.approval import OutcomeKind
+from sebridge.model.approval import OutcomeKind, would_hold
+from sebridge.model.readiness import VmReadiness, VmState
 from sebridge.web.links import LinkSigner, approval_link
 from sebridge.web.server import HttpServer
 
@@ -243,6 +244,7 @@ def test_a_drain_failed_before_anyone_approved_is_as_loud_as_a_hold_everywhere(
 
     (reminder,) = wait_until(reminded, 5, message="the reminder 1 s after the first message")
     assert reminder["while_held"] is True and reminder["ways_out"] == [retry, anyway]
+    assert reminder["approval"] is None  # nobody approved it: held by what readiness says
     assert "approve_url" not in reminder and "approve_command" not in reminder
     (said,) = [x for x in bridge.lines() if " REMINDER " in x]
     assert "still held" in said and "nobody has approved" not in said
@@ -342,3 +344,25 @@ def test_moving_the_jira_issue_of_an_event_that_would_be_held_holds_it_once(
         if e.transition.kind == "held"
     ]
     assert [(t.actor, t.via) for t in held] == [("Alice Example", "jira")]
+
+
+@pytest.mark.parametrize(
+    ("vm", "on_failure", "held"),
+    [
+        (VmReadiness("web2", VmState.FAILED, "drain", "exit 1"), "hold", True),
+        (VmReadiness("web2", VmState.AGENT_SILENT), "hold", True),
+        # A failure its retries run again reads as waiting: not held yet.
+        (
+            VmReadiness("web2", VmState.WAITING, "drain", "failed (exit 1), runs again"),
+            "hold",
+            False,
+        ),
+        (VmReadiness("web2", VmState.FAILED, "drain", "exit 1"), "approve", False),
+        (VmReadiness("web2", VmState.NO_AGENT), "hold", False),
+    ],
+)
+def test_what_readiness_says_holds_an_approval(
+    vm: VmReadiness, on_failure: str, held: bool
+) -> None:
+    ready = VmReadiness("web1", VmState.READY)
+    assert would_hold((ready, vm), on_failure) is held

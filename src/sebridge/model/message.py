@@ -141,13 +141,14 @@ class Message:
     def approval(self) -> str | None:
         """The event's approval's state as this message knows it: the store's at delivery;
         else what approved_by or the transition announce (a reminder recorded while the
-        approval was held: held)."""
+        approval was held: held; not one recorded while nobody approved and readiness
+        would hold an approval, which `holding` says still)."""
         if self.approval_state is not None:
             return self.approval_state
         if self.approved_by is not None:
             return ApprovalState.POSTED
         t = self.transition
-        if t.kind == TransitionKind.REMINDER and t.while_held:  # recorded while held
+        if t.kind == TransitionKind.REMINDER and t.while_held and not self.holding:
             return ApprovalState.HELD
         return _ANNOUNCES.get(t.kind)
 
