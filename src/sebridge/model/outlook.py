@@ -90,14 +90,15 @@ def anyway_command(event_id: str) -> str:
     return f"sebridge approve {_id(event_id)} --anyway"
 
 
-def ways(event_id: str, *, held: bool = True) -> tuple[tuple[str, str], ...]:
+def ways(event_id: str, *, held: bool = True, approved: bool = True) -> tuple[tuple[str, str], ...]:
     """The ways out of an approval held by a failed prepare hook (retry them, or approve
     anyway), or waiting for unfinished ones (approve anyway): each command and what it
-    does."""
+    does. approved=False: nobody approved the event yet (an approval would be held)."""
     anyway = (anyway_command(event_id), "starts it now, the VMs not ready")
     if not held:
         return (anyway,)
-    retry = "runs the failed prepare hooks again; the approval goes once they succeed"
+    after = "the approval goes" if approved else "it can be approved"
+    retry = f"runs the failed prepare hooks again; {after} once they succeed"
     return ((retry_command(event_id), retry), anyway)
 
 
@@ -191,6 +192,14 @@ class Outlook:
     ways_out: tuple[tuple[str, str], ...]
     would_hold: bool = False
 
+    @property
+    def unanswered_hold(self) -> str:
+        """What a failed prepare hook's message adds when it makes an event nobody approved
+        held ("" otherwise)."""
+        if not self.would_hold:
+            return ""
+        return "Nobody approved it yet, and an approval would be held until a way out is taken"
+
     def lines(self) -> list[str]:
         """Everything, one sentence a line (the console joins them, the page lists them)."""
         out = [self.starts] if self.starts else []
@@ -219,7 +228,7 @@ def outlook(
     live = not (over or event.started)
     starts = f"Azure starts it anyway {starts_at(event, now)}, ready or not" if live else ""
     lines = tuple(_vm_line(v) for v in not_ready(readiness))
-    out = ways(event.event_id) if held and live else ()
+    out = ways(event.event_id, approved=not would_hold) if held and live else ()
     return Outlook(held, starts, lines, out, would_hold)
 
 
