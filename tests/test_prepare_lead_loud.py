@@ -292,6 +292,9 @@ def test_moving_the_jira_issue_of_a_held_event_is_told_once_and_kept_in_history(
     held = bridge.daemon.approvals.request(ApprovalRequest(event_id, "bob", "cli"), wait=2.0)
     assert held.kind == OutcomeKind.HELD
     bridge.deliver()
+    # Finding 12: a held line says it was said while held.
+    (line,) = [r for r in bridge.records() if r["transition"] == "held"]
+    assert line["while_held"] is True and line["approval"] == "held"
     (issue,) = jira.issues_of(event_id)
     key = issue["key"]
     before = len(jira.comments(key))
