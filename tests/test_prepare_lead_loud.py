@@ -372,4 +372,5 @@ def test_what_readiness_says_holds_an_approval(
     vm: VmReadiness, on_failure: str, held: bool
 ) -> None:
     ready = VmReadiness("web1", VmState.READY)
-    assert would_hold((ready, vm), on_failure) is held
+    assert would_hold((ready, vm), on_failure, "ask") is held
+    assert would_hold((ready, vm), on_failure, "inform") is False  # asks nobody

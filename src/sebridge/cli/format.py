@@ -55,8 +55,9 @@ def when(r: EventRecord, now: datetime) -> str:
 
 
 def holding(r: EventRecord, readiness: Sequence[VmReadiness]) -> bool:
-    """Its readiness would hold an approval (model/approval.py: would_hold)."""
-    return would_hold(readiness, r.decision.on_prepare_failure)
+    """Its readiness would hold an approval (model/approval.py: would_hold), and its policy
+    offers approvals (an "inform" event asks nobody)."""
+    return would_hold(readiness, r.decision.on_prepare_failure, r.policy)
 
 
 def next_of(r: EventRecord, readiness: Sequence[VmReadiness], now: datetime) -> Outlook:

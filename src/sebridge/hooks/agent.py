@@ -95,7 +95,7 @@ class AgentHooks:
         if not record.decision.prepare:
             return False
         vms = self.gate.readiness(record).vms
-        return would_hold(vms, record.decision.on_prepare_failure)
+        return would_hold(vms, record.decision.on_prepare_failure, record.policy)
 
     def started_unready(self, started: Transition) -> Transition | None:
         """The alarm for an event that started (at NotBefore, or approved anyway) while a

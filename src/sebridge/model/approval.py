@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
+from sebridge.model.decision import offers_anyway
 from sebridge.model.readiness import HOLDING, VmReadiness
 
 __all__ = [
@@ -92,12 +93,15 @@ _BY_STATE: dict[str, Blocker] = {
 }
 
 
-def would_hold(readiness: Iterable[VmReadiness], on_prepare_failure: str) -> bool:
-    """Whether what readiness says now would hold an approval: a listed VM holds one (its
-    prepare hook failed for good, or its agent is silent: model/readiness.py HOLDING) and
-    the rule holds on a failure (`on_prepare_failure = "hold"`). A failed hook that runs
-    again by itself (`retries`) reads as waiting: it holds nothing yet."""
-    return on_prepare_failure == "hold" and any(v.state in HOLDING for v in readiness)
+def would_hold(readiness: Iterable[VmReadiness], on_prepare_failure: str, action: str) -> bool:
+    """Whether what readiness says now would hold an approval of an event whose policy
+    offers one (`action`: not "inform" nor "ignore", which ask nobody): a listed VM holds
+    one (its prepare hook failed for good, or its agent is silent: model/readiness.py
+    HOLDING) and the rule holds on a failure (`on_prepare_failure = "hold"`). A failed hook
+    that runs again by itself (`retries`) reads as waiting: it holds nothing yet."""
+    if on_prepare_failure != "hold" or not offers_anyway(action):
+        return False
+    return any(v.state in HOLDING for v in readiness)
 
 
 def blocker(

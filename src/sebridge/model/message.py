@@ -124,8 +124,8 @@ class Message:
     def holding(self) -> bool:
         """Readiness as of delivery would hold an approval (model/approval.py: would_hold):
         a listed VM's prepare hook failed for good, or its agent is silent, and the rule
-        holds."""
-        return would_hold(self.readiness, self.on_prepare_failure)
+        holds; for a policy that offers approvals (an "inform" event asks nobody)."""
+        return would_hold(self.readiness, self.on_prepare_failure, self.policy)
 
     @property
     def _blocker(self) -> Blocker | None:

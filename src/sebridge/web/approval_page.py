@@ -185,7 +185,7 @@ class ApprovalPage:
     def _holding(self, record: EventRecord) -> bool:
         """Its readiness would hold an approval (model/approval.py: would_hold)."""
         readiness, _ = self._readiness_of(record.event.event_id)
-        return would_hold(readiness, record.decision.on_prepare_failure)
+        return would_hold(readiness, record.decision.on_prepare_failure, record.policy)
 
     def _post(self, record: EventRecord, form: dict[str, str]) -> tuple[int, str]:
         """Approve; or, for "Approve anyway", first a page confirming what is not ready, and
@@ -229,7 +229,7 @@ class ApprovalPage:
         readiness = tuple(replace(v, output=self._tail(v.output)) for v in readiness)
         now = self._clock()
         approval = record.approval
-        holding = would_hold(readiness, record.decision.on_prepare_failure)
+        holding = would_hold(readiness, record.decision.on_prepare_failure, record.policy)
         anyway = _anyway(record, holding)
         later = outlook(
             record.event,
