@@ -113,6 +113,10 @@ class StatusWatcher:
             record = next((waiting[x] for x in labels_of if x in waiting), None)
             if record is not None:
                 self._approve(issue, record)
+        # Only the issues still in the status are remembered (one moved back and forth is
+        # a new attempt).
+        found = {str(issue.get("key", "?")) for issue in issues}
+        self._asked = {key: state for key, state in self._asked.items() if key in found}
 
     def _approve(self, issue: dict[str, Any], record: EventRecord) -> None:
         key = str(issue.get("key", "?"))
