@@ -44,7 +44,7 @@ def test_scheduled_line_has_what_a_person_needs() -> None:
         "SCHEDULED",
         "Reboot",
         EVENT.event_id,
-        "2026-11-23 12:15:00 UTC (in 15m00s)",
+        "2026-11-23 12:15:00 UTC (in 15 min)",
         "source=Platform",
         "web-1 (this VM),web-2",
         "policy=ask",

@@ -218,7 +218,7 @@ def test_scheduled_posts_one_parent_message_with_buttons_metadata_and_slack_date
     }
     shown = texts(posted["blocks"])
     assert ":arrows_counterclockwise: *Reboot* of *vm1* (this VM), vm2" in shown
-    assert f"{SLACK_DATE} (in 15m00s)" in shown
+    assert f"{SLACK_DATE} (in 15 min)" in shown
     assert "Host server is undergoing maintenance." in shown
     assert "Platform" in shown and "unknown" in shown  # source; duration -1
     assert "waiting for a person to approve" in shown
@@ -351,7 +351,7 @@ def test_changed_keeps_buttons_and_says_what_moved(fake: _FakeWebApi, sink: Slac
     assert receipt is not None
     (reply,) = fake.replies[CHANNEL, receipt.data["ts"]]
     assert reply["text"].startswith(":pencil2: Changed: NotBefore moved to <!date^1893502800^")
-    assert "(in 1h15m)" in reply["text"]
+    assert "(in 75 min)" in reply["text"]
 
 
 def test_taken_records_who_without_approving(fake: _FakeWebApi, sink: SlackSink) -> None:

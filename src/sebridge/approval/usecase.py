@@ -111,13 +111,19 @@ class Approvals:
         return self._store.event(event_id.strip())
 
     def open_events(self) -> list[EventRecord]:
-        """Events in IMDS's document that nobody approved yet and whose policy offers an
-        approval (not "inform"): those an approval would be carried out for now, and
-        those that started meanwhile (a person who still tries is told why not)."""
+        """Events in IMDS's document whose policy offers an approval (not "inform") and that
+        nobody approved yet (an approval would be carried out now, or would be held), those
+        that started meanwhile (a person who still tries is told why not), and those whose
+        approval is held and that can still start on it (one who approves too is told it is
+        held and why: _note_held)."""
         return [
             r
             for r in self._store.events()
-            if r.blocker() in (None, Blocker.STARTED) and offers_approval(r.policy)
+            if offers_approval(r.policy)
+            and (
+                r.blocker() in (None, Blocker.STARTED)
+                or (r.blocker() == Blocker.HELD and not r.event.started)
+            )
         ]
 
     def refuse(self, req: ApprovalRequest, why: str) -> None:

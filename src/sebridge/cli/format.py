@@ -14,11 +14,19 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from sebridge.hooks.words import hook_news
-from sebridge.integrations.render import countdown
 from sebridge.kernel.text import visible
 from sebridge.model import TransitionKind
+from sebridge.model.approval import Blocker, would_hold
 from sebridge.model.decision import offers_approval
-from sebridge.model.outlook import Outlook, approve_command, approved_as, approver, outlook
+from sebridge.model.outlook import (
+    Outlook,
+    approve_command,
+    approved_as,
+    approver,
+    outlook,
+    said_while_held,
+    until,
+)
 from sebridge.model.readiness import VmReadiness
 from sebridge.store import AuditEntry, EventRecord, HistoryEntry, Store
 from sebridge.store.codec import event_to_dict
@@ -39,9 +47,17 @@ _ENDS = (TransitionKind.COMPLETED, TransitionKind.CANCELLED)
 
 
 def when(r: EventRecord, now: datetime) -> str:
-    """NOT BEFORE: a countdown; text IMDS sent that is no time we can read; else "-"."""
+    """NOT BEFORE: how long until then, in the one wording of a span (model/outlook.py:
+    until, as "Azure starts it anyway ... (in 19 min)" says it); text IMDS sent that is no
+    time we can read; else "-"."""
     text = (r.event.not_before_text or "").strip()
-    return countdown(r.event.not_before, now) or (f'unknown ("{text}")' if text else "-")
+    return until(r.event.not_before, now) or (f'unknown ("{text}")' if text else "-")
+
+
+def holding(r: EventRecord, readiness: Sequence[VmReadiness]) -> bool:
+    """Its readiness would hold an approval (model/approval.py: would_hold), and its policy
+    offers approvals (an "inform" event asks nobody)."""
+    return would_hold(readiness, r.decision.on_prepare_failure, r.policy)
 
 
 def next_of(r: EventRecord, readiness: Sequence[VmReadiness], now: datetime) -> Outlook:
@@ -52,20 +68,26 @@ def next_of(r: EventRecord, readiness: Sequence[VmReadiness], now: datetime) -> 
         readiness=readiness,
         now=now,
         over=not r.present,
+        holding=r.blocker(holding=holding(r, readiness)) == Blocker.WOULD_HOLD,
     )
 
 
-def approvable(r: EventRecord) -> bool:
+def approvable(r: EventRecord, readiness: Sequence[VmReadiness] = ()) -> bool:
     """An approval of this event would be carried out now, and its policy offers one: the
-    rule every Approve affordance follows (model/approval.py: blocker)."""
-    return r.blocker() is None and offers_approval(r.policy)
+    rule every Approve affordance follows (model/approval.py: blocker; an event whose
+    readiness would hold an approval offers none)."""
+    return r.blocker(holding=holding(r, readiness)) is None and offers_approval(r.policy)
 
 
 def held_lines(r: EventRecord, later: Outlook) -> list[str]:
-    """`sebridge events` for a held event: held and why, when Azure starts it anyway, the
-    VMs not ready, the ways out (each line `visible()`)."""
-    why = r.approval.last_error if r.approval and r.approval.last_error else "a prepare hook failed"
-    lines = [f"! {r.event.event_id} held, not approved: {why}"]
+    """`sebridge events` for a held event (or one nobody approved whose approval would only
+    be held): held and why, when Azure starts it anyway, the VMs not ready, the ways out
+    (each line `visible()`)."""
+    if r.approval is None:  # the VMs' lines below say which hook failed where, and why
+        lines = [f"! {r.event.event_id} not approved; an approval would be held: not ready"]
+    else:
+        why = r.approval.last_error or "a prepare hook failed"
+        lines = [f"! {r.event.event_id} held, not approved: {why}"]
     lines += [f"    {line}" for line in later.lines()]
     return [visible(line) for line in lines]
 
@@ -76,9 +98,11 @@ def event_json(
     later: Outlook | None = None,
     not_ready: Sequence[VmReadiness] = (),
     approve_url: str | None = None,
+    readiness: Sequence[VmReadiness] = (),
 ) -> dict[str, Any]:
     """One event as `sebridge events --json` shows it. `approve_url` is there only while an
-    approval would be carried out now (and links are on)."""
+    approval would be carried out now (and links are on): not while its `readiness` would
+    hold one."""
     data = {
         **event_to_dict(r.event),
         "state": r.state,
@@ -109,9 +133,10 @@ def event_json(
     }
     if later and later.held and later.starts:  # NotBefore, spelt as `not_before` is
         data["azure_starts_at"] = data.get("not_before")
-    if approve_url and approvable(r):
+    offered = approvable(r, readiness)
+    if approve_url and offered:
         data["approve_url"] = approve_url
-    if approvable(r):
+    if offered:
         data["approve_command"] = approve_command(r.event.event_id)
     return data
 
@@ -155,7 +180,7 @@ def history_json(e: HistoryEntry) -> dict[str, Any]:
         "hook": asdict(t.hook) if t.hook else None,
         "remind_before": t.remind_before,
         "remind_after": t.remind_after,
-        "while_held": t.while_held,
+        "while_held": said_while_held(t),
         "deliveries": [
             {"sink": d.sink, "state": d.state, "attempts": d.attempts, "error": d.last_error}
             for d in e.deliveries

@@ -54,6 +54,7 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
                     later=later[r.event.event_id],
                     not_ready=not_ready(vms.get(r.event.event_id, ())),
                     approve_url=link(r.event) if link else None,
+                    readiness=vms.get(r.event.event_id, ()),
                 )
                 for r in records
             ],

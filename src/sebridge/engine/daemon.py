@@ -123,7 +123,11 @@ class Daemon:
             metrics=self.metrics,
         )
         self.reminders = Reminders(
-            store, self.sinks_for, clock=clock, on_recorded=self.dispatcher.wake
+            store,
+            self.sinks_for,
+            clock=clock,
+            on_recorded=self.dispatcher.wake,
+            holding=self.hooks.holding,
         )
         self.approvals, carrier = assemble(
             store,

@@ -222,6 +222,7 @@ class Dispatcher:
             transition_id=delivery.transition_id,
             begun_elsewhere=delivery.begun_by not in (None, self._store.agent),
             rule=delivery.rule,
+            on_prepare_failure=delivery.on_prepare_failure,
         )
         if self._readiness_of is not None:
             vms, prepare = self._readiness_of(delivery.transition.event_id)

@@ -65,6 +65,8 @@ class Reminders:
         sinks_for: the sinks an event's transitions go to, by its decision (its
             action and the rule's notify).
         on_recorded: called after a round that recorded a reminder (wakes the dispatcher).
+        holding: whether an event's readiness would hold an approval now (hooks/agent.py:
+            AgentHooks.holding): nobody approved it, yet its reminder says held.
     """
 
     def __init__(
@@ -74,8 +76,10 @@ class Reminders:
         *,
         clock: Clock = utcnow,
         on_recorded: Callable[[], None] = lambda: None,
+        holding: Callable[[EventRecord], bool] = lambda record: False,
     ) -> None:
         self._store = store
+        self._holding = holding
         self._sinks_for = sinks_for
         self._clock = clock
         self._on_recorded = on_recorded
@@ -131,7 +135,7 @@ class Reminders:
                 now,
                 remind_before=lead.seconds if lead.key == REMIND else None,
                 remind_after=None if lead.key == REMIND else lead.seconds,
-                while_held=record.blocker() == Blocker.HELD,
+                while_held=self._held(record),
             )
             sinks = self._sinks_for(record.decision)
             recorded += self._store.record_transition(reminder, sinks, now) is not None
@@ -140,6 +144,12 @@ class Reminders:
         if recorded:
             self._on_recorded()
         return recorded
+
+    def _held(self, record: EventRecord) -> bool:
+        """Its approval is held, or nobody approved it and one would only be held (a prepare
+        hook failed at the prepare lead): the reminder says held, not "unanswered"."""
+        blocker = record.blocker()
+        return blocker == Blocker.HELD or (blocker is None and self._holding(record))
 
     def _look(self) -> datetime | None:
         """One round on our thread; the next lead is when the next is due."""

@@ -16,6 +16,7 @@ from sebridge.hooks.worker import HookWorker
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.redact import Masker
 from sebridge.model import Transition, TransitionKind
+from sebridge.model.approval import would_hold
 from sebridge.model.decision import Decision
 from sebridge.model.readiness import VmReadiness
 from sebridge.store import EventRecord, Store
@@ -86,6 +87,15 @@ class AgentHooks:
         if record is None or not record.decision.prepare:
             return (), ()
         return self.gate.readiness(record).vms, record.decision.prepare
+
+    def holding(self, record: EventRecord) -> bool:
+        """Whether the event's readiness would hold an approval now (model/approval.py:
+        would_hold): what makes an event nobody approved as loud as a held one (its
+        reminders say held)."""
+        if not record.decision.prepare:
+            return False
+        vms = self.gate.readiness(record).vms
+        return would_hold(vms, record.decision.on_prepare_failure, record.policy)
 
     def started_unready(self, started: Transition) -> Transition | None:
         """The alarm for an event that started (at NotBefore, or approved anyway) while a

@@ -27,42 +27,26 @@ from sebridge.model.outlook import (
     approved_as,
     approver,
     retry_command,
+    tells_next,
     until,
 )
 
 if TYPE_CHECKING:
     import jinja2
 
-__all__ = ["Renderer", "countdown", "relative"]
+__all__ = ["Renderer", "relative"]
 
 log = logging.getLogger("sebridge.integrations")
 
 BUILTIN_TEMPLATES = Path(__file__).parents[1] / "templates"  # sebridge/templates/
 
 
-def countdown(moment: datetime | None, now: datetime) -> str:
-    """'in 14m05s', '3s ago'; '' without a time."""
-    if moment is None:
-        return ""
-    seconds = int((moment - now).total_seconds())
-    text = _span(abs(seconds))
-    return f"in {text}" if seconds >= 0 else f"{text} ago"
-
-
 def relative(moment: datetime | None, now: datetime) -> str:
-    """ "in 14 min", "in 40 s", "3 min ago"; "" without a time (model/outlook.py: until)."""
+    """ "in 14 min", "in 40 s", "3 min ago"; "" without a time: the one wording of a span
+    (model/outlook.py: until), so a message's NotBefore and its "Azure starts it anyway ...
+    (in 14 min)" never say one span two ways. Templates call it as a filter (`relative`) or
+    as the global `countdown` (kept: a user's template may call it)."""
     return until(moment, now)
-
-
-def _span(seconds: int) -> str:
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours:02d}h"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 def _unreachable(t: Transition) -> str:
@@ -121,7 +105,7 @@ class Renderer:
         env.filters.update(self._filters)
         # What happens next and who did what, in the one wording every sink shares.
         env.globals.update(
-            countdown=countdown,
+            countdown=relative,
             hook_news=hook_news,
             unreachable_line=_unreachable,
             approver=approver,
@@ -129,6 +113,7 @@ class Renderer:
             approve_command=approve_command,
             retry_command=retry_command,
             anyway_command=anyway_command,
+            tells_next=tells_next,
         )
         return env
 

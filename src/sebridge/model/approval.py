@@ -7,7 +7,11 @@ Pure: the store, the sinks, the pages and the use case all ask here, so
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
+
+from sebridge.model.decision import offers_anyway
+from sebridge.model.readiness import HOLDING, VmReadiness
 
 __all__ = [
     "BY_APPROVAL",
@@ -18,6 +22,7 @@ __all__ = [
     "OutcomeKind",
     "anyway_offered",
     "blocker",
+    "would_hold",
 ]
 
 
@@ -65,6 +70,10 @@ class Blocker(StrEnum):
     # It has none, and cannot take one:
     GONE = "gone"  # no longer in IMDS's document
     STARTED = "started"  # under way: nothing left to approve
+    # It has none, and one would only be held: a listed VM's prepare hook failed before
+    # anyone approved (the prepare lead) or its agent is silent, and the rule holds. A person
+    # may still approve (the approval is recorded and held); no channel offers a plain Approve.
+    WOULD_HOLD = "would_hold"
 
 
 # The blockers that are an approval: a second request hears of the first (who, what became
@@ -84,8 +93,24 @@ _BY_STATE: dict[str, Blocker] = {
 }
 
 
+def would_hold(readiness: Iterable[VmReadiness], on_prepare_failure: str, action: str) -> bool:
+    """Whether what readiness says now would hold an approval of an event whose policy
+    offers one (`action`: not "inform" nor "ignore", which ask nobody): a listed VM holds
+    one (its prepare hook failed for good, or its agent is silent: model/readiness.py
+    HOLDING) and the rule holds on a failure (`on_prepare_failure = "hold"`). A failed hook
+    that runs again by itself (`retries`) reads as waiting: it holds nothing yet."""
+    if on_prepare_failure != "hold" or not offers_anyway(action):
+        return False
+    return any(v.state in HOLDING for v in readiness)
+
+
 def blocker(
-    *, known: bool = True, approval: str | None, present: bool, started: bool
+    *,
+    known: bool = True,
+    approval: str | None,
+    present: bool,
+    started: bool,
+    holding: bool = False,
 ) -> Blocker | None:
     """Would an approval of this event be carried out now? None if it would, else what
     stands in the way. The one answer every affordance asks (Approve buttons, links and
@@ -95,6 +120,8 @@ def blocker(
         approval: the state of the event's approval (ApprovalState), None when it has none.
         present: the event is in IMDS's latest document.
         started: the event is under way.
+        holding: readiness would hold an approval now (`would_hold`); asked by those
+            that know the event's readiness (messages, the page, `events`, reminders).
 
     In this order: an existing approval is named before the event's end, so a person
     who approves twice hears who approved first and what became of it, even after the
@@ -109,11 +136,17 @@ def blocker(
         return Blocker.GONE
     if started:
         return Blocker.STARTED
+    if holding:
+        return Blocker.WOULD_HOLD
     return None
 
 
-def anyway_offered(*, approval: str | None, present: bool, started: bool) -> bool:
+def anyway_offered(
+    *, approval: str | None, present: bool, started: bool, holding: bool = False
+) -> bool:
     """Whether "Approve anyway" is offered instead of Approve: the event's approval waits for
-    its VMs' prepare hooks or is held by a failed one, and the event can still start on it
-    (present, not started). Approve anyway is the use case's (usecase.py) for exactly these."""
-    return approval in (ApprovalState.WAITING, ApprovalState.HELD) and present and not started
+    its VMs' prepare hooks or is held by a failed one, or nobody approved it and one would
+    only be held (`holding`), and the event can still start on it (present, not started).
+    Approve anyway is the use case's (usecase.py) for exactly these."""
+    waits = approval in (ApprovalState.WAITING, ApprovalState.HELD)
+    return (waits or (approval is None and holding)) and present and not started

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from sebridge.kernel.text import clip, displayable, map_text
 from sebridge.model import Receipt, Transition, TransitionKind
-from sebridge.model.approval import ApprovalState, anyway_offered, blocker
+from sebridge.model.approval import ApprovalState, Blocker, anyway_offered, blocker, would_hold
 from sebridge.model.decision import offers_anyway, offers_approval
 from sebridge.model.outlook import Outlook, decided, outlook
 from sebridge.model.readiness import VmReadiness
@@ -71,6 +71,8 @@ class Message:
             and this one took its delivery over): what it left on its own host (a
             console, a JSON lines file) cannot be looked at from here.
         rule: the name of the rule that chose `policy` (the first message names both).
+        on_prepare_failure: the rule's "hold" or "approve": whether a failed prepare hook
+            (or a silent agent) in `readiness` would hold an approval.
     """
 
     transition: Transition
@@ -87,6 +89,7 @@ class Message:
     prepare: tuple[str, ...] = ()
     begun_elsewhere: bool = False
     rule: str = ""
+    on_prepare_failure: str = "hold"
 
     @property
     def maybe_sent(self) -> bool:
@@ -101,40 +104,60 @@ class Message:
         transition and the approval at delivery (model/approval.py: blocker(); an event
         whose approval waits for hooks or is held offers none; nor does one the policy
         approves itself: model/decision.py, offers_approval)."""
-        t = self.transition
-        return offers_approval(self.policy) and (
-            blocker(approval=self.approval, present=t.kind not in _ENDS, started=t.event.started)
-            is None
-        )
+        return offers_approval(self.policy) and self._blocker is None
 
     @property
     def anyway(self) -> bool:
         """Whether "Approve anyway" is offered instead (model/approval.py: anyway_offered): the
         policy offers approvals and the event's approval waits for or is held by its prepare
-        hooks. Never together with approvable."""
+        hooks, or nobody approved it and one would only be held. Never together with
+        approvable."""
         t = self.transition
         return offers_anyway(self.policy) and anyway_offered(
-            approval=self.approval, present=t.kind not in _ENDS, started=t.event.started
+            approval=self.approval,
+            present=t.kind not in _ENDS,
+            started=t.event.started,
+            holding=self.holding,
+        )
+
+    @property
+    def holding(self) -> bool:
+        """Readiness as of delivery would hold an approval (model/approval.py: would_hold):
+        a listed VM's prepare hook failed for good, or its agent is silent, and the rule
+        holds; for a policy that offers approvals (an "inform" event asks nobody)."""
+        return would_hold(self.readiness, self.on_prepare_failure, self.policy)
+
+    @property
+    def _blocker(self) -> Blocker | None:
+        t = self.transition
+        return blocker(
+            approval=self.approval,
+            present=t.kind not in _ENDS,
+            started=t.event.started,
+            holding=self.holding,
         )
 
     @property
     def approval(self) -> str | None:
         """The event's approval's state as this message knows it: the store's at delivery;
         else what approved_by or the transition announce (a reminder recorded while the
-        approval was held: held)."""
+        approval was held: held; not one recorded while nobody approved and readiness
+        would hold an approval, which `holding` says still)."""
         if self.approval_state is not None:
             return self.approval_state
         if self.approved_by is not None:
             return ApprovalState.POSTED
         t = self.transition
-        if t.kind == TransitionKind.REMINDER and t.while_held:  # recorded while held
+        if t.kind == TransitionKind.REMINDER and t.while_held and not self.holding:
             return ApprovalState.HELD
         return _ANNOUNCES.get(t.kind)
 
     @property
     def held(self) -> bool:
-        """The event's approval is held: a prepare hook failed, nothing was sent to IMDS."""
-        return self.approval == ApprovalState.HELD
+        """The event's approval is held (a prepare hook failed, nothing was sent to IMDS), or
+        nobody approved it and one would only be held: as loud as a hold (a prepare hook
+        that failed at the prepare lead, before anyone approved)."""
+        return self.approval == ApprovalState.HELD or self._blocker == Blocker.WOULD_HOLD
 
     @property
     def decided(self) -> str:
@@ -146,7 +169,12 @@ class Message:
         are not ready, and, held, the ways out."""
         t = self.transition
         return outlook(
-            t.event, approval=self.approval, readiness=self.readiness, now=now, over=t.kind in _ENDS
+            t.event,
+            approval=self.approval,
+            readiness=self.readiness,
+            now=now,
+            over=t.kind in _ENDS,
+            holding=self._blocker == Blocker.WOULD_HOLD,
         )
 
 

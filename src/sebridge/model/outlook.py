@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sebridge.kernel.text import visible
-from sebridge.model import ScheduledEvent
+from sebridge.model import ScheduledEvent, Transition, TransitionKind
 from sebridge.model.approval import ApprovalState
 from sebridge.model.decision import NO_RULE
 from sebridge.model.readiness import NOT_READY, VmReadiness, VmState
@@ -33,7 +33,9 @@ __all__ = [
     "not_ready",
     "outlook",
     "retry_command",
+    "said_while_held",
     "starts_at",
+    "tells_next",
     "until",
     "ways",
     "ways_out",
@@ -88,14 +90,15 @@ def anyway_command(event_id: str) -> str:
     return f"sebridge approve {_id(event_id)} --anyway"
 
 
-def ways(event_id: str, *, held: bool = True) -> tuple[tuple[str, str], ...]:
+def ways(event_id: str, *, held: bool = True, approved: bool = True) -> tuple[tuple[str, str], ...]:
     """The ways out of an approval held by a failed prepare hook (retry them, or approve
     anyway), or waiting for unfinished ones (approve anyway): each command and what it
-    does."""
+    does. approved=False: nobody approved the event yet (an approval would be held)."""
     anyway = (anyway_command(event_id), "starts it now, the VMs not ready")
     if not held:
         return (anyway,)
-    retry = "runs the failed prepare hooks again; the approval goes once they succeed"
+    after = "the approval goes" if approved else "it can be approved"
+    retry = f"runs the failed prepare hooks again; {after} once they succeed"
     return ((retry_command(event_id), retry), anyway)
 
 
@@ -170,7 +173,8 @@ class Outlook:
     """What happens next, for people.
 
     Args:
-        held: the approval is held (a prepare hook failed; nothing was sent to IMDS).
+        held: the approval is held (a prepare hook failed; nothing was sent to IMDS), or
+            nobody approved it and one would only be held (model/approval.py: would_hold).
         starts: "Azure starts it anyway at 2024-05-04 08:14:07 UTC (in 12 min), ready or
             not" ("" once it started or left IMDS).
         not_ready: one line per listed VM not ready, and why ("web1: failed: drain exit
@@ -178,12 +182,23 @@ class Outlook:
         ways_out: for a held event, the two commands that end the hold, each with what it
             does: ("sebridge hooks retry ID", "runs the failed prepare hooks again; ...");
             else empty.
+        would_hold: held although nobody approved it (an approval would only be held): the
+            failed hook's own message is the hold's first word, as loud as a `held` one.
     """
 
     held: bool
     starts: str
     not_ready: tuple[str, ...]
     ways_out: tuple[tuple[str, str], ...]
+    would_hold: bool = False
+
+    @property
+    def unanswered_hold(self) -> str:
+        """What a failed prepare hook's message adds when it makes an event nobody approved
+        held ("" otherwise)."""
+        if not self.would_hold:
+            return ""
+        return "Nobody approved it yet, and an approval would be held until a way out is taken"
 
     def lines(self) -> list[str]:
         """Everything, one sentence a line (the console joins them, the page lists them)."""
@@ -202,15 +217,36 @@ def outlook(
     readiness: Sequence[VmReadiness],
     now: datetime,
     over: bool = False,
+    holding: bool = False,
 ) -> Outlook:
     """What happens next to `event`, whose approval is in state `approval` (None: nobody
-    approved it) and whose listed VMs are as `readiness` says. over: it left IMDS."""
-    held = approval == ApprovalState.HELD
+    approved it) and whose listed VMs are as `readiness` says. over: it left IMDS.
+    holding: readiness would hold an approval (model/approval.py: would_hold): an event
+    nobody approved is then as held as one whose approval is."""
+    would_hold = approval is None and holding
+    held = approval == ApprovalState.HELD or would_hold
     live = not (over or event.started)
     starts = f"Azure starts it anyway {starts_at(event, now)}, ready or not" if live else ""
     lines = tuple(_vm_line(v) for v in not_ready(readiness))
-    out = ways(event.event_id) if held and live else ()
-    return Outlook(held, starts, lines, out)
+    out = ways(event.event_id, approved=not would_hold) if held and live else ()
+    return Outlook(held, starts, lines, out, would_hold)
+
+
+def tells_next(t: Transition, later: Outlook) -> bool:
+    """Whether the message of `t` says what happens next (`later`): a hold, a reminder, and
+    a prepare hook's final failure when nobody approved the event and an approval would
+    only be held (the prepare lead): that failure is the hold's first word, as loud as a
+    `held` transition. A failure that runs again by itself (`retries`) is not."""
+    if t.kind in (TransitionKind.HELD, TransitionKind.REMINDER):
+        return True
+    final = t.hook is None or t.hook.retry_at is None
+    return t.kind == TransitionKind.HOOK_FAILED and later.would_hold and final
+
+
+def said_while_held(t: Transition) -> bool:
+    """Whether the event's approval was held when `t` was recorded: a `held` transition
+    always; a reminder as the reminders worker recorded it (`while_held`)."""
+    return t.kind == TransitionKind.HELD or t.while_held
 
 
 def _vm_line(v: VmReadiness) -> str:

@@ -121,10 +121,13 @@ class Outbox:
                 transition_id=row[9],
                 begun_by=row[10],
                 approval_state=row[11],
-                rule=decision_from_db(row[12], row[3]).rule,
+                rule=decision.rule,
+                # Whether a failed prepare hook holds: what its messages offer.
+                on_prepare_failure=decision.on_prepare_failure,
                 token=token,
             )
             for row in rows
+            for decision in (decision_from_db(row[12], row[3]),)
         ]
 
     def claim_params(self, sink: str, now: datetime, limit: int = 20) -> tuple[object, ...]:

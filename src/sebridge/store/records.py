@@ -89,13 +89,14 @@ class EventRecord:
         """The decision's action: approve, ask, inform or ignore."""
         return self.decision.action
 
-    def blocker(self) -> Blocker | None:
+    def blocker(self, *, holding: bool = False) -> Blocker | None:
         """What keeps an approval of this event from being carried out now (None: nothing);
-        model/approval.py: blocker()."""
+        model/approval.py: blocker(). holding: its readiness would hold one (would_hold)."""
         return blocker(
             approval=self.approval.state if self.approval else None,
             present=self.present,
             started=self.event.started,
+            holding=holding,
         )
 
 
@@ -121,6 +122,7 @@ class Delivery:
     transition_id: int = 0  # the transition's row id: stable, the JSON lines sink writes it
     begun_by: str | None = None  # the agent that began the latest attempt (None: before v9)
     rule: str = ""  # the name of the rule that decided the event's action (`policy`)
+    on_prepare_failure: str = "hold"  # that rule's: whether a failed prepare hook holds
     token: str = ""  # the claim's (store/claims.py): every write after the claim names it
 
 

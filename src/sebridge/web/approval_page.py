@@ -37,10 +37,10 @@ from sebridge.kernel.redact import Masker
 from sebridge.kernel.wsgi import StartResponse
 from sebridge.model.approval import (
     BY_APPROVAL,
-    ApprovalState,
     Blocker,
     OutcomeKind,
     anyway_offered,
+    would_hold,
 )
 from sebridge.model.decision import offers_anyway
 from sebridge.model.outlook import approver, outlook, ways, ways_out
@@ -175,17 +175,24 @@ class ApprovalPage:
         return self._host.approvals.event(event_id)
 
     def _show(self, record: EventRecord) -> tuple[int, str]:
-        blocked = record.blocker()
+        blocked = record.blocker(holding=self._holding(record))
+        if blocked == Blocker.WOULD_HOLD:  # no Approve: what is not ready, retry, anyway
+            return 200, self._page(OUTCOME, record, outcome="would_hold")
         if blocked is not None:
             return self._blocked(record, blocked)
         return 200, self._page(CONFIRM, record, outcome="confirm")
+
+    def _holding(self, record: EventRecord) -> bool:
+        """Its readiness would hold an approval (model/approval.py: would_hold)."""
+        readiness, _ = self._readiness_of(record.event.event_id)
+        return would_hold(readiness, record.decision.on_prepare_failure, record.policy)
 
     def _post(self, record: EventRecord, form: dict[str, str]) -> tuple[int, str]:
         """Approve; or, for "Approve anyway", first a page confirming what is not ready, and
         only the second POST (its confirm field set) carries it out."""
         if not form.get("anyway"):
             return self._approve(record, form.get("name", ""))
-        if not _anyway(record):  # carried out, started or gone since: say where it is now
+        if not _anyway(record, self._holding(record)):  # carried out, started or gone since
             return self._show(record)
         if not form.get("confirm"):
             return 200, self._page(ANYWAY, record, outcome="confirm")
@@ -222,15 +229,17 @@ class ApprovalPage:
         readiness = tuple(replace(v, output=self._tail(v.output)) for v in readiness)
         now = self._clock()
         approval = record.approval
-        anyway = _anyway(record)
-        held = approval is not None and approval.state == ApprovalState.HELD
+        holding = would_hold(readiness, record.decision.on_prepare_failure, record.policy)
+        anyway = _anyway(record, holding)
         later = outlook(
             record.event,
             approval=approval.state if approval else None,
             readiness=readiness,
             now=now,
             over=not record.present,
+            holding=record.blocker(holding=holding) == Blocker.WOULD_HOLD,
         )
+        held = later.held
         return self._renderer.render(
             template,
             readiness=readiness,
@@ -277,13 +286,15 @@ class ApprovalPage:
         return {key: str(values[0]) for key, values in fields.items() if values}
 
 
-def _anyway(record: EventRecord) -> bool:
+def _anyway(record: EventRecord, holding: bool) -> bool:
     """Whether the page offers "Approve anyway": the event's approval waits for its VMs'
-    prepare hooks or is held by a failed one (model/approval.py: anyway_offered)."""
+    prepare hooks or is held by a failed one, or nobody approved it and one would only be
+    held (`holding`; model/approval.py: anyway_offered)."""
     return offers_anyway(record.policy) and anyway_offered(
         approval=record.approval.state if record.approval else None,
         present=record.present,
         started=record.event.started,
+        holding=holding,
     )
 
 

@@ -7,7 +7,13 @@ request to the approval use case, as from Slack or a link; the actor is the
 person the changelog says moved the issue, else the issue key. An accepted
 approval is told on the issue by the sink's "approved" comment (once IMDS
 took it); a refused one is commented here, once (a marker in the comment
-is looked for in what the search returned).
+is looked for in what the search returned). A move on an event whose approval
+is held (someone else's) is an approval attempt like any other: the use case
+records it (a note every sink hears, `history` too: who, held, why, the ways
+out), and the sink's comment on the issue says so, once: the note is keyed by
+what it says, and the watcher does not ask again while nothing changed. The
+approval a move itself made (held too, once the prepare hooks failed) is not
+asked for again: its own `held` comment told the issue.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from sebridge.integrations.jira.client import JiraApi, jql_string
 from sebridge.integrations.jira.sink import LABEL, event_label
 from sebridge.kernel.errors import DeliveryError
 from sebridge.model.approval import OutcomeKind
+from sebridge.store import EventRecord
 
 __all__ = ["VIA", "StatusWatcher", "actor_of"]
 
@@ -59,6 +66,9 @@ class StatusWatcher:
         self._s = api.settings
         self._host = host
         self._refused: set[str] = set()  # issue keys already told why not
+        # Issue keys whose move was asked for with the event's approval as it then was
+        # (its state and why): not asked again every round while it stays so.
+        self._asked: dict[str, tuple[str, str | None]] = {}
         self._failing = ""  # the last search error, logged once, not every round
 
     def job(self) -> Job:
@@ -75,10 +85,7 @@ class StatusWatcher:
 
     def run(self) -> None:
         """One round: search (only when an event is open), approve, tell refusals."""
-        waiting = {
-            event_label(r.event.event_id): r.event.event_id
-            for r in self._host.approvals.open_events()
-        }
+        waiting = {event_label(r.event.event_id): r for r in self._host.approvals.open_events()}
         if not waiting:
             return  # nothing to approve: ask Jira nothing
         labels = ", ".join(jql_string(label) for label in sorted(waiting))
@@ -103,16 +110,36 @@ class StatusWatcher:
             self._failing = ""
         for issue in issues:
             labels_of = (issue.get("fields") or {}).get("labels") or []
-            event_id = next((waiting[x] for x in labels_of if x in waiting), None)
-            if event_id is not None:
-                self._approve(issue, event_id)
+            record = next((waiting[x] for x in labels_of if x in waiting), None)
+            if record is not None:
+                self._approve(issue, record)
+        # Only the issues still in the status are remembered (one moved back and forth is
+        # a new attempt).
+        found = {str(issue.get("key", "?")) for issue in issues}
+        self._asked = {key: state for key, state in self._asked.items() if key in found}
 
-    def _approve(self, issue: dict[str, Any], event_id: str) -> None:
+    def _approve(self, issue: dict[str, Any], record: EventRecord) -> None:
         key = str(issue.get("key", "?"))
+        event_id = record.event.event_id
         actor = actor_of(issue, self._s.approve_status)
+        approval = record.approval
+        if approval is not None and (approval.actor, approval.via) == (actor, VIA):
+            return  # this move's own approval, held since: its `held` comment told the issue
+        state = (approval.state, approval.last_error) if approval else ("", None)
+        if self._asked.get(key) == state:
+            return  # asked with the approval as it is now: told already
         outcome = self._host.approvals.request(ApprovalRequest(event_id, actor, VIA))
         if outcome.kind == OutcomeKind.REFUSED and outcome.blocker is not None:
             self._refuse(issue, key, outcome.reason)
+        elif outcome.kind == OutcomeKind.HELD:
+            self._asked[key] = state
+            log.info(
+                "approval of %s by %s via Jira issue %s held: %s",
+                event_id,
+                actor,
+                key,
+                outcome.reason,
+            )
         elif outcome.kind != OutcomeKind.ALREADY:
             log.info(
                 "event %s approved by %s via Jira issue %s: %s",

@@ -25,9 +25,9 @@ from typing import Any, BinaryIO, TextIO
 
 from sebridge.integrations.jsonl.sandbox import drop_in_fix
 from sebridge.kernel.errors import PermanentDeliveryError, RetryableDeliveryError
-from sebridge.model import HookRun, Receipt, TransitionKind
+from sebridge.model import HookRun, Receipt
 from sebridge.model.message import Message
-from sebridge.model.outlook import approve_command, not_ready
+from sebridge.model.outlook import approve_command, not_ready, said_while_held, tells_next
 
 __all__ = ["TAIL", "JsonlSink", "hook_fields", "record"]
 
@@ -45,7 +45,7 @@ def record(message: Message, maybe_repeat: bool = False) -> dict[str, Any]:
     `approve_command` are there only while an approval would be carried out now."""
     t, e = message.transition, message.transition.event
     later = message.outlook(t.at)  # only what it says, never its "in N min", is written
-    about_next = message.held or t.kind in (TransitionKind.HELD, TransitionKind.REMINDER)
+    about_next = message.held or tells_next(t, later)
     line = {
         "ts": t.at.isoformat(),
         "transition_id": message.transition_id,
@@ -79,10 +79,12 @@ def record(message: Message, maybe_repeat: bool = False) -> dict[str, Any]:
         # A reminder's other lead, and whether the event's approval was held when it was
         # recorded; a first message's leads that can never come (each {rule key: seconds}).
         "remind_after": t.remind_after,
-        "while_held": t.while_held,
+        "while_held": said_while_held(t),
         "unreachable_reminders": [{lead.key: lead.seconds} for lead in t.unreachable],
-        # What happens next (model/outlook.py): for a held event and a reminder, when
-        # Azure starts it anyway; every listed VM not ready; held, the ways out.
+        # What happens next (model/outlook.py): for a held event (or one whose approval
+        # would only be held: a prepare hook failed before anyone approved) and a
+        # reminder, when Azure starts it anyway; every listed VM not ready; held, the
+        # ways out.
         "azure_starts_at": e.not_before.isoformat()
         if about_next and later.starts and e.not_before
         else None,
