@@ -18,13 +18,22 @@ from sebridge.integrations.render import countdown
 from sebridge.kernel.text import visible
 from sebridge.model import TransitionKind
 from sebridge.model.decision import offers_approval
-from sebridge.model.outlook import Outlook, approve_command, approved_as, approver, outlook
+from sebridge.model.outlook import (
+    Outlook,
+    approve_command,
+    approved_as,
+    approver,
+    decider,
+    outlook,
+)
 from sebridge.model.readiness import VmReadiness
-from sebridge.store import AuditEntry, EventRecord, HistoryEntry, Store
+from sebridge.store import ApprovalRecord, AuditEntry, EventRecord, HistoryEntry, Store
 from sebridge.store.codec import event_to_dict
 
 __all__ = [
     "approvable",
+    "approval_json",
+    "approved_by",
     "dump",
     "event_json",
     "held_lines",
@@ -87,14 +96,7 @@ def event_json(
         "present": r.present,
         "first_seen": r.first_seen.isoformat(),
         "gone_at": r.gone_at.isoformat() if r.gone_at else None,
-        "approval": {
-            "actor": r.approval.actor,
-            "via": r.approval.via,
-            "state": r.approval.state,
-            "error": r.approval.last_error,
-        }
-        if r.approval
-        else None,
+        "approval": approval_json(r.approval) if r.approval else None,
         "deliveries": [
             {"sink": d.sink, "state": d.state, "attempts": d.attempts, "error": d.last_error}
             for d in r.deliveries
@@ -114,6 +116,30 @@ def event_json(
     if approvable(r):
         data["approve_command"] = approve_command(r.event.event_id)
     return data
+
+
+def approved_by(a: ApprovalRecord) -> str:
+    """`events`' APPROVED BY: who decided, anyway and who asked first said once
+    (model/outlook.py: decider), and the approval's state."""
+    who = decider(a.actor, a.via, anyway_by=a.anyway_by, anyway_via=a.anyway_via)
+    return f"{who} ({a.state})"
+
+
+def approval_json(a: ApprovalRecord) -> dict[str, Any]:
+    """An event's approval in `events --json`: `actor` and `via` name who decided (one who
+    approved anyway, when someone did: `anyway` true), `asked_first_by` the first approver
+    whose approval was held or waited (kept: the history names them too)."""
+    actor, via, _ = a.decider
+    anyway = a.anyway_by is not None
+    first = {"actor": a.actor, "via": a.via}
+    return {
+        "actor": actor,
+        "via": via,
+        "state": a.state,
+        "error": a.last_error,
+        "anyway": anyway,
+        "asked_first_by": first if anyway and (a.actor, a.via) != (actor, via) else None,
+    }
 
 
 def history_line(e: HistoryEntry) -> str:

@@ -77,7 +77,7 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
             r.event.source or "-",
             ",".join(r.event.resources) or "-",
             r.policy,
-            f"{r.approval.actor} ({r.approval.state})" if r.approval else "-",
+            fmt.approved_by(r.approval) if r.approval else "-",
             " ".join(f"{d.sink}:{d.state}" for d in r.deliveries) or "-",
         ]
         for r in records
