@@ -34,6 +34,7 @@ __all__ = [
     "approvable",
     "approval_json",
     "approved_by",
+    "cut_note",
     "dump",
     "event_json",
     "held_lines",
@@ -187,6 +188,20 @@ def history_json(e: HistoryEntry) -> dict[str, Any]:
             for d in e.deliveries
         ],
     }
+
+
+def cut_note(shown: int, audit_shown: int, sizes: tuple[int, int]) -> str:
+    """What `history` says when it shows only the newest `limit` transitions (or refused
+    actions) of more: how many of how many, and how to see the rest; "" when it shows all."""
+    transitions, audit = sizes
+    if shown >= transitions and audit_shown >= audit:
+        return ""
+    parts = []
+    if shown < transitions:
+        parts.append(f"the newest {shown} of {transitions} transitions")
+    if audit_shown < audit:
+        parts.append(f"the newest {audit_shown} of {audit} refused actions")
+    return f"(showing {' and '.join(parts)}; --limit {max(transitions, audit)} shows them all)"
 
 
 def table(head: list[str], rows: list[list[str]], out: TextIO) -> None:

@@ -102,7 +102,14 @@ def _parser() -> argparse.ArgumentParser:
         "history", "transitions, deliveries and approvals, oldest first", shell, as_json
     )
     history.add_argument("event_id", nargs="?", metavar="EVENT_ID", help="only this event")
-    history.add_argument("--limit", type=int, default=100, help="newest N transitions (100)")
+    history.add_argument(
+        "--limit",
+        type=int,
+        default=100,
+        metavar="N",
+        help="show the newest N transitions and refused actions (default 100); history says "
+        "when there are more",
+    )
     history.set_defaults(
         run=_with_config(
             _history,
