@@ -15,6 +15,7 @@ import io
 import json
 from dataclasses import replace
 
+from tests.fakes.jira import FakeJira
 from tests.fakes.slack import FakeSlack
 from tests.fakes.teams import FakeTeams
 
@@ -22,8 +23,13 @@ from helpers import ListSink
 from sebridge.approval.request import ApprovalRequest
 from sebridge.cli import reading
 from sebridge.config.loader import from_mapping
+from sebridge.config.secrets import Secret
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.console.sink import ConsoleSink
+from sebridge.integrations.email.mail import MailBuilder
+from sebridge.integrations.jira.client import JiraApi
+from sebridge.integrations.jira.settings import JiraSettings
+from sebridge.integrations.jira.sink import JiraSink
 from sebridge.integrations.jsonl.sink import record
 from sebridge.integrations.render import Renderer
 from sebridge.integrations.slack.sink import SlackSink, build_slack_client
@@ -103,6 +109,32 @@ def test_an_approval_anyway_after_a_held_one_names_who_did_it_everywhere(
     first, then = teams.wait_shown(2)
     assert first.card["body"][0]["text"].startswith("⚠️ **Approved anyway** by alice via cli")
     assert then.card["body"][0]["text"] == "▶️ **Started** (approved anyway by alice)"
+
+    # Mail: the started mail says anyway in its subject, its text and its HTML.
+    mail = (
+        MailBuilder(
+            Renderer(),
+            sender="sebridge@example.com",
+            to=("ops@example.com",),
+            domain="example.com",
+            section="email",
+        )
+        .build(started)
+        .message
+    )
+    assert str(mail["Subject"]).endswith(": approved anyway by alice")
+    for part in ("plain", "html"):
+        body = mail.get_body((part,))
+        assert body is not None and "Started (approved anyway by alice)." in body.get_content()
+    # Jira: the started comment too.
+    with FakeJira("datacenter") as jira:
+        settings = JiraSettings(url=jira.url, project="OPS", pat=Secret(jira.pat))
+        jira_sink = JiraSink(JiraApi(settings), Renderer(), lag_waits=(0.1,))
+        issue = jira_sink.send(sink.of(event_id, "scheduled")[0])
+        jira_sink.send(replace(started, receipt=issue))
+        (created,) = jira.issues_of(event_id)
+        (comment,) = jira.comments(created["key"])
+    assert comment.startswith("Started (approved anyway by alice).")
 
     # `events` and `events --json` name alice, anyway, and bob as the one who asked first.
     config = from_mapping({"store": {"url": store_url}})
