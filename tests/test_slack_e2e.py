@@ -26,7 +26,7 @@ from urllib.error import HTTPError
 from urllib.request import Request, urlopen
 
 import pytest
-from tests.fakes.slack import FakeMessage, FakeSlack
+from tests.fakes.slack import DEFAULT_SCOPES, FakeMessage, FakeSlack
 from tests.helpers import RunnerThread, lines_of, read_jsonl, threads_left, wait_until
 
 from sebridge.cli import main as cli
@@ -37,6 +37,8 @@ from sebridge.engine.daemon import Daemon
 from sebridge.engine.runner import Runner
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping as from_mapping
+from sebridge.integrations.slack.names import SlackNames
+from sebridge.integrations.slack.sink import build_slack_client
 from sebridge.web.server import HttpServer
 
 OPS = "C0123456789"
@@ -425,6 +427,20 @@ def test_approvers_are_named_in_every_channel_and_mentioned_in_slack(
     said = out.getvalue()
     assert "by alice via slack" in said and "anyway by bob via slack" in said
     assert "U0AAA" not in said and "U0BBB" not in said
+
+
+def test_a_name_slack_cannot_give_is_the_member_id() -> None:
+    """Without users:read (or for an unknown id) the member id stands in for the name: the
+    approval still goes, and Slack still shows it as a mention."""
+    scopes = [s for s in DEFAULT_SCOPES if s != "users:read"]
+    with FakeSlack(scopes=scopes, users={"U0AAA": "alice"}) as fake:
+        names = SlackNames(build_slack_client(fake.bot_token, fake.url))
+        assert names.name_of("U0AAA") == "U0AAA"
+    with FakeSlack(users={"U0AAA": "alice"}) as fake:
+        names = SlackNames(build_slack_client(fake.bot_token, fake.url))
+        assert [names.name_of("U0AAA") for _ in range(3)] == ["alice"] * 3
+        assert names.name_of("U0NOPE") == "U0NOPE"
+        assert [c.params["user"] for c in fake.calls_to("users.info")] == ["U0AAA", "U0NOPE"]
 
 
 # -------------------------------------------------------------------- 4. HTTP mode signatures
