@@ -57,3 +57,6 @@ def test_history_help_documents_the_limit(capsys: pytest.CaptureFixture[str]) ->
         cli.main(["history", "--help"])
     said = " ".join(capsys.readouterr().out.split())
     assert "--limit N show the newest N transitions and refused actions (default 100)" in said
+    with pytest.raises(SystemExit):
+        cli.main(["history", "--limit", "0"])
+    assert "--limit: must be 1 or more, got '0'" in capsys.readouterr().err

@@ -104,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("event_id", nargs="?", metavar="EVENT_ID", help="only this event")
     history.add_argument(
         "--limit",
-        type=int,
+        type=_count,
         default=100,
         metavar="N",
         help="show the newest N transitions and refused actions (default 100); history says "
@@ -187,6 +187,17 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    """A positive whole number (argparse's type for history's --limit)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text!r}")
     return value
 
 
