@@ -354,3 +354,5 @@ def test_a_held_event_offers_approve_anyway_behind_a_confirming_post(
     assert (approval.state, approval.anyway_by) == ("posted", "approval link (Carol)")
     again = bridge.get(link)
     assert "<form" not in again.text  # carried out: neither Approve nor anyway
+    # Who decided is said with "anyway" (issue 34, finding 6).
+    assert "Already approved by Carol via approval link, anyway" in text_of(again.text)

@@ -444,7 +444,14 @@ def test_approve_exit_codes_and_json(cfg: str, sim: Simulator) -> None:
     (record,) = [
         e for e in as_json(run("events", "--json", "--config", cfg)[1]) if e["event_id"] == event_id
     ]
-    assert record["approval"] == {"actor": "carol", "via": "cli", "state": "posted", "error": None}
+    assert record["approval"] == {
+        "actor": "carol",
+        "via": "cli",
+        "state": "posted",
+        "error": None,
+        "anyway": False,
+        "asked_first_by": None,
+    }
 
 
 def test_approve_in_dry_run_posts_nothing(tmp_path: Path, sim: Simulator, db: Path) -> None:

@@ -141,6 +141,7 @@ def test_lookups_and_scope_header(slack: FakeSlack, client: WebClient) -> None:
     assert set(auth.headers["x-oauth-scopes"].split(",")) == {
         "chat:write",
         "usergroups:read",
+        "users:read",
         "channels:read",
         "groups:read",
         "channels:history",
@@ -150,6 +151,14 @@ def test_lookups_and_scope_header(slack: FakeSlack, client: WebClient) -> None:
     assert (info["id"], info["name"], info["is_member"]) == (OPS, "ops", True)
     assert client.conversations_info(channel=QUIET)["channel"]["is_member"] is False
     assert client.usergroups_users_list(usergroup=ONCALL)["users"] == ["U0AAA", "U0BBB"]
+    # users.info as Slack documents it: the user object with its name and profile.
+    user = client.users_info(user="U0AAA")["user"]
+    assert (user["id"], user["name"], user["profile"]["display_name"]) == (
+        "U0AAA",
+        "alice",
+        "alice",
+    )
+    assert api_error(lambda: client.users_info(user="U0NOPE")).response["error"] == "user_not_found"
 
 
 @pytest.mark.filterwarnings("ignore:The top-level `text` argument is missing:UserWarning")

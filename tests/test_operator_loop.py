@@ -87,6 +87,10 @@ def test_held_then_approved_anyway_starts_unready_with_an_alarm(
     approved = fleet.lines(EVENT, "approved")
     assert len(approved) == 1
     assert "approved anyway by bob" in str(approved[0]["note"])
+    # Who decided, anyway, on the line itself (issue 34, finding 6); alice stays the one
+    # whose approval was held.
+    assert (approved[0]["approved_by"], approved[0]["anyway"]) == ("bob", True)
+    assert fleet.lines(EVENT, "held")[0]["actor"] == "alice"
     assert "vm2" in str(approved[0]["note"])
     wait_until(lambda: posted(sims), message="the StartRequests")
     assert [i for _, i in posted(sims)] == [EVENT]

@@ -287,14 +287,14 @@ def test_an_approval_anyway_names_its_approver_once_in_every_channel(
     TeamsSink(teams.workflows_url, Renderer(), timeout=5, clock=lambda: NOW).send(m)
     (shown,) = teams.wait_shown(1)
     assert shown.card["body"][0]["text"] == (
-        f"✅ **Approved** anyway by bob via cli (Not ready: {unready})"
+        f"⚠️ **Approved anyway** by bob via cli (Not ready: {unready})"
     )
     sink = SlackSink(build_slack_client(slack.bot_token, slack.url), CHANNEL, Renderer())
     receipt = sink.send(message("scheduled"))
     sink.send(message("approved", actor="bob", via="cli", note=note, receipt=receipt))
     ((channel, ts), _) = next((k, m) for k, m in slack.messages.items() if m.thread_ts is None)
     (reply,) = slack.replies(channel, ts)
-    assert reply.text.startswith(":white_check_mark: Approved anyway by ")
+    assert reply.text.startswith(":warning: Approved anyway by ")  # not a green check
     assert reply.text.count("bob") == 1 and f"(Not ready: {unready})" in reply.text
     with FakeJira("datacenter") as jira:
         settings = JiraSettings(url=jira.url, project="OPS", pat=Secret(jira.pat))

@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import json
 import logging
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,8 +26,8 @@ from urllib.error import HTTPError
 from urllib.request import Request, urlopen
 
 import pytest
-from tests.fakes.slack import FakeMessage, FakeSlack
-from tests.helpers import RunnerThread, read_jsonl, threads_left, wait_until
+from tests.fakes.slack import DEFAULT_SCOPES, FakeMessage, FakeSlack
+from tests.helpers import RunnerThread, lines_of, read_jsonl, threads_left, wait_until
 
 from sebridge.cli import main as cli
 from sebridge.cli import reading
@@ -35,6 +37,8 @@ from sebridge.engine.daemon import Daemon
 from sebridge.engine.runner import Runner
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping as from_mapping
+from sebridge.integrations.slack.names import SlackNames
+from sebridge.integrations.slack.sink import build_slack_client
 from sebridge.web.server import HttpServer
 
 OPS = "C0123456789"
@@ -187,6 +191,7 @@ def slack_config(
     approvers: list[str] | None = None,
     jsonl: Path | None = None,
     slack_extra: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The config as TOML would give it: Socket Mode (app_token) or HTTP mode (signing_secret)."""
     section: dict[str, Any] = {
@@ -210,7 +215,7 @@ def slack_config(
     }
     if jsonl is not None:
         data["jsonl"] = {"path": str(jsonl)}
-    return data
+    return {**data, **(extra or {})}
 
 
 def _http_port(runner: Runner) -> int:
@@ -324,7 +329,9 @@ def test_a_member_of_an_approver_group_may_approve(bridge: Bridge) -> None:
     (lookup,) = bridge.slack.calls_to("usergroups.users.list")
     assert lookup.params["usergroup"] == ONCALL
     approval = bridge.daemon.store.approval(event_id)
-    assert approval is not None and (approval.actor, approval.via) == ("U0BBB", "slack")
+    # Kept by name (the click's), beside the member id Slack mentions.
+    assert approval is not None
+    assert (approval.actor, approval.via, approval.actor_id) == ("bob", "slack", "U0BBB")
 
 
 def test_an_outsider_is_refused_privately_and_audited(bridge: Bridge, tmp_path: Path) -> None:
@@ -341,18 +348,99 @@ def test_an_outsider_is_refused_privately_and_audited(bridge: Bridge, tmp_path: 
     audit = bridge.daemon.store.audit_entries()
     assert (
         sorted((a.event_id, a.actor, a.via, a.action) for a in audit)
-        == [(event_id, "U0ZZZ", "slack", "refused")] * 2
+        == [(event_id, "mallory", "slack", "refused")] * 2
     )
     assert {a.detail.split(":")[0] for a in audit} == {"approve", "take"}
     out = io.StringIO()
     assert reading.history(bridge.config, event_id=None, limit=100, as_json=False, out=out) == 0
-    assert f"refused   {event_id} by U0ZZZ via slack" in out.getvalue()  # `sebridge history`
+    assert f"refused   {event_id} by mallory via slack" in out.getvalue()  # `sebridge history`
 
     bridge.settle()
     assert bridge.sim.posts == []
     assert bridge.daemon.store.approval(event_id) is None
     assert buttons(message) == ["approve", "take"]  # still waiting for a real approver
     assert bridge.replies(message) == []  # nobody "took" it either
+
+
+def _unnamed(payload: dict[str, Any]) -> dict[str, Any]:
+    """A click whose payload carries the user's id only (no `name`, no `username`)."""
+    user = {k: v for k, v in payload["user"].items() if k not in ("name", "username")}
+    return {**payload, "user": user}
+
+
+def test_approvers_are_named_in_every_channel_and_mentioned_in_slack(
+    make_bridge: Callable[..., Bridge], tmp_path: Path
+) -> None:
+    """Issue 34, finding 7: Slack approvers were member ids (U0AAA) in every channel, and raw
+    in Slack's own held reply. Names now: the click's name, else users.info once (cached);
+    in Slack a mention, the held reply's included."""
+    fails = tmp_path / "fails.py"
+    fails.write_text("import sys\nprint('lb said 503')\nsys.exit(1)\n")
+    bridge = make_bridge(
+        "socket",
+        extra={
+            "policy": {"rules": [{"name": "web", "action": "ask", "prepare": ["drain"]}]},
+            "hooks": {"drain": {"command": [sys.executable, str(fails)]}},
+        },
+    )
+    event_id = bridge.sim.schedule("Reboot", notice=1800)
+    message = bridge.wait_message(event_id)
+    bridge.click(bridge.payload(event_id, user="U0AAA"))  # alice: her click names her
+    replies = bridge.wait_reply(message, r"held")
+    (held,) = [r for r in replies if "held" in r and r.startswith(":no_entry:")]
+    assert held.startswith(":no_entry: Approval by <@U0AAA> held: drain failed (exit 1) on vm0")
+    assert "U0AAA" not in held.replace("<@U0AAA>", "")  # a mention, never the raw id
+    wait_until(lambda: lines_of(bridge.jsonl, event_id, "held"), 5, message="the held line")
+    (line,) = lines_of(bridge.jsonl, event_id, "held")
+    assert (line["actor"], line["via"]) == ("alice", "slack")
+    assert "Approval by alice held" in line["note"] and "U0AAA" not in json.dumps(line)
+    assert bridge.slack.calls_to("users.info") == []  # the click said who she is
+
+    # Bob (through the on-call group) approves anyway; his click carries no name: users.info
+    # once, and a second click of his asks nothing more.
+    bridge.click(_unnamed(bridge.payload(event_id, "approve_anyway", user="U0BBB")))
+    replies = bridge.wait_reply(message, r"approved anyway")
+    assert any(r.startswith(":warning: Approved anyway by <@U0BBB>") for r in replies)
+    assert bridge.wait_state(message, r"approved anyway by <@U0BBB>")
+    other = bridge.sim.schedule("Redeploy", notice=1800)
+    bridge.wait_message(other)
+    bridge.click(_unnamed(bridge.payload(other, "take", user="U0BBB")))
+    bridge.wait_reply(bridge.wait_message(other), r"taken by <@U0BBB>")
+    (lookup,) = bridge.slack.calls_to("users.info")
+    assert lookup.params["user"] == "U0BBB"
+    wait_until(lambda: lines_of(bridge.jsonl, event_id, "approved"), 5, message="approved")
+    (approved,) = lines_of(bridge.jsonl, event_id, "approved")
+    assert (approved["actor"], approved["approved_by"], approved["anyway"]) == ("bob", "bob", True)
+    (taken,) = lines_of(bridge.jsonl, other, "taken")
+    assert taken["actor"] == "bob"
+
+    # `events` and `history` name people too; the store keeps each name beside its id.
+    approval = bridge.daemon.store.approval(event_id)
+    assert approval is not None
+    assert (approval.actor, approval.actor_id) == ("alice", "U0AAA")
+    assert (approval.anyway_by, approval.anyway_id) == ("bob", "U0BBB")
+    out = io.StringIO()
+    assert reading.events(bridge.config, as_json=False, show_all=False, out=out) == 0
+    assert "bob via slack, anyway (asked first: alice via slack) (posted)" in out.getvalue()
+    out = io.StringIO()
+    assert reading.history(bridge.config, event_id=event_id, limit=100, as_json=False, out=out) == 0
+    said = out.getvalue()
+    assert "by alice via slack" in said and "anyway by bob via slack" in said
+    assert "U0AAA" not in said and "U0BBB" not in said
+
+
+def test_a_name_slack_cannot_give_is_the_member_id() -> None:
+    """Without users:read (or for an unknown id) the member id stands in for the name: the
+    approval still goes, and Slack still shows it as a mention."""
+    scopes = [s for s in DEFAULT_SCOPES if s != "users:read"]
+    with FakeSlack(scopes=scopes, users={"U0AAA": "alice"}) as fake:
+        names = SlackNames(build_slack_client(fake.bot_token, fake.url))
+        assert names.name_of("U0AAA") == "U0AAA"
+    with FakeSlack(users={"U0AAA": "alice"}) as fake:
+        names = SlackNames(build_slack_client(fake.bot_token, fake.url))
+        assert [names.name_of("U0AAA") for _ in range(3)] == ["alice"] * 3
+        assert names.name_of("U0NOPE") == "U0NOPE"
+        assert [c.params["user"] for c in fake.calls_to("users.info")] == ["U0AAA", "U0NOPE"]
 
 
 # -------------------------------------------------------------------- 4. HTTP mode signatures

@@ -45,6 +45,7 @@ __all__ = [
 DEFAULT_SCOPES = (
     "chat:write",
     "usergroups:read",
+    "users:read",
     "channels:read",
     "groups:read",
     "channels:history",
@@ -83,6 +84,7 @@ class FakeSlack:
             "members": members,
             "bot_user_id": bot_user_id,
             "bot_id": bot_id,
+            "users": self.users,  # shared: a test may name a user later
         }
         self._ws_ping_interval = ws_ping_interval
         self._socket: FakeSocketMode | None = None

@@ -31,6 +31,7 @@ BOT_METHODS = frozenset(
         "conversations.history",
         "conversations.replies",
         "usergroups.users.list",
+        "users.info",
     }
 )
 APP_METHODS = frozenset({"apps.connections.open"})
@@ -42,6 +43,7 @@ SCOPES_NEEDED: dict[str, tuple[str, ...]] = {  # any one of these is enough
     "conversations.history": ("channels:history", "groups:history"),
     "conversations.replies": ("channels:history", "groups:history"),
     "usergroups.users.list": ("usergroups:read",),
+    "users.info": ("users:read",),
 }
 HTML_5XX = "<html><head><title>{code}</title></head><body><h1>{code} Service Unavailable</h1></body></html>"
 MAX_TEXT = 40_000
@@ -260,7 +262,10 @@ class FakeWebApi:
         bot_id: str,
         app_id: str,
         issue_socket_url: Callable[[], str],
+        users: dict[str, str] | None = None,
     ) -> None:
+        # Member id -> user name (users.info; the click payload's `user.name`).
+        self.users = users if users is not None else {}
         self.bot_token, self.app_token = bot_token, app_token
         self.channels = dict(channels)
         self.usergroups = {k: list(v) for k, v in usergroups.items()}
@@ -640,6 +645,26 @@ class FakeWebApi:
         if group not in self.usergroups:
             raise ApiError("no_such_subteam")
         return {"users": list(self.usergroups[group])}
+
+    def _m_users_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        """users.info as Slack documents it (docs: methods/users.info): the user object,
+        its `name`, and its profile's `real_name` and `display_name`; `user_not_found` for
+        an id the workspace does not know."""
+        user = str(params.get("user") or "")
+        if user not in self.users:
+            raise ApiError("user_not_found")
+        name = self.users[user]
+        return {
+            "user": {
+                "id": user,
+                "team_id": self.team_id,
+                "name": name,
+                "deleted": False,
+                "real_name": name.title(),
+                "is_bot": False,
+                "profile": {"real_name": name.title(), "display_name": name},
+            }
+        }
 
     # ---------------------------------------------------------------- response_url
 

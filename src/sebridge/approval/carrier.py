@@ -220,10 +220,10 @@ class Carrier:
         # A POST that may have gone out already passed the gate: holding it now would
         # say "nothing was sent to IMDS", which may be false.
         answer = GO if self._dry_run or approval.maybe_sent else self._gate(record)
-        actor, via = approval.actor, approval.via
+        actor, via, actor_id = approval.actor, approval.via, approval.actor_id
         if (answer.wait or answer.hold) and approval.anyway_by is not None:
             # Approve anyway: someone asked for it despite the unready VMs; say who and which.
-            actor, via = approval.anyway_by, approval.anyway_via or approval.via
+            actor, via, actor_id = approval.decider
             answer = GateAnswer(note=anyway_note(actor, answer))
         if answer.wait or answer.hold:
             self._settling(approval)
@@ -236,6 +236,7 @@ class Carrier:
             via=via,
             dry_run=self._dry_run,
             note=answer.note,
+            actor_id=actor_id,
         )
         if self._dry_run:
             self._settling(approval)

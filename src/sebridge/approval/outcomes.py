@@ -87,7 +87,13 @@ class Outcomes:
         `answered`: the POST this claim began was answered (Store.finish_approval)."""
         if problem and record is not None:
             transition = Transition(
-                kind, record.event, self._clock(), actor=claim.actor, via=claim.via, note=problem
+                kind,
+                record.event,
+                self._clock(),
+                actor=claim.actor,
+                via=claim.via,
+                note=problem,
+                actor_id=claim.actor_id,
             )
         sinks = self._sinks_for(record.decision) if record is not None and transition else ()
         finish = _Finish(claim, state, error, transition, sinks, answered)
@@ -119,6 +125,7 @@ class Outcomes:
                 at=self._clock(),
                 actor=claim.actor,
                 via=claim.via,
+                actor_id=claim.actor_id,
                 note=f"StartRequests sent (an earlier attempt may have reached IMDS); {why} since",
             )
         return self.finish(record, claim, ApprovalState.POSTED, transition=transition)

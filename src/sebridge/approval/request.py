@@ -21,16 +21,20 @@ class ApprovalRequest:
 
     Args:
         event_id: as typed or clicked (matched case-insensitively).
-        actor: who (a Slack user id, "approval link (Ann)", a Jira user, a login name).
+        actor: who, as people call them ("alice" for a Slack user: the click's name,
+            "approval link (Ann)", a Jira user, a login name).
         via: through what: "slack", "link", "jira", "cli", "demo".
         anyway: carry it out despite failed or unfinished prepare hooks (approve anyway):
             an approval held or waiting for the VMs' readiness is carried out now.
+        actor_id: the channel's own id of the actor (a Slack member id, said as a mention
+            in Slack); None elsewhere.
     """
 
     event_id: str
     actor: str
     via: str
     anyway: bool = False
+    actor_id: str | None = None
 
 
 @dataclass(frozen=True)

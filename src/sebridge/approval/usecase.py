@@ -75,10 +75,12 @@ class Approvals:
         if blocked is not None and blocked not in BY_APPROVAL:
             return self._refused(req, _refused(event_id, blocked, record))
         if blocked is None:
-            asked = Approval(event_id, req.actor, req.via, self._clock())
+            asked = Approval(event_id, req.actor, req.via, self._clock(), req.actor_id)
             new = self._store.record_approval(asked, anyway=req.anyway)
         else:  # approve anyway turns one held or waiting for readiness into one carried out
-            new = req.anyway and self._store.approve_anyway(event_id, req.actor, req.via)
+            new = req.anyway and self._store.approve_anyway(
+                event_id, req.actor, req.via, req.actor_id
+            )
         if new and self._carrier is not None:
             self._carrier.wake()
         approval = self._settled(event_id, wait, anyway=req.anyway and new)
@@ -94,14 +96,16 @@ class Approvals:
             return Outcome(OutcomeKind.ALREADY, event_id, note, approval, fresh)
         return _outcome(event_id, approval, fresh)
 
-    def take(self, event_id: str, actor: str, via: str) -> bool:
+    def take(self, event_id: str, actor: str, via: str, actor_id: str | None = None) -> bool:
         """ "I'm on it": announce that someone handles the event, without approving it.
         False when the event is unknown or gone (nothing to take)."""
         record = self._store.event(event_id.strip())
         if record is None or not record.present:
             return False
         now = self._clock()
-        taken = Transition(TransitionKind.TAKEN, record.event, now, actor=actor, via=via)
+        taken = Transition(
+            TransitionKind.TAKEN, record.event, now, actor=actor, via=via, actor_id=actor_id
+        )
         self._store.record_transition(taken, self._sinks_for(record.decision), now)
         self._on_recorded()
         return True
@@ -151,7 +155,13 @@ class Approvals:
         note = f"Approval by {req.actor} not carried out: {why}. {out}"
         now = self._clock()
         problem = Transition(
-            TransitionKind.PROBLEM, record.event, now, actor=req.actor, via=req.via, note=note
+            TransitionKind.PROBLEM,
+            record.event,
+            now,
+            actor=req.actor,
+            via=req.via,
+            note=note,
+            actor_id=req.actor_id,
         )
         self._store.record_transition(problem, self._sinks_for(record.decision), now)
         self._on_recorded()

@@ -23,16 +23,20 @@ from sebridge.model.outlook import (
     approve_command,
     approved_as,
     approver,
+    decider,
     outlook,
     said_while_held,
     until,
 )
 from sebridge.model.readiness import VmReadiness
-from sebridge.store import AuditEntry, EventRecord, HistoryEntry, Store
+from sebridge.store import ApprovalRecord, AuditEntry, EventRecord, HistoryEntry, Store
 from sebridge.store.codec import event_to_dict
 
 __all__ = [
     "approvable",
+    "approval_json",
+    "approved_by",
+    "cut_note",
     "dump",
     "event_json",
     "held_lines",
@@ -111,14 +115,7 @@ def event_json(
         "present": r.present,
         "first_seen": r.first_seen.isoformat(),
         "gone_at": r.gone_at.isoformat() if r.gone_at else None,
-        "approval": {
-            "actor": r.approval.actor,
-            "via": r.approval.via,
-            "state": r.approval.state,
-            "error": r.approval.last_error,
-        }
-        if r.approval
-        else None,
+        "approval": approval_json(r.approval) if r.approval else None,
         "deliveries": [
             {"sink": d.sink, "state": d.state, "attempts": d.attempts, "error": d.last_error}
             for d in r.deliveries
@@ -139,6 +136,30 @@ def event_json(
     if offered:
         data["approve_command"] = approve_command(r.event.event_id)
     return data
+
+
+def approved_by(a: ApprovalRecord) -> str:
+    """`events`' APPROVED BY: who decided, anyway and who asked first said once
+    (model/outlook.py: decider), and the approval's state."""
+    who = decider(a.actor, a.via, anyway_by=a.anyway_by, anyway_via=a.anyway_via)
+    return f"{who} ({a.state})"
+
+
+def approval_json(a: ApprovalRecord) -> dict[str, Any]:
+    """An event's approval in `events --json`: `actor` and `via` name who decided (one who
+    approved anyway, when someone did: `anyway` true), `asked_first_by` the first approver
+    whose approval was held or waited (kept: the history names them too)."""
+    actor, via, _ = a.decider
+    anyway = a.anyway_by is not None
+    first = {"actor": a.actor, "via": a.via}
+    return {
+        "actor": actor,
+        "via": via,
+        "state": a.state,
+        "error": a.last_error,
+        "anyway": anyway,
+        "asked_first_by": first if anyway and (a.actor, a.via) != (actor, via) else None,
+    }
 
 
 def history_line(e: HistoryEntry) -> str:
@@ -186,6 +207,20 @@ def history_json(e: HistoryEntry) -> dict[str, Any]:
             for d in e.deliveries
         ],
     }
+
+
+def cut_note(shown: int, audit_shown: int, sizes: tuple[int, int]) -> str:
+    """What `history` says when it shows only the newest `limit` transitions (or refused
+    actions) of more: how many of how many, and how to see the rest; "" when it shows all."""
+    transitions, audit = sizes
+    if shown >= transitions and audit_shown >= audit:
+        return ""
+    parts = []
+    if shown < transitions:
+        parts.append(f"the newest {shown} of {transitions} transitions")
+    if audit_shown < audit:
+        parts.append(f"the newest {audit_shown} of {audit} refused actions")
+    return f"(showing {' and '.join(parts)}; --limit {max(transitions, audit)} shows them all)"
 
 
 def table(head: list[str], rows: list[list[str]], out: TextIO) -> None:

@@ -102,7 +102,14 @@ def _parser() -> argparse.ArgumentParser:
         "history", "transitions, deliveries and approvals, oldest first", shell, as_json
     )
     history.add_argument("event_id", nargs="?", metavar="EVENT_ID", help="only this event")
-    history.add_argument("--limit", type=int, default=100, help="newest N transitions (100)")
+    history.add_argument(
+        "--limit",
+        type=_count,
+        default=100,
+        metavar="N",
+        help="show the newest N transitions and refused actions (default 100); history says "
+        "when there are more",
+    )
     history.set_defaults(
         run=_with_config(
             _history,
@@ -180,6 +187,17 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    """A positive whole number (argparse's type for history's --limit)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text!r}")
     return value
 
 

@@ -78,7 +78,7 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
             r.event.source or "-",
             ",".join(r.event.resources) or "-",
             r.policy,
-            f"{r.approval.actor} ({r.approval.state})" if r.approval else "-",
+            fmt.approved_by(r.approval) if r.approval else "-",
             " ".join(f"{d.sink}:{d.state}" for d in r.deliveries) or "-",
         ]
         for r in records
@@ -171,6 +171,7 @@ def history(
         known = event_id is None or store.event(event_id) is not None
         entries = store.history(event_id=event_id, limit=limit)
         audit = store.audit_entries(event_id=event_id, limit=limit)
+        sizes = store.history_size(event_id=event_id)
     finally:
         store.close()
     if not known:
@@ -180,11 +181,16 @@ def history(
             file=sys.stderr,
         )
         return FAILED
+    cut = fmt.cut_note(len(entries), len(audit), sizes)
     if as_json:
         fmt.dump([fmt.history_json(e) for e in entries], out)
+        if cut:  # the JSON stays one document; a person at the terminal still hears it
+            print(f"sebridge: {cut}", file=sys.stderr)
         return OK
     for line in fmt.history_lines(entries, audit):
         print(line, file=out)
     if not entries and not audit:
         print("no history yet", file=out)
+    if cut:
+        print(cut, file=out)
     return OK

@@ -216,6 +216,9 @@ class Dispatcher:
             receipt=delivery.receipt,
             dry_run=self._dry_run,
             approved_by=delivery.approved_by,
+            approved_by_id=delivery.approved_by_id,
+            approved_anyway=delivery.approved_anyway,
+            event_state=delivery.event_state,
             approval_state=delivery.approval_state,
             # Attempts begun, not finished: a crash mid-send never finished one.
             attempt=delivery.begun,

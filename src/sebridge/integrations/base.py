@@ -101,7 +101,7 @@ class Desk(Protocol):
         """Approve an event; the outcome once known (approved, already, refused, held)."""
         ...
 
-    def take(self, event_id: str, actor: str, via: str) -> bool:
+    def take(self, event_id: str, actor: str, via: str, actor_id: str | None = None) -> bool:
         """Announce that someone handles the event; False when it is unknown or gone."""
         ...
 

@@ -231,7 +231,10 @@ class Transition:
         changes: for CHANGED, the names of the fields that moved
             ("not_before", "resources", "description", "duration_seconds").
         actor, via: for APPROVED, WOULD_APPROVE (and TAKEN), who and through
-            what ("cli", "slack", "link", "policy").
+            what ("cli", "slack", "link", "policy"); `actor` as people call them (a
+            Slack approver's name, not the member id).
+        actor_id: the channel's own id of `actor` (a Slack member id: Slack says it as
+            a mention); None for everyone else.
         dry_run: for WOULD_APPROVE, nothing was POSTed to IMDS (policy.dry_run).
         note: for PROBLEM and HELD, what went wrong, for people; for STARTED_UNREADY,
             the VMs that were not ready and why.
@@ -258,6 +261,7 @@ class Transition:
     remind_after: int | None = None
     while_held: bool = False
     unreachable: tuple[Lead, ...] = ()
+    actor_id: str | None = None
 
     @property
     def event_id(self) -> str:
@@ -267,12 +271,14 @@ class Transition:
 
 @dataclass(frozen=True)
 class Approval:
-    """Someone (or the policy) said an event may start now."""
+    """Someone (or the policy) said an event may start now: `actor` as people call them,
+    `actor_id` the channel's own id of that person (a Slack member id; None elsewhere)."""
 
     event_id: str
     actor: str
     via: str
     at: datetime
+    actor_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from sebridge.kernel.text import clip, displayable, map_text
 from sebridge.model import Receipt, Transition, TransitionKind
 from sebridge.model.approval import ApprovalState, Blocker, anyway_offered, blocker, would_hold
 from sebridge.model.decision import offers_anyway, offers_approval
-from sebridge.model.outlook import Outlook, decided, outlook
+from sebridge.model.outlook import Outlook, approved_anyway, decided, outlook
 from sebridge.model.readiness import VmReadiness
 
 __all__ = ["Message", "Sink", "shown", "shown_field"]
@@ -38,6 +38,8 @@ _ANNOUNCES: dict[str, str] = {
     TransitionKind.PROBLEM: ApprovalState.FAILED,
     TransitionKind.HELD: ApprovalState.HELD,
 }
+# Transitions that announce an approval carried out (or, dry run, that would have been).
+_APPROVING = (TransitionKind.APPROVED, TransitionKind.WOULD_APPROVE)
 # Transitions that say the event left IMDS.
 _ENDS = (TransitionKind.COMPLETED, TransitionKind.CANCELLED)
 
@@ -73,6 +75,12 @@ class Message:
         rule: the name of the rule that chose `policy` (the first message names both).
         on_prepare_failure: the rule's "hold" or "approve": whether a failed prepare hook
             (or a silent agent) in `readiness` would hold an approval.
+        approved_by_id: the channel's own id of `approved_by` (a Slack member id: Slack
+            says it as a mention); None elsewhere.
+        approved_anyway: the approval `approved_by` names was carried out anyway (approve
+            anyway: despite VMs not ready), a fact every channel says.
+        event_state: the event's lifecycle state at delivery (the store's: "" when not
+            known): a recover hook's step after "completed" finds it completed.
     """
 
     transition: Transition
@@ -90,6 +98,29 @@ class Message:
     begun_elsewhere: bool = False
     rule: str = ""
     on_prepare_failure: str = "hold"
+    approved_by_id: str | None = None
+    approved_anyway: bool = False
+    event_state: str = ""
+
+    @property
+    def decider(self) -> tuple[str | None, str | None, bool]:
+        """Who approved, as of this message: (name, channel id, anyway). An approval's own
+        transition names its approver (and says, in its note, that it was anyway); any
+        later one, who approved as the store said at delivery."""
+        t = self.transition
+        if t.kind in _APPROVING and t.actor:
+            return t.actor, t.actor_id, approved_anyway(t.actor, t.note)
+        return self.approved_by, self.approved_by_id, self.approved_anyway
+
+    @property
+    def ended(self) -> str:
+        """ "completed" or "cancelled" once the event ended (this transition says so, or the
+        store did at delivery: a recover hook's step comes after the end); else "". The
+        end stays the last word on the event's state, whatever note follows it."""
+        kind = self.transition.kind
+        if kind in _ENDS:
+            return str(kind)
+        return self.event_state if self.event_state in _ENDS else ""
 
     @property
     def maybe_sent(self) -> bool:
@@ -115,7 +146,7 @@ class Message:
         t = self.transition
         return offers_anyway(self.policy) and anyway_offered(
             approval=self.approval,
-            present=t.kind not in _ENDS,
+            present=not self.ended,
             started=t.event.started,
             holding=self.holding,
         )
@@ -132,7 +163,7 @@ class Message:
         t = self.transition
         return blocker(
             approval=self.approval,
-            present=t.kind not in _ENDS,
+            present=not self.ended,
             started=t.event.started,
             holding=self.holding,
         )
@@ -173,7 +204,7 @@ class Message:
             approval=self.approval,
             readiness=self.readiness,
             now=now,
-            over=t.kind in _ENDS,
+            over=bool(self.ended),
             holding=self._blocker == Blocker.WOULD_HOLD,
         )
 

@@ -27,9 +27,11 @@ __all__ = [
     "anyway_command",
     "anyway_note",
     "approve_command",
+    "approved_anyway",
     "approved_as",
     "approver",
     "decided",
+    "decider",
     "not_ready",
     "outlook",
     "retry_command",
@@ -120,6 +122,31 @@ def anyway_note(actor: str, unready: str) -> str:
 
 
 _ANYWAY_BY = "approved anyway by "
+
+
+def approved_anyway(actor: str | None, note: str | None) -> bool:
+    """Whether an `approved` transition by `actor` with this note was carried out anyway
+    (its note is anyway_note's)."""
+    return bool(actor) and (note or "").startswith(f"{_ANYWAY_BY}{actor}; ")
+
+
+def decider(
+    actor: str | None,
+    via: str | None,
+    rule: str = "",
+    *,
+    anyway_by: str | None = None,
+    anyway_via: str | None = None,
+) -> str:
+    """Who decided that an event goes, said once, for `events` and the page: "alice via
+    slack"; an approval carried out anyway names who did it, "anyway", and the first
+    approver, whose approval was held: "bob via cli, anyway (asked first: alice via
+    slack)"."""
+    first = approver(actor, via, rule)
+    if anyway_by is None:
+        return first
+    by = approver(anyway_by, anyway_via or via)
+    return f"{by}, anyway" if by == first else f"{by}, anyway (asked first: {first})"
 
 
 def decided(action: str, rule: str) -> str:

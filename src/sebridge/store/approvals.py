@@ -31,7 +31,7 @@ __all__ = ["APPROVAL_COLUMNS", "ApprovalTable", "approval_record"]
 
 APPROVAL_COLUMNS = (
     "event_id, actor, via, at, state, attempts, last_error, done_at, unanswered, "
-    "anyway_by, anyway_via"
+    "anyway_by, anyway_via, actor_id, anyway_id"
 )
 PENDING, POSTING, WAITING = ApprovalState.PENDING, ApprovalState.POSTING, ApprovalState.WAITING
 HELD = ApprovalState.HELD
@@ -89,33 +89,38 @@ class ApprovalTable:
     def record_approval(self, approval: Approval, *, anyway: bool = False) -> bool:
         """Store an approval once; False when the event already had one (idempotent).
         `anyway`: carried out despite unready VMs (approve anyway), as its approver asked."""
-        who, via = (approval.actor, approval.via) if anyway else (None, None)
+        a = approval
+        who, via, who_id = (a.actor, a.via, a.actor_id) if anyway else (None, None, None)
         changed = self.db.execute(
-            "INSERT INTO approvals (event_id, actor, via, at, state, anyway_by, anyway_via) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING",
-            (approval.event_id, approval.actor, approval.via, iso(approval.at), PENDING, who, via),
+            "INSERT INTO approvals (event_id, actor, via, at, state, anyway_by, anyway_via, "
+            "actor_id, anyway_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (event_id) DO NOTHING",
+            (a.event_id, a.actor, a.via, iso(a.at), PENDING, who, via, a.actor_id, who_id),
         )
         return changed == 1
 
-    def approve_anyway(self, event_id: str, actor: str, via: str) -> bool:
+    def approve_anyway(
+        self, event_id: str, actor: str, via: str, actor_id: str | None = None
+    ) -> bool:
         """Turn an approval not carried out for want of ready VMs (held, or still open:
         waiting for its prepare hooks) into an anyway one: `actor` asks that it be carried
         out despite them. A held one is pending again (claimable: the usual claim rules);
         an open one keeps its state and its claim (the next claim reads the flag). False
-        when the approval is in no such state (carried out, closed, anyway already)."""
+        when the approval is in no such state (carried out, closed, anyway already). The
+        first approver (`actor`) stays: the one who asked, whose approval was held."""
         with self.db.transaction():
             self.lock_events([event_id])
             # A held one was closed (done_at, its reason; never POSTed): open again, as
             # recorded anew.
             held = f"state = '{HELD}'"
             changed = self.db.execute(
-                "UPDATE approvals SET anyway_by = ?, anyway_via = ?, "
+                "UPDATE approvals SET anyway_by = ?, anyway_via = ?, anyway_id = ?, "
                 f"last_error = CASE WHEN {held} THEN NULL ELSE last_error END, "
                 f"attempts = CASE WHEN {held} THEN 0 ELSE attempts END, "
                 f"done_at = CASE WHEN {held} THEN NULL ELSE done_at END, "
                 f"state = CASE WHEN {held} THEN '{PENDING}' ELSE state END "
                 f"WHERE event_id = ? AND anyway_by IS NULL AND state IN ('{HELD}', {_OPEN_LIST})",
-                (actor, via, event_id),
+                (actor, via, actor_id, event_id),
             )
         return changed == 1
 
@@ -257,4 +262,6 @@ def approval_record(row: Row) -> ApprovalRecord:
         unanswered=row[8],
         anyway_by=row[9],
         anyway_via=row[10],
+        actor_id=row[11],
+        anyway_id=row[12],
     )

@@ -85,7 +85,8 @@ def event_from_dict(data: dict[str, Any]) -> ScheduledEvent:
 
 
 def transition_to_json(transition: Transition) -> str:
-    """A Transition as one JSON text."""
+    """A Transition as one JSON text (`actor_id` only when there is one)."""
+    more = {"actor_id": transition.actor_id} if transition.actor_id else {}
     return json.dumps(
         {
             "kind": transition.kind,
@@ -101,6 +102,7 @@ def transition_to_json(transition: Transition) -> str:
             "remind_after": transition.remind_after,
             "while_held": transition.while_held,
             "unreachable": [[lead.key, lead.seconds] for lead in transition.unreachable],
+            **more,
         },
         separators=(",", ":"),
     )
@@ -173,6 +175,7 @@ def transition_from_json(text: str) -> Transition:
         remind_after=data.get("remind_after"),
         while_held=bool(data.get("while_held", False)),
         unreachable=tuple(Lead(key, seconds) for key, seconds in data.get("unreachable", ())),
+        actor_id=data.get("actor_id"),
     )
 
 

@@ -57,6 +57,16 @@ class HistoryLog:
             )
         return entries
 
+    def history_size(self, *, event_id: str | None = None) -> tuple[int, int]:
+        """How many transitions and audit entries there are (of one event, if given): what
+        `history` says it cut when it shows only the newest."""
+        where, params = ("WHERE lower(event_id) = lower(?)", (event_id,)) if event_id else ("", ())
+        sizes = []
+        for table in ("transitions", "audit"):
+            row = self.db.one(f"SELECT COUNT(*) FROM {table} {where}", params)
+            sizes.append(int(row[0]) if row else 0)
+        return sizes[0], sizes[1]
+
     def audit_entries(self, *, event_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
         """The newest audit entries (of one event, if given), oldest first."""
         where, params = ("WHERE lower(event_id) = lower(?)", (event_id,)) if event_id else ("", ())

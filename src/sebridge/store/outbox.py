@@ -50,12 +50,16 @@ class Outbox:
         self._free = f"(o.claimed_until IS NULL OR o.claimed_until < ? OR {self._gone})"
         # The claim's query (parameters: claim_params), public for EXPLAIN in tests. Who
         # approved, as messages say it: the person whose approval was carried out (one
-        # approved anyway carried out the approval someone else had asked for).
+        # approved anyway carried out the approval someone else had asked for), the
+        # channel's id of that person, and whether it was anyway; the event's lifecycle
+        # state (a recover hook's step after "completed" leaves it completed).
         self.claim_sql = (
             "SELECT o.id, o.attempts, t.data, e.policy, e.gone_at, r.external_id, r.data, "
             "CASE WHEN a.state IN (?, ?) THEN COALESCE(a.anyway_by, a.actor) END, o.begun, "
             "o.transition_id, o.begun_by, "
-            "a.state, e.decision "
+            "a.state, e.decision, "
+            "CASE WHEN a.anyway_by IS NULL THEN a.actor_id ELSE a.anyway_id END, "
+            "a.anyway_by, e.state "
             "FROM outbox o JOIN transitions t ON t.id = o.transition_id "
             "JOIN events e ON e.event_id = o.event_id "
             "LEFT JOIN receipts r ON r.event_id = o.event_id AND r.sink = o.sink "
@@ -124,6 +128,9 @@ class Outbox:
                 rule=decision.rule,
                 # Whether a failed prepare hook holds: what its messages offer.
                 on_prepare_failure=decision.on_prepare_failure,
+                approved_by_id=row[13] if row[7] is not None else None,
+                approved_anyway=row[7] is not None and row[14] is not None,
+                event_state=row[15],
                 token=token,
             )
             for row in rows

@@ -39,9 +39,22 @@ class ApprovalRecord:
     done_at: datetime | None
     unanswered: int = 0
     # Approve anyway: who asked that it be carried out despite unready VMs (None: nobody).
+    # `actor` is then the first, held approver, kept: both are part of the story.
     anyway_by: str | None = None
     anyway_via: str | None = None
+    # The channel's own ids of `actor` and `anyway_by` (Slack member ids; None elsewhere).
+    # The names above are what people read; an id lets Slack say a mention.
+    actor_id: str | None = None
+    anyway_id: str | None = None
     token: str = ""  # set by claim_approvals: the claim's (store/claims.py)
+
+    @property
+    def decider(self) -> tuple[str, str, str | None]:
+        """Who decided that it goes (the one approving anyway, else the one who asked):
+        (name, via, channel id)."""
+        if self.anyway_by is not None:
+            return self.anyway_by, self.anyway_via or self.via, self.anyway_id
+        return self.actor, self.via, self.actor_id
 
     @property
     def maybe_sent(self) -> bool:
@@ -117,6 +130,9 @@ class Delivery:
     policy: str
     gone_at: datetime | None  # when the event left the document (bounds retries)
     approved_by: str | None = None  # who approved the event, once IMDS has it (or dry run)
+    approved_by_id: str | None = None  # approved_by's channel id (a Slack member id)
+    approved_anyway: bool = False  # ... and that approval was carried out anyway
+    event_state: str = ""  # the event's lifecycle state at the claim (events.state)
     approval_state: str | None = None  # the event's approval's state as claimed (None: none)
     begun: int = 0
     transition_id: int = 0  # the transition's row id: stable, the JSON lines sink writes it

@@ -266,6 +266,15 @@ ALTER TABLE hook_runs ADD COLUMN pgid INTEGER;
 ALTER TABLE hook_runs ADD COLUMN pgid_start TEXT
 """
 
+# Names, not ids: who approved is stored as people call them (`actor`, `anyway_by`: a Slack
+# approver's name, from the click or users.info), so every agent of a fleet shows the same
+# name; beside it the channel's own id of that person (a Slack member id, NULL elsewhere), so
+# Slack can still say it as a mention. Rows written before keep their ids as their names.
+_V16 = """
+ALTER TABLE approvals ADD COLUMN actor_id TEXT;
+ALTER TABLE approvals ADD COLUMN anyway_id TEXT
+"""
+
 # Index i holds the statements of schema version i + 1.
 MIGRATIONS: tuple[str, ...] = (
     _V1,
@@ -283,4 +292,5 @@ MIGRATIONS: tuple[str, ...] = (
     _V13,
     _V14,
     _V15,
+    _V16,
 )

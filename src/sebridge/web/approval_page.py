@@ -43,7 +43,7 @@ from sebridge.model.approval import (
     would_hold,
 )
 from sebridge.model.decision import offers_anyway
-from sebridge.model.outlook import approver, outlook, ways, ways_out
+from sebridge.model.outlook import decider, outlook, ways, ways_out
 from sebridge.model.readiness import VmReadiness, VmState
 from sebridge.store.records import EventRecord
 from sebridge.web.links import LinkError, LinkSigner
@@ -258,7 +258,15 @@ class ApprovalPage:
             record=record,
             e=record.event,
             approval=approval,
-            who=approver(approval.actor, approval.via, record.decision.rule) if approval else "",
+            who=decider(
+                approval.actor,
+                approval.via,
+                record.decision.rule,
+                anyway_by=approval.anyway_by,
+                anyway_via=approval.anyway_via,
+            )
+            if approval
+            else "",
             next=later,
             vm=self._host.vm_name(),
             dry_run=self._dry_run,

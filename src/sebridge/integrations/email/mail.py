@@ -133,6 +133,7 @@ class MailBuilder:
             "approvable": message.approvable,
             "approve_url": message.approve_url if message.approvable else None,
             "approved_by": message.approved_by,
+            "anyway_approved": message.decider[2],
             "first": t.kind in _FULL,
             "now": now,
             "readiness": message.readiness,

@@ -261,6 +261,7 @@ class JiraSink:
             dry_run=m.dry_run or t.dry_run,
             approvable=m.approvable,
             approved_by=approved_by,
+            anyway_approved=m.decider[2],
             approve_url=m.approve_url,
             approve_status=self._s.approve_status,
             now=now,

@@ -71,6 +71,10 @@ def record(message: Message, maybe_repeat: bool = False) -> dict[str, Any]:
         "action": message.policy,
         "rule": message.rule,
         "approval": message.approval,
+        # Who approved, by name, as of this line, and whether that approval was carried out
+        # anyway (despite the VMs `not_ready` names): a fact of its own.
+        "approved_by": message.decider[0],
+        "anyway": message.decider[2],
         "dry_run": message.dry_run or t.dry_run,
         "note": t.note,
         # Hook transitions: which hook ran on which VM, and how it ended (else nulls).

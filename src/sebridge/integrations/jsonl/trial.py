@@ -68,6 +68,8 @@ def trial_line(note: TrialNote) -> dict[str, object]:
         "action": None,
         "rule": None,
         "approval": None,
+        "approved_by": None,
+        "anyway": False,
         "dry_run": False,
         "note": note.text,
         **hook_fields(None),  # sink.record's hook fields, all null: no hook ran

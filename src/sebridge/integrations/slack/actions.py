@@ -22,6 +22,7 @@ from slack_sdk.errors import SlackApiError
 from sebridge.approval.request import ApprovalRequest
 from sebridge.integrations.base import Desk
 from sebridge.integrations.slack.approvers import SlackApprovers
+from sebridge.integrations.slack.names import SlackNames
 from sebridge.model.approval import ApprovalState, OutcomeKind
 from sebridge.model.outlook import ways_out
 from sebridge.store.records import EventRecord
@@ -45,6 +46,7 @@ class Click:
     user_id: str
     channel: str
     message_ts: str
+    user_name: str = ""  # the payload's name of the user ("": none given)
 
 
 # Updates the clicked message to show an event that can no longer be approved.
@@ -57,6 +59,8 @@ class SlackActions:
     Args:
         desk: the approval use case.
         show_state: updates the clicked message for a gone or started event.
+        names: what each user is called (default: users.info through `client`): every
+            channel names the approver, Slack says the member id as a mention.
     """
 
     def __init__(
@@ -66,7 +70,9 @@ class SlackActions:
         client: WebClient,
         *,
         show_state: ShowState,
+        names: SlackNames | None = None,
     ) -> None:
+        self._names = names or SlackNames(client)
         self._desk = desk
         self._approvers = approvers
         self._client = client
@@ -77,20 +83,23 @@ class SlackActions:
         if not self._approvers.allows(click.user_id):
             self._refuse(click)
             return
+        name = self._names.name_of(click.user_id, click.user_name)
         if click.action == TAKE:
-            if not self._desk.take(click.event_id, click.user_id, VIA):
+            if not self._desk.take(click.event_id, name, VIA, click.user_id):
                 self._ephemeral(click, "This event is gone from IMDS: nothing to take.")
             return
         anyway = click.action == APPROVE_ANYWAY
-        request = ApprovalRequest(click.event_id, click.user_id, VIA, anyway=anyway)
+        request = ApprovalRequest(click.event_id, name, VIA, anyway=anyway, actor_id=click.user_id)
         outcome = self._desk.request(request)
         if outcome.kind == OutcomeKind.APPROVED:
             log.info("%s approved %s from Slack", click.user_id, outcome.event_id)
         elif outcome.kind == OutcomeKind.ALREADY and outcome.approval is not None:
             approval = outcome.approval
+            who, _, who_id = approval.decider
+            how = " anyway" if approval.anyway_by is not None else ""
             self._ephemeral(
                 click,
-                f"Already approved by {_who(approval.actor)} at {approval.at:%H:%M:%S} UTC "
+                f"Already approved{how} by {_who(who, who_id)} at {approval.at:%H:%M:%S} UTC "
                 f"({outcome.reason}).",
             )
         elif outcome.blocker is not None:  # gone, started or unknown: the message says so
@@ -110,8 +119,9 @@ class SlackActions:
         log.warning(
             "refused %s on %s by %s: not an approver", click.action, click.event_id, click.user_id
         )
-        request = ApprovalRequest(click.event_id, click.user_id, VIA)
-        self._desk.refuse(request, f"{click.action}: not in slack.approvers")
+        name = click.user_name or click.user_id  # no lookup for someone who may not act
+        request = ApprovalRequest(click.event_id, name, VIA, actor_id=click.user_id)
+        self._desk.refuse(request, f"{click.action}: not in slack.approvers ({click.user_id})")
         self._ephemeral(
             click,
             "You are not one of sebridge's approvers, so nothing was done. "
@@ -135,5 +145,9 @@ class SlackActions:
             log.warning("could not tell %s: %s", click.user_id, exc)
 
 
-def _who(actor: str) -> str:
-    return f"<@{actor}>" if actor[:1] in ("U", "W") and actor.isalnum() else actor
+def _who(actor: str, actor_id: str | None = None) -> str:
+    """A person in an ephemeral reply: a mention when Slack knows them, else their name."""
+    for ref in (actor_id or "", actor):
+        if ref[:1] in ("U", "W") and ref.isalnum():
+            return f"<@{ref}>"
+    return actor

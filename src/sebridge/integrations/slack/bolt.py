@@ -69,14 +69,17 @@ def build_bolt_app(
 
 def _click(action: str, body: dict[str, Any]) -> Click | None:
     pressed = next((a for a in body.get("actions") or () if a.get("action_id") == action), None)
-    user = (body.get("user") or {}).get("id")
+    who = body.get("user") or {}
+    user = who.get("id")
+    # What the person is called, as the payload says it (its name, or the older username).
+    name = str(who.get("name") or who.get("username") or "")
     container = body.get("container") or {}
     channel = container.get("channel_id") or (body.get("channel") or {}).get("id")
     message_ts = container.get("message_ts") or (body.get("message") or {}).get("ts")
     if not pressed or not pressed.get("value") or not user:
         return None
     return Click(
-        action, str(pressed["value"]), str(user), str(channel or ""), str(message_ts or "")
+        action, str(pressed["value"]), str(user), str(channel or ""), str(message_ts or ""), name
     )
 
 

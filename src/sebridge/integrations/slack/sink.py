@@ -49,10 +49,24 @@ def escape_mrkdwn(value: object) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def slack_user(actor: object) -> str:
-    """A Slack user id (U.../W...) as a mention; any other actor (policy, a CLI user) as text."""
-    text = "" if actor is None else str(actor)
-    return f"<@{text}>" if _USER_ID.fullmatch(text) else escape_mrkdwn(text)
+def slack_user(actor: object, actor_id: object = None) -> str:
+    """A Slack user as a mention (by `actor_id`, its member id, or an actor that is one: a
+    record from before names were kept); any other actor (policy, a CLI user) as text."""
+    for ref in (actor_id, actor):
+        if ref is not None and _USER_ID.fullmatch(str(ref)):
+            return f"<@{ref}>"
+    return escape_mrkdwn("" if actor is None else actor)
+
+
+def mrkdwn_naming(note: object, actor: object, actor_id: object = None) -> str:
+    """A note escaped for mrkdwn, its first "by NAME" (the approver a held or problem note
+    names) said as a mention when Slack knows the person."""
+    text = escape_mrkdwn(note)
+    mention = slack_user(actor, actor_id)
+    name = escape_mrkdwn(actor)
+    if not name or mention == name:
+        return text
+    return text.replace(f"by {name}", f"by {mention}", 1)
 
 
 def slack_date(moment: datetime | None) -> str:
@@ -111,7 +125,12 @@ class SlackSink:
         self._mention = mention
         self._mention_types = frozenset(mention_types)
         self._clock = clock
-        renderer.add_filters(mrkdwn=escape_mrkdwn, slack_user=slack_user, slack_date=slack_date)
+        renderer.add_filters(
+            mrkdwn=escape_mrkdwn,
+            slack_user=slack_user,
+            slack_date=slack_date,
+            mrkdwn_naming=mrkdwn_naming,
+        )
 
     @property
     def client(self) -> WebClient:
@@ -244,8 +263,7 @@ class SlackSink:
 
     def _context(self, message: Message, *, first: bool) -> dict[str, Any]:
         t, m = message.transition, message
-        approving = (TransitionKind.APPROVED, TransitionKind.WOULD_APPROVE)
-        approved_by = t.actor if t.kind in approving and t.actor else m.approved_by
+        approved_by, approved_by_id, anyway_approved = m.decider
         mention = self._mention if first and t.event.event_type in self._mention_types else ""
         now = self._clock()
         return dict(
@@ -257,6 +275,11 @@ class SlackSink:
             approvable=m.approvable,
             anyway=m.anyway,
             approved_by=approved_by,
+            approved_by_id=approved_by_id,
+            anyway_approved=anyway_approved,
+            # Completed or cancelled: the message's state stays the end, whatever step
+            # (a recover hook) follows it in the thread.
+            ended=m.ended,
             mention=mention,
             now=now,
             readiness=m.readiness,

@@ -37,15 +37,21 @@ def click_inbound(ctx: Context[SlackSettings], daemon: Host, sink: SlackSink) ->
         # Only gone (completed, cancelled) and started events get here, and a
         # Message of either is not approvable: the redrawn message has no buttons.
         approval = record.approval
-        approved_by = approval.actor if approval and approval.carried_out else None
+        who, who_id, anyway = None, None, False
+        if approval and approval.carried_out:  # who decided: one approving anyway, if any
+            who, _, who_id = approval.decider
+            anyway = approval.anyway_by is not None
         transition = Transition(record.state, record.event, utcnow())
         message = Message(
             transition,
             daemon.vm_name(),
             record.policy,
             dry_run=dry_run,
-            approved_by=approved_by,
+            approved_by=who,
+            approved_by_id=who_id,
+            approved_anyway=anyway,
             approval_state=approval.state if approval else None,
+            event_state=record.state,
         )
         sink.show(channel, ts, message, note)
 

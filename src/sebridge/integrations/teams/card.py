@@ -134,6 +134,7 @@ class CardBuilder:
             approvable=message.approvable,
             approve_url=message.approve_url if message.approvable else None,
             approved_by=message.approved_by,
+            anyway_approved=message.decider[2],
             first=self.full(message),
             now=now,
             description_limit=description_limit,
