@@ -217,13 +217,14 @@ def test_scheduled_posts_one_parent_message_with_buttons_metadata_and_slack_date
         "event_payload": {"event_id": EVENT_ID, "event_type": "Reboot", "vm": "vm1"},
     }
     shown = texts(posted["blocks"])
-    assert ":arrows_counterclockwise: *Reboot* of *vm1* (this VM), vm2" in shown
+    assert ":arrows_counterclockwise: *Reboot* of vm1, vm2" in shown
+    assert "*Resources*\n*vm1* (this VM), vm2" in shown
     assert f"{SLACK_DATE} (in 15m00s)" in shown
     assert "Host server is undergoing maintenance." in shown
     assert "Platform" in shown and "unknown" in shown  # source; duration -1
     assert "waiting for a person to approve" in shown
     assert "Scheduled" in shown
-    assert "Reboot of *vm1* (this VM), vm2" in posted["text"]
+    assert "Reboot of vm1, vm2" in posted["text"]
 
     (row,) = actions(posted["blocks"])
     approve, take = row["elements"]

@@ -29,6 +29,7 @@ from sebridge.model.outlook import (
     retry_command,
     until,
 )
+from sebridge.model.title import title, title_vms
 
 if TYPE_CHECKING:
     import jinja2
@@ -129,6 +130,9 @@ class Renderer:
             approve_command=approve_command,
             retry_command=retry_command,
             anyway_command=anyway_command,
+            # An event's title names the VMs it lists, never the delivering agent's.
+            title=title,
+            title_vms=lambda e: title_vms(e.resources),
         )
         return env
 
