@@ -62,6 +62,8 @@ class Message:
             one cut short by a crash (kill -9, power loss) counts too.
         approve_url: the event's signed approval link while it can be approved
             and approval links are configured; else None.
+        page_url: the same link for a message about a held event (`leads_to_page`), whose
+            page offers the ways out and Approve anyway instead of Approve; else None.
         transition_id: the transition's id in the store (0 when not from the
             store): a key a sink may write, to find what an earlier attempt left.
         readiness: each listed VM's readiness as of delivery, when the event's rule
@@ -82,6 +84,7 @@ class Message:
     approval_state: str | None = None
     attempt: int = 0
     approve_url: str | None = None
+    page_url: str | None = None
     transition_id: int = 0
     readiness: tuple[VmReadiness, ...] = ()
     prepare: tuple[str, ...] = ()
@@ -116,6 +119,16 @@ class Message:
         return offers_anyway(self.policy) and anyway_offered(
             approval=self.approval, present=t.kind not in _ENDS, started=t.event.started
         )
+
+    @property
+    def leads_to_page(self) -> bool:
+        """Whether this message carries the approval page's link instead of an Approve: it
+        is about a held event (the hold, its reminders, any message while held; a reminder
+        while the prepare hooks run) and the page offers the ways out and Approve anyway. A
+        phone user need not scroll back to the first card or mail."""
+        kind = self.transition.kind
+        about = self.held or kind in (TransitionKind.HELD, TransitionKind.REMINDER)
+        return about and self.anyway and not self.approvable
 
     @property
     def approval(self) -> str | None:
