@@ -150,7 +150,7 @@ def test_lifecycle_comments_then_done(jira: FakeJira) -> None:
     comments = jira.comments(key)
     assert [c.splitlines()[0] for c in comments] == [
         "Changed:",
-        "Approved by Alice Example via jira: StartRequests sent to IMDS, the event may start now.",
+        "Approved by Alice Example via jira: StartRequests sent to Azure, the event may start now.",
         "Started (approved by Alice Example).",
         "Completed: the event is over and gone from the schedule.",
     ]

@@ -385,7 +385,7 @@ def test_dry_run_is_marked_everywhere(fake: _FakeWebApi, sink: SlackSink) -> Non
     (reply,) = fake.replies[CHANNEL, receipt.data["ts"]]
     # Its own wording: nobody reading the thread takes it for a real approval.
     assert reply["text"] == (
-        "[DRY RUN] :test_tube: Would approve: dry run. policy approved; nothing was sent to IMDS"
+        "[DRY RUN] :test_tube: Would approve: dry run. policy approved; nothing was sent to Azure"
     )
     assert "Approved" not in reply["text"]
     shown = texts(parent(fake)["blocks"])

@@ -146,7 +146,7 @@ class Message:
 
     @property
     def held(self) -> bool:
-        """The event's approval is held: a prepare hook failed, nothing was sent to IMDS."""
+        """The event's approval is held: a prepare hook failed, nothing was sent to Azure."""
         return self.approval == ApprovalState.HELD
 
     @property

@@ -170,7 +170,7 @@ class Outlook:
     """What happens next, for people.
 
     Args:
-        held: the approval is held (a prepare hook failed; nothing was sent to IMDS).
+        held: the approval is held (a prepare hook failed; nothing was sent to Azure).
         starts: "Azure starts it anyway at 2024-05-04 08:14:07 UTC (in 12 min), ready or
             not" ("" once it started or left IMDS).
         not_ready: one line per listed VM not ready, and why ("web1: failed: drain exit
