@@ -2,7 +2,8 @@
 took the connection and the request, then hung, was reported as "cannot reach the webhook").
 
 The webhook sink against the fake receiver on a real socket: one that hangs, one that
-closes the connection without answering, and a port nobody listens on.
+closes the connection without answering, and a port nobody listens on; and a Teams
+webhook that hangs.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from fakes.teams import FakeTeams
 from fakes.webhook import FakeWebhook
+from sebridge.integrations.render import Renderer
+from sebridge.integrations.teams.sink import TeamsSink
 from sebridge.kernel.errors import RetryableDeliveryError
 from test_webhook import KEY, build, message
 
@@ -69,3 +73,22 @@ def test_a_port_nobody_listens_on_cannot_be_reached() -> None:
     with pytest.raises(RetryableDeliveryError) as caught:
         build({"url": f"http://127.0.0.1:{port}/hook", "secret": KEY}).send(message())
     assert str(caught.value).startswith("webhook: cannot reach the webhook (ConnectionRefusedError")
+
+
+@pytest.mark.parametrize("fmt", ["adaptive", "messagecard"])
+def test_a_teams_webhook_that_takes_the_card_and_hangs_did_not_answer_in_time(
+    teams: FakeTeams, fmt: str
+) -> None:
+    url = teams.workflows_url if fmt == "adaptive" else teams.connector_url
+    sink = TeamsSink(url, Renderer(), format=fmt, timeout=0.5)
+    release = teams.hold_next()
+    try:
+        with pytest.raises(RetryableDeliveryError) as caught:
+            sink.send(message())
+    finally:
+        release.set()
+        sink.close()
+    assert str(caught.value) == (
+        "teams: the webhook took the card and did not answer within 0.5 s (teams.timeout);"
+        " will retry"
+    )

@@ -128,7 +128,7 @@ class TeamsSink:
                 self._url, json=payload, timeout=(CONNECT_TIMEOUT, self._timeout)
             )
         except requests.RequestException as exc:
-            raise transport_error(exc) from None
+            raise transport_error(exc, self._timeout) from None
         error = answer_error(
             response.status_code,
             response.text,
@@ -163,7 +163,7 @@ class TeamsSink:
         except pymsteams.TeamsWebhookException:
             pass
         except requests.RequestException as exc:
-            raise transport_error(exc) from None
+            raise transport_error(exc, self._timeout) from None
         response = card.last_http_response
         status = int(response.status_code)
         # A connector answers 2xx even when it did not post: only its "1" says it did.
