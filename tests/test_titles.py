@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from tests.fakes.jira import FakeJira
+from tests.fakes.slack import FakeMessage, FakeSlack
 from tests.fakes.smtp import FakeSmtp
 from tests.fakes.teams import FakeTeams
 from tests.helpers import simulators, wait_until
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.usefixtures("hermetic")
 
 AGENTS = ("web1", "web2", "web3")
 USER, PASSWORD = "bot", "titles-Password-7"
+CHANNEL, SIGNING_SECRET = "C0123456789", "titles-signing-secret-0123456789abcdef"
 
 
 @pytest.mark.parametrize(
@@ -64,12 +66,24 @@ def smtp() -> Iterator[FakeSmtp]:
 
 @pytest.fixture
 def fleet(
-    tmp_path: Path, pg_url: str, jira: FakeJira, teams: FakeTeams, smtp: FakeSmtp
+    tmp_path: Path,
+    pg_url: str,
+    jira: FakeJira,
+    teams: FakeTeams,
+    smtp: FakeSmtp,
+    slack: FakeSlack,
 ) -> Iterator[list[LinkBridge]]:
     """Three agents on one PostgreSQL database, each polling its own IMDS."""
     sections: dict[str, Any] = {
         "jira": {"url": jira.url, "project": "OPS", "email": jira.email, "api_token": jira.token},
         "teams": {"webhook_url": teams.workflows_url},
+        "slack": {
+            "bot_token": slack.bot_token,
+            "signing_secret": SIGNING_SECRET,
+            "channel": CHANNEL,
+            "approvers": ["U0AAA"],
+            "api_url": slack.url,
+        },
         "email": {
             "host": "127.0.0.1",
             "port": smtp.port,
@@ -122,8 +136,21 @@ def card_of(teams: FakeTeams, event_id: str) -> dict[str, Any]:
     return card
 
 
+def slack_message_of(slack: FakeSlack, event_id: str) -> FakeMessage:
+    (message,) = wait_until(
+        lambda: [
+            m
+            for m in slack.messages.values()
+            if ((m.metadata or {}).get("event_payload") or {}).get("event_id") == event_id
+        ],
+        15,
+        message=f"the Slack message of {event_id}",
+    )
+    return message
+
+
 def test_every_title_names_the_events_vms_not_the_delivering_agents(
-    fleet: list[LinkBridge], jira: FakeJira, teams: FakeTeams, smtp: FakeSmtp
+    fleet: list[LinkBridge], jira: FakeJira, teams: FakeTeams, smtp: FakeSmtp, slack: FakeSlack
 ) -> None:
     web1 = fleet[0]
     # web1's IMDS lists an event on web9 alone, which has no agent: the fleet delivers it.
@@ -142,6 +169,10 @@ def test_every_title_names_the_events_vms_not_the_delivering_agents(
         kind, of = said.split(" of ")
         assert card["body"][0]["text"].endswith(f"**{kind}** of {of}")
         assert card["fallbackText"] == f"{said} (event {event_id})"
+        posted = slack_message_of(slack, event_id)
+        assert f" {said}: " in posted.text  # the fallback text: notifications, screen readers
+        header = (posted.blocks or [])[0]["text"]["text"]
+        assert header.endswith(f"*{kind}* of {of}")
         # The page the card's Approve… opens, on any agent of the fleet: heading and title.
         page = web1.get(web1.local(card["actions"][0]["url"]))
         assert page.status_code == 200
