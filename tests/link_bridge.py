@@ -24,16 +24,25 @@ class LinkBridge:
 
     Args:
         sections: more config sections (e.g. {"teams": {...}}).
+        vm_name: the agent's VM; store_url: its store (default: SQLite in tmp_path), an
+            agent of a fleet when several bridges share one PostgreSQL database.
     """
 
     def __init__(
-        self, sim: Simulator, tmp_path: Any, sections: dict[str, Any] | None = None, **http: Any
+        self,
+        sim: Simulator,
+        tmp_path: Any,
+        sections: dict[str, Any] | None = None,
+        *,
+        vm_name: str = "vm0",
+        store_url: str = "",
+        **http: Any,
     ) -> None:
         self.sim = sim
         self.config: Config = from_mapping(
             {
-                "imds": {"endpoint": sim.url, "poll_interval": POLL, "vm_name": "vm0"},
-                "store": {"url": f"sqlite:///{tmp_path / 'state.db'}"},
+                "imds": {"endpoint": sim.url, "poll_interval": POLL, "vm_name": vm_name},
+                "store": {"url": store_url or f"sqlite:///{tmp_path / 'state.db'}"},
                 "console": {"enabled": False},
                 "jsonl": {"path": str(tmp_path / "events.jsonl")},
                 "http": {"listen": "127.0.0.1:0", "public_url": PUBLIC, **http},

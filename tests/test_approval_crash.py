@@ -1,7 +1,7 @@
 """An approval whose StartRequests POST a kill -9 cut short is sent again as soon as the daemon
 is back: not after the claim's 60 s lease, when a 45 s notice would have run out. One that IMDS
 had taken before the kill, whose event then started, is recorded, announced and counted as
-sent: never as "not sent to IMDS: it started first".
+sent: never as "not sent to Azure: it started first".
 
 A real `sebridge run` against the IMDS simulator in this process. The approval comes through
 its link (the daemon's HTTP server); IMDS holds the POST unanswered (or takes it and holds its
@@ -82,7 +82,7 @@ def test_a_post_cut_short_by_kill_9_is_sent_again_at_restart(
     assert again_after < 10  # the claim's lease is 60 s: only a released claim gets here
     assert sim.start_requests == [event_id]
     assert [line["actor"] for line in approved] == ["approval link"]
-    assert lines_of(jsonl, event_id, "problem") == []  # never "not sent to IMDS"
+    assert lines_of(jsonl, event_id, "problem") == []  # never "not sent to Azure"
 
 
 def test_a_post_imds_took_before_kill_9_is_recorded_as_sent_after_the_restart(
@@ -121,7 +121,7 @@ def test_a_post_imds_took_before_kill_9_is_recorded_as_sent_after_the_restart(
         assert sim.start_requests == [event_id]  # the event started: nothing to send again
     assert approved["actor"] == "approval link"
     assert approved["note"].startswith("StartRequests sent (an earlier attempt may have reached")
-    assert lines_of(jsonl, event_id, "problem") == []  # never "not sent to IMDS"
+    assert lines_of(jsonl, event_id, "problem") == []  # never "not sent to Azure"
     store = Store(store_url)
     try:
         history = [h.transition for h in store.history() if h.transition.event_id == event_id]

@@ -265,7 +265,7 @@ def test_the_page_reopened_later_says_where_the_event_is_now(
     sim.complete(event_id)
     wait_until(lambda: not bridge.daemon.store.event(event_id).present, 10)  # type: ignore[union-attr]
     said = text_of(bridge.get(link).text)
-    assert re.search(r"the Reboot is over: IMDS no longer lists it \(since \d{4}-", said), said
+    assert re.search(r"the Reboot is over: Azure no longer lists it \(since \d{4}-", said), said
     assert "may start now" not in said and "has started" not in said
     assert "Already approved by Ann via approval link" in said
     assert [p.ids for p in sim.posts] == [(event_id,)]

@@ -86,9 +86,9 @@ def test_two_channels_at_once_give_one_start_request_and_two_truthful_answers(
         winner, loser = second.approval, first.approval
         assert winner is not None and loser is not None
         # The winner's answer says IMDS took it; the loser's names the winner and the same.
-        assert winner.state == "posted" and second.reason == "StartRequests sent to IMDS"
+        assert winner.state == "posted" and second.reason == "StartRequests sent to Azure"
         assert (loser.actor, loser.at, loser.state) == (winner.actor, winner.at, "posted")
-        assert first.reason == "StartRequests sent to IMDS"
+        assert first.reason == "StartRequests sent to Azure"
         assert event_id in sim.start_requests  # "posted" is recorded after IMDS answered
     # Each event once, however the two requests met.
     assert sorted(sim.start_requests) == sorted(set(sim.start_requests))

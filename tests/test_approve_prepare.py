@@ -84,7 +84,7 @@ def test_approve_exits_4_while_held_and_anyway_carries_it_out(
         "approve", event_id, "--as", "bob", "--anyway", "--config", str(config)
     )
     assert code == 0, err
-    assert out.startswith(f"approved {event_id} anyway as bob: StartRequests sent to IMDS")
+    assert out.startswith(f"approved {event_id} anyway as bob: StartRequests sent to Azure")
     assert sim.start_requests == [event_id]
     assert not (tmp_path / "drained").exists()
     code, out, err = cli_main("approve", event_id, "--as", "carol", "--config", str(config))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -56,7 +57,7 @@ def test_approve_from_the_page_in_a_browser(browser: Any, tmp_path: Path) -> Non
             link = card.card["actions"][0]["url"]
             browser.get(bridge.base + bridge.local(link))
 
-            assert browser.title.startswith("Approve Redeploy?")
+            assert browser.title.startswith("Approve Redeploy of vm0, vm1?")
             body = browser.find_element(By.TAG_NAME, "body").text
             assert "vm0 (this VM)" in body and "Planned maintenance" in body
             button = browser.find_element(By.CSS_SELECTOR, "button[type=submit]")
@@ -185,3 +186,102 @@ def test_every_teams_card_renders_with_microsofts_renderer(browser: Any, tmp_pat
     followup = next(i for i, m in enumerate(messages) if m.transition.kind == "approved")
     browser.find_element(By.ID, f"card{followup}").screenshot(str(tmp_path / "teams-followup.png"))
     assert (tmp_path / "teams-card.png").stat().st_size > 5_000
+
+
+IPHONE = (390, 844)  # CSS pixels of a common iPhone: the narrowest screen the page must fit
+
+RED_ENOUGH = 60
+# What a drain prints: lines without a space (a URL, a pod list), then its reason.
+DRAIN_OUTPUT = "\n".join(
+    (
+        "GET https://lb.example.net/api/v2/pools/web-frontend-eastus2/members/"
+        + "0123456789abcdef" * 8
+        + "?drain=true -> 503",
+        '{"pods":[' + ",".join(f'"web-{i}-7f9c8d6b5-x2x9z"' for i in range(12)) + "]}",
+        "drain refused: 3 sessions still open on web1",
+    )
+)  # a "danger" red's red channel exceeds its green and blue by this much
+
+
+def _rgb(css: str) -> tuple[int, int, int]:
+    """ "rgba(207, 34, 46, 1)" or "rgb(207, 34, 46)" -> (207, 34, 46)."""
+    r, g, b = (int(float(x)) for x in css[css.index("(") + 1 : css.index(")")].split(",")[:3])
+    return r, g, b
+
+
+def test_the_held_page_fits_a_phone_and_approve_anyway_looks_dangerous(
+    tmp_path: Path,
+) -> None:
+    """Issue 34, finding 9: at 390 px a failed hook's long output wraps (the held page was
+    942 px wide, the reason cut off); "Approve anyway" is a red button unlike the safe
+    Approve; and once approved anyway, no sentence says Azure still starts it at NotBefore."""
+    from selenium.webdriver.common.by import By
+
+    require_chromium()
+    fails = tmp_path / "drain.py"
+    fails.write_text(f"import sys\nprint({DRAIN_OUTPUT!r})\nsys.exit(1)\n")
+    sections = {
+        "policy": {
+            "rules": [
+                {"name": "drain", "event_types": ["Reboot"], "action": "ask", "prepare": ["drain"]},
+                {"name": "people", "action": "ask"},
+            ]
+        },
+        "hooks": {"drain": {"command": [sys.executable, str(fails)]}},
+    }
+    driver = start_chromium(*IPHONE)
+    # A window cannot be narrower than 500 px: the phone's viewport is emulated, as DevTools do.
+    metrics = {"width": IPHONE[0], "height": IPHONE[1], "deviceScaleFactor": 1, "mobile": True}
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    with Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim:
+        bridge = LinkBridge(sim, tmp_path, sections)
+        try:
+            held = bridge.schedule("Reboot", resources=["vm0"])
+            plain = bridge.schedule("Redeploy", resources=["vm0"])
+            held_page = bridge.base + bridge.link(held)
+            assert bridge.post(bridge.link(held), name="Bob").status_code == 200
+            store = bridge.daemon.store
+            wait_until(lambda: (a := store.approval(held)) is not None and a.state == "held", 10)
+
+            width = "return document.documentElement.scrollWidth"
+            driver.get(bridge.base + bridge.link(plain))
+            assert driver.execute_script("return window.innerWidth") == IPHONE[0]
+            assert driver.execute_script(width) <= IPHONE[0]
+            approve = driver.find_element(By.CSS_SELECTOR, "button[type=submit]")
+            assert approve.text.startswith("Approve: let it start now")
+            safe = _rgb(approve.value_of_css_property("background-color"))
+
+            driver.get(held_page)
+            body = driver.find_element(By.TAG_NAME, "body").text
+            assert "drain refused: 3 sessions still open on web1" in body
+            assert driver.execute_script(width) <= IPHONE[0], "the held page is wider than 390 px"
+            output = driver.find_element(By.TAG_NAME, "pre")
+            assert output.rect["x"] + output.rect["width"] <= IPHONE[0]  # all of it on screen
+            driver.save_screenshot(str(tmp_path / "approval-held.png"))
+            anyway = driver.find_element(By.CSS_SELECTOR, "button[type=submit]")
+            assert anyway.text == "Approve anyway…"
+            danger = _rgb(anyway.value_of_css_property("background-color"))
+            r, g, b = danger
+            assert r - max(g, b) >= RED_ENOUGH, f"Approve anyway is not red: {danger}"
+            assert danger != safe
+
+            anyway.click()  # the confirmation: what is not ready, and a red button again
+            wait_until(lambda: 'name="confirm"' in driver.page_source, 10)
+            assert driver.execute_script(width) <= IPHONE[0]
+            confirm = driver.find_element(By.CSS_SELECTOR, "button[type=submit]")
+            r, g, b = _rgb(confirm.value_of_css_property("background-color"))
+            assert r - max(g, b) >= RED_ENOUGH
+            driver.find_element(By.ID, "name").send_keys("Carol")
+            confirm.click()
+            wait_until(lambda: "Approved anyway by Carol" in driver.page_source, 10)
+            done = driver.find_element(By.TAG_NAME, "body").text
+            assert "Azure was told it may start now" in done
+            # Told to start now, it does not also "start anyway at NotBefore, ready or not".
+            assert "Azure starts it anyway" not in done
+            assert driver.execute_script(width) <= IPHONE[0]
+            assert sim.start_requests == [held]
+            errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+            assert errors == []
+        finally:
+            bridge.stop()
+            driver.quit()

@@ -57,7 +57,7 @@ def test_events_history_and_approve_need_no_sink_secrets(tmp_path: Path, sim: Si
     assert f"scheduled Redeploy  {event_id}" in told.stdout
     done = run_cli("approve", event_id, "--config", str(deployed), "--as", "ops", env=shell_env())
     assert done.returncode == 0, done.stderr
-    assert "StartRequests sent to IMDS" in done.stdout
+    assert "StartRequests sent to Azure" in done.stdout
     assert sim.start_requests == [event_id]
     # The approval is announced to the sinks the config turns on, though their secrets
     # were never read: Slack and Teams each owe a delivery.

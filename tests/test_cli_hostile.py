@@ -78,7 +78,7 @@ def test_approve_says_a_hostile_id_escaped_and_takes_it_as_events_shows_it(cfg: 
     shown = "EV\\n2026-01-01 00:00:00 approved  Reboot    FORGED"  # as `events` shows it
     code, out, err = cli_main("approve", shown, "--as", "ann", "--config", cfg)
     assert not ACTING.search(out + err), out + err
-    assert (code, out) == (0, f"approved {shown} as ann: StartRequests sent to IMDS\n"), err
+    assert (code, out) == (0, f"approved {shown} as ann: StartRequests sent to Azure\n"), err
     code, out, _ = cli_main("history", "--json", "--config", cfg)
     approvals = [e for e in json.loads(out) if e["kind"] != "scheduled"]
     assert [(e["event_id"], e["actor"]) for e in approvals] == [(EVENT_ID, "ann")], approvals

@@ -64,7 +64,7 @@ def test_the_cli_works_beside_the_daemon_and_an_approval_it_could_not_post_is_ca
     )
     approved = run_cli("approve", event_id, "--as", "alice", "--config", str(elsewhere))
     assert approved.returncode == 0, approved.stderr
-    assert f"approved {event_id} as alice: StartRequests sent to IMDS" in approved.stdout
+    assert f"approved {event_id} as alice: StartRequests sent to Azure" in approved.stdout
     # The daemon heard the commit (NOTIFY) at once: no idle timeout to wait out.
     assert sim.start_requests == [event_id]
     line = wait_line(tmp_path / "events.jsonl", event_id, "approved")

@@ -158,7 +158,7 @@ def test_an_approval_where_the_event_is_not_listed_is_posted_once_by_an_agent_th
     approved = run_cli("approve", event_id, "--as", "alice", "--config", str(fleet.configs[0]))
     assert approved.returncode == 0, approved.stderr
     # The CLI waits for what the agent that carried it out recorded, and says it.
-    assert f"approved {event_id} as alice: StartRequests sent to IMDS" in approved.stdout
+    assert f"approved {event_id} as alice: StartRequests sent to Azure" in approved.stdout
     fleet.wait_line(event_id, "approved")
     posts = [sim.start_requests for sim in sims]
     assert posts[0] == [] and sorted(posts[1] + posts[2]) == [event_id]

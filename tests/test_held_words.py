@@ -171,7 +171,7 @@ def test_the_decision_the_link_and_a_hold_are_said_in_every_channel(
     # Finding 2: the console's held line says when Azure starts it anyway, what is not
     # ready, and the two ways out.
     (held,) = [x for x in said.lines() if " HELD " in x]
-    assert "Nothing was sent to IMDS." in held
+    assert "Nothing was sent to Azure." in held
     assert "Azure starts it anyway at " in held and "(in 15 min), ready or not." in held
     assert f"Not ready: {not_ready}." in held
     assert f"Ways out: {retry} (runs the failed prepare hooks again" in held

@@ -239,7 +239,7 @@ def test_a_failed_prepare_hook_holds_the_approval_and_says_why(
     held = sink.of(event_id, "held")
     assert len(held) == 1
     assert "held: fails failed (exit 1) on vm0: lb said 503" in held[0].transition.note
-    assert "Nothing was sent to IMDS" in held[0].transition.note
+    assert "Nothing was sent to Azure" in held[0].transition.note
     failed = sink.of(event_id, "hook_failed")[0].transition.hook
     assert failed is not None and failed.exit_code == 1 and failed.why == "exit 1"
     # A person's later approval is held too, and told why.

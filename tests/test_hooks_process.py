@@ -152,7 +152,7 @@ def test_a_failed_drain_holds_and_a_persons_approval_is_held_too(
     assert approved.returncode == 4, approved.stderr
     # (the drain may be starting or running at that instant: either way it waits for it)
     assert f"approval of {event_id} by alice: waiting for prepare hooks: vm0: " in approved.stdout
-    assert "drain" in approved.stdout and "StartRequests goes to IMDS once" in approved.stdout
+    assert "drain" in approved.stdout and "StartRequests goes to Azure once" in approved.stdout
     go.touch()  # the drain fails now
     failed = wait_line(out, event_id, "hook_failed", timeout=START)
     assert (failed["hook"], failed["exit_code"]) == ("drain", 1)

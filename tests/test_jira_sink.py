@@ -88,7 +88,8 @@ def test_scheduled_creates_one_labelled_issue(jira: FakeJira) -> None:
     assert receipt == Receipt(issue["key"], {"key": issue["key"]})
     assert issue["project"] == "OPS" and issue["type"] == "Task"
     assert issue["labels"] == ["sebridge", "sebridge-" + EVENT_ID.lower()]
-    assert issue["summary"] == f"Reboot of vm0 not before 2026-11-23 22:26:58 UTC ({EVENT_ID})"
+    # The event's VMs (it lists vm2, vm0), not only the delivering agent's vm0.
+    assert issue["summary"] == f"Reboot of vm2, vm0 not before 2026-11-23 22:26:58 UTC ({EVENT_ID})"
     text = issue["description"]
     for line in (
         "Event type: Reboot",
@@ -149,7 +150,7 @@ def test_lifecycle_comments_then_done(jira: FakeJira) -> None:
     comments = jira.comments(key)
     assert [c.splitlines()[0] for c in comments] == [
         "Changed:",
-        "Approved by Alice Example via jira: StartRequests sent to IMDS, the event may start now.",
+        "Approved by Alice Example via jira: StartRequests sent to Azure, the event may start now.",
         "Started (approved by Alice Example).",
         "Completed: the event is over and gone from the schedule.",
     ]

@@ -143,7 +143,7 @@ def test_the_console_says_a_held_reminder_is_held_with_the_ways_out() -> None:
     ConsoleSink(Renderer(), out, clock=lambda: NOW).send(held_reminder())
     line = out.getvalue()
     assert "nobody has approved" not in line and "approve:" not in line
-    assert "still held: a prepare hook failed, nothing was sent to IMDS." in line
+    assert "still held: a prepare hook failed, nothing was sent to Azure." in line
     assert "Azure starts it anyway at 2026-11-23 08:12:20 UTC (in 12 min), ready or not." in line
     assert "Not ready: web1: failed: drain exit 1: lb refused." in line
     assert f"Ways out: {RETRY} (" in line and f"; or {ANYWAY} (" in line
@@ -303,7 +303,7 @@ def test_an_approval_anyway_names_its_approver_once_in_every_channel(
         jira_sink.send(message("approved", actor="bob", via="cli", note=note, receipt=receipt))
         (issue,) = jira.issues_of(EVENT_ID)
         (comment,) = jira.comments(issue["key"])
-    assert comment.startswith("Approved anyway by bob via cli: StartRequests sent to IMDS")
+    assert comment.startswith("Approved anyway by bob via cli: StartRequests sent to Azure")
     assert comment.count("bob") == 1 and f"Not ready: {unready}." in comment
 
 

@@ -137,7 +137,7 @@ def test_a_post_begun_is_remembered_across_the_restart(agents: tuple[Store, Stor
         # The POST went out, then the process died; the event started: sent, and approved.
         (True, "posted", "approved", "StartRequests sent (an earlier attempt may", "approved"),
         # Nothing went out before the event started by itself: honestly not sent.
-        (False, "abandoned", "problem", "not sent to IMDS: it started first", "refused"),
+        (False, "abandoned", "problem", "not sent to Azure: it started first", "refused"),
     ],
 )
 def test_the_restart_announces_what_an_earlier_attempt_did(
@@ -183,7 +183,7 @@ def test_the_restart_announces_what_an_earlier_attempt_did(
         # IMDS took the POST and its answer never came (a timeout); then the event started.
         ("hang_after", "posted", "StartRequests sent (an earlier attempt may have reached IMDS)"),
         # IMDS answered 500: it did not take that POST; the event then started by itself.
-        ("500", "abandoned", "not sent to IMDS: it started first"),
+        ("500", "abandoned", "not sent to Azure: it started first"),
     ],
 )
 def test_after_a_post_imds_never_answered_the_approval_counts_as_sent(

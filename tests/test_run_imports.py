@@ -114,6 +114,7 @@ EXPECTED_MODULES = frozenset(
         "model.message",
         "model.outlook",
         "model.readiness",
+        "model.title",
         "policy",
         "policy.compile",
         "policy.matchers",

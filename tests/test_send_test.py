@@ -323,7 +323,7 @@ def test_a_teams_webhook_that_hangs_says_it_timed_out(
         release.set()
     assert code == 1, out
     assert (
-        "problem: teams.webhook_url: test card not delivered: cannot reach the webhook"
-        " (timed out)" in out
+        "problem: teams.webhook_url: test card not delivered: the webhook took the card and"
+        " did not answer within 0.3 s (teams.timeout)" in out
     ), out
     assert teams.sig not in out

@@ -217,13 +217,14 @@ def test_scheduled_posts_one_parent_message_with_buttons_metadata_and_slack_date
         "event_payload": {"event_id": EVENT_ID, "event_type": "Reboot", "vm": "vm1"},
     }
     shown = texts(posted["blocks"])
-    assert ":arrows_counterclockwise: *Reboot* of *vm1* (this VM), vm2" in shown
+    assert ":arrows_counterclockwise: *Reboot* of vm1, vm2" in shown
+    assert "*Resources*\n*vm1* (this VM), vm2" in shown
     assert f"{SLACK_DATE} (in 15 min)" in shown
     assert "Host server is undergoing maintenance." in shown
     assert "Platform" in shown and "unknown" in shown  # source; duration -1
     assert "waiting for a person to approve" in shown
     assert "Scheduled" in shown
-    assert "Reboot of *vm1* (this VM), vm2" in posted["text"]
+    assert "Reboot of vm1, vm2" in posted["text"]
 
     (row,) = actions(posted["blocks"])
     approve, take = row["elements"]
@@ -384,7 +385,7 @@ def test_dry_run_is_marked_everywhere(fake: _FakeWebApi, sink: SlackSink) -> Non
     (reply,) = fake.replies[CHANNEL, receipt.data["ts"]]
     # Its own wording: nobody reading the thread takes it for a real approval.
     assert reply["text"] == (
-        "[DRY RUN] :test_tube: Would approve: dry run. policy approved; nothing was sent to IMDS"
+        "[DRY RUN] :test_tube: Would approve: dry run. policy approved; nothing was sent to Azure"
     )
     assert "Approved" not in reply["text"]
     shown = texts(parent(fake)["blocks"])

@@ -76,7 +76,8 @@ def test_the_first_card_shows_the_event_and_the_approve_link(teams: FakeTeams) -
     card = shown.card
     assert card["type"] == "AdaptiveCard" and card["version"] == "1.5"
     title = card["body"][0]["text"]
-    assert title == "🚚 **Redeploy** of **vm0** (this VM), vm1"
+    # The event's VMs in IMDS's order; the Resources fact marks this VM.
+    assert title == "🚚 **Redeploy** of vm1, vm0"
     facts = {f["title"]: f["value"] for f in card["body"][1]["facts"]}
     assert facts["Not before"] == "2026-11-23 14:14:10 UTC (in 14 min)"
     assert facts["Duration"] == "5 min" and facts["Source"] == "Platform"
@@ -119,7 +120,7 @@ def test_later_transitions_post_a_follow_up_naming_the_event(
     body = shown.card["body"]
     assert body[0]["text"] == says
     assert "C7061BAC-AFDC-4513-B24B-AA5F13A16123" in body[1]["text"]
-    assert "Redeploy" in body[1]["text"] and "**vm0** (this VM)" in body[1]["text"]
+    assert "Redeploy of vm1, vm0" in body[1]["text"]
     assert "actions" not in shown.card
     s.close()
 
@@ -160,7 +161,7 @@ def test_messagecard_to_a_connector(teams: FakeTeams) -> None:
     first, followup = teams.wait_shown(2)
     assert [p.status for p in teams.posts] == [200, 200]
     assert first.kind == "messagecard"
-    assert first.card["title"] == "🚚 **Redeploy** of **vm0** (this VM), vm1"
+    assert first.card["title"] == "🚚 **Redeploy** of vm1, vm0"
     assert first.card["potentialAction"] == [
         {"@type": "OpenUri", "name": "Approve…", "targets": [{"os": "default", "uri": LINK}]}
     ]

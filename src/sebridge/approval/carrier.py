@@ -298,7 +298,7 @@ class Carrier:
             self._on_waiting()
             return 0
         log.warning("approval of %s held: %s", approval.event_id, answer.hold)
-        note = f"Approval by {approval.actor} held: {answer.hold}. Nothing was sent to IMDS."
+        note = f"Approval by {approval.actor} held: {answer.hold}. Nothing was sent to Azure."
         return self._outcomes.finish(
             record,
             approval,

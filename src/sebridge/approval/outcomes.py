@@ -112,7 +112,7 @@ class Outcomes:
         why = "the event left IMDS" if record is None or not record.present else "it started"
         if not claim.maybe_sent:
             log.info("approval of %s not sent: %s first", claim.event_id, why)
-            note = f"Approval by {claim.actor} not sent to IMDS: {why} first."
+            note = f"Approval by {claim.actor} not sent to Azure: {why} first."
             return self.finish(
                 record, claim, ApprovalState.ABANDONED, error=f"{why} first", problem=note
             )

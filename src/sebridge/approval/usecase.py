@@ -198,12 +198,12 @@ def _outcome(event_id: str, approval: ApprovalRecord, record: EventRecord) -> Ou
 
 
 _NOTES = {
-    ApprovalState.POSTED: "StartRequests sent to IMDS",
-    ApprovalState.DRY_RUN: "dry run (policy.dry_run): nothing sent to IMDS",
+    ApprovalState.POSTED: "StartRequests sent to Azure",
+    ApprovalState.DRY_RUN: "dry run (policy.dry_run): nothing sent to Azure",
     ApprovalState.FAILED: "IMDS refused it: {error}",
-    ApprovalState.ABANDONED: "not sent to IMDS: {error}",
-    ApprovalState.HELD: "held: {error}; nothing sent to IMDS",
-    ApprovalState.WAITING: "{error}; StartRequests goes to IMDS once they succeed",
+    ApprovalState.ABANDONED: "not sent to Azure: {error}",
+    ApprovalState.HELD: "held: {error}; nothing sent to Azure",
+    ApprovalState.WAITING: "{error}; StartRequests goes to Azure once they succeed",
 }
 
 

@@ -123,11 +123,11 @@ def _approval_line(final: ApprovalRecord, outcome: Outcome, *, new: bool, asked_
     if final.anyway_by is not None:
         who = final.anyway_by
     if final.state == ApprovalState.POSTED:
-        return f"approved {event_id}{anyway} as {who}: StartRequests sent to IMDS"
+        return f"approved {event_id}{anyway} as {who}: StartRequests sent to Azure"
     if final.state == ApprovalState.DRY_RUN:
         return (
             f"would approve {event_id}{anyway} as {who}: dry run (policy.dry_run), "
-            "nothing sent to IMDS"
+            "nothing sent to Azure"
         )
     if outcome.kind == OutcomeKind.REFUSED:  # IMDS refused it, or the event went first
         why = outcome.reason

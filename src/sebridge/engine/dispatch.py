@@ -69,7 +69,7 @@ class Dispatcher:
         retry_for: how long after an event left the document its deliveries
             are still retried.
         approve_url: an event's signed approval link (None: links are off);
-            messages carry it while the event can be approved.
+            messages carry it while the event can be approved, and a held event's page link.
         readiness_of: an event's VMs' readiness and its rule's prepare hooks, by event
             id, as of now (messages show them).
         metrics: counts deliveries by sink and outcome (default: a registry of its own).
@@ -232,6 +232,8 @@ class Dispatcher:
             message = replace(message, readiness=vms, prepare=prepare)
         if self._approve_url is not None and message.approvable:
             message = replace(message, approve_url=self._approve_url(delivery.transition.event))
+        elif self._approve_url is not None and message.leads_to_page:  # held: the ways out
+            message = replace(message, page_url=self._approve_url(delivery.transition.event))
         what = f"{delivery.transition.kind} of {delivery.transition.event_id} to {name}"
         # Committed before the send: a crash between send and ack is seen on restart.
         if not self._store.outbox.begin(delivery, self._clock() + self._lease):

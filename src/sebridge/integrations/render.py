@@ -30,6 +30,7 @@ from sebridge.model.outlook import (
     tells_next,
     until,
 )
+from sebridge.model.title import title, title_vms
 
 if TYPE_CHECKING:
     import jinja2
@@ -114,6 +115,9 @@ class Renderer:
             retry_command=retry_command,
             anyway_command=anyway_command,
             tells_next=tells_next,
+            # An event's title names the VMs it lists, never the delivering agent's.
+            title=title,
+            title_vms=lambda e: title_vms(e.resources),
         )
         return env
 

@@ -64,6 +64,8 @@ class Message:
             one cut short by a crash (kill -9, power loss) counts too.
         approve_url: the event's signed approval link while it can be approved
             and approval links are configured; else None.
+        page_url: the same link for a message about a held event (`leads_to_page`), whose
+            page offers the ways out and Approve anyway instead of Approve; else None.
         transition_id: the transition's id in the store (0 when not from the
             store): a key a sink may write, to find what an earlier attempt left.
         readiness: each listed VM's readiness as of delivery, when the event's rule
@@ -92,6 +94,7 @@ class Message:
     approval_state: str | None = None
     attempt: int = 0
     approve_url: str | None = None
+    page_url: str | None = None
     transition_id: int = 0
     readiness: tuple[VmReadiness, ...] = ()
     prepare: tuple[str, ...] = ()
@@ -169,6 +172,16 @@ class Message:
         )
 
     @property
+    def leads_to_page(self) -> bool:
+        """Whether this message carries the approval page's link instead of an Approve: it
+        is about a held event (the hold, its reminders, any message while held; a reminder
+        while the prepare hooks run) and the page offers the ways out and Approve anyway. A
+        phone user need not scroll back to the first card or mail."""
+        kind = self.transition.kind
+        about = self.held or kind in (TransitionKind.HELD, TransitionKind.REMINDER)
+        return about and self.anyway and not self.approvable
+
+    @property
     def approval(self) -> str | None:
         """The event's approval's state as this message knows it: the store's at delivery;
         else what approved_by or the transition announce (a reminder recorded while the
@@ -185,7 +198,7 @@ class Message:
 
     @property
     def held(self) -> bool:
-        """The event's approval is held (a prepare hook failed, nothing was sent to IMDS), or
+        """The event's approval is held (a prepare hook failed, nothing was sent to Azure), or
         nobody approved it and one would only be held: as loud as a hold (a prepare hook
         that failed at the prepare lead, before anyone approved)."""
         return self.approval == ApprovalState.HELD or self._blocker == Blocker.WOULD_HOLD

@@ -200,7 +200,7 @@ class Outlook:
     """What happens next, for people.
 
     Args:
-        held: the approval is held (a prepare hook failed; nothing was sent to IMDS), or
+        held: the approval is held (a prepare hook failed; nothing was sent to Azure), or
             nobody approved it and one would only be held (model/approval.py: would_hold).
         starts: "Azure starts it anyway at 2024-05-04 08:14:07 UTC (in 12 min), ready or
             not" ("" once it started or left IMDS).

@@ -132,6 +132,7 @@ class MailBuilder:
             "dry_run": message.dry_run,
             "approvable": message.approvable,
             "approve_url": message.approve_url if message.approvable else None,
+            "page_url": message.page_url,
             "approved_by": message.approved_by,
             "anyway_approved": message.decider[2],
             "first": t.kind in _FULL,

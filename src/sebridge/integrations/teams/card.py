@@ -29,6 +29,7 @@ __all__ = [
     "FOLLOWUP",
     "MAX_PAYLOAD",
     "MESSAGECARD",
+    "PAGE_LINK",
     "CardBuilder",
     "escape_markdown",
     "samples",
@@ -37,6 +38,8 @@ __all__ = [
 CARD = "teams/card.j2"
 FOLLOWUP = "teams/followup.j2"
 MESSAGECARD = "teams/messagecard.j2"
+# The action of a held event's card: its page offers the ways out and Approve anyway.
+PAGE_LINK = "Open the approval page…"
 MAX_PAYLOAD = 28 * 1024  # Teams refuses (413) or drops messages above 28 KB
 ADAPTIVE_TYPE = "application/vnd.microsoft.card.adaptive"
 # (description characters, resource names) tried in turn until the payload fits.
@@ -133,6 +136,7 @@ class CardBuilder:
             dry_run=message.dry_run,
             approvable=message.approvable,
             approve_url=message.approve_url if message.approvable else None,
+            page_url=message.page_url,
             approved_by=message.approved_by,
             anyway_approved=message.decider[2],
             first=self.full(message),

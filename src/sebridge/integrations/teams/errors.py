@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import requests
+
 from sebridge.kernel import redact
 from sebridge.kernel.delivery_status import UNANSWERED, StatusRules
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError
@@ -68,7 +70,13 @@ def answer_error(
     )
 
 
-def transport_error(exc: BaseException) -> DeliveryError:
+def transport_error(exc: BaseException, timeout: float | None = None) -> DeliveryError:
     """Timeouts, refused or reset connections, TLS trouble: retried. Named by kind only
-    (kernel/net_cause.py): requests' own text quotes the URL."""
+    (kernel/net_cause.py): requests' own text quotes the URL. A read timeout is the
+    receiver's: it took the card and did not answer within `timeout` seconds."""
+    if timeout is not None and isinstance(exc, requests.ReadTimeout):
+        return UNANSWERED.error(
+            f"teams: the webhook took the card and did not answer within {timeout:g} s"
+            " (teams.timeout); will retry"
+        )
     return UNANSWERED.error(f"teams: cannot reach the webhook ({no_answer_cause(exc)}); will retry")

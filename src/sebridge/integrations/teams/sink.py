@@ -18,7 +18,7 @@ import pymsteams
 import requests
 
 from sebridge.integrations.render import Renderer
-from sebridge.integrations.teams.card import ADAPTIVE_TYPE, CardBuilder
+from sebridge.integrations.teams.card import ADAPTIVE_TYPE, PAGE_LINK, CardBuilder
 from sebridge.integrations.teams.errors import answer_error, scrub, transport_error
 from sebridge.integrations.teams.settings import ADAPTIVE
 from sebridge.kernel.clock import Clock, utcnow
@@ -84,8 +84,13 @@ class TeamsSink:
         if self._format == ADAPTIVE:
             self._post_adaptive(self.cards.adaptive(message))
         else:
-            url = message.approve_url if message.approvable else None
-            self._post_messagecard(self.cards.messagecard(message), url)
+            if message.approvable and message.approve_url:
+                link = ("Approve…", message.approve_url)
+            elif message.page_url:  # held: the page's ways out and Approve anyway
+                link = (PAGE_LINK, message.page_url)
+            else:
+                link = None
+            self._post_messagecard(self.cards.messagecard(message), link)
         return None
 
     def post_text(self, title: str, text: str) -> int:
@@ -123,7 +128,7 @@ class TeamsSink:
                 self._url, json=payload, timeout=(CONNECT_TIMEOUT, self._timeout)
             )
         except requests.RequestException as exc:
-            raise transport_error(exc) from None
+            raise transport_error(exc, self._timeout) from None
         error = answer_error(
             response.status_code,
             response.text,
@@ -135,7 +140,8 @@ class TeamsSink:
             raise error
         return response.status_code
 
-    def _post_messagecard(self, fields: dict[str, Any], approve_url: str | None) -> int:
+    def _post_messagecard(self, fields: dict[str, Any], link: tuple[str, str] | None) -> int:
+        """link: the action's title and URL (Approve…, or the held event's page), if any."""
         card = pymsteams.connectorcard(self._url, http_timeout=(CONNECT_TIMEOUT, self._timeout))
         card.title(str(fields.get("title") or ""))
         card.summary(str(fields.get("summary") or ""))
@@ -147,16 +153,17 @@ class TeamsSink:
             for name, value in facts:
                 section.addFact(str(name), str(value))
             card.addSection(section)
-        if approve_url:  # the sink passes it only while the event is approvable
-            action = pymsteams.potentialaction("Approve…", "OpenUri")
-            action.addOpenURI("Approve…", [{"os": "default", "uri": approve_url}])
+        if link:
+            title, url = link
+            action = pymsteams.potentialaction(title, "OpenUri")
+            action.addOpenURI(title, [{"os": "default", "uri": url}])
             card.addPotentialAction(action)
         try:
             card.send()  # raises for any status but 2xx: classified below all the same
         except pymsteams.TeamsWebhookException:
             pass
         except requests.RequestException as exc:
-            raise transport_error(exc) from None
+            raise transport_error(exc, self._timeout) from None
         response = card.last_http_response
         status = int(response.status_code)
         # A connector answers 2xx even when it did not post: only its "1" says it did.

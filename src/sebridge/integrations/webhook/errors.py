@@ -1,7 +1,8 @@
 """A webhook's answers -> RetryableDeliveryError or PermanentDeliveryError.
 
 The kernel's one mapping decides (kernel/delivery_status.py): 408, 429 and 5xx,
-and no answer (refused, reset, timed out), are retried by the dispatcher after
+and no answer (refused, reset, timed out: said apart, `transport_error`), are
+retried by the dispatcher after
 Retry-After when given (a throttle without one waits 5 s, no wait is longer than
 an hour); a redirect is not followed (the signed body would go elsewhere) and,
 like any other status, fails, saying the status and a bounded excerpt of the
@@ -11,6 +12,7 @@ pieces, the signing keys, the extra headers' and the template variables' values.
 
 from __future__ import annotations
 
+import urllib.error
 from collections.abc import Iterable, Mapping
 
 from sebridge.kernel import redact
@@ -65,11 +67,25 @@ def answer_error(
     return PermanentDeliveryError(f"{name}: the webhook refused it (HTTP {status}){said}{fix}")
 
 
-def transport_error(name: str, exc: BaseException, scrub: Scrubber) -> DeliveryError:
-    """No whole answer came (refused, reset, timed out, TLS): retried, named by kind."""
-    reason = getattr(exc, "reason", exc)  # urllib wraps the socket's error
+def transport_error(
+    name: str, exc: BaseException, scrub: Scrubber, timeout: float
+) -> DeliveryError:
+    """No whole answer came: retried, said as what happened. urllib wraps in a URLError what
+    fails before the request is sent (refused, no route, TLS, a connect timeout): the webhook
+    cannot be reached. What fails after is the receiver's: it took the request and did not
+    answer within `timeout` seconds, or closed the connection without a whole answer (it may
+    have acted on it: the retry carries the same webhook-id)."""
+    reason = getattr(exc, "reason", exc)
     detail = clip(displayable(scrub(str(reason))), SHOWN)
     kind = type(reason).__name__ if isinstance(reason, BaseException) else type(exc).__name__
+    said = f"{kind}{': ' + detail if detail else ''}"
+    if isinstance(exc, urllib.error.URLError):
+        return UNANSWERED.error(f"{name}: cannot reach the webhook ({said}); will retry")
+    if isinstance(exc, TimeoutError):
+        return UNANSWERED.error(
+            f"{name}: the webhook took the request and did not answer within {timeout:g} s"
+            f" ({name}.timeout); will retry"
+        )
     return UNANSWERED.error(
-        f"{name}: cannot reach the webhook ({kind}{': ' + detail if detail else ''}); will retry"
+        f"{name}: the webhook closed the connection without a whole answer ({said}); will retry"
     )

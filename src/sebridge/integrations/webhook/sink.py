@@ -123,7 +123,7 @@ class WebhookSink:
             error = answer_error(self._name, status, _read(exc), _headers(exc), self._scrub)
             exc.close()
         except NO_ANSWER as exc:
-            raise transport_error(self._name, exc, self._scrub) from None
+            raise transport_error(self._name, exc, self._scrub, self._timeout) from None
         if error is None:  # a 2xx urllib took for an error (none does today)
             return status
         raise error from None
