@@ -8,8 +8,10 @@ webhook that hangs.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -92,3 +94,40 @@ def test_a_teams_webhook_that_takes_the_card_and_hangs_did_not_answer_in_time(
         "teams: the webhook took the card and did not answer within 0.5 s (teams.timeout);"
         " will retry"
     )
+
+
+def test_a_receiver_that_drips_its_answer_holds_the_sink_no_longer_than_its_timeout() -> None:
+    """Issue 37, item 5: each byte comes well within the timeout, the whole answer never;
+    the timeout bounds the whole attempt, not each read."""
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"  # about 22 s at 0.5 s a byte
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        stop = threading.Event()
+
+        def drip() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(65536)
+                for byte in answer:
+                    if stop.wait(0.5):
+                        return
+                    with contextlib.suppress(OSError):
+                        conn.sendall(bytes([byte]))
+
+        dripper = threading.Thread(target=drip, daemon=True)
+        dripper.start()
+        began = time.monotonic()
+        try:
+            with pytest.raises(RetryableDeliveryError) as caught:
+                build({"url": f"http://127.0.0.1:{port}/hook", "secret": KEY, "timeout": 1}).send(
+                    message()
+                )
+            held = time.monotonic() - began
+        finally:
+            stop.set()
+            dripper.join(5)
+    assert str(caught.value) == (
+        "webhook: the webhook took the request and did not answer within 1 s"
+        " (webhook.timeout); will retry"
+    )
+    assert held < 10  # about 1 s: the timeout, not the drip (about 22 s)

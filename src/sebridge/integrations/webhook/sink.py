@@ -12,21 +12,27 @@ more than 5 minutes off, and a retry an hour later must still pass.
 
 One attempt per `send()` (the dispatcher retries), with urllib: nothing is
 logged on the way, so the URL (a secret) cannot reach a log; redirects are not
-followed. Proxies come from the usual environment variables.
+followed. Proxies come from the usual environment variables. `timeout` bounds the
+whole attempt, connect to the answer's last byte read (integrations/deadline.py):
+a receiver that drips its answer holds the sink no longer.
 """
 
 from __future__ import annotations
 
 import hashlib
+import http.client
+import socket
+import ssl
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from email.message import Message as HeaderMessage
 from typing import Any
 
 from standardwebhooks import Webhook as Signer
 
 from sebridge import __version__
+from sebridge.integrations.deadline import Deadline
 from sebridge.integrations.webhook.body import JSON, Body
 from sebridge.integrations.webhook.errors import Scrubber, answer_error, transport_error
 from sebridge.kernel.clock import Clock, utcnow
@@ -53,6 +59,46 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None
+
+
+class _Connections:
+    """The connections an opener made, so a deadline can reach their socket: urllib's
+    handlers take any callable as the connection class."""
+
+    def __init__(self) -> None:
+        self.made: list[http.client.HTTPConnection] = []
+
+    def of(self, kind: type[http.client.HTTPConnection]) -> Callable[..., Any]:
+        def make(host: str, **kwargs: Any) -> http.client.HTTPConnection:
+            connection = kind(host, **kwargs)
+            self.made.append(connection)
+            return connection
+
+        return make
+
+    def socket(self) -> socket.socket | None:
+        sock = self.made[-1].sock if self.made else None
+        return sock if isinstance(sock, socket.socket) else None
+
+
+class _WatchedHttp(urllib.request.HTTPHandler):
+    def __init__(self, connections: _Connections) -> None:
+        super().__init__()
+        self._connections = connections
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(self._connections.of(http.client.HTTPConnection), req)
+
+
+class _WatchedHttps(urllib.request.HTTPSHandler):
+    def __init__(self, connections: _Connections, context: ssl.SSLContext) -> None:
+        super().__init__(context=context)
+        self._connections = connections
+        self._tls = context
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        kind = http.client.HTTPSConnection
+        return self.do_open(self._connections.of(kind), req, context=self._tls)
 
 
 class WebhookSink:
@@ -86,7 +132,7 @@ class WebhookSink:
         self._timeout = timeout
         self._clock = clock
         self._scrub = Scrubber(url, [*keys, *self._headers.values(), *secrets])
-        self._opener = urllib.request.build_opener(_NoRedirect())
+        self._tls = ssl.create_default_context()
 
     def check_templates(self) -> None:
         """Render the body of every sample message: a broken template raises now."""
@@ -114,16 +160,23 @@ class WebhookSink:
         }
         # The URL was checked when the config was read: https, or http to this host.
         request = urllib.request.Request(self._url, body.encode(), headers, method="POST")  # noqa: S310
-        try:
-            with self._opener.open(request, timeout=self._timeout) as answer:
-                answer.read(ANSWER_READ)
-                return int(answer.status)
-        except urllib.error.HTTPError as exc:  # answered, but not with a 2xx
-            status = exc.code
-            error = answer_error(self._name, status, _read(exc), _headers(exc), self._scrub)
-            exc.close()
-        except NO_ANSWER as exc:
-            raise transport_error(self._name, exc, self._scrub, self._timeout) from None
+        connections = _Connections()
+        opener = urllib.request.build_opener(
+            _NoRedirect(), _WatchedHttp(connections), _WatchedHttps(connections, self._tls)
+        )
+        with Deadline(self._timeout, connections.socket) as deadline:
+            try:
+                with opener.open(request, timeout=self._timeout) as answer:
+                    answer.read(ANSWER_READ)
+                    return int(answer.status)
+            except urllib.error.HTTPError as exc:  # answered, but not with a 2xx
+                status = exc.code
+                error = answer_error(self._name, status, _read(exc), _headers(exc), self._scrub)
+                exc.close()
+            except NO_ANSWER as exc:
+                # The deadline cut a dripping answer short: it did not answer in time.
+                cause = TimeoutError() if deadline.expired else exc
+                raise transport_error(self._name, cause, self._scrub, self._timeout) from None
         if error is None:  # a 2xx urllib took for an error (none does today)
             return status
         raise error from None
