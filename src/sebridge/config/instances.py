@@ -23,12 +23,14 @@ from typing import Any
 
 from sebridge.config.reader import Reader
 
-__all__ = ["NAME", "ROUTE_ONLY", "Split", "named", "renamer", "split"]
+__all__ = ["INSTANCE_KEYS", "NAME", "ROUTE_ONLY", "Split", "named", "renamer", "split"]
 
 # An instance's name: it is a metric label value, part of an HTTP path and of a
 # credential file's name, so plain.
 NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 ROUTE_ONLY = "route_only"
+# The keys every instance of an integration that sends messages takes, beside its own.
+INSTANCE_KEYS = (ROUTE_ONLY,)
 
 
 @dataclass

@@ -262,9 +262,11 @@ def _validate(data: Mapping[str, Any], extra: Sections, rd: Reader) -> Config:
 def _unknown_section(name: str, value: Any, known: Mapping[str, type[Any]]) -> str:
     owners = [s for s, cls in known.items() if name in {key_name(f) for f in fields(cls)}]
     belongs = f" (it belongs in [{owners[0]}])" if owners else ""
-    hint = belongs or did_you_mean(name, known, quote="[")
+    # [hooks] is a section too (a table of [hooks.<name>] tables, config/policy.py).
+    sections = [*known, "hooks"]
+    hint = belongs or did_you_mean(name, sections, quote="[")
     what = f"section [{name}]" if isinstance(value, Mapping) else f'top-level key "{name}"'
-    return f"unknown {what}{hint}; known sections: {', '.join(known)}"
+    return f"unknown {what}{hint}; known sections: {', '.join(sections)}"
 
 
 def _plain(value: Any) -> Any:

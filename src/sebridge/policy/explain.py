@@ -23,7 +23,7 @@ from sebridge.policy.rules import Policy
 __all__ = ["Explanation", "RuleVerdict", "explain"]
 
 _ACTIONS = {
-    "approve": "approve at once (after the prepare hooks succeed)",
+    "approve": "approve at once",
     "ask": "ask: a person decides (Approve buttons, links, Jira status)",
     "inform": "inform: announced, no approval offered; Azure starts it at NotBefore",
     "ignore": "ignore: recorded, sent to no sink",
@@ -88,7 +88,7 @@ class Explanation:
         d = self.decision
         if not self.verdicts or self.verdicts[-1].misses:
             out.append("  no rule matched")
-        out.append(f"decision: {_ACTIONS.get(d.action, d.action)}")
+        out.append(f"decision: {_action(d)}")
         out.append(f"  rule: {d.rule}")
         if self.started_approve:
             out.append(
@@ -192,6 +192,14 @@ def explain(
         first_seen,
         None if audience is None else tuple(audience(decision)),
     )
+
+
+def _action(d: Decision) -> str:
+    """The action in words; an approval waits for prepare hooks only where the rule has some."""
+    said = _ACTIONS.get(d.action, d.action)
+    if d.action == APPROVE and d.prepare:
+        return f"{said} (after the prepare hooks succeed)"
+    return said
 
 
 def _hooks(d: Decision) -> list[str]:
