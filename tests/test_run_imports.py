@@ -137,6 +137,7 @@ EXPECTED_MODULES = frozenset(
         "store.sqlite",
         "store.stand_ins",
         "store.store",
+        "store.vm_tags",
     ]
 )
 # Third-party top-level packages (the scheduler, templates). Not urllib3: the poll's GET

@@ -159,6 +159,10 @@ class Daemon:
         """This VM's name, as IMDS's Resources spell it."""
         return self._vm_name
 
+    def _tags_of(self) -> dict[str, dict[str, str]]:
+        """Every VM's recorded Azure tags, for a rule's `tags` (store/vm_tags.py)."""
+        return self.store.vm_tags.all()
+
     def sinks_for(self, decision: Decision) -> tuple[str, ...]:
         """The sinks an event with this decision is delivered to (model/decision.py)."""
         return sinks_for(decision, self._sink_names, self._route_only)
@@ -302,7 +306,7 @@ class Daemon:
         approvals: list[Approval] = []
         for n, t in enumerate(transitions):
             if t.kind in (TransitionKind.SCHEDULED, TransitionKind.UNPLANNED):
-                decision = decide(t.event, self.policy, self.vm_name(), now)
+                decision = decide(t.event, self.policy, self.vm_name(), now, self._tags_of)
                 decisions[t.event_id] = decision
                 # A reminder lead its notice can never reach is said once: in its first
                 # message (model/leads.py; the store keeps `now` as its first sight).

@@ -17,7 +17,7 @@ from typing import Any
 from sebridge.model import ScheduledEvent
 from sebridge.model.decision import APPROVE, IGNORE, NO_MATCH, Decision, effective
 from sebridge.model.leads import leads_words, unreachable, unreachable_line
-from sebridge.policy.matchers import Facts
+from sebridge.policy.matchers import Facts, TagsOf, no_tags
 from sebridge.policy.rules import Policy
 
 __all__ = ["Explanation", "RuleVerdict", "explain"]
@@ -164,15 +164,17 @@ def explain(
     first_seen: datetime | None = None,
     *,
     audience: Callable[[Decision], Sequence[str]] | None = None,
+    tags_of: TagsOf = no_tags,
 ) -> Explanation:
     """What decide() decides at `now`, and why (the same rules, in the same order): `now`
     is when the event was first seen to explain a recorded decision (a window's answer
     depends on it), or this moment. first_seen: when the event was first announced (its
     reminders' leads count from then; None: as if at `now`). audience: the sinks a
-    decision reaches (model/decision.py: sinks_for), to say where the event goes."""
+    decision reaches (model/decision.py: sinks_for), to say where the event goes. tags_of:
+    every VM's recorded Azure tags (store/vm_tags.py), for a rule's `tags`."""
     verdicts: list[RuleVerdict] = []
     decision, started_approve = NO_MATCH, False
-    facts = Facts(event, vm_name, now)
+    facts = Facts(event, vm_name, now, tags_of)
     for number, rule in enumerate(policy.rules, 1):
         misses = tuple(rule.misses(facts))
         reasons = () if misses else tuple(rule.reasons(facts))

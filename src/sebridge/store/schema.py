@@ -266,6 +266,17 @@ ALTER TABLE hook_runs ADD COLUMN pgid INTEGER;
 ALTER TABLE hook_runs ADD COLUMN pgid_start TEXT
 """
 
+# Each agent's VM's Azure tags, as it read them from IMDS's instance metadata at start
+# (imds/tags.py): a rule's `tags` matches an event by the tags of the VMs it lists, so every
+# agent of a fleet reads every VM's here (store/vm_tags.py). JSON object of strings.
+_V16 = """
+CREATE TABLE vm_tags (
+    vm TEXT PRIMARY KEY,
+    tags TEXT NOT NULL,
+    read_at TEXT NOT NULL
+)
+"""
+
 # Index i holds the statements of schema version i + 1.
 MIGRATIONS: tuple[str, ...] = (
     _V1,
@@ -283,4 +294,5 @@ MIGRATIONS: tuple[str, ...] = (
     _V13,
     _V14,
     _V15,
+    _V16,
 )

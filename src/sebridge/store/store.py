@@ -31,6 +31,7 @@ from sebridge.store.outbox import Outbox
 from sebridge.store.schema_check import open_schema
 from sebridge.store.settings import SettingsTable
 from sebridge.store.stand_ins import StandIns
+from sebridge.store.vm_tags import VmTags
 
 __all__ = ["NOTES", "Store"]
 
@@ -84,6 +85,7 @@ class Store(
             raise
         self.agent = agent
         self.outbox = Outbox(self.db, agent)
+        self.vm_tags = VmTags(self.db)
         self._recorded: Callable[[str], None] = lambda kind: None
 
     def on_transition(self, recorded: Callable[[str], None]) -> None:

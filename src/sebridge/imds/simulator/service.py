@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -128,6 +128,15 @@ class Simulator:
     def vm_name(self) -> str:
         """The simulated VM's name (default Resources, compute `name`)."""
         return self._state.vm_name
+
+    @property
+    def tags(self) -> dict[str, str]:
+        """The simulated VM's Azure tags, as instance metadata serves them."""
+        return dict(self._state.tags)
+
+    @tags.setter
+    def tags(self, tags: Mapping[str, str]) -> None:
+        self._state.tags = dict(tags)
 
     @property
     def time_scale(self) -> float:
