@@ -106,8 +106,8 @@ def explain(
 
 
 def _routes(config: Config) -> bool:
-    """Whether some events reach only some sinks: a rule's notify, a route_only instance."""
-    return bool(config.route_only) or any(r.notify is not None for r in config.policy.rules)
+    """Whether some events reach only some sinks: a rule's notify, an instance's route."""
+    return bool(config.routes) or any(r.notify is not None for r in config.policy.rules)
 
 
 def _recorded_tags(config: Config) -> dict[str, dict[str, str]]:

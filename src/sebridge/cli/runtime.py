@@ -270,7 +270,7 @@ def build_daemon(
         approve_url=approve_url,
         hooks=config.hooks,
         hook_mask=mask,
-        route_only=config.route_only,
+        routes=config.routes,
     )
 
 

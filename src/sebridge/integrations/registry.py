@@ -89,8 +89,10 @@ class Sections:
                     f"{integration.name} is configured once ({integration.once}): "
                     f"use [{integration.name}]",
                 )
-            elif instance in config.route_only and not integration.outbound:
-                rd.error(f"{instance}.route_only", f"{integration.name} sends no messages")
+            elif not integration.outbound:
+                for key, given in (("route", config.routes), ("transitions", config.transitions)):
+                    if instance in given:
+                        rd.error(f"{instance}.{key}", f"{integration.name} sends no messages")
             assert integration.settings is not None
             with named(rd, integration.name, instance, integration.settings):
                 sections[instance] = integration.validate(settings, rd, core)
@@ -119,7 +121,8 @@ class Sections:
                     rd.error(key, why)
         for instance in sorted(config.route_only & on - named_by_rules):
             rd.warnings.append(
-                f"{instance}.route_only: no rule names {instance} in notify, so it hears nothing"
+                f'{instance}.route "named" (route_only): no rule names {instance} in notify, '
+                "so it hears nothing"
             )
 
     def _unknown(self, name: str, config: Config, on: set[str]) -> str:
@@ -241,7 +244,7 @@ def audience(config: Config) -> Callable[[Decision], tuple[str, ...]]:
     names = sink_names(config)
 
     def sinks(decision: Decision) -> tuple[str, ...]:
-        return sinks_for(decision, names, config.route_only)
+        return sinks_for(decision, names, config.routes)
 
     return sinks
 

@@ -107,9 +107,12 @@ class Explanation:
         said = ", ".join(self.sinks) or "none"
         if self.decision.action == IGNORE:
             return "  sinks: none (ignored)"
-        if self.decision.notify is not None:
-            return f"  sinks: {said} (the rule's notify)"
-        return f"  sinks: {said} (every instance not route_only: the rule has no notify)"
+        notify = self.decision.notify
+        if notify is not None:
+            extra = [s for s in self.sinks if s not in notify]
+            also = f'; {", ".join(extra)}: route "all"' if extra else ""
+            return f"  sinks: {said} (the rule's notify{also})"
+        return f'  sinks: {said} (the rule has no notify: every instance not route "named")'
 
     def _unreachable_line(self) -> str:
         """The decision's reminder leads this event's notice can never reach, as its first
