@@ -109,6 +109,7 @@ EXPECTED_MODULES = frozenset(
         "model",
         "model.approval",
         "model.decision",
+        "model.kinds",
         "model.leads",
         "model.message",
         "model.outlook",

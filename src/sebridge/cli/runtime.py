@@ -167,7 +167,11 @@ def open_store(
     """
     if exclusive and not agent:
         raise ValueError("a store held as an agent needs the agent's name")
-    return Store(config.store.url, agent=agent, exclusive=exclusive, migrate=migrate)
+    store = Store(config.store.url, agent=agent, exclusive=exclusive, migrate=migrate)
+    # Whoever records a transition (the daemon, a CLI command) writes outbox rows only for
+    # the kinds each sink delivers (`transitions`).
+    store.outbox.deliver_only(registry.wanted(config))
+    return store
 
 
 def missing_store(config: Config) -> str | None:

@@ -17,7 +17,7 @@ from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.redact import Masker
 from sebridge.model import Transition, TransitionKind
 from sebridge.model.decision import Decision
-from sebridge.model.readiness import VmReadiness
+from sebridge.model.readiness import VmReadiness, VmState
 from sebridge.store import EventRecord, Store
 
 if TYPE_CHECKING:
@@ -62,6 +62,8 @@ class AgentHooks:
         mask: Masker | None = None,
     ) -> None:
         self._store = store
+        self._sinks_for = sinks_for
+        self._clock = clock
         self.gate = ReadinessGate(
             store, vm_name, _decision, timeout_of=timeouts(hooks), dry_run=dry_run, clock=clock
         )
@@ -77,6 +79,7 @@ class AgentHooks:
             on_run=on_run,
             on_begun=on_begun,
             on_ended=on_ended,
+            on_prepared=self._fold,
             mask=mask,
         )
 
@@ -99,3 +102,36 @@ class AgentHooks:
             return None
         note = f"started while not ready: {unready}"
         return Transition(TransitionKind.STARTED_UNREADY, started.event, started.at, note=note)
+
+    def _fold(self, record: EventRecord) -> None:
+        """After a prepare hook ended here: the hook steps folded into one readiness message
+        (model/kinds.py), recorded when some sink of the event wants it (mail, Teams)."""
+        sinks = self._sinks_for(record.decision)
+        if not any(self._store.outbox.wants(s, TransitionKind.READY) for s in sinks):
+            return
+        fresh = self._store.event(record.event.event_id)
+        folded = self.readiness_news(fresh) if fresh is not None else None
+        if folded is not None:
+            self._store.record_transition(folded, sinks, self._clock())
+
+    def readiness_news(self, record: EventRecord) -> Transition | None:
+        """One message for the hook steps of an event (READY): once every listed VM that can
+        prepare is ready, or once one failed for good (not when a retry is due, nor when an
+        approval waits on it: its hold says so). Keyed by what it says, so a fleet's agents
+        record it once."""
+        ready = self.gate.readiness(record)
+        if not ready.vms:
+            return None
+        failed = [v.line() for v in ready.vms if v.state == VmState.FAILED]
+        if failed:
+            if record.approval is not None:  # the carrier holds it, and `held` says why
+                return None
+            note = f"not ready: {'; '.join(failed)}"
+        elif ready.ready:
+            done = [v.vm for v in ready.vms if v.state == VmState.READY]
+            rest = [v.line() for v in ready.vms if v.state != VmState.READY]
+            note = f"ready: {', '.join(done) or 'no VM'} prepared"
+            note += f" ({'; '.join(rest)})" if rest else ""
+        else:
+            return None
+        return Transition(TransitionKind.READY, record.event, self._clock(), note=note)

@@ -49,6 +49,7 @@ __all__ = [
     "load_config",
     "settings_of",
     "sink_names",
+    "wanted",
 ]
 
 # Order is delivery order on the console and in `sebridge check`.
@@ -236,6 +237,16 @@ def enabled(config: Config) -> list[Instance]:
 def sink_names(config: Config) -> list[str]:
     """The enabled instances that deliver messages: the sinks, by name."""
     return [i.name for i in enabled(config) if i.outbound]
+
+
+def wanted(config: Config) -> dict[str, frozenset[str]]:
+    """The kinds of transition each enabled sink delivers: its `transitions`, else its
+    integration's default (model/kinds.py). The outbox writes rows for nothing else."""
+    return {
+        i.name: frozenset(config.transitions.get(i.name, i.integration.transitions))
+        for i in enabled(config)
+        if i.outbound
+    }
 
 
 def audience(config: Config) -> Callable[[Decision], tuple[str, ...]]:

@@ -49,6 +49,7 @@ NOTES = (
     TransitionKind.HOOK_STARTED,
     TransitionKind.HOOK_SUCCEEDED,
     TransitionKind.HOOK_FAILED,
+    TransitionKind.READY,
     TransitionKind.HOOKS_RETRY,
 )
 
@@ -299,7 +300,7 @@ class Store(
                 "UPDATE events SET state = ? WHERE event_id = ?",
                 (transition.kind, transition.event_id),
             )
-        self.outbox.enqueue(transition_id, transition.event_id, sinks, now)
+        self.outbox.enqueue(transition_id, transition, sinks, now)
         return transition_id
 
     def _last_announcement(self, event_id: str) -> tuple[int, str] | None:
