@@ -24,7 +24,7 @@ def parse_tags(compute: Mapping[str, Any]) -> dict[str, str]:
     listed = compute.get("tagsList")
     if isinstance(listed, list):
         return {
-            str(t["name"]): str(t.get("value", ""))
+            t["name"]: t["value"] if isinstance(t.get("value"), str) else ""
             for t in listed
             if isinstance(t, Mapping) and isinstance(t.get("name"), str) and t["name"]
         }
