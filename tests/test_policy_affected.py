@@ -188,3 +188,17 @@ def test_check_refuses_an_empty_resources_list_with_exit_2(tmp_path: Path) -> No
     done = run_cli("check", "--config", str(cfg))
     assert done.returncode == 2
     assert "policy.rules[1].resources: empty" in done.stderr
+
+
+def test_a_scenario_gives_the_simulated_vm_its_tags() -> None:
+    from sebridge.imds.simulator.scenario import parse_scenario
+
+    scenario = parse_scenario({"vm_name": "web2", "tags": {"team": "payments"}})
+    with Simulator(**scenario.settings()) as sim:
+        client = ImdsClient(sim.url, timeout=2.0)
+        try:
+            assert read_tags(client) == {"team": "payments"}
+        finally:
+            client.close()
+    with pytest.raises(ValueError, match="tags: must be a table of strings"):
+        parse_scenario({"tags": {"team": 3}})

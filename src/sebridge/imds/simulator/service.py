@@ -51,6 +51,7 @@ class Simulator:
         approval_delay: float = 2.0,
         rate_limit: int | None = None,
         log: Callable[[str], None] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         """Configure; nothing listens until start(). Raises ValueError on bad settings."""
         self.host = host
@@ -63,6 +64,7 @@ class Simulator:
             clock=clock,
             log=log,
         )
+        self._state.tags = dict(tags or {})
         self._faults = FaultQueue()
         self._limiter = RateLimiter(rate_limit) if rate_limit is not None else None
         self._server: SimulatorHTTPServer | None = None
