@@ -179,6 +179,45 @@ def test_a_failure_for_good_before_any_approval_is_one_readiness_message(
     assert said[1:] == [("ready", "not ready: web1: failed: drain exit 1")]
 
 
+def test_a_failed_recover_hook_reaches_mail_as_one_message(sim: Simulator, store_url: str) -> None:
+    config = config_from_mapping(
+        {
+            "email": {"host": "127.0.0.1", "from": "s@example.com", "to": ["o@example.com"]},
+            "policy": {"rules": [{"name": "undrain", "action": "inform", "recover": ["undrain"]}]},
+            "hooks": {"undrain": {"command": ["/bin/false"]}},
+            "imds": {"endpoint": sim.url},
+        },
+        environ={},
+    )
+    mail = ListSink()
+    store = Store(store_url, agent="web1")
+    store.outbox.deliver_only(wanted(config))
+    daemon = Daemon(
+        ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
+        store,
+        {"email": mail},
+        vm_name="web1",
+        policy=build_policy(config.policy),
+        hooks=config.hooks,
+    )
+    try:
+        event = sim.schedule("Reboot", resources=["web1"])
+        daemon.tick()
+        sim.start_event(event)
+        daemon.tick()
+        sim.complete(event)
+        for _ in range(3):
+            daemon.tick()
+            daemon.hooks.worker.round()
+            daemon.dispatcher.deliver_due("email")
+    finally:
+        daemon.imds.close()
+        store.close()
+    said = [(m.transition.kind, m.transition.note) for m in mail.by_event(event)]
+    assert [kind for kind, _ in said] == ["scheduled", "completed", "ready"]
+    assert said[-1][1] == "not recovered: web1: undrain failed (exit 1)"
+
+
 @pytest.mark.parametrize(
     ("transitions", "expected"),
     [

@@ -79,7 +79,7 @@ class AgentHooks:
             on_run=on_run,
             on_begun=on_begun,
             on_ended=on_ended,
-            on_prepared=self._fold,
+            on_hook_ended=self._fold,
             mask=mask,
         )
 
@@ -103,16 +103,32 @@ class AgentHooks:
         note = f"started while not ready: {unready}"
         return Transition(TransitionKind.STARTED_UNREADY, started.event, started.at, note=note)
 
-    def _fold(self, record: EventRecord) -> None:
-        """After a prepare hook ended here: the hook steps folded into one readiness message
+    def _fold(self, record: EventRecord, stage: str) -> None:
+        """After a hook ended here: the hook steps folded into one readiness message
         (model/kinds.py), recorded when some sink of the event wants it (mail, Teams)."""
         sinks = self._sinks_for(record.decision)
         if not any(self._store.outbox.wants(s, TransitionKind.READY) for s in sinks):
             return
         fresh = self._store.event(record.event.event_id)
-        folded = self.readiness_news(fresh) if fresh is not None else None
+        if fresh is None:
+            return
+        news = self.readiness_news if stage == "prepare" else self._recover_news
+        folded = news(fresh)
         if folded is not None:
             self._store.record_transition(folded, sinks, self._clock())
+
+    def _recover_news(self, record: EventRecord) -> Transition | None:
+        """A recover hook that failed on a VM (uncordon, back into the load balancer): said
+        once per failed run, as the folded channels hear no hook step of their own."""
+        failed = [
+            f"{r.run.vm}: {r.run.hook} failed ({r.run.why})"
+            for r in self._store.hook_runs(record.event.event_id)
+            if r.run.stage == "recover" and r.state == "failed"
+        ]
+        if not failed:
+            return None
+        note = f"not recovered: {'; '.join(failed)}"
+        return Transition(TransitionKind.READY, record.event, self._clock(), note=note)
 
     def readiness_news(self, record: EventRecord) -> Transition | None:
         """One message for the hook steps of an event (READY): once every listed VM that can

@@ -68,8 +68,8 @@ class HookWorker:
         on_begun: called after a run was recorded as begun (wakes the dispatcher).
         on_run: called after each run's end was recorded (wakes the carrier and dispatcher).
         on_ended: called with (stage, "succeeded" | "failed" | "timeout") as each run ends.
-        on_prepared: called with the event's record after each prepare run ended here
-            (the readiness message: hooks/agent.py).
+        on_hook_ended: called with the event's record and the stage after each run ended
+            here (the readiness message: hooks/agent.py).
         mask: the secrets a hook's output must not show (config/masked.py).
     """
 
@@ -87,11 +87,11 @@ class HookWorker:
         on_run: Callable[[], None] = lambda: None,
         on_begun: Callable[[], None] = lambda: None,
         on_ended: Callable[[str, str], None] = lambda stage, outcome: None,
-        on_prepared: Callable[[EventRecord], None] = lambda record: None,
+        on_hook_ended: Callable[[EventRecord, str], None] = lambda record, stage: None,
         mask: Masker | None = None,
     ) -> None:
         self._store = store
-        self._on_prepared = on_prepared
+        self._on_hook_ended = on_hook_ended
         self._hooks = dict(hooks)
         self._vm_name = vm_name
         self._plan_of = plan_of
@@ -280,8 +280,8 @@ class HookWorker:
         if self._attempts is None:
             self._attempts = self._new_attempts()
         succeeded = self._attempts.run(record, stage, name, vm, self._sinks_for(record))
-        if stage == "prepare" and not self._worker.stopping:
-            self._on_prepared(record)
+        if not self._worker.stopping:
+            self._on_hook_ended(record, stage)
         return succeeded
 
     def _look(self) -> datetime | None:
