@@ -2,9 +2,11 @@
 
 Issue 34, finding 15: one Reboot listing web1, web2 and web3, on a fleet of three
 agents sharing PostgreSQL (the daemons built as `sebridge run` builds them,
-cli/runtime.py: build_daemon, ticked by hand), approved by the policy after a
-prepare hook `drain` on each VM (web2's fails once, then succeeds on its retry),
-started, completed, then a recover hook `undrain` on each VM. Every sink is
+cli/runtime.py: build_daemon, ticked by hand), a person asked (`ask`); the
+prepare hook `drain` runs on each VM at the prepare lead (web2's fails once,
+then succeeds on its retry); then alice approves (`sebridge approve`'s use
+case), the event starts and completes, and the recover hook `undrain` runs on
+each VM. Every sink is
 configured (console, JSON lines, Slack, Teams, Jira, e-mail, webhook) and
 never reached: what is counted is the outbox rows written for each sink, one
 per message (a Slack reply, a Teams card, a Jira comment, a mail).
@@ -14,6 +16,7 @@ per message (a Slack reply, a Teams card, a Jira comment, a mail).
 --before-src), "after" on this tree; each in a process of its own.
 
     python bench/routing_noise.py [--dsn postgresql://postgres@127.0.0.1:5432/postgres]
+        [--action ask|approve]
 """
 
 from __future__ import annotations
@@ -33,10 +36,12 @@ VMS = ("web1", "web2", "web3")
 SINKS = ("console", "jsonl", "slack", "teams", "jira", "email", "webhook")
 
 
-def scenario(dsn: str, work: Path) -> dict[str, list[str]]:
-    """Run the event on three agents; the kinds of the outbox rows per sink, in order."""
+def scenario(dsn: str, work: Path, action: str = "ask") -> dict[str, list[str]]:
+    """Run the event on three agents; the kinds of the outbox rows per sink, in order.
+    action "approve": the rule approves (after the drains) instead of alice."""
     import psycopg
 
+    from sebridge.approval.request import ApprovalRequest
     from sebridge.cli.runtime import build_daemon
     from sebridge.imds.simulator import Simulator
     from sebridge.integrations.registry import config_from_mapping
@@ -85,14 +90,15 @@ def scenario(dsn: str, work: Path) -> dict[str, list[str]]:
                 },
                 "webhook": {"url": f"{dead}/hook", "secret": "whsec_" + "A" * 44},
                 "policy": {
+                    "prepare_lead_seconds": 3600,  # the drains start before anyone approved
                     "rules": [
                         {
                             "name": "drain first",
-                            "action": "approve",
+                            "action": action,
                             "prepare": ["drain"],
                             "recover": ["undrain"],
                         }
-                    ]
+                    ],
                 },
                 "hooks": {
                     "drain": {"command": [str(drain)], "retries": 1, "retry_delay": 0},
@@ -114,8 +120,11 @@ def scenario(dsn: str, work: Path) -> dict[str, list[str]]:
                     d.carrier.wake()
 
         rounds(1)  # every agent has run (and beaten) before the event comes
-        event = sim.schedule("Reboot", resources=list(VMS), notice=1800)
+        event = sim.schedule("Reboot", resources=list(VMS), notice=900)
         rounds()
+        if action == "ask":
+            daemons[0].approvals.request(ApprovalRequest(event, "alice", "cli"))
+            rounds()
         sim.start_event(event)
         rounds()
         sim.complete(event)
@@ -144,7 +153,7 @@ def scenario(dsn: str, work: Path) -> dict[str, list[str]]:
             admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
-def run_on(src: Path, dsn: str) -> dict[str, list[str]]:
+def run_on(src: Path, dsn: str, action: str) -> dict[str, list[str]]:
     """The scenario in a process whose `sebridge` is the one in `src`."""
     env = {**os.environ, "PYTHONPATH": str(src), "SEBRIDGE_BENCH_CHILD": "1"}
     code = (
@@ -154,7 +163,7 @@ def run_on(src: Path, dsn: str) -> dict[str, list[str]]:
         f"assert pathlib.Path(sebridge.__file__).is_relative_to({str(src)!r}), sebridge.__file__\n"
         f"bench = runpy.run_path({str(Path(__file__))!r}, run_name='bench')\n"
         "with tempfile.TemporaryDirectory() as work:\n"
-        f"    print(json.dumps(bench['scenario']({dsn!r}, pathlib.Path(work))))\n"
+        f"    print(json.dumps(bench['scenario']({dsn!r}, pathlib.Path(work), {action!r})))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
@@ -187,11 +196,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dsn", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--before-src", type=Path, help="the `src` folder of the code before")
+    parser.add_argument(
+        "--action", choices=("ask", "approve"), default="ask", help="the rule's action (ask)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         before_src = args.before_src or before_tree(Path(tmp))
-        before = run_on(before_src, args.dsn)
-        after = run_on(ROOT / "src", args.dsn)
+        before = run_on(before_src, args.dsn, args.action)
+        after = run_on(ROOT / "src", args.dsn, args.action)
     print(f"{'sink':<10}{'before':>8}{'after':>8}  after, by kind")
     for sink in SINKS:
         said = ", ".join(f"{k} {after[sink].count(k)}" for k in dict.fromkeys(after[sink]))

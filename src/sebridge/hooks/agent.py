@@ -132,16 +132,16 @@ class AgentHooks:
 
     def readiness_news(self, record: EventRecord) -> Transition | None:
         """One message for the hook steps of an event (READY): once every listed VM that can
-        prepare is ready, or once one failed for good (not when a retry is due, nor when an
-        approval waits on it: its hold says so). Keyed by what it says, so a fleet's agents
-        record it once."""
+        prepare is ready, or once one failed for good (not when a retry is due). Not for an
+        event with an approval: the carrier goes on and `approved` says it, or holds it and
+        `held` says why. Keyed by what it says, so a fleet's agents record it once."""
+        if record.approval is not None:
+            return None
         ready = self.gate.readiness(record)
         if not ready.vms:
             return None
         failed = [v.line() for v in ready.vms if v.state == VmState.FAILED]
         if failed:
-            if record.approval is not None:  # the carrier holds it, and `held` says why
-                return None
             note = f"not ready: {'; '.join(failed)}"
         elif ready.ready:
             done = [v.vm for v in ready.vms if v.state == VmState.READY]
