@@ -107,3 +107,21 @@ def test_the_daemon_runs_with_every_numeric_key_at_its_maximum(tmp_path: Path) -
         finally:
             daemon.kill()
     assert "Traceback" not in daemon.log_text()
+
+
+def test_a_misspelt_hooks_section_and_a_huge_port_are_said_as_written(tmp_path: Path) -> None:
+    """Issue 34, finding 12: `[hook]` was "did you mean [webhook]?" with [hooks] missing from
+    the known sections, and a port was shown as 4.83314e+09."""
+    cfg = tmp_path / "sebridge.toml"
+    cfg.write_text(
+        f'[store]\nurl = "sqlite:///{tmp_path / "state.db"}"\n'
+        '[hook.drain]\ncommand = ["/bin/true"]\n'
+        '[email]\nhost = "smtp.example.com"\nport = 4833140000\n'
+        'from = "sebridge@example.com"\nto = ["ops@example.com"]\n'
+    )
+    done = run_cli("check", "--config", str(cfg))
+    assert done.returncode == 2, done.stderr
+    assert "unknown section [hook] (did you mean [hooks]?)" in done.stderr
+    assert "known sections: imds, store," in done.stderr and ", hooks" in done.stderr
+    assert "email.port: must be <= 65535, got 4833140000" in done.stderr
+    assert "e+" not in done.stderr

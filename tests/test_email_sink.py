@@ -386,3 +386,24 @@ def test_a_dripped_banner_holds_the_sink_no_longer_than_its_timeout() -> None:
         " whole delivery); will retry"
     )
     assert held < 10  # bounded by the timeout (about 1 s), not by the drip (about 33 s)
+
+
+def test_the_folded_readiness_mail_says_it_and_lists_each_vm(smtp: FakeSmtp) -> None:
+    """Issue 34, finding 15: mail hears the hook steps as one `ready` message."""
+    from sebridge.model.readiness import VmReadiness, VmState
+
+    s = sink(section(smtp))
+    receipt = s.send(message())
+    e = event()
+    t = Transition(
+        TransitionKind.READY, e, NOT_BEFORE, note="not ready: web2: failed: drain exit 1"
+    )
+    vms = (
+        VmReadiness("web1", VmState.READY),
+        VmReadiness("web2", VmState.FAILED, "drain", "exit 1"),
+    )
+    s.send(Message(t, "web1", "ask", transition_id=2, receipt=receipt, readiness=vms))
+    text = smtp.mails[1].part("plain")
+    assert text.startswith("Readiness: not ready: web2: failed: drain exit 1.")
+    assert "- web1: ready\n- web2: failed: drain exit 1" in text
+    assert "web2: failed: drain exit 1" in smtp.mails[1].part("html")

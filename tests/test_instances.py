@@ -51,8 +51,8 @@ def test_named_instances_sit_beside_the_unnamed_one_in_registry_order() -> None:
     assert [i.name for i in registry.enabled(c)] == ["console", "jsonl", "slack", "slack.dba"]
     assert c.section("slack").channel == "C1" and c.section("slack.dba").channel == "C2"
     assert c.route_only == {"slack.dba"}
-    assert c.redacted()["slack.dba"]["route_only"] is True
-    assert "route_only" not in c.redacted()["slack"]
+    assert c.redacted()["slack.dba"]["route"] == "named"  # route_only = true is its alias
+    assert "route" not in c.redacted()["slack"]
 
 
 def test_a_section_of_named_instances_alone_has_no_unnamed_one() -> None:
@@ -128,14 +128,16 @@ def test_what_a_config_may_not_say_of_instances(data: dict[str, Any], expected: 
 
 def test_a_route_only_instance_no_rule_names_is_a_warning() -> None:
     c = config({"slack": {**SLACK, "route_only": True}})
-    assert "slack.route_only: no rule names slack in notify, so it hears nothing" in c.warnings
+    assert (
+        'slack.route "named" (route_only): no rule names slack in notify, so it hears nothing'
+    ) in c.warnings
     routed = config(
         {
             "slack": {**SLACK, "route_only": True},
             "policy": {"rules": [{"action": "ask", "notify": ["slack"]}]},
         }
     )
-    assert not [w for w in routed.warnings if "route_only" in w]
+    assert not [w for w in routed.warnings if "route" in w]
 
 
 def test_each_slack_instance_in_http_mode_has_its_own_path() -> None:
@@ -225,7 +227,7 @@ def test_policy_explain_says_where_the_event_goes(tmp_path: Path) -> None:
     event = tmp_path / "e.json"
     for kind, line in [
         ("Reboot", "  sinks: jsonl.audit (the rule's notify)"),
-        ("Freeze", "  sinks: jsonl (every instance not route_only: the rule has no notify)"),
+        ("Freeze", '  sinks: jsonl (the rule has no notify: every instance not route "named")'),
     ]:
         event.write_text(
             json.dumps(

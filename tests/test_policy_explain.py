@@ -443,7 +443,9 @@ def test_last_nights_auto_approved_freeze_is_explained_as_it_was_decided(
     assert lines[1].startswith("explained as of then, on the event as first seen")
     assert "      event_types: Freeze is one of Freeze" in lines
     assert any(line.startswith("      window: ") and " is inside " in line for line in lines)
-    assert "decision: approve at once (after the prepare hooks succeed)" in lines
+    # A rule without prepare hooks approves at once: no hooks to wait for (issue 34, 12).
+    assert "decision: approve at once" in lines
+    assert "prepare hooks" not in out
     assert "the recorded decision is the one that counts" not in out
     # Next morning, as of then (--at): outside the window, so the rules would ask now.
     later = (now + timedelta(hours=12)).isoformat()

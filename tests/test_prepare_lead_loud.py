@@ -217,12 +217,13 @@ def test_a_drain_failed_before_anyone_approved_is_as_loud_as_a_hold_everywhere(
 
     # Teams and the mail: what happens next and the ways out; no plain Approve link.
     cards = [json.dumps(s.card, ensure_ascii=False) for s in teams.shown]
-    (card,) = [c for c in cards if "drain failed" in c]
+    # They hear the hook steps folded into one readiness message (finding 15), as loud.
+    (card,) = [c for c in cards if "**Readiness**: not ready: vm0" in c]
     assert held in card and "Azure starts it anyway at " in card
     assert retry in card and anyway in card
     assert "Approve…" not in card
     mails = [m.part("plain") for m in smtp.mails]
-    (mail,) = [m for m in mails if "drain failed" in m]
+    (mail,) = [m for m in mails if "Readiness: not ready: vm0" in m]
     assert held in mail and "Azure starts it anyway at " in mail
     assert f"Not ready: {NOT_READY}" in mail
     assert retry in mail and anyway in mail and "Approve: " not in mail

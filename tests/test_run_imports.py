@@ -110,6 +110,7 @@ EXPECTED_MODULES = frozenset(
         "model",
         "model.approval",
         "model.decision",
+        "model.kinds",
         "model.leads",
         "model.message",
         "model.outlook",
@@ -139,6 +140,7 @@ EXPECTED_MODULES = frozenset(
         "store.sqlite",
         "store.stand_ins",
         "store.store",
+        "store.vm_tags",
     ]
 )
 # Third-party top-level packages (the scheduler, templates). Not urllib3: the poll's GET

@@ -117,12 +117,13 @@ def test_redeploy_approved_from_a_teams_card(
     assert [p.ids for p in sim.posts] == [(event_id,)]
 
     sim.start_event(event_id)
-    wait_card(teams, event_id, r"Started\*\* \(approved by Alice via approval link\)")
     sim.complete(event_id)
     wait_card(teams, event_id, r"Completed")
     assert [p.ids for p in sim.posts] == [(event_id,)]
     kinds = [card_text(s).splitlines()[0] for s in cards_of(teams, event_id)]
-    assert len(kinds) == 4, kinds  # the card, approved, started, completed: each once
+    # The card, approved, completed: each once. "Started" is not one of the kinds Teams
+    # gets by default (model/kinds.py: FOLDED).
+    assert len(kinds) == 3, kinds
 
 
 def test_tampered_links_and_gone_events_send_nothing(

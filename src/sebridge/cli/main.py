@@ -170,6 +170,12 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--scenario", type=Path, help="TOML or JSON file of events to play")
     simulate.add_argument("--time-scale", type=float, help="run X times faster than real time")
     simulate.add_argument("--vm-name", help="this VM's name (vm0)")
+    simulate.add_argument(
+        "--tag",
+        action="append",
+        metavar="NAME=VALUE",
+        help="an Azure tag of the VM, in its instance metadata (repeatable)",
+    )
     simulate.set_defaults(run=_simulate)
 
     demo = command("demo", "simulator + daemon + console: the whole flow, no accounts needed")
@@ -368,6 +374,7 @@ def _simulate(args: argparse.Namespace) -> int:
         scenario_path=args.scenario,
         time_scale=args.time_scale,
         vm_name=args.vm_name,
+        tags=dict(t.partition("=")[::2] for t in args.tag) if args.tag else None,
     )
 
 

@@ -86,6 +86,7 @@ def explain(
         first_seen,
         # Where the event goes, said once the configuration routes: without it, to every sink.
         audience=registry.audience(config) if _routes(config) else None,
+        tags_of=lambda: _recorded_tags(config),
     )
     as_of = "file" if recorded is None else "now" if now else "at" if at else "first_seen"
     if as_json:
@@ -105,8 +106,19 @@ def explain(
 
 
 def _routes(config: Config) -> bool:
-    """Whether some events reach only some sinks: a rule's notify, a route_only instance."""
-    return bool(config.route_only) or any(r.notify is not None for r in config.policy.rules)
+    """Whether some events reach only some sinks: a rule's notify, an instance's route."""
+    return bool(config.routes) or any(r.notify is not None for r in config.policy.rules)
+
+
+def _recorded_tags(config: Config) -> dict[str, dict[str, str]]:
+    """Every VM's Azure tags as agents recorded them (asked only for a rule's `tags`)."""
+    if missing_store(config) is not None:
+        return {}
+    store = open_store(config, migrate=False)
+    try:
+        return store.vm_tags.all()
+    finally:
+        store.close()
 
 
 def _differs(as_of: str, event: ScheduledEvent) -> str:

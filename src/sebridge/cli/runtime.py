@@ -22,15 +22,21 @@ from sebridge.config.masked import secret_values
 from sebridge.engine.daemon import Daemon
 from sebridge.engine.runner import Runner
 from sebridge.imds import ImdsClient
-from sebridge.imds.vm_name import learn_vm_name
+from sebridge.imds.vm_name import BRIEF_WAIT, learn_vm_name
 from sebridge.integrations import registry
 from sebridge.integrations.render import Renderer
-from sebridge.kernel.errors import ConfigError, PermanentDeliveryError, StoreInUseError
+from sebridge.kernel.clock import utcnow
+from sebridge.kernel.errors import (
+    ConfigError,
+    ImdsError,
+    PermanentDeliveryError,
+    StoreInUseError,
+)
 from sebridge.kernel.redact import Masker
 from sebridge.kernel.text import VisibleFormatter
 from sebridge.kernel.wsgi import WsgiApp
 from sebridge.model.message import Sink
-from sebridge.policy.compile import build_policy
+from sebridge.policy.compile import build_policy, uses_tags
 from sebridge.store import Store
 
 if TYPE_CHECKING:
@@ -39,6 +45,8 @@ if TYPE_CHECKING:
 # What only some configurations use (the HTTP server, approval links, /metrics, the CLI's
 # approval desk) is imported where it is used: `run` loads what it runs
 # (tests/test_run_imports.py).
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "build_daemon",
@@ -125,6 +133,27 @@ def vm_name(config: Config, *, wait: float | None = None) -> str:
     return learn_vm_name(config.imds.endpoint, wait=wait)
 
 
+def record_tags(config: Config, store: Store, name: str) -> None:
+    """Read this VM's Azure tags from IMDS (once, briefly) and record them under its name,
+    for rules' `tags` on every agent (imds/tags.py). IMDS not answering does not stop a
+    start: the VM keeps the tags recorded before, or has none (it matches no tags rule)."""
+    from sebridge.imds.tags import read_tags  # only where a rule matches on tags
+
+    client = build_imds(config, timeout=BRIEF_WAIT)
+    try:
+        tags = read_tags(client)
+    except ImdsError as exc:
+        log.warning(
+            "cannot read this VM's Azure tags from IMDS (%s): rules' tags match it by the "
+            "tags recorded before, if any",
+            exc,
+        )
+        return
+    finally:
+        client.close()
+    store.vm_tags.record(name, tags, utcnow())
+
+
 def open_store(
     config: Config, *, agent: str = "", exclusive: bool = False, migrate: bool = True
 ) -> Store:
@@ -138,7 +167,11 @@ def open_store(
     """
     if exclusive and not agent:
         raise ValueError("a store held as an agent needs the agent's name")
-    return Store(config.store.url, agent=agent, exclusive=exclusive, migrate=migrate)
+    store = Store(config.store.url, agent=agent, exclusive=exclusive, migrate=migrate)
+    # Whoever records a transition (the daemon, a CLI command) writes outbox rows only for
+    # the kinds each sink delivers (`transitions`).
+    store.outbox.deliver_only(registry.wanted(config))
+    return store
 
 
 def missing_store(config: Config) -> str | None:
@@ -213,6 +246,8 @@ def build_daemon(
     # daemon, would deliver everything again. PostgreSQL's claims let a fleet share one.
     name = vm_name(config)  # before the store: it is the agent's identity there
     store = open_store(config, agent=name, exclusive=True)
+    if uses_tags(config.policy):
+        record_tags(config, store, name)
     signer = link_signer(config, store)
     approve_url = None
     if signer is not None:
@@ -239,7 +274,7 @@ def build_daemon(
         approve_url=approve_url,
         hooks=config.hooks,
         hook_mask=mask,
-        route_only=config.route_only,
+        routes=config.routes,
     )
 
 

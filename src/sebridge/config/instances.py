@@ -7,10 +7,14 @@ named instance: the instance "slack.dba", read with the same dataclass as
 every file written before instances means what it meant. Each instance is
 whole on its own: `[slack.dba]` inherits nothing from `[slack]`.
 
-Every instance also takes `route_only = true`: it hears only the events whose
-rule names it in `notify` (model/decision.py: sinks_for). Which integrations
-may be named at all, and what a rule's `notify` may name, is the registry's
-to check (integrations/registry.py). See docs/ARCHITECTURE.md, "Integrations".
+Every instance also takes `route` (what it hears: "all" events whatever their
+rule, "default": those whose rule names no instance in `notify` and those
+naming it, "named": only those naming it; model/decision.py: sinks_for), with
+`route_only = true` kept as an alias of "named", and `transitions` (the kinds
+of transition it delivers; unset: its integration's default). Which
+integrations may be named at all, and what a rule's `notify` may name, is the
+registry's to check (integrations/registry.py). See docs/ARCHITECTURE.md,
+"Integrations".
 """
 
 from __future__ import annotations
@@ -21,23 +25,52 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from sebridge.config.reader import Reader
+from sebridge.config.reader import Reader, option
+from sebridge.model import TransitionKind
+from sebridge.model.decision import DEFAULT_ROUTE, NAMED, ROUTES
 
-__all__ = ["NAME", "ROUTE_ONLY", "Split", "named", "renamer", "split"]
+__all__ = [
+    "INSTANCE_KEYS",
+    "KINDS",
+    "NAME",
+    "ROUTE",
+    "ROUTE_ONLY",
+    "TRANSITIONS",
+    "Split",
+    "named",
+    "renamer",
+    "split",
+]
 
 # An instance's name: it is a metric label value, part of an HTTP path and of a
 # credential file's name, so plain.
 NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
-ROUTE_ONLY = "route_only"
+ROUTE, ROUTE_ONLY, TRANSITIONS = "route", "route_only", "transitions"
+# The keys every instance of an integration that sends messages takes, beside its own.
+INSTANCE_KEYS = (ROUTE, ROUTE_ONLY, TRANSITIONS)
+# What `transitions` may name: every kind of transition.
+KINDS = tuple(k.value for k in TransitionKind)
+
+
+@dataclass(frozen=True)
+class _Routing:
+    """An instance's routing keys, read like any section's (choices in any case, the
+    nearest name for a slip)."""
+
+    route: str | None = option(None, choices=ROUTES)
+    route_only: bool | None = None
+    transitions: tuple[str, ...] | None = option(None, choices=KINDS)
 
 
 @dataclass
 class Split:
     """One integration section as instances: each instance's name ("slack", "slack.dba")
-    and its own table (route_only taken out), and the instances marked route_only."""
+    and its own table (the routing keys taken out), each instance's route when not
+    "default", and its `transitions` when given."""
 
     tables: dict[str, Mapping[str, Any]] = field(default_factory=dict)
-    route_only: set[str] = field(default_factory=set)
+    routes: dict[str, str] = field(default_factory=dict)
+    transitions: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def split(section: str, raw: Any, cls: type[Any], rd: Reader) -> Split:
@@ -70,14 +103,33 @@ def split(section: str, raw: Any, cls: type[Any], rd: Reader) -> Split:
 
 
 def _take(out: Split, instance: str, table: Mapping[str, Any], rd: Reader) -> None:
-    rest = {k: v for k, v in table.items() if k != ROUTE_ONLY}
-    if ROUTE_ONLY in table:
-        value = table[ROUTE_ONLY]
-        if not isinstance(value, bool):
-            rd.error(f"{instance}.{ROUTE_ONLY}", f"expected true or false, got {value!r}")
-        elif value:
-            out.route_only.add(instance)
+    rest = {k: v for k, v in table.items() if k not in INSTANCE_KEYS}
+    given = {k: v for k, v in table.items() if k in INSTANCE_KEYS}
     out.tables[instance] = rest
+    if not given:
+        return
+    keys = rd.section(instance, given, _Routing, {})
+    route = keys.route
+    if keys.route_only is not None:  # the alias: true is "named"
+        alias = NAMED if keys.route_only else None
+        if route is None:
+            route = alias
+        elif (route == NAMED) != keys.route_only:
+            rd.error(
+                f"{instance}.{ROUTE_ONLY}",
+                f'{str(keys.route_only).lower()} disagrees with route = "{route}" '
+                '(route_only = true is route = "named"): keep route alone',
+            )
+    if route is not None and route != DEFAULT_ROUTE:
+        out.routes[instance] = route
+    if keys.transitions is not None:
+        if not keys.transitions:
+            rd.error(
+                f"{instance}.{TRANSITIONS}",
+                "empty: it would deliver nothing; leave it out for the default, "
+                f"or name kinds: {', '.join(KINDS)}",
+            )
+        out.transitions[instance] = tuple(dict.fromkeys(keys.transitions))
 
 
 def renamer(section: str, instance: str, cls: type[Any]) -> Callable[[str], str]:

@@ -33,11 +33,12 @@ from sebridge.config.core import (
     TemplatesConfig,
     check_core,
 )
-from sebridge.config.instances import ROUTE_ONLY, split
+from sebridge.config.instances import INSTANCE_KEYS, split
 from sebridge.config.policy import HookSettings, check_rules, read_hooks
 from sebridge.config.reader import Reader, did_you_mean, key_name
 from sebridge.config.secrets import Secret
 from sebridge.kernel.errors import ConfigError
+from sebridge.model.decision import NAMED
 
 __all__ = [
     "DEFAULT_PATH",
@@ -90,7 +91,10 @@ class Config:
         sections: each integration instance's section, by its name ("slack",
             "slack.dba": config/instances.py; see `section()`).
         given: the sections ("slack", "slack.dba") and keys ("http.listen") the file set.
-        route_only: the instances only a rule's `notify` reaches.
+        routes: each instance's `route` where it is not "default" ("all", "named";
+            route_only = true is "named"): model/decision.py, sinks_for.
+        transitions: each instance's `transitions` where the file gives them (else its
+            integration's default: integrations/registry.py, wanted).
         hooks: each `[hooks.<name>]`, by name (config/policy.py).
     """
 
@@ -105,11 +109,17 @@ class Config:
     sections: Mapping[str, Any] = field(default_factory=dict)
     given: frozenset[str] = frozenset()
     hooks: Mapping[str, HookSettings] = field(default_factory=dict)
-    route_only: frozenset[str] = frozenset()
+    routes: Mapping[str, str] = field(default_factory=dict)
+    transitions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()  # worth telling a person, not worth refusing to start
     # The values of the variables read into secrets, and PGPASSWORD beside a PostgreSQL
     # store: masked in hooks' output with every Secret above (config/masked.py).
     secret_parts: tuple[Secret, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def route_only(self) -> frozenset[str]:
+        """The instances only a rule's `notify` reaches (route "named")."""
+        return frozenset(i for i, route in self.routes.items() if route == NAMED)
 
     def section(self, name: str) -> Any:
         """An integration instance's section (its settings dataclass): "slack", "slack.dba"."""
@@ -121,8 +131,10 @@ class Config:
             name: {key_name(f): _plain(getattr(section, f.name)) for f in fields(section)}
             for name, section in self._all_sections()
         }
-        for instance in self.route_only:
-            out[instance]["route_only"] = True
+        for instance, route in self.routes.items():
+            out[instance]["route"] = route
+        for instance, kinds in self.transitions.items():
+            out[instance]["transitions"] = list(kinds)
         out["store"]["url"] = checks.redact_url(self.store.url)
         # A hook's env may pass a token on ("${VAULT_TOKEN}"): its names only, as secrets.
         out["hooks"] = {
@@ -223,7 +235,7 @@ def _validate(data: Mapping[str, Any], extra: Sections, rd: Reader) -> Config:
         # The unnamed instance is always there, at its defaults when the file has none
         # (an integration may be on without a section: the console).
         for instance, table in {name: tables.get(name, {}), **tables}.items():
-            sections[instance] = rd.section(instance, table, cls, {}, also=(ROUTE_ONLY,))
+            sections[instance] = rd.section(instance, table, cls, {}, also=INSTANCE_KEYS)
     # Every value read (one that failed holds its default): the checks below judge the
     # others, so every problem of the file is said at once (config/reader.py).
     rd.values_read()
@@ -248,7 +260,8 @@ def _validate(data: Mapping[str, Any], extra: Sections, rd: Reader) -> Config:
         sections=sections,
         given=given,
         hooks=hooks,
-        route_only=frozenset(i for s in split_up.values() for i in s.route_only),
+        routes={i: r for s in split_up.values() for i, r in s.routes.items()},
+        transitions={i: k for s in split_up.values() for i, k in s.transitions.items()},
     )
     config = extra.validate(config, rd)
     rd.raise_problems()
@@ -262,9 +275,11 @@ def _validate(data: Mapping[str, Any], extra: Sections, rd: Reader) -> Config:
 def _unknown_section(name: str, value: Any, known: Mapping[str, type[Any]]) -> str:
     owners = [s for s, cls in known.items() if name in {key_name(f) for f in fields(cls)}]
     belongs = f" (it belongs in [{owners[0]}])" if owners else ""
-    hint = belongs or did_you_mean(name, known, quote="[")
+    # [hooks] is a section too (a table of [hooks.<name>] tables, config/policy.py).
+    sections = [*known, "hooks"]
+    hint = belongs or did_you_mean(name, sections, quote="[")
     what = f"section [{name}]" if isinstance(value, Mapping) else f'top-level key "{name}"'
-    return f"unknown {what}{hint}; known sections: {', '.join(known)}"
+    return f"unknown {what}{hint}; known sections: {', '.join(sections)}"
 
 
 def _plain(value: Any) -> Any:

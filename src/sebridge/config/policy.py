@@ -70,6 +70,10 @@ class RuleSettings:
     this_vm: bool | None = None
     description: str | None = None
     window: WindowSettings | None = None
+    # Who the event affects: shell-style patterns of the VMs Resources list; the Azure tags
+    # of a listed VM (name = value pattern). Checked by _check_affected.
+    resources: tuple[str, ...] | None = None
+    tags: Mapping[str, str] | None = None
     action: str = option("", choices=ACTIONS)  # required: checked in check_rules
     prepare: tuple[str, ...] = ()
     recover: tuple[str, ...] = ()
@@ -90,6 +94,8 @@ _MATCHERS = (
     "this_vm",
     "description",
     "window",
+    "resources",
+    "tags",
 )
 
 
@@ -267,6 +273,7 @@ def _check_rule(
             rd.error(f"{key}.description", f"bad regular expression: {exc}")
     if rule.window is not None:
         _check_window(f"{key}.window", rule.window, rd)
+    _check_affected(key, rule, rd)
     for stage in ("prepare", "recover"):
         for hook in getattr(rule, stage):
             if hook not in hooks and not rd.unreadable(f"hooks.{hook}"):
@@ -275,6 +282,33 @@ def _check_rule(
         if getattr(rule, stage) and rule.action == "ignore":
             rd.error(f"{key}.{stage}", "an ignored event runs no hooks")
     _check_reminders(key, rule, rd)
+
+
+def _check_affected(key: str, rule: RuleSettings, rd: Reader) -> None:
+    """`resources` and `tags`: an empty list or table, or an empty pattern or tag name, would
+    match no event (or every one): a slip, refused. (A shell pattern cannot be malformed.)"""
+    if rule.resources is not None:
+        if not rule.resources:
+            rd.error(
+                f"{key}.resources",
+                'empty: it would match no event; leave it out to match any, e.g. ["web*"]',
+            )
+        elif not all(p.strip() for p in rule.resources):
+            rd.error(f"{key}.resources", "holds an empty pattern, which matches no VM")
+    if rule.tags is not None:
+        if not rule.tags:
+            rd.error(
+                f"{key}.tags",
+                'empty: it would match no event; leave it out to match any, e.g. { team = "web" }',
+            )
+        for name, value in rule.tags.items():
+            if not name.strip():
+                rd.error(f"{key}.tags", "a tag's name is empty")
+            elif not value:
+                rd.error(
+                    f"{key}.tags.{name}",
+                    'empty: a pattern of its value, e.g. "payments", "prod*", or "*" for any value',
+                )
 
 
 def _check_reminders(key: str, rule: RuleSettings, rd: Reader) -> None:

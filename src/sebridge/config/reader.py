@@ -353,11 +353,19 @@ def _check_range(value: float, meta: Mapping[str, Any]) -> None:
     why = f" ({meta['why']})" if meta.get("why") else ""
     ge, gt, le = meta.get("ge"), meta.get("gt"), meta.get("le")
     if ge is not None and value < ge:
-        raise ValueError(f"must be >= {ge:g}{why}, got {value:g}")
+        raise ValueError(f"must be >= {_number(ge)}{why}, got {_number(value)}")
     if gt is not None and value <= gt:
-        raise ValueError(f"must be > {gt:g}{why}, got {value:g}")
+        raise ValueError(f"must be > {_number(gt)}{why}, got {_number(value)}")
     if le is not None and value > le:
-        raise ValueError(f"must be <= {le:g}{why}, got {value:g}")
+        raise ValueError(f"must be <= {_number(le)}{why}, got {_number(value)}")
+
+
+def _number(value: float) -> str:
+    """A number as a person wrote it: an integer whole (a port 4833140000, not
+    4.83314e+09), a fraction as short as it reads exactly (0.2)."""
+    if isinstance(value, int) or (abs(value) < 1e15 and value.is_integer()):
+        return str(int(value))
+    return f"{value:g}" if abs(value) >= 1e15 else repr(value)
 
 
 def _check_choice(value: str, meta: Mapping[str, Any]) -> str:

@@ -15,7 +15,7 @@ See docs/ARCHITECTURE.md, "Poll".
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -62,7 +62,7 @@ class Daemon:
             None: built-in rules with the default keys.
         metrics: what the daemon counts (default: a registry of its own).
         hook_mask: the secrets hooks' output must not show (config/masked.py).
-        route_only: the sinks only a rule's `notify` reaches (model/decision.py: sinks_for).
+        routes: each sink's route where not "default" (model/decision.py: sinks_for).
     """
 
     def __init__(
@@ -81,7 +81,7 @@ class Daemon:
         hooks: Mapping[str, HookCommand] | None = None,
         metrics: Metrics | None = None,
         hook_mask: Masker | None = None,
-        route_only: Collection[str] = (),
+        routes: Mapping[str, str] | None = None,
     ) -> None:
         self.imds = imds
         self.store = store
@@ -89,7 +89,7 @@ class Daemon:
         store.on_transition(self.metrics.transition_recorded)
         imds.on_request(self.metrics.imds_requested)  # each attempt, retries apart
         self._sink_names = tuple(sinks)
-        self._route_only = frozenset(route_only)
+        self._routes = dict(routes or {})
         self.policy = policy or build_policy(PolicyConfig())
         if not vm_name:
             raise ValueError("the daemon needs this VM's name (cli/runtime.py: vm_name)")
@@ -163,9 +163,13 @@ class Daemon:
         """This VM's name, as IMDS's Resources spell it."""
         return self._vm_name
 
+    def _tags_of(self) -> dict[str, dict[str, str]]:
+        """Every VM's recorded Azure tags, for a rule's `tags` (store/vm_tags.py)."""
+        return self.store.vm_tags.all()
+
     def sinks_for(self, decision: Decision) -> tuple[str, ...]:
         """The sinks an event with this decision is delivered to (model/decision.py)."""
-        return sinks_for(decision, self._sink_names, self._route_only)
+        return sinks_for(decision, self._sink_names, self._routes)
 
     def tick(self) -> TickResult:
         """One poll, end to end."""
@@ -306,7 +310,7 @@ class Daemon:
         approvals: list[Approval] = []
         for n, t in enumerate(transitions):
             if t.kind in (TransitionKind.SCHEDULED, TransitionKind.UNPLANNED):
-                decision = decide(t.event, self.policy, self.vm_name(), now)
+                decision = decide(t.event, self.policy, self.vm_name(), now, self._tags_of)
                 decisions[t.event_id] = decision
                 # A reminder lead its notice can never reach is said once: in its first
                 # message (model/leads.py; the store keeps `now` as its first sight).

@@ -18,7 +18,7 @@ from sebridge.kernel.redact import Masker
 from sebridge.model import Transition, TransitionKind
 from sebridge.model.approval import would_hold
 from sebridge.model.decision import Decision
-from sebridge.model.readiness import VmReadiness
+from sebridge.model.readiness import VmReadiness, VmState
 from sebridge.store import EventRecord, Store
 
 if TYPE_CHECKING:
@@ -63,6 +63,8 @@ class AgentHooks:
         mask: Masker | None = None,
     ) -> None:
         self._store = store
+        self._sinks_for = sinks_for
+        self._clock = clock
         self.gate = ReadinessGate(
             store, vm_name, _decision, timeout_of=timeouts(hooks), dry_run=dry_run, clock=clock
         )
@@ -78,6 +80,7 @@ class AgentHooks:
             on_run=on_run,
             on_begun=on_begun,
             on_ended=on_ended,
+            on_hook_ended=self._fold,
             mask=mask,
         )
 
@@ -109,3 +112,52 @@ class AgentHooks:
             return None
         note = f"started while not ready: {unready}"
         return Transition(TransitionKind.STARTED_UNREADY, started.event, started.at, note=note)
+
+    def _fold(self, record: EventRecord, stage: str) -> None:
+        """After a hook ended here: the hook steps folded into one readiness message
+        (model/kinds.py), recorded when some sink of the event wants it (mail, Teams)."""
+        sinks = self._sinks_for(record.decision)
+        if not any(self._store.outbox.wants(s, TransitionKind.READY) for s in sinks):
+            return
+        fresh = self._store.event(record.event.event_id)
+        if fresh is None:
+            return
+        news = self.readiness_news if stage == "prepare" else self._recover_news
+        folded = news(fresh)
+        if folded is not None:
+            self._store.record_transition(folded, sinks, self._clock())
+
+    def _recover_news(self, record: EventRecord) -> Transition | None:
+        """A recover hook that failed on a VM (uncordon, back into the load balancer): said
+        once per failed run, as the folded channels hear no hook step of their own."""
+        failed = [
+            f"{r.run.vm}: {r.run.hook} failed ({r.run.why})"
+            for r in self._store.hook_runs(record.event.event_id)
+            if r.run.stage == "recover" and r.state == "failed"
+        ]
+        if not failed:
+            return None
+        note = f"not recovered: {'; '.join(failed)}"
+        return Transition(TransitionKind.READY, record.event, self._clock(), note=note)
+
+    def readiness_news(self, record: EventRecord) -> Transition | None:
+        """One message for the hook steps of an event (READY): once every listed VM that can
+        prepare is ready, or once one failed for good (not when a retry is due). Not for an
+        event with an approval: the carrier goes on and `approved` says it, or holds it and
+        `held` says why. Keyed by what it says, so a fleet's agents record it once."""
+        if record.approval is not None:
+            return None
+        ready = self.gate.readiness(record)
+        if not ready.vms:
+            return None
+        failed = [v.line() for v in ready.vms if v.state == VmState.FAILED]
+        if failed:
+            note = f"not ready: {'; '.join(failed)}"
+        elif ready.ready:
+            done = [v.vm for v in ready.vms if v.state == VmState.READY]
+            rest = [v.line() for v in ready.vms if v.state != VmState.READY]
+            note = f"ready: {', '.join(done) or 'no VM'} prepared"
+            note += f" ({'; '.join(rest)})" if rest else ""
+        else:
+            return None
+        return Transition(TransitionKind.READY, record.event, self._clock(), note=note)

@@ -68,6 +68,8 @@ class HookWorker:
         on_begun: called after a run was recorded as begun (wakes the dispatcher).
         on_run: called after each run's end was recorded (wakes the carrier and dispatcher).
         on_ended: called with (stage, "succeeded" | "failed" | "timeout") as each run ends.
+        on_hook_ended: called with the event's record and the stage after each run ended
+            here (the readiness message: hooks/agent.py).
         mask: the secrets a hook's output must not show (config/masked.py).
     """
 
@@ -85,9 +87,11 @@ class HookWorker:
         on_run: Callable[[], None] = lambda: None,
         on_begun: Callable[[], None] = lambda: None,
         on_ended: Callable[[str, str], None] = lambda stage, outcome: None,
+        on_hook_ended: Callable[[EventRecord, str], None] = lambda record, stage: None,
         mask: Masker | None = None,
     ) -> None:
         self._store = store
+        self._on_hook_ended = on_hook_ended
         self._hooks = dict(hooks)
         self._vm_name = vm_name
         self._plan_of = plan_of
@@ -275,7 +279,10 @@ class HookWorker:
         """Begin, run and end one hook (hooks/attempt.py); True when it succeeded."""
         if self._attempts is None:
             self._attempts = self._new_attempts()
-        return self._attempts.run(record, stage, name, vm, self._sinks_for(record))
+        succeeded = self._attempts.run(record, stage, name, vm, self._sinks_for(record))
+        if not self._worker.stopping:
+            self._on_hook_ended(record, stage)
+        return succeeded
 
     def _look(self) -> datetime | None:
         """One round on the worker's thread; when the next prepare lead comes."""

@@ -193,9 +193,13 @@ class ImdsClient:
             payload["DocumentIncarnation"] = incarnation
         self._call("POST", SCHEDULED_EVENTS_PATH, self.api_version, json.dumps(payload).encode())
 
+    def instance_compute(self) -> bytes:
+        """The compute section of instance metadata, as IMDS sent it (imds/tags.py reads it)."""
+        return self._call("GET", COMPUTE_PATH, COMPUTE_API_VERSION)
+
     def instance_name(self) -> str:
         """This VM's name as Resources lists it (compute.name, not the hostname)."""
-        body = self._call("GET", COMPUTE_PATH, COMPUTE_API_VERSION)
+        body = self.instance_compute()
         try:
             name = json.loads(body).get("name")
         except (ValueError, AttributeError):

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TextIO, TypeVar, cast
 
 from sebridge.engine.services import Job, Service
+from sebridge.model.kinds import EVERY_STEP
 
 if TYPE_CHECKING:
     from sebridge.approval.request import ApprovalRequest, Outcome
@@ -180,12 +181,16 @@ class Integration(Generic[S]):
             each built from its own section like `[slack]` (integrations/registry.py).
         reaches: the key of the address its checks reach ("slack.api_url"), named by
             `sebridge check` when they get no answer in time; "" for its name.
+        transitions: the kinds of transition its instances deliver when their section
+            has no `transitions` (model/kinds.py: every step, or the folded few).
     """
 
     name: ClassVar[str]
     title: ClassVar[str]
     settings: ClassVar[type[Any] | None] = None
     outbound: ClassVar[bool] = False
+    # The kinds of transition its instances deliver unless `transitions` says otherwise.
+    transitions: ClassVar[frozenset[str]] = EVERY_STEP
     once: ClassVar[str] = ""
     reaches: ClassVar[str] = ""
 

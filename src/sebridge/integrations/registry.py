@@ -49,6 +49,7 @@ __all__ = [
     "load_config",
     "settings_of",
     "sink_names",
+    "wanted",
 ]
 
 # Order is delivery order on the console and in `sebridge check`.
@@ -89,8 +90,10 @@ class Sections:
                     f"{integration.name} is configured once ({integration.once}): "
                     f"use [{integration.name}]",
                 )
-            elif instance in config.route_only and not integration.outbound:
-                rd.error(f"{instance}.route_only", f"{integration.name} sends no messages")
+            elif not integration.outbound:
+                for key, given in (("route", config.routes), ("transitions", config.transitions)):
+                    if instance in given:
+                        rd.error(f"{instance}.{key}", f"{integration.name} sends no messages")
             assert integration.settings is not None
             with named(rd, integration.name, instance, integration.settings):
                 sections[instance] = integration.validate(settings, rd, core)
@@ -119,7 +122,8 @@ class Sections:
                     rd.error(key, why)
         for instance in sorted(config.route_only & on - named_by_rules):
             rd.warnings.append(
-                f"{instance}.route_only: no rule names {instance} in notify, so it hears nothing"
+                f'{instance}.route "named" (route_only): no rule names {instance} in notify, '
+                "so it hears nothing"
             )
 
     def _unknown(self, name: str, config: Config, on: set[str]) -> str:
@@ -235,13 +239,23 @@ def sink_names(config: Config) -> list[str]:
     return [i.name for i in enabled(config) if i.outbound]
 
 
+def wanted(config: Config) -> dict[str, frozenset[str]]:
+    """The kinds of transition each enabled sink delivers: its `transitions`, else its
+    integration's default (model/kinds.py). The outbox writes rows for nothing else."""
+    return {
+        i.name: frozenset(config.transitions.get(i.name, i.integration.transitions))
+        for i in enabled(config)
+        if i.outbound
+    }
+
+
 def audience(config: Config) -> Callable[[Decision], tuple[str, ...]]:
     """The sinks an event with this decision reaches (model/decision.py: sinks_for), for a
     process that records transitions without a daemon's sinks (the CLI)."""
     names = sink_names(config)
 
     def sinks(decision: Decision) -> tuple[str, ...]:
-        return sinks_for(decision, names, config.route_only)
+        return sinks_for(decision, names, config.routes)
 
     return sinks
 

@@ -109,6 +109,7 @@ def _readiness_samples(event: ScheduledEvent, vm: str, now: datetime) -> list[Me
             note="Approval by alice held: drain failed (exit 1) on vm2: lb said 503. "
             "Nothing was sent to Azure.",
         ),
+        Transition(TransitionKind.READY, event, now, note="not ready: vm2: failed: drain exit 1"),
         Transition(TransitionKind.REMINDER, event, now, remind_before=600),
         Transition(TransitionKind.REMINDER, event, now, remind_after=600, while_held=True),
     ]

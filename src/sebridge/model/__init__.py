@@ -184,6 +184,10 @@ class TransitionKind(StrEnum):
     STARTED_UNREADY = "started_unready"
     # A person asked the failed prepare hooks to run again (`sebridge hooks retry`): `note`.
     HOOKS_RETRY = "hooks_retry"
+    # The hook steps folded into one message, for a channel that does not want each step
+    # (mail, Teams): every listed VM's prepare hooks succeeded, or one failed for good
+    # (`note` says which). Keyed by its note, so a fleet's agents record it once.
+    READY = "ready"
 
 
 @dataclass(frozen=True)

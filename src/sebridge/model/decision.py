@@ -6,7 +6,7 @@ The rules that decide are policy/rules.py. See docs/ARCHITECTURE.md, "Policy".
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from sebridge.model import ScheduledEvent
@@ -14,12 +14,16 @@ from sebridge.model.leads import Lead, leads_of
 
 __all__ = [
     "ACTIONS",
+    "ALL",
     "APPROVE",
     "ASK",
+    "DEFAULT_ROUTE",
     "IGNORE",
     "INFORM",
+    "NAMED",
     "NO_MATCH",
     "NO_RULE",
+    "ROUTES",
     "UNREADABLE",
     "Decision",
     "effective",
@@ -31,6 +35,10 @@ __all__ = [
 APPROVE, ASK, INFORM, IGNORE = "approve", "ask", "inform", "ignore"
 ACTIONS = (APPROVE, ASK, INFORM, IGNORE)
 NO_RULE = "no rule matched"
+# What an instance hears (its `route`): every event whatever its rule; the events whose rule
+# names no instance in `notify`, and those naming it; only those naming it.
+ALL, DEFAULT_ROUTE, NAMED = "all", "default", "named"
+ROUTES = (ALL, DEFAULT_ROUTE, NAMED)
 
 
 @dataclass(frozen=True)
@@ -50,8 +58,8 @@ class Decision:
             announced again, on the same terms, ascending (model/leads.py).
         on_prepare_failure: "hold" (nothing is POSTed) or "approve" (POST anyway).
         notify: the instances ("slack.dba") that hear every transition of the event, as
-            the rule's `notify` names them; None: every instance not `route_only`
-            (see `sinks_for`).
+            the rule's `notify` names them (beside those whose route is "all"); None:
+            every instance whose route is "default" or "all" (see `sinks_for`).
     """
 
     action: str
@@ -99,15 +107,21 @@ def offers_anyway(action: str) -> bool:
 
 
 def sinks_for(
-    decision: Decision, sinks: Sequence[str], route_only: Collection[str] = ()
+    decision: Decision, sinks: Sequence[str], routes: Mapping[str, str] | None = None
 ) -> tuple[str, ...]:
     """Which of `sinks` (this agent's outbound instances, in registry order) hear an
-    event's transitions: none for an ignored event; those its rule's `notify` names; else
-    every one not `route_only` (an instance only a rule's notify reaches). A name in
-    `notify` this agent has not configured is not its to deliver (a fleet's agents may
-    differ). See docs/ARCHITECTURE.md, "Integrations"."""
+    event's transitions, by each instance's route (`routes`; absent: "default"): none for
+    an ignored event (recorded, sent nowhere); a route "all" instance, every other event;
+    those its rule's `notify` names; and, for a rule without `notify`, every "default"
+    instance. A name in `notify` this agent has not configured is not its to deliver (a
+    fleet's agents may differ). See docs/ARCHITECTURE.md, "Integrations"."""
     if decision.action == IGNORE:
         return ()
-    if decision.notify is None:
-        return tuple(s for s in sinks if s not in route_only)
-    return tuple(s for s in sinks if s in decision.notify)
+    routes = routes or {}
+    notify = decision.notify
+    return tuple(
+        s
+        for s in sinks
+        if routes.get(s) == ALL
+        or (s in notify if notify is not None else routes.get(s, DEFAULT_ROUTE) == DEFAULT_ROUTE)
+    )

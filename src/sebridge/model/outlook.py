@@ -263,9 +263,13 @@ def tells_next(t: Transition, later: Outlook) -> bool:
     """Whether the message of `t` says what happens next (`later`): a hold, a reminder, and
     a prepare hook's final failure when nobody approved the event and an approval would
     only be held (the prepare lead): that failure is the hold's first word, as loud as a
-    `held` transition. A failure that runs again by itself (`retries`) is not."""
+    `held` transition. A failure that runs again by itself (`retries`) is not. The folded
+    readiness message (READY: what mail and Teams hear instead of the hook steps) tells it
+    when it says a VM is not ready and an approval would be held."""
     if t.kind in (TransitionKind.HELD, TransitionKind.REMINDER):
         return True
+    if t.kind == TransitionKind.READY:
+        return later.would_hold
     final = t.hook is None or t.hook.retry_at is None
     return t.kind == TransitionKind.HOOK_FAILED and later.would_hold and final
 

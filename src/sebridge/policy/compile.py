@@ -21,14 +21,17 @@ from sebridge.policy.matchers import (
     Duration,
     EventTypes,
     Matcher,
+    Resources,
     Sources,
     Started,
+    Tags,
     ThisVm,
     Window,
+    shell_pattern,
 )
 from sebridge.policy.rules import Policy, Rule
 
-__all__ = ["build_policy", "builtin_rules", "compile_rule"]
+__all__ = ["build_policy", "builtin_rules", "compile_rule", "uses_tags"]
 
 
 def build_policy(config: PolicyConfig) -> Policy:
@@ -37,6 +40,11 @@ def build_policy(config: PolicyConfig) -> Policy:
     if config.rules:
         return Policy(tuple(compile_rule(r) for r in config.rules), lead)
     return Policy(builtin_rules(config), lead, builtin=True)
+
+
+def uses_tags(config: PolicyConfig) -> bool:
+    """Whether a rule matches on Azure tags: then each agent reads its VM's from IMDS."""
+    return any(r.tags is not None for r in config.rules)
 
 
 def compile_rule(rule: RuleSettings) -> Rule:
@@ -55,6 +63,7 @@ def compile_rule(rule: RuleSettings) -> Rule:
         matchers.append(Description(user_pattern(rule.description)))
     if rule.window is not None:
         matchers.append(_window(rule.window))
+    matchers.extend(_affected(rule))
     decision = Decision(
         rule.action,
         rule.name,
@@ -66,6 +75,16 @@ def compile_rule(rule: RuleSettings) -> Rule:
         notify=rule.notify,
     )
     return Rule(rule.name, tuple(matchers), decision)
+
+
+def _affected(rule: RuleSettings) -> list[Matcher]:
+    """Who the event affects: `resources` (names), then `tags` (the store is read once)."""
+    found: list[Matcher] = []
+    if rule.resources is not None:
+        found.append(Resources(tuple((p, shell_pattern(p)) for p in rule.resources)))
+    if rule.tags is not None:
+        found.append(Tags(tuple((k, v, shell_pattern(v)) for k, v in rule.tags.items())))
+    return found
 
 
 def _window(w: WindowSettings) -> Window:

@@ -17,13 +17,13 @@ from typing import Any
 from sebridge.model import ScheduledEvent
 from sebridge.model.decision import APPROVE, IGNORE, NO_MATCH, Decision, effective
 from sebridge.model.leads import leads_words, unreachable, unreachable_line
-from sebridge.policy.matchers import Facts
+from sebridge.policy.matchers import Facts, TagsOf, no_tags
 from sebridge.policy.rules import Policy
 
 __all__ = ["Explanation", "RuleVerdict", "explain"]
 
 _ACTIONS = {
-    "approve": "approve at once (after the prepare hooks succeed)",
+    "approve": "approve at once",
     "ask": "ask: a person decides (Approve buttons, links, Jira status)",
     "inform": "inform: announced, no approval offered; Azure starts it at NotBefore",
     "ignore": "ignore: recorded, sent to no sink",
@@ -88,7 +88,7 @@ class Explanation:
         d = self.decision
         if not self.verdicts or self.verdicts[-1].misses:
             out.append("  no rule matched")
-        out.append(f"decision: {_ACTIONS.get(d.action, d.action)}")
+        out.append(f"decision: {_action(d)}")
         out.append(f"  rule: {d.rule}")
         if self.started_approve:
             out.append(
@@ -107,9 +107,12 @@ class Explanation:
         said = ", ".join(self.sinks) or "none"
         if self.decision.action == IGNORE:
             return "  sinks: none (ignored)"
-        if self.decision.notify is not None:
-            return f"  sinks: {said} (the rule's notify)"
-        return f"  sinks: {said} (every instance not route_only: the rule has no notify)"
+        notify = self.decision.notify
+        if notify is not None:
+            extra = [s for s in self.sinks if s not in notify]
+            also = f'; {", ".join(extra)}: route "all"' if extra else ""
+            return f"  sinks: {said} (the rule's notify{also})"
+        return f'  sinks: {said} (the rule has no notify: every instance not route "named")'
 
     def _unreachable_line(self) -> str:
         """The decision's reminder leads this event's notice can never reach, as its first
@@ -164,15 +167,17 @@ def explain(
     first_seen: datetime | None = None,
     *,
     audience: Callable[[Decision], Sequence[str]] | None = None,
+    tags_of: TagsOf = no_tags,
 ) -> Explanation:
     """What decide() decides at `now`, and why (the same rules, in the same order): `now`
     is when the event was first seen to explain a recorded decision (a window's answer
     depends on it), or this moment. first_seen: when the event was first announced (its
     reminders' leads count from then; None: as if at `now`). audience: the sinks a
-    decision reaches (model/decision.py: sinks_for), to say where the event goes."""
+    decision reaches (model/decision.py: sinks_for), to say where the event goes. tags_of:
+    every VM's recorded Azure tags (store/vm_tags.py), for a rule's `tags`."""
     verdicts: list[RuleVerdict] = []
     decision, started_approve = NO_MATCH, False
-    facts = Facts(event, vm_name, now)
+    facts = Facts(event, vm_name, now, tags_of)
     for number, rule in enumerate(policy.rules, 1):
         misses = tuple(rule.misses(facts))
         reasons = () if misses else tuple(rule.reasons(facts))
@@ -192,6 +197,14 @@ def explain(
         first_seen,
         None if audience is None else tuple(audience(decision)),
     )
+
+
+def _action(d: Decision) -> str:
+    """The action in words; an approval waits for prepare hooks only where the rule has some."""
+    said = _ACTIONS.get(d.action, d.action)
+    if d.action == APPROVE and d.prepare:
+        return f"{said} (after the prepare hooks succeed)"
+    return said
 
 
 def _hooks(d: Decision) -> list[str]:

@@ -9,6 +9,8 @@ field IMDS did not send (an old api-version) matches no matcher about it.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -23,27 +25,60 @@ __all__ = [
     "EventTypes",
     "Facts",
     "Matcher",
+    "Resources",
     "Sources",
     "Started",
+    "Tags",
+    "TagsOf",
     "ThisVm",
     "Window",
+    "no_tags",
+    "shell_pattern",
 ]
 
 _DAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
+# Every VM's recorded Azure tags, by its name in lower case (store/vm_tags.py): asked only
+# when a rule's `tags` matcher is tested, once per decision.
+TagsOf = Callable[[], Mapping[str, Mapping[str, str]]]
+
+
+def no_tags() -> Mapping[str, Mapping[str, str]]:
+    return {}
+
+
 class Facts:
-    """What the matchers look at for one decision: the event, this VM, the time, and the
-    time in each zone a window asked for (converted once per zone, not once per rule)."""
+    """What the matchers look at for one decision: the event, this VM, the time, the
+    time in each zone a window asked for (converted once per zone, not once per rule),
+    and the recorded tags of the VMs (read once, and only when a rule asks)."""
 
-    __slots__ = ("_local", "_mine", "event", "now", "vm_name")
+    __slots__ = ("_local", "_mine", "_names", "_tags", "_tags_of", "event", "now", "vm_name")
 
-    def __init__(self, event: ScheduledEvent, vm_name: str, now: datetime) -> None:
+    def __init__(
+        self, event: ScheduledEvent, vm_name: str, now: datetime, tags_of: TagsOf = no_tags
+    ) -> None:
         self.event = event
         self.vm_name = vm_name
         self.now = now
         self._local: dict[ZoneInfo, datetime] = {}
         self._mine: bool | None = None
+        self._names: tuple[str, ...] | None = None
+        self._tags_of = tags_of
+        self._tags: Mapping[str, Mapping[str, str]] | None = None
+
+    @property
+    def vms(self) -> tuple[str, ...]:
+        """The VMs Resources list, as named (api-version 2017-03-01's "_" prefix taken off)."""
+        if self._names is None:
+            self._names = tuple(r[1:] if r.startswith("_") else r for r in self.event.resources)
+        return self._names
+
+    def tags(self, vm: str) -> Mapping[str, str] | None:
+        """`vm`'s recorded Azure tags; None when no agent recorded any for it."""
+        if self._tags is None:
+            self._tags = self._tags_of()
+        return self._tags.get(vm.lower())
 
     @property
     def on_this_vm(self) -> bool:
@@ -239,3 +274,73 @@ class Started:
 
     def why(self, f: Facts) -> str:
         return f"status: {f.event.status}"
+
+
+def shell_pattern(pattern: str) -> re.Pattern[str]:
+    """A shell-style pattern (`*`, `?`, `[abc]`), matched whole and without regard to case."""
+    import fnmatch  # only a rule with resources or tags needs it
+
+    return re.compile(fnmatch.translate(pattern), re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Shell-style patterns of VM names: any VM Resources lists matching any pattern."""
+
+    patterns: tuple[tuple[str, re.Pattern[str]], ...]  # (as written, compiled)
+
+    def test(self, f: Facts) -> bool:
+        return any(p.match(vm) for vm in f.vms for _, p in self.patterns)
+
+    def why_not(self, f: Facts) -> str:
+        listed = ", ".join(f.vms) or "none"
+        return f"resources: no VM of Resources ({listed}) matches {self._said()}"
+
+    def why(self, f: Facts) -> str:
+        said = [f"{vm} matches {w}" for vm in f.vms for w, p in self.patterns if p.match(vm)]
+        return f"resources: {'; '.join(said)}"
+
+    def _said(self) -> str:
+        return " or ".join(w for w, _ in self.patterns)
+
+
+@dataclass(frozen=True)
+class Tags:
+    """Azure tags of a listed VM: some VM Resources lists has every tag named, each with a
+    value matching its shell-style pattern (names exact, values without regard to case).
+    A VM with no recorded tags (no agent read them) matches no `tags` matcher."""
+
+    wanted: tuple[tuple[str, str, re.Pattern[str]], ...]  # (name, pattern as written, compiled)
+
+    def test(self, f: Facts) -> bool:
+        return any(self._fits(f.tags(vm)) for vm in f.vms)
+
+    def _fits(self, tags: Mapping[str, str] | None) -> bool:
+        if tags is None:
+            return False
+        for name, _, pattern in self.wanted:
+            value = tags.get(name)
+            if value is None or not pattern.match(value):
+                return False
+        return True
+
+    def why_not(self, f: Facts) -> str:
+        seen = "; ".join(self._seen(vm, f.tags(vm)) for vm in f.vms) or "Resources lists none"
+        return f"tags: no listed VM has {self._said()} ({seen})"
+
+    def why(self, f: Facts) -> str:
+        fits = [vm for vm in f.vms if self._fits(f.tags(vm))]
+        shown = ", ".join(f"{vm} has {self._had(f.tags(vm) or {})}" for vm in fits)
+        return f"tags: {shown}"
+
+    def _said(self) -> str:
+        return ", ".join(f"{name}={w}" for name, w, _ in self.wanted)
+
+    def _had(self, tags: Mapping[str, str]) -> str:
+        return ", ".join(f"{name}={tags[name]}" for name, _, _ in self.wanted)
+
+    def _seen(self, vm: str, tags: Mapping[str, str] | None) -> str:
+        if tags is None:
+            return f"{vm}: no tags recorded (no agent has read them: it matches no tags rule)"
+        named = [f"{name}={tags[name]}" for name, _, _ in self.wanted if name in tags]
+        return f"{vm}: {', '.join(named) if named else 'none of these tags'}"

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from sebridge.model import ScheduledEvent
 from sebridge.model.decision import NO_MATCH, Decision, effective
-from sebridge.policy.matchers import Facts, Matcher
+from sebridge.policy.matchers import Facts, Matcher, TagsOf, no_tags
 
 __all__ = ["Policy", "Rule", "decide"]
 
@@ -56,10 +56,17 @@ class Policy:
     builtin: bool = False  # rules from the old keys, not from [[policy.rules]]
 
 
-def decide(event: ScheduledEvent, policy: Policy, vm_name: str, now: datetime) -> Decision:
+def decide(
+    event: ScheduledEvent,
+    policy: Policy,
+    vm_name: str,
+    now: datetime,
+    tags_of: TagsOf = no_tags,
+) -> Decision:
     """The first matching rule's decision; "ask" when none matches. A started event is
-    never approved (nothing to approve): an "approve" rule announces it ("inform")."""
-    facts = Facts(event, vm_name, now)
+    never approved (nothing to approve): an "approve" rule announces it ("inform").
+    tags_of: every VM's recorded Azure tags (read only when a rule's `tags` asks)."""
+    facts = Facts(event, vm_name, now, tags_of)
     for rule in policy.rules:
         if rule.matches(facts):
             return effective(rule.decision, event)

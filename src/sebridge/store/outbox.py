@@ -11,11 +11,12 @@ holder of the row's live claim, and return False ("lost") otherwise, changing no
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 
-from sebridge.model import Receipt
+from sebridge.model import Receipt, Transition
 from sebridge.model.approval import CARRIED_OUT
+from sebridge.model.kinds import EVERY_STEP
 from sebridge.store.claims import new_token
 from sebridge.store.codec import decision_from_db, from_iso, iso, transition_from_json
 from sebridge.store.database import Database
@@ -44,6 +45,7 @@ class Outbox:
     def __init__(self, db: Database, agent: str) -> None:
         self._db = db
         self._agent = agent
+        self._wanted: dict[str, frozenset[str]] = {}
         self._gone = db.claimant_gone("o.claimed_by")
         # Row `o` is claimed by nobody now (one `?`: now): never, its lease ended, or its
         # claimant is gone (Database.claimant_gone).
@@ -69,15 +71,27 @@ class Outbox:
             "ORDER BY o.id LIMIT ? FOR UPDATE OF o SKIP LOCKED"
         )
 
+    def deliver_only(self, wanted: Mapping[str, Collection[str]]) -> None:
+        """The kinds of transition each sink delivers (its `transitions`, or its
+        integration's default: integrations/registry.py); a sink not named: every step."""
+        self._wanted = {sink: frozenset(kinds) for sink, kinds in wanted.items()}
+
+    def wants(self, sink: str, kind: str) -> bool:
+        """Whether `sink` delivers transitions of this kind."""
+        return kind in self._wanted.get(sink, EVERY_STEP)
+
     def enqueue(
-        self, transition_id: int, event_id: str, sinks: Sequence[str], now: datetime
+        self, transition_id: int, transition: Transition, sinks: Sequence[str], now: datetime
     ) -> None:
-        """Add one row per sink; call inside the transaction that wrote the transition."""
+        """Add one row per sink that wants the transition's kind (the one place a kind is
+        filtered); call inside the transaction that wrote the transition."""
         for sink in sinks:
+            if not self.wants(sink, transition.kind):
+                continue
             self._db.execute(
                 "INSERT INTO outbox (transition_id, event_id, sink, state, next_attempt_at) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT (transition_id, sink) DO NOTHING",
-                (transition_id, event_id, sink, PENDING, iso(now)),
+                (transition_id, transition.event_id, sink, PENDING, iso(now)),
             )
 
     def release_own_claims(self) -> int:

@@ -275,6 +275,17 @@ ALTER TABLE approvals ADD COLUMN actor_id TEXT;
 ALTER TABLE approvals ADD COLUMN anyway_id TEXT
 """
 
+# Each agent's VM's Azure tags, as it read them from IMDS's instance metadata at start
+# (imds/tags.py): a rule's `tags` matches an event by the tags of the VMs it lists, so every
+# agent of a fleet reads every VM's here (store/vm_tags.py). JSON object of strings.
+_V17 = """
+CREATE TABLE vm_tags (
+    vm TEXT PRIMARY KEY,
+    tags TEXT NOT NULL,
+    read_at TEXT NOT NULL
+)
+"""
+
 # Index i holds the statements of schema version i + 1.
 MIGRATIONS: tuple[str, ...] = (
     _V1,
@@ -293,4 +304,5 @@ MIGRATIONS: tuple[str, ...] = (
     _V14,
     _V15,
     _V16,
+    _V17,
 )

@@ -31,6 +31,7 @@ from sebridge.store.outbox import Outbox
 from sebridge.store.schema_check import open_schema
 from sebridge.store.settings import SettingsTable
 from sebridge.store.stand_ins import StandIns
+from sebridge.store.vm_tags import VmTags
 
 __all__ = ["NOTES", "Store"]
 
@@ -48,6 +49,7 @@ NOTES = (
     TransitionKind.HOOK_STARTED,
     TransitionKind.HOOK_SUCCEEDED,
     TransitionKind.HOOK_FAILED,
+    TransitionKind.READY,
     TransitionKind.HOOKS_RETRY,
 )
 
@@ -84,6 +86,7 @@ class Store(
             raise
         self.agent = agent
         self.outbox = Outbox(self.db, agent)
+        self.vm_tags = VmTags(self.db)
         self._recorded: Callable[[str], None] = lambda kind: None
 
     def on_transition(self, recorded: Callable[[str], None]) -> None:
@@ -297,7 +300,7 @@ class Store(
                 "UPDATE events SET state = ? WHERE event_id = ?",
                 (transition.kind, transition.event_id),
             )
-        self.outbox.enqueue(transition_id, transition.event_id, sinks, now)
+        self.outbox.enqueue(transition_id, transition, sinks, now)
         return transition_id
 
     def _last_announcement(self, event_id: str) -> tuple[int, str] | None:

@@ -1,12 +1,16 @@
 """The instance metadata (`/metadata/instance[/compute]`) a client may read beside events.
 
-Clients use it to learn their own VM name (to check an event's Resources) and
-to label notifications; the simulator serves a plausible, stable document.
+Clients use it to learn their own VM name (to check an event's Resources),
+its Azure tags, and to label notifications; the simulator serves a plausible,
+stable document. Tags come as Microsoft documents them: `tags`, one string
+"name:value;name2:value2", and (api-version 2019-06-04 and later) `tagsList`,
+a list of {"name", "value"} objects that holds a ";" or ":" a value may contain.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["INSTANCE_API_VERSIONS", "NEWEST_INSTANCE_VERSIONS", "compute_document"]
@@ -62,8 +66,16 @@ _SUBSCRIPTION_ID = "00000000-0000-4000-8000-5e6b71d6e000"
 _RESOURCE_GROUP = "sebridge-simulator"
 
 
-def compute_document(vm_name: str) -> dict[str, Any]:
-    """The compute section of instance metadata for a simulated VM named `vm_name`."""
+# The first api-version whose compute section carries `tagsList`.
+TAGS_LIST_SINCE = "2019-06-04"
+
+
+def compute_document(
+    vm_name: str, tags: Mapping[str, str] | None = None, version: str = TAGS_LIST_SINCE
+) -> dict[str, Any]:
+    """The compute section of instance metadata for a simulated VM named `vm_name`, with
+    its Azure `tags` (none: empty), as `version` (an instance api-version) shapes it."""
+    tags = dict(tags or {})
     # Derived from the name so the same VM keeps the same vmId across restarts.
     vm_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"sebridge-simulator/{vm_name}"))
     return {
@@ -83,10 +95,15 @@ def compute_document(vm_name: str) -> dict[str, Any]:
         ),
         "sku": "22_04-lts-gen2",
         "subscriptionId": _SUBSCRIPTION_ID,
-        "tags": "",
+        "tags": ";".join(f"{name}:{value}" for name, value in tags.items()),
         "version": "latest",
         "vmId": vm_id,
         "vmScaleSetName": "",
         "vmSize": "Standard_D2s_v3",
         "zone": "",
+        **(
+            {"tagsList": [{"name": k, "value": v} for k, v in tags.items()]}
+            if version >= TAGS_LIST_SINCE
+            else {}
+        ),
     }

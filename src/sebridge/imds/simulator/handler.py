@@ -251,7 +251,8 @@ class ImdsHandler(BaseHTTPRequestHandler):
             if version not in INSTANCE_API_VERSIONS:
                 self._bad_version(NEWEST_INSTANCE_VERSIONS)
                 return
-            compute = compute_document(self.imds.state.vm_name)
+            state = self.imds.state
+            compute = compute_document(state.vm_name, state.tags, version)
             document = compute if path.endswith("/compute") else {"compute": compute}
             self._send_json(200, document)
         else:

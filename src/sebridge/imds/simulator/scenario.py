@@ -1,6 +1,7 @@
 """Scenario files: simulator settings and a script of events, in TOML (or JSON by extension).
 
     vm_name = "vm0"            # all optional
+    tags = { team = "payments" }  # the VM's Azure tags (instance metadata)
     time_scale = 60
     terminate_notice = 300
     approval_delay = 2
@@ -30,7 +31,13 @@ from sebridge.imds.simulator.spec import EventSpec, parse_event
 
 __all__ = ["DEMO", "SETTINGS_KEYS", "Scenario", "demo_scenario", "parse_scenario", "read_scenario"]
 
-SETTINGS_KEYS: tuple[str, ...] = ("vm_name", "time_scale", "terminate_notice", "approval_delay")
+SETTINGS_KEYS: tuple[str, ...] = (
+    "vm_name",
+    "time_scale",
+    "terminate_notice",
+    "approval_delay",
+    "tags",
+)
 DEMO = "demo"  # the name `serve` accepts for the shipped demo scenario
 _DEFAULT_TERMINATE_NOTICE = 300.0
 
@@ -44,6 +51,7 @@ class Scenario:
     time_scale: float | None = None
     terminate_notice: float | None = None
     approval_delay: float | None = None
+    tags: dict[str, str] | None = None
     source: str = "<scenario>"
 
     def settings(self) -> dict[str, Any]:
@@ -56,6 +64,12 @@ def _setting(data: dict[str, Any], key: str) -> Any:
     value = data.get(key)
     if value is None:
         return None
+    if key == "tags":
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and k and isinstance(v, str) for k, v in value.items()
+        ):
+            raise ValueError(f'{key}: must be a table of strings, e.g. {{ team = "web" }}')
+        return dict(value)
     if key == "vm_name":
         if not isinstance(value, str) or not value:
             raise ValueError(f"{key}: must be a non-empty string, got {value!r}")

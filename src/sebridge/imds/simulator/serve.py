@@ -76,6 +76,7 @@ def serve(
     vm_name: str | None = None,
     terminate_notice: float | None = None,
     approval_delay: float | None = None,
+    tags: dict[str, str] | None = None,
     rate_limit: int | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
@@ -107,6 +108,7 @@ def serve(
         "vm_name": vm_name,
         "terminate_notice": terminate_notice,
         "approval_delay": approval_delay,
+        "tags": tags,
     }
     settings = (scenario.settings() if scenario else {}) | {
         key: value for key, value in explicit.items() if value is not None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -51,6 +51,7 @@ class Simulator:
         approval_delay: float = 2.0,
         rate_limit: int | None = None,
         log: Callable[[str], None] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         """Configure; nothing listens until start(). Raises ValueError on bad settings."""
         self.host = host
@@ -63,6 +64,7 @@ class Simulator:
             clock=clock,
             log=log,
         )
+        self._state.tags = dict(tags or {})
         self._faults = FaultQueue()
         self._limiter = RateLimiter(rate_limit) if rate_limit is not None else None
         self._server: SimulatorHTTPServer | None = None
@@ -128,6 +130,15 @@ class Simulator:
     def vm_name(self) -> str:
         """The simulated VM's name (default Resources, compute `name`)."""
         return self._state.vm_name
+
+    @property
+    def tags(self) -> dict[str, str]:
+        """The simulated VM's Azure tags, as instance metadata serves them."""
+        return dict(self._state.tags)
+
+    @tags.setter
+    def tags(self, tags: Mapping[str, str]) -> None:
+        self._state.tags = dict(tags)
 
     @property
     def time_scale(self) -> float:

@@ -59,6 +59,7 @@ class SimulatorState:
         if approval_delay < 0:
             raise ValueError(f"approval_delay must not be negative, got {approval_delay!r}")
         self.vm_name = vm_name
+        self.tags: dict[str, str] = {}  # the VM's Azure tags (instance metadata)
         self.time_scale = float(time_scale)
         self.terminate_notice = check_terminate_notice(terminate_notice)
         self.approval_delay = float(approval_delay)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from sebridge.config.reader import Reader
 from sebridge.integrations.base import Context, Core, Finding, Integration, TrialNote, tried
 from sebridge.integrations.email.settings import EmailSettings, validate
+from sebridge.model.kinds import FOLDED
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -29,6 +30,7 @@ class Email(Integration[EmailSettings]):
     title = "E-mail"
     outbound = True
     settings = EmailSettings
+    transitions = FOLDED  # a handful of mails or cards per event, not every hook step
 
     def validate(self, settings: EmailSettings, rd: Reader, core: Core) -> EmailSettings:
         return validate(settings, rd, self.name)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from sebridge.config.reader import Reader
 from sebridge.integrations.base import Context, Core, Finding, Integration, TrialNote, tried
 from sebridge.integrations.teams.settings import TeamsSettings, validate
+from sebridge.model.kinds import FOLDED
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -30,6 +31,7 @@ class Teams(Integration[TeamsSettings]):
     outbound = True
     reaches = "teams.webhook_url"
     settings = TeamsSettings
+    transitions = FOLDED  # a handful of mails or cards per event, not every hook step
 
     def validate(self, settings: TeamsSettings, rd: Reader, core: Core) -> TeamsSettings:
         return validate(settings, rd)
