@@ -240,6 +240,15 @@ def build_daemon(
         hooks=config.hooks,
         hook_mask=mask,
         route_only=config.route_only,
+        fleet=fleet_timing(config),
+    )
+
+
+def fleet_timing(config: Config) -> tuple[timedelta, timedelta]:
+    """[fleet] known_for and silent_after (hooks/gate.py: who is known, who is silent)."""
+    return (
+        timedelta(seconds=config.fleet.known_for),
+        timedelta(seconds=config.fleet.silent_after),
     )
 
 
@@ -292,8 +301,14 @@ def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store]:
     # No hooks run here: an approval whose rule names prepare hooks waits for the daemon's.
     # The gate counts this VM (the daemon's own name, `name`) as live even while its daemon
     # is stopped, so its prepare hooks are waited for, never skipped as "no agent".
+    known_for, silent_after = fleet_timing(config)
     gate = ReadinessGate(
-        store, lambda: name, lambda record: record.decision, timeout_of=timeouts(config.hooks)
+        store,
+        lambda: name,
+        lambda record: record.decision,
+        timeout_of=timeouts(config.hooks),
+        known_for=known_for,
+        silent_after=silent_after,
     )
     approvals, _ = assemble(
         store, imds, audience, carries=holds, dry_run=config.policy.dry_run, gate=gate

@@ -29,6 +29,7 @@ from sebridge.engine.poll import Polled, PollState, TickResult
 from sebridge.engine.reminders import Reminders
 from sebridge.engine.wakeups import Parts, Wakeups
 from sebridge.hooks.agent import AgentHooks
+from sebridge.hooks.gate import KNOWN_FOR, SILENT_AFTER
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ImdsError
@@ -63,6 +64,7 @@ class Daemon:
         metrics: what the daemon counts (default: a registry of its own).
         hook_mask: the secrets hooks' output must not show (config/masked.py).
         route_only: the sinks only a rule's `notify` reaches (model/decision.py: sinks_for).
+        fleet: [fleet] known_for and silent_after (hooks/gate.py).
     """
 
     def __init__(
@@ -82,6 +84,7 @@ class Daemon:
         metrics: Metrics | None = None,
         hook_mask: Masker | None = None,
         route_only: Collection[str] = (),
+        fleet: tuple[timedelta, timedelta] = (KNOWN_FOR, SILENT_AFTER),
     ) -> None:
         self.imds = imds
         self.store = store
@@ -109,6 +112,7 @@ class Daemon:
             on_begun=self._wakeups.hook_began,
             on_ended=self.metrics.hook_finished,
             mask=self.hook_mask,
+            fleet=fleet,
         )
         self.dispatcher = Dispatcher(
             store,

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from sebridge.hooks.gate import ReadinessGate
+from sebridge.hooks.gate import KNOWN_FOR, SILENT_AFTER, ReadinessGate
 from sebridge.hooks.readiness import DEFAULT_TIMEOUT
 from sebridge.hooks.worker import HookWorker
 from sebridge.kernel.clock import Clock, utcnow
@@ -44,6 +44,7 @@ class AgentHooks:
         on_begun: called after a hook run began (wakes the dispatcher).
         on_ended: called with (stage, outcome) as each hook run ends (metrics).
         mask: the secrets a hook's output must not show (config/masked.py).
+        fleet: [fleet] known_for and silent_after: who is known, who is silent.
     """
 
     def __init__(
@@ -60,10 +61,18 @@ class AgentHooks:
         on_begun: Callable[[], None] = lambda: None,
         on_ended: Callable[[str, str], None] = lambda stage, outcome: None,
         mask: Masker | None = None,
+        fleet: tuple[timedelta, timedelta] = (KNOWN_FOR, SILENT_AFTER),
     ) -> None:
         self._store = store
         self.gate = ReadinessGate(
-            store, vm_name, _decision, timeout_of=timeouts(hooks), dry_run=dry_run, clock=clock
+            store,
+            vm_name,
+            _decision,
+            timeout_of=timeouts(hooks),
+            dry_run=dry_run,
+            clock=clock,
+            known_for=fleet[0],
+            silent_after=fleet[1],
         )
         self.worker = HookWorker(
             store,
@@ -97,5 +106,5 @@ class AgentHooks:
         unready = self.gate.readiness(record).not_ready()
         if not unready:
             return None
-        note = f"started while not ready: {unready}"
-        return Transition(TransitionKind.STARTED_UNREADY, started.event, started.at, note=note)
+        # The VMs and why, said once: each channel's template says "started while not ready".
+        return Transition(TransitionKind.STARTED_UNREADY, started.event, started.at, note=unready)

@@ -31,6 +31,7 @@ from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import StoreError
 from sebridge.kernel.redact import Masker
 from sebridge.kernel.worker import Worker
+from sebridge.model.approval import ApprovalState
 from sebridge.store import EventRecord, Store
 
 if TYPE_CHECKING:
@@ -230,10 +231,26 @@ class HookWorker:
         left, retry_at = self._left(record, stage, names, vm, now)
         if not left:
             return 0, retry_at
+        self._wait_again(record, stage, vm)
         args = (record, stage, left, vm)
         if not self._worker.started:
             return self._run_chain(*args), None
         return int(self._chains.begin(record.event.event_id, lambda: self._run_chain(*args))), None
+
+    def _wait_again(self, record: EventRecord, stage: str, vm: str) -> None:
+        """This VM prepares while the event's approval is held (its agent was silent, and is
+        back): the approval waits for readiness again, and goes once every VM is ready."""
+        held = record.approval is not None and record.approval.state == ApprovalState.HELD
+        if (
+            stage == "prepare"
+            and held
+            and self._store.wait_again(
+                record.event.event_id, f"{vm} prepares again: waiting for prepare hooks"
+            )
+        ):
+            log.info(
+                "approval of %s waits for readiness again: %s prepares", record.event.event_id, vm
+            )
 
     def _left(
         self, record: EventRecord, stage: str, names: Sequence[str], vm: str, now: datetime

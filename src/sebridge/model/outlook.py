@@ -88,26 +88,41 @@ def anyway_command(event_id: str) -> str:
     return f"sebridge approve {_id(event_id)} --anyway"
 
 
-def ways(event_id: str, *, held: bool = True) -> tuple[tuple[str, str], ...]:
+def ways(
+    event_id: str, *, held: bool = True, retry: bool = True, silent: Sequence[str] = ()
+) -> tuple[tuple[str, str], ...]:
     """The ways out of an approval held by a failed prepare hook (retry them, or approve
     anyway), or waiting for unfinished ones (approve anyway): each command and what it
-    does."""
+    does. `silent`: the VMs whose agent is silent (its coming back is a way out too);
+    `retry`: whether a prepare hook failed (else `hooks retry` has nothing to run)."""
     anyway = (anyway_command(event_id), "starts it now, the VMs not ready")
     if not held:
         return (anyway,)
-    retry = "runs the failed prepare hooks again; the approval goes once they succeed"
-    return ((retry_command(event_id), retry), anyway)
+    out = [
+        (_back(vm), "it prepares its VM; the approval goes once every VM is ready") for vm in silent
+    ]
+    if retry or not silent:
+        what = "runs the failed prepare hooks again; the approval goes once they succeed"
+        out.insert(0, (retry_command(event_id), what))
+    return (*out, anyway)
+
+
+def _back(vm: str) -> str:
+    """The way out of a silent agent: bring it back (`sebridge run` on its VM)."""
+    return f"start sebridge's agent on {visible(vm)} again"
 
 
 def _ways_line(commands: Sequence[tuple[str, str]]) -> str:
     return "Ways out: " + "; or ".join(f"{c} ({what})" for c, what in commands)
 
 
-def ways_out(event_id: str, *, held: bool = True) -> str:
+def ways_out(
+    event_id: str, *, held: bool = True, retry: bool = True, silent: Sequence[str] = ()
+) -> str:
     """The ways out in one sentence, for an answer to a person (`sebridge approve`, Slack's
     ephemeral, a `problem` note, the page): "Ways out: sebridge hooks retry ID (...); or
     sebridge approve ID --anyway (...)."."""
-    return _ways_line(ways(event_id, held=held)) + "."
+    return _ways_line(ways(event_id, held=held, retry=retry, silent=silent)) + "."
 
 
 def anyway_note(actor: str, unready: str) -> str:
@@ -209,7 +224,12 @@ def outlook(
     live = not (over or event.started)
     starts = f"Azure starts it anyway {starts_at(event, now)}, ready or not" if live else ""
     lines = tuple(_vm_line(v) for v in not_ready(readiness))
-    out = ways(event.event_id) if held and live else ()
+    silent = [v.vm for v in readiness if v.state == VmState.AGENT_SILENT]
+    # `hooks retry` runs failed hooks: offered when one failed (or the readiness is not
+    # known), not for a hold by VMs nobody can drain (a silent agent, none at all).
+    cannot = silent or any(v.state == VmState.NO_AGENT for v in readiness)
+    retry = any(v.state == VmState.FAILED for v in readiness) or not cannot
+    out = ways(event.event_id, retry=retry, silent=silent) if held and live else ()
     return Outlook(held, starts, lines, out)
 
 

@@ -20,9 +20,11 @@ class VmState(StrEnum):
     WAITING = "waiting"  # its prepare hooks have not started yet
     PREPARING = "preparing"  # a prepare hook runs now
     FAILED = "failed"  # a prepare hook failed: `why` and `output` say how
-    NO_AGENT = "no agent"  # no live sebridge agent on that VM: not waited for
+    # No sebridge agent ever ran on that VM (none the fleet knows): it cannot be drained;
+    # named everywhere, not waited for unless the rule says `require_agents`.
+    NO_AGENT = "no agent"
     # Its agent stopped answering while a prepare hook ran: waited for `until` (the run's
-    # start, the hook's timeout and a margin), then NO_AGENT (docs/ARCHITECTURE.md).
+    # start, the hook's timeout and a margin), then AGENT_SILENT (docs/ARCHITECTURE.md).
     SILENT = "stopped answering"
     DRY_RUN = "dry run"  # [policy] dry_run: its hooks are never run, nothing waits for them
     # Its agent is known to the fleet (ran within [fleet] known_for) but has not been heard
@@ -71,6 +73,8 @@ class VmReadiness:
         if self.state in (VmState.PREPARING, VmState.WAITING):
             verb = "running" if self.state == VmState.PREPARING else "not started"
             return f"{self.vm}: {self.state} ({self.hook} {verb})"
+        if self.state == VmState.NO_AGENT:
+            return f"{self.vm}: no agent: sebridge cannot drain it"
         return f"{self.vm}: {self.state}"
 
     def _silent_line(self) -> str:

@@ -119,6 +119,20 @@ class ApprovalTable:
             )
         return changed == 1
 
+    def wait_again(self, event_id: str, why: str) -> bool:
+        """A held approval waits for readiness again: a listed VM's agent (back after it was
+        silent) begins its prepare hooks. The carrier's gate then decides anew: it goes
+        once every VM is ready, or is held again (the same hold is not said twice: a
+        transition is keyed by what it says). False when it was not held."""
+        with self.db.transaction():
+            self.lock_events([event_id])
+            changed = self.db.execute(
+                "UPDATE approvals SET state = ?, done_at = NULL, last_error = ? "
+                "WHERE event_id = ? AND state = ?",
+                (WAITING, why, event_id, HELD),
+            )
+        return changed == 1
+
     def approval(self, event_id: str) -> ApprovalRecord | None:
         """The approval of an event, if any."""
         row = self.db.one(

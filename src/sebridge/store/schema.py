@@ -266,6 +266,13 @@ ALTER TABLE hook_runs ADD COLUMN pgid INTEGER;
 ALTER TABLE hook_runs ADD COLUMN pgid_start TEXT
 """
 
+# When an agent stopped (a clean `sebridge run` shutdown): the fleet takes it for silent at
+# once, not after [fleet] silent_after, and keeps its row (it stays known: its VMs' approvals
+# are held, not released un-drained). Its next beat or document clears it.
+_V16 = """
+ALTER TABLE documents ADD COLUMN stopped_at TEXT
+"""
+
 # Index i holds the statements of schema version i + 1.
 MIGRATIONS: tuple[str, ...] = (
     _V1,
@@ -283,4 +290,5 @@ MIGRATIONS: tuple[str, ...] = (
     _V13,
     _V14,
     _V15,
+    _V16,
 )
