@@ -65,8 +65,13 @@ class Approvals:
         self._clock = clock
         self._on_recorded = on_recorded
 
-    def request(self, req: ApprovalRequest, *, wait: float = DEFAULT_WAIT) -> Outcome:
-        """Approve `req.event_id` for `req.actor`; the outcome once known (or after `wait`)."""
+    def request(
+        self, req: ApprovalRequest, *, wait: float = DEFAULT_WAIT, through_readiness: bool = False
+    ) -> Outcome:
+        """Approve `req.event_id` for `req.actor`; the outcome once known (or after `wait`).
+        An approval that waits for its VMs' prepare hooks is answered at once ("waiting"),
+        unless `through_readiness`: then it is waited for too, until carried out, held, or
+        `wait` is over (`sebridge approve --wait`)."""
         record = self._store.event(req.event_id.strip())
         if record is None:
             return self._refused(req, _refused(req.event_id, Blocker.UNKNOWN, None))
@@ -81,7 +86,7 @@ class Approvals:
             new = req.anyway and self._store.approve_anyway(event_id, req.actor, req.via)
         if new and self._carrier is not None:
             self._carrier.wake()
-        approval = self._settled(event_id, wait, anyway=req.anyway and new)
+        approval = self._settled(event_id, wait, anyway=(req.anyway and new) or through_readiness)
         fresh = self._store.event(event_id) or record
         if not new and approval.state in (ApprovalState.HELD, ApprovalState.WAITING):
             # Held too, and told why; the attempt is news (history, every sink).
@@ -152,8 +157,9 @@ class Approvals:
 
     def _settled(self, event_id: str, wait: float, *, anyway: bool = False) -> ApprovalRecord:
         """The approval once the carrier is done with it (carried out, refused, abandoned, or
-        put back after a failed POST), or as it stands after `wait` seconds. One turned
-        anyway is not done while it waits: the carrier has yet to let it through."""
+        put back after a failed POST), or as it stands after `wait` seconds. With `anyway`
+        (one turned anyway, or a caller that waits through readiness) one that waits for
+        its VMs is not done: the carrier has yet to let it through or hold it."""
         deadline = time.monotonic() + wait
         while True:
             rounds = self._carrier.rounds if self._carrier is not None else 0

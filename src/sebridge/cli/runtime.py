@@ -34,6 +34,7 @@ from sebridge.policy.compile import build_policy
 from sebridge.store import Store
 
 if TYPE_CHECKING:
+    from sebridge.hooks.gate import ReadinessGate
     from sebridge.web.links import LinkSigner
 
 # What only some configurations use (the HTTP server, approval links, /metrics, the CLI's
@@ -274,14 +275,15 @@ def build_runner(config: Config, stdout: TextIO | None = None) -> Runner:
     return runner
 
 
-def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store]:
+def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store, ReadinessGate]:
     """The approval use case for a process that is not the daemon (`sebridge approve`).
 
     When no daemon holds the store (SQLite: its lock; PostgreSQL: this agent's
     name), this process carries the approval out itself, holding it meanwhile;
     otherwise the daemon does, and the request waits for what it recorded. Carrying
     it out needs this VM's name; when IMDS does not say it within one call, the
-    approval is only recorded, for a daemon whose IMDS lists the event.
+    approval is only recorded, for a daemon whose IMDS lists the event. Also returns
+    the readiness gate, so the command can say which VMs hold and the ways out.
     """
     try:
         name = vm_name(config, wait=config.imds.timeout)
@@ -313,7 +315,7 @@ def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store]:
     approvals, _ = assemble(
         store, imds, audience, carries=holds, dry_run=config.policy.dry_run, gate=gate
     )
-    return approvals, store
+    return approvals, store, gate
 
 
 def link_signer(config: Config, store: Store) -> LinkSigner | None:

@@ -39,10 +39,11 @@ __all__ = [
 
 # A VM whose agent stopped answering (no beat for STALE) while one of its prepare hooks ran
 # is waited for until that run's start plus the hook's timeout plus this margin; then it
-# counts as "agent silent" and holds the approval. The hook's processes may outlive their agent (a frozen process, a
-# lost database connection), still draining: a live agent would have ended the hook at its
-# timeout and recorded that. The margin is STALE, so an agent that died during its hook
-# (before its timeout) has been taken for dead by then: the wait is exactly this bound.
+# counts as "agent silent" and holds the approval. The hook's processes may outlive their
+# agent (a frozen process, a lost database connection), still draining: a live agent would
+# have ended the hook at its timeout and recorded that. The margin is STALE, so an agent
+# that died during its hook (before its timeout) has been taken for dead by then: the wait
+# is exactly this bound.
 SILENT_MARGIN = STALE
 # A hook this agent's config does not define ([hooks.<name>] timeout's default): a fleet
 # shares one config, so this is only a stand-in.
@@ -175,7 +176,7 @@ def readiness(
     }
     # A started event's retries never come: its failures are final.
     retrying = not event.started
-    vms = (_vm(vm, prepare, by_vm, vm in live, retrying, silent) for vm in listed_vms(event))
+    vms = (_vm(vm, prepare, by_vm, vm in live, retrying, silent=silent) for vm in listed_vms(event))
     return Readiness(tuple(_silent(v, by_vm, now, timeout_of, silent) for v in vms))
 
 
@@ -210,6 +211,7 @@ def _vm(
     runs: dict[tuple[str, str], HookRunRecord],
     alive: bool,
     retrying: bool,
+    *,
     silent: Mapping[str, datetime],
 ) -> VmReadiness:
     for hook in prepare:

@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from sebridge.kernel.text import visible
 from sebridge.model import ScheduledEvent
@@ -37,6 +38,7 @@ __all__ = [
     "until",
     "ways",
     "ways_out",
+    "ways_out_of",
 ]
 
 
@@ -123,6 +125,22 @@ def ways_out(
     ephemeral, a `problem` note, the page): "Ways out: sebridge hooks retry ID (...); or
     sebridge approve ID --anyway (...)."."""
     return _ways_line(ways(event_id, held=held, retry=retry, silent=silent)) + "."
+
+
+def ways_out_of(event_id: str, readiness: Sequence[VmReadiness], *, held: bool = True) -> str:
+    """ways_out() for an approval whose listed VMs are as `readiness` says: a silent agent's
+    coming back is a way out, and `hooks retry` only when a prepare hook failed."""
+    return ways_out(event_id, held=held, **_ways_for(readiness))
+
+
+def _ways_for(readiness: Sequence[VmReadiness]) -> dict[str, Any]:
+    """ways()'s `retry` and `silent` for these VMs. `hooks retry` runs failed hooks: offered
+    when one failed (or the readiness is not known), not for a hold by VMs nobody can
+    drain (a silent agent, none at all)."""
+    silent = [v.vm for v in readiness if v.state == VmState.AGENT_SILENT]
+    cannot = silent or any(v.state == VmState.NO_AGENT for v in readiness)
+    retry = any(v.state == VmState.FAILED for v in readiness) or not cannot
+    return {"retry": retry, "silent": silent}
 
 
 def anyway_note(actor: str, unready: str) -> str:
@@ -224,12 +242,7 @@ def outlook(
     live = not (over or event.started)
     starts = f"Azure starts it anyway {starts_at(event, now)}, ready or not" if live else ""
     lines = tuple(_vm_line(v) for v in not_ready(readiness))
-    silent = [v.vm for v in readiness if v.state == VmState.AGENT_SILENT]
-    # `hooks retry` runs failed hooks: offered when one failed (or the readiness is not
-    # known), not for a hold by VMs nobody can drain (a silent agent, none at all).
-    cannot = silent or any(v.state == VmState.NO_AGENT for v in readiness)
-    retry = any(v.state == VmState.FAILED for v in readiness) or not cannot
-    out = ways(event.event_id, retry=retry, silent=silent) if held and live else ()
+    out = ways(event.event_id, **_ways_for(readiness)) if held and live else ()
     return Outlook(held, starts, lines, out)
 
 

@@ -62,8 +62,8 @@ class VmReadiness:
 
     def line(self) -> str:
         """For people."""
-        if self.until is not None or self.state == VmState.AGENT_SILENT:
-            return self._silent_line()
+        if self.until is not None or self.state in (VmState.AGENT_SILENT, VmState.NO_AGENT):
+            return self._absent_line()
         if self.state == VmState.FAILED:
             return f"{self.vm}: failed: {self.hook} {self.why}"
         if self.state == VmState.DRY_RUN:
@@ -73,14 +73,14 @@ class VmReadiness:
         if self.state in (VmState.PREPARING, VmState.WAITING):
             verb = "running" if self.state == VmState.PREPARING else "not started"
             return f"{self.vm}: {self.state} ({self.hook} {verb})"
-        if self.state == VmState.NO_AGENT:
-            return f"{self.vm}: no agent: sebridge cannot drain it"
         return f"{self.vm}: {self.state}"
 
-    def _silent_line(self) -> str:
-        """A known agent the fleet has not heard from ("web2: agent silent since 08:02
-        UTC"); a VM whose agent stopped answering during a hook: waited for until when, or
-        (past it) no longer."""
+    def _absent_line(self) -> str:
+        """A VM no agent ever ran on ("web9: no agent: sebridge cannot drain it"); a known
+        agent the fleet has not heard from ("web2: agent silent since 08:02 UTC"); a VM
+        whose agent stopped answering during a hook: waited for until when."""
+        if self.state == VmState.NO_AGENT and self.until is None:
+            return f"{self.vm}: no agent: sebridge cannot drain it"
         if self.state == VmState.AGENT_SILENT:
             when = f"{self.since:%H:%M} UTC" if self.since is not None else "an unknown time"
             return f"{self.vm}: agent silent since {when}"
