@@ -198,9 +198,12 @@ _NOTES = {
 
 
 def _state_note(approval: ApprovalRecord) -> str:
-    """What became of an approval, for people."""
+    """What became of an approval, for people: waiting for the VMs' readiness (nothing sent)
+    is never said as IMDS not answering."""
     if approval.state in _NOTES:
         return _NOTES[ApprovalState(approval.state)].format(error=approval.last_error)
+    if approval.waits_for_readiness:  # claimed from waiting, or put back: still the wait
+        return _NOTES[ApprovalState.WAITING].format(error=approval.last_error)
     if approval.last_error:
         return f"IMDS did not take it yet ({approval.last_error}); sebridge retries at every poll"
     return "not sent yet: a daemon whose IMDS lists the event sends StartRequests"

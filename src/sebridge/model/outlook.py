@@ -103,7 +103,7 @@ def ways(
     out = [
         (_back(vm), "it prepares its VM; the approval goes once every VM is ready") for vm in silent
     ]
-    if retry or not silent:
+    if retry:
         what = "runs the failed prepare hooks again; the approval goes once they succeed"
         out.insert(0, (retry_command(event_id), what))
     return (*out, anyway)

@@ -127,7 +127,7 @@ class ApprovalTable:
         with self.db.transaction():
             self.lock_events([event_id])
             changed = self.db.execute(
-                "UPDATE approvals SET state = ?, done_at = NULL, last_error = ? "
+                "UPDATE approvals SET state = ?, done_at = NULL, last_error = ?, attempts = 0 "
                 "WHERE event_id = ? AND state = ?",
                 (WAITING, why, event_id, HELD),
             )

@@ -1,0 +1,289 @@
+"""Issue 34, finding 1: nobody is released in silence. A listed VM whose known agent is silent
+(or stopped: at once) holds the approval; a VM no agent ever ran on is named in the approved
+line and the started_unready alarm, and holds too with `require_agents = true`; `[fleet]
+silent_after` below one heartbeat is refused. Daemons in this process on each store (the
+IMDS simulator over a real socket), or real runners on PostgreSQL where an agent stops.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import ListSink, RunnerThread, cli_main, wait_until
+from sebridge.approval.request import ApprovalRequest
+from sebridge.cli.runtime import build_runner
+from sebridge.config.core import HEARTBEAT_SECONDS
+from sebridge.config.loader import from_mapping
+from sebridge.engine.daemon import Daemon
+from sebridge.imds import ImdsClient
+from sebridge.imds.simulator import Simulator
+from sebridge.integrations.jsonl.sink import record
+from sebridge.integrations.registry import config_from_mapping
+from sebridge.kernel.clock import utcnow
+from sebridge.model.approval import ApprovalState, OutcomeKind
+from sebridge.policy.compile import build_policy
+from sebridge.store import Store
+from sebridge.store.store import HEARTBEAT
+
+DRAIN = "print('drained')\n"
+
+MakeAgent = Callable[..., Daemon]
+
+
+def hook(tmp_path: Path) -> dict[str, Any]:
+    """The prepare hook `drain` (succeeds at once)."""
+    path = tmp_path / "drain.py"
+    path.write_text(DRAIN)
+    return {"drain": {"command": [sys.executable, str(path)]}}
+
+
+def agents_on(sim: Simulator, url: str, tmp_path: Path, made: list[Daemon]) -> MakeAgent:
+    """agent(vm, sink, rules): a daemon of the fleet in this process, heard from once (its
+    first tick) so the fleet knows it."""
+
+    def make(
+        vm: str,
+        sink: ListSink,
+        rules: list[dict[str, Any]],
+        *,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> Daemon:
+        config = from_mapping({"policy": {"rules": rules}, "hooks": hook(tmp_path)})
+        d = Daemon(
+            ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
+            Store(url, agent=vm),
+            {"list": sink},
+            policy=build_policy(config.policy),
+            vm_name=vm,
+            hooks=config.hooks,
+            clock=clock,
+        )
+        made.append(d)
+        d.tick()
+        return d
+
+    return make
+
+
+@pytest.fixture
+def agent(sim: Simulator, store_url: str, tmp_path: Path) -> Iterator[MakeAgent]:
+    """Agents on each store."""
+    made: list[Daemon] = []
+    yield agents_on(sim, store_url, tmp_path, made)
+    for d in made:
+        d.imds.close()
+        d.store.close()
+
+
+@pytest.fixture
+def fleet_agent(sim: Simulator, pg_url: str, tmp_path: Path) -> Iterator[MakeAgent]:
+    """Agents of a fleet: one PostgreSQL store."""
+    made: list[Daemon] = []
+    yield agents_on(sim, pg_url, tmp_path, made)
+    for d in made:
+        d.imds.close()
+        d.store.close()
+
+
+def deliver(d: Daemon) -> None:
+    d.tick()
+    d.carrier.wake()
+    d.dispatcher.deliver_due("list")
+
+
+# ------------------------------------------------------------------ [fleet] silent_after
+
+
+def test_silent_after_below_one_heartbeat_is_refused_by_check_naming_the_key(
+    tmp_path: Path,
+) -> None:
+    assert timedelta(seconds=HEARTBEAT_SECONDS) == HEARTBEAT  # config's bound is the beat
+    cfg = tmp_path / "sebridge.toml"
+    cfg.write_text(
+        f'[store]\nurl = "sqlite:///{tmp_path / "state.db"}"\n[fleet]\nsilent_after = "10s"\n'
+    )
+    code, _, err = cli_main("check", "--config", str(cfg))
+    assert code == 2, err
+    assert "fleet.silent_after: must be >= 30 (at least one heartbeat (30 s)" in err
+    # Durations as everywhere; the defaults are a week and two heartbeats.
+    config = from_mapping({"fleet": {"silent_after": "90s", "known_for": "1d"}})
+    assert (config.fleet.silent_after, config.fleet.known_for) == (90.0, 86400.0)
+    assert (from_mapping({}).fleet.silent_after, from_mapping({}).fleet.known_for) == (
+        60.0,
+        604800.0,
+    )
+
+
+# ------------------------------------------------------------------ no agent on a listed VM
+
+
+def test_a_vm_no_agent_ever_ran_on_is_named_in_the_approval_and_the_alarm(
+    sim: Simulator, agent: MakeAgent
+) -> None:
+    """Finding 1: web9 (no agent) was released un-drained with `not_ready: []` and "Approved
+    by judy"; nobody was told. It does not block by default, and every message about the
+    approval names it."""
+    sink = ListSink()
+    vm0 = agent("vm0", sink, [{"action": "approve", "prepare": ["drain"]}])
+    event_id = sim.schedule("Reboot", resources=["vm0", "web9"], notice=1800)
+    deliver(vm0)
+    assert sim.start_requests == [event_id]
+    (approved,) = sink.of(event_id, "approved")
+    assert approved.transition.note == "web9: no agent: sebridge cannot drain it"
+    assert record(approved)["note"] == "web9: no agent: sebridge cannot drain it"
+    sim.start_event(event_id)
+    deliver(vm0)
+    deliver(vm0)
+    (alarm,) = sink.of(event_id, "started_unready")
+    assert alarm.transition.note == "web9: no agent, not drained"
+
+
+def test_require_agents_holds_for_a_vm_no_agent_runs_on(sim: Simulator, agent: MakeAgent) -> None:
+    sink = ListSink()
+    rules = [{"action": "approve", "prepare": ["drain"], "require_agents": True}]
+    vm0 = agent("vm0", sink, rules)
+    event_id = sim.schedule("Reboot", resources=["vm0", "web9"], notice=1800)
+    deliver(vm0)
+    deliver(vm0)
+    assert sim.start_requests == []
+    (held,) = sink.of(event_id, "held")
+    assert held.transition.note == (
+        "Approval by policy held: web9: no agent: sebridge cannot drain it (require_agents). "
+        "Nothing was sent to IMDS."
+    )
+    # No failed hook to retry: approve anyway is the way out.
+    assert record(held)["ways_out"] == [f"sebridge approve {event_id} --anyway"]
+    out = vm0.approvals.request(ApprovalRequest(event_id, "carol", "cli", anyway=True), wait=2)
+    assert out.kind == OutcomeKind.APPROVED
+    assert sim.start_requests == [event_id]
+    deliver(vm0)
+    (approved,) = sink.of(event_id, "approved")
+    assert (
+        approved.transition.note
+        == "approved anyway by carol; not ready: web9: no agent, not drained"
+    )
+
+
+def test_require_agents_without_prepare_hooks_is_a_config_error() -> None:
+    from sebridge.kernel.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"policy.rules\[1\].require_agents: needs prepare hooks"):
+        from_mapping({"policy": {"rules": [{"action": "ask", "require_agents": True}]}})
+
+
+def test_an_agent_not_heard_from_within_known_for_is_no_agent(
+    sim: Simulator, fleet_agent: MakeAgent
+) -> None:
+    agent = fleet_agent
+    sink = ListSink()
+    now = utcnow()
+    rules = [{"action": "approve", "prepare": ["drain"]}]
+    agent("vm2", ListSink(), rules, clock=lambda: now - timedelta(days=8))  # last heard 8 d ago
+    vm0 = agent("vm0", sink, rules)
+    event_id = sim.schedule("Reboot", resources=["vm0", "vm2"], notice=1800)
+    deliver(vm0)
+    assert sim.start_requests == [event_id]  # forgotten: no agent, not waited for, named
+    (approved,) = sink.of(event_id, "approved")
+    assert approved.transition.note == "vm2: no agent: sebridge cannot drain it"
+
+
+def test_a_known_agent_silent_for_silent_after_holds(
+    sim: Simulator, fleet_agent: MakeAgent
+) -> None:
+    agent = fleet_agent
+    sink = ListSink()
+    now = utcnow().replace(microsecond=0)
+    rules = [{"action": "approve", "prepare": ["drain"]}]
+    agent("vm2", ListSink(), rules, clock=lambda: now - timedelta(seconds=61))
+    vm0 = agent("vm0", sink, rules, clock=lambda: now)
+    event_id = sim.schedule("Reboot", resources=["vm0", "vm2"], notice=1800)
+    deliver(vm0)
+    deliver(vm0)
+    assert sim.start_requests == []
+    (held,) = sink.of(event_id, "held")
+    silent = f"vm2: agent silent since {now - timedelta(seconds=61):%H:%M} UTC"
+    assert held.transition.note == f"Approval by policy held: {silent}. Nothing was sent to IMDS."
+    assert [v.line() for v in held.readiness] == ["vm0: ready", silent]
+
+
+# ------------------------------------------------------------------ a stopped agent
+
+
+def runner_config(sim: Simulator, url: str, tmp_path: Path, vm: str) -> Any:
+    return config_from_mapping(
+        {
+            "imds": {"endpoint": sim.url, "poll_interval": 0.2, "vm_name": vm},
+            "store": {"url": url},
+            "console": {"enabled": False},
+            "jsonl": {"path": str(tmp_path / f"{vm}.jsonl")},
+            "dispatch": {"shutdown_grace_seconds": 1.0},
+            "policy": {"rules": [{"action": "ask", "prepare": ["drain"]}]},
+            "hooks": hook(tmp_path),
+        },
+        environ={},
+    )
+
+
+@pytest.mark.slow
+def test_a_stopped_agent_is_silent_at_once_and_holds_until_it_comes_back_and_prepares(
+    sim: Simulator, pg_url: str, tmp_path: Path
+) -> None:
+    """vm2's `sebridge run` stops cleanly: the fleet hears it at once (not after
+    silent_after), and an approval listing vm2 is held naming it. vm2's agent comes back,
+    drains, and the held approval is carried out: one StartRequests."""
+    config = runner_config(sim, pg_url, tmp_path, "vm2")
+    vm2 = RunnerThread(build_runner(config))
+    vm2.start()
+    store = Store(pg_url, agent="")
+    try:
+        wait_until(lambda: "vm2" in store.known_agents(utcnow(), timedelta(days=1)), 10)
+        vm2.stop()
+        stopped = store.known_agents(utcnow(), timedelta(days=1))["vm2"]
+        assert stopped.stopped
+
+        sink = ListSink()
+        vm0 = Daemon(
+            ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
+            Store(pg_url, agent="vm0"),
+            {"list": sink},
+            policy=build_policy(config.policy),
+            vm_name="vm0",
+            hooks=config.hooks,
+        )
+        try:
+            event_id = sim.schedule("Reboot", resources=["vm0", "vm2"], notice=1800)
+            deliver(vm0)
+            asked = ApprovalRequest(event_id, "judy", "cli")
+            out = vm0.approvals.request(asked, wait=5, through_readiness=True)
+            assert out.kind == OutcomeKind.HELD
+            silent = f"vm2: agent silent since {stopped.seen_at:%H:%M} UTC"
+            assert out.reason == f"held: {silent}; nothing sent to IMDS"
+            deliver(vm0)
+            (held,) = sink.of(event_id, "held")
+            assert (
+                held.transition.note
+                == f"Approval by judy held: {silent}. Nothing was sent to IMDS."
+            )
+            assert sim.start_requests == []
+
+            back = RunnerThread(build_runner(config))
+            back.start()
+            try:
+                wait_until(lambda: sim.start_requests == [event_id], 20, message="StartRequests")
+                wait_until(
+                    lambda: getattr(store.approval(event_id), "state", "") == ApprovalState.POSTED,
+                    message="the approval recorded as posted",
+                )
+            finally:
+                back.stop()
+        finally:
+            vm0.imds.close()
+            vm0.store.close()
+    finally:
+        store.close()
