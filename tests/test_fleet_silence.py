@@ -7,15 +7,29 @@ IMDS simulator over a real socket), or real runners on PostgreSQL where an agent
 
 from __future__ import annotations
 
+import json
+import re
+import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.fakes.teams import FakeTeams
 
-from helpers import ListSink, RunnerThread, cli_main, wait_until
+from helpers import (
+    DaemonProcess,
+    ListSink,
+    RunnerThread,
+    cli_main,
+    lines_of,
+    run_cli,
+    wait_until,
+    write_config,
+)
 from sebridge.approval.request import ApprovalRequest
 from sebridge.cli.runtime import build_runner
 from sebridge.config.core import HEARTBEAT_SECONDS
@@ -287,3 +301,107 @@ def test_a_stopped_agent_is_silent_at_once_and_holds_until_it_comes_back_and_pre
             vm0.store.close()
     finally:
         store.close()
+
+
+# ------------------------------------------------------------------ the walk (issue 34)
+
+AGENTS = 3  # the walk's fleet: conftest.py starts a simulator for each (`sims`)
+WALK = "5D1A3C55-0000-4000-8000-0000000051E7"
+
+
+def said_on_consoles(tmp_path: Path, kind: str) -> list[str]:
+    """The console lines of one kind, on whichever agent delivered them."""
+    label = kind.replace("_", " ").upper()
+    return [
+        line
+        for i in range(AGENTS)
+        if (tmp_path / f"vm{i}.out").exists()
+        for line in (tmp_path / f"vm{i}.out").read_text().splitlines()
+        if f" {label} " in line and WALK in line
+    ]
+
+
+def walk_lines(tmp_path: Path, kind: str) -> list[dict[str, Any]]:
+    return [r for i in range(AGENTS) for r in lines_of(tmp_path / f"vm{i}.jsonl", WALK, kind)]
+
+
+@pytest.mark.slow
+def test_a_fleet_with_a_stopped_agent_holds_then_starts_anyway_with_an_alarm(
+    tmp_path: Path,
+    sims: list[Simulator],
+    pg_url: str,
+    start_daemon: Callable[..., DaemonProcess],
+    teams: FakeTeams,
+) -> None:
+    """The issue's walk: three agents on PostgreSQL, web2's (vm2's) stopped; a Reboot lists
+    all three. approve -> held naming vm2 ("agent silent since ...") -> no StartRequests ->
+    approve --anyway -> exactly one StartRequests -> started_unready naming vm2."""
+    drain = tmp_path / "drain"
+    drain.write_text(f"#!{sys.executable}\nprint('drained')\n")
+    drain.chmod(0o755)
+    extra = (
+        '[[policy.rules]]\nname = "drain first"\naction = "ask"\nprepare = ["drain"]\n'
+        f'[hooks.drain]\ncommand = ["{drain}"]\n'
+        f'[teams]\nwebhook_url = "{teams.workflows_url}"\n'
+    )
+    configs = [
+        write_config(
+            tmp_path / f"vm{i}.toml",
+            endpoint=sim.url,
+            store_url=pg_url,
+            vm_name=f"vm{i}",
+            jsonl=tmp_path / f"vm{i}.jsonl",
+            console=True,
+            extra=extra,
+        )
+        for i, sim in enumerate(sims)
+    ]
+    agents = [
+        start_daemon(cfg, sim, stdout=tmp_path / f"vm{i}.out")
+        for i, (cfg, sim) in enumerate(zip(configs, sims, strict=True))
+    ]
+    agents[2].signal(signal.SIGTERM)  # vm2's agent stops cleanly
+    assert agents[2].wait(30) == 0, agents[2].log_text()
+    for sim in sims:
+        sim.schedule("Reboot", event_id=WALK, resources=["vm0", "vm1", "vm2"], notice=1800)
+    wait_until(lambda: walk_lines(tmp_path, "scheduled"), 15, message="the scheduled line")
+
+    judy = run_cli("approve", WALK, "--as", "judy", "--config", str(configs[0]))
+    assert judy.returncode == 4, judy.stdout + judy.stderr
+    silent = re.search(r"vm2: agent silent since \d\d:\d\d UTC", judy.stdout)
+    assert silent, judy.stdout
+    assert f"approval of {WALK} by judy: held: {silent[0]}; nothing sent to IMDS." in judy.stdout
+    assert "start sebridge's agent on vm2 again" in judy.stdout
+    assert f"hooks retry {WALK}" not in judy.stdout  # no hook failed: nothing to retry
+    wait_until(lambda: walk_lines(tmp_path, "held"), 15, message="the held line")
+    (held,) = walk_lines(tmp_path, "held")
+    assert held["note"] == f"Approval by judy held: {silent[0]}. Nothing was sent to IMDS."
+    (console,) = wait_until(lambda: said_on_consoles(tmp_path, "held"), 10)
+    print(f"the held console line:\n{console}")
+    assert f"HELD      Reboot    {WALK} Approval by judy held: {silent[0]}." in console
+    assert "Ways out: start sebridge's agent on vm2 again" in console
+    card = wait_until(
+        lambda: [
+            s
+            for s in teams.shown
+            if "**Held**" in (said := json.dumps(s.card, ensure_ascii=False)) and silent[0] in said
+        ],
+        10,
+        message="the held Teams card",
+    )
+    print(f"the held Teams card:\n{json.dumps(card[0].card, indent=1, ensure_ascii=False)}")
+    time.sleep(1.0)  # a few polls more: nothing reaches IMDS
+    assert [i for sim in sims for p in sim.posts for i in p.ids] == []
+
+    alice = run_cli("approve", WALK, "--anyway", "--as", "alice", "--config", str(configs[1]))
+    assert alice.returncode == 0, alice.stdout + alice.stderr
+    assert [i for sim in sims for p in sim.posts for i in p.ids] == [WALK]
+    for sim in sims:
+        sim.start_event(WALK)
+    wait_until(lambda: walk_lines(tmp_path, "started_unready"), 15, message="the alarm")
+    (alarm,) = walk_lines(tmp_path, "started_unready")
+    assert silent[0] in str(alarm["note"])
+    (loud,) = wait_until(lambda: said_on_consoles(tmp_path, "started_unready"), 10)
+    assert f"ALARM: started while not ready: {silent[0]}" in loud
+    assert [i for sim in sims for p in sim.posts for i in p.ids] == [WALK]
+    assert all(a.alive() for a in agents[:2])
