@@ -74,8 +74,8 @@ def test_the_page_says_it_waits_for_the_vms_readiness_not_that_azure_did_not_ans
         link = bridge.link(event_id)
         said = text_of(bridge.post(link, name="Ann").text)
         waiting = re.compile(
-            r"Approval recorded, waiting for the VMs' readiness: vm0: (preparing \(slow "
-            r"running\)|waiting \(slow not started\))\. Nothing was sent to Azure yet"
+            r"Approval recorded, not sent to Azure yet: waiting for the VMs' readiness: vm0: "
+            r"(preparing \(slow running\)|waiting \(slow not started\))\. StartRequests goes"
         )
         assert waiting.search(said), said
         assert "did not answer" not in said

@@ -99,6 +99,12 @@ class Approvals:
             return Outcome(OutcomeKind.ALREADY, event_id, note, approval, fresh)
         return _outcome(event_id, approval, fresh)
 
+    @property
+    def carries(self) -> bool:
+        """Whether this process carries approvals out itself (no daemon holds the store: no
+        hook runs here, so nothing changes while a request would wait for readiness)."""
+        return self._carrier is not None
+
     def take(self, event_id: str, actor: str, via: str) -> bool:
         """ "I'm on it": announce that someone handles the event, without approving it.
         False when the event is unknown or gone (nothing to take)."""

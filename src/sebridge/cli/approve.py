@@ -73,7 +73,10 @@ def approve(
     ways = ""
     try:
         request = ApprovalRequest(as_stored(store, event_id), who, "cli", anyway=anyway)
-        outcome = desk.request(request, wait=wait, through_readiness=True)
+        # A daemon runs the prepare hooks: wait for them. Without one (this process holds
+        # the store) none runs here: the wait would change nothing.
+        through = not desk.carries
+        outcome = desk.request(request, wait=wait, through_readiness=through)
         if outcome.approval is None:  # refused before anything was recorded
             # Kept beside Slack's refused clicks: `sebridge history` shows both.
             desk.refuse(request, outcome.reason)
@@ -104,7 +107,8 @@ def approve(
         )
     else:
         # IMDS's text as `events` shows it: no terminal escape or line break acts here.
-        line = _approval_line(final, outcome, new=new, asked_by=who, wait=wait, ways=ways)
+        waited = wait if through else None
+        line = _approval_line(final, outcome, new=new, asked_by=who, wait=waited, ways=ways)
         print(visible(line), file=out)
     return _exit_code(outcome, final)
 
@@ -129,7 +133,7 @@ def _approval_line(
     *,
     new: bool,
     asked_by: str,
-    wait: float = DEFAULT_WAIT,
+    wait: float | None = None,
     ways: str = "",
 ) -> str:
     """What `sebridge approve` says of the approval it made (or found)."""
@@ -137,7 +141,8 @@ def _approval_line(
     if final.state in _NOT_CARRIED_OUT:  # readiness: held, or still waiting at the deadline
         first = "" if who == asked_by else f" (approved by {who} first)"
         out = ways or ways_out(event_id, held=final.state == ApprovalState.HELD)
-        still = f" still waiting after {wait:g} s" if final.state == ApprovalState.WAITING else ""
+        waiting = final.state == ApprovalState.WAITING and wait is not None
+        still = f" still waiting after {wait:g} s" if waiting else ""
         return f"approval of {event_id} by {asked_by}{still}: {outcome.reason}{first}. {out}"
     if not new:
         if final.anyway_by is not None and final.anyway_by != who:
