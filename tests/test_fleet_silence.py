@@ -390,6 +390,16 @@ def test_a_fleet_with_a_stopped_agent_holds_then_starts_anyway_with_an_alarm(
         message="the held Teams card",
     )
     print(f"the held Teams card:\n{json.dumps(card[0].card, indent=1, ensure_ascii=False)}")
+    # A second approval is held too and told why, with the same ways out; `events` says it.
+    bob = run_cli("approve", WALK, "--as", "bob", "--config", str(configs[1]))
+    assert bob.returncode == 4, bob.stdout + bob.stderr
+    wait_until(lambda: walk_lines(tmp_path, "problem"), 15, message="bob's note")
+    (note,) = walk_lines(tmp_path, "problem")
+    assert str(note["note"]).startswith(f"Approval by bob not carried out: held: {silent[0]};")
+    assert "start sebridge's agent on vm2 again" in str(note["note"])
+    assert "hooks retry" not in str(note["note"])
+    events = run_cli("events", "--config", str(configs[0]))
+    assert silent[0] in events.stdout, events.stdout
     time.sleep(1.0)  # a few polls more: nothing reaches IMDS
     assert [i for sim in sims for p in sim.posts for i in p.ids] == []
 

@@ -22,7 +22,8 @@ from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Approval, Transition, TransitionKind
 from sebridge.model.approval import BY_APPROVAL, ApprovalState, Blocker, OutcomeKind
 from sebridge.model.decision import Decision, offers_approval
-from sebridge.model.outlook import ways_out
+from sebridge.model.outlook import ways_out_of
+from sebridge.model.readiness import VmReadiness
 from sebridge.store import ApprovalRecord, AuditEntry, EventRecord, Store
 
 __all__ = ["DEFAULT_WAIT", "Approvals"]
@@ -46,6 +47,8 @@ class Approvals:
         on_recorded: called after a transition was queued (wakes the dispatcher).
         metrics: counts the requests answered without the carrier (already approved,
             refused before anything was recorded); the carrier counts the rest.
+        readiness_of: an event's listed VMs' readiness: the ways out of a hold name a
+            silent agent's coming back, and `hooks retry` only when a hook failed.
     """
 
     def __init__(
@@ -57,7 +60,9 @@ class Approvals:
         clock: Clock = utcnow,
         on_recorded: Callable[[], None] = lambda: None,
         metrics: ApprovalCounts = NOT_COUNTED,
+        readiness_of: Callable[[EventRecord], Sequence[VmReadiness]] = lambda record: (),
     ) -> None:
+        self._readiness_of = readiness_of
         self._store = store
         self._carrier = carrier
         self._metrics = metrics
@@ -152,7 +157,7 @@ class Approvals:
         double click says it once; every sink hears it, as a problem."""
         why = _state_note(approval)
         held = approval.state == ApprovalState.HELD
-        out = ways_out(record.event.event_id, held=held)
+        out = ways_out_of(record.event.event_id, self._readiness_of(record), held=held)
         note = f"Approval by {req.actor} not carried out: {why}. {out}"
         now = self._clock()
         problem = Transition(

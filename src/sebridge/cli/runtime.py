@@ -313,7 +313,13 @@ def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store, Read
         silent_after=silent_after,
     )
     approvals, _ = assemble(
-        store, imds, audience, carries=holds, dry_run=config.policy.dry_run, gate=gate
+        store,
+        imds,
+        audience,
+        carries=holds,
+        dry_run=config.policy.dry_run,
+        gate=gate,
+        readiness_of=lambda record: gate.readiness(record).vms,
     )
     return approvals, store, gate
 

@@ -141,6 +141,7 @@ class Daemon:
             gate=self.hooks.gate,
             on_waiting=self._wakeups.hooks_awaited,
             metrics=self.metrics,
+            readiness_of=lambda record: self.hooks.gate.readiness(record).vms,
         )
         assert carrier is not None  # carries=True
         self.carrier = carrier
