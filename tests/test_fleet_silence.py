@@ -415,3 +415,42 @@ def test_a_fleet_with_a_stopped_agent_holds_then_starts_anyway_with_an_alarm(
     assert f"ALARM: started while not ready: {silent[0]}" in loud
     assert [i for sim in sims for p in sim.posts for i in p.ids] == [WALK]
     assert all(a.alive() for a in agents[:2])
+
+
+def test_policy_explain_says_what_a_vm_without_an_agent_does(
+    sim: Simulator, tmp_path: Path
+) -> None:
+    drain = tmp_path / "drain"
+    drain.write_text(f"#!{sys.executable}\n")
+    drain.chmod(0o755)
+    cfg = write_config(
+        tmp_path / "sebridge.toml",
+        endpoint=sim.url,
+        db=tmp_path / "state.db",
+        vm_name="vm0",
+        extra=(
+            '[[policy.rules]]\nname = "strict"\naction = "ask"\nprepare = ["drain"]\n'
+            f'require_agents = true\n[hooks.drain]\ncommand = ["{drain}"]\n'
+        ),
+    )
+    event = tmp_path / "event.json"
+    event.write_text(
+        json.dumps(
+            {
+                "EventId": "602D9444-D2CD-49C7-8624-8643E7171297",
+                "EventType": "Reboot",
+                "ResourceType": "VirtualMachine",
+                "Resources": ["vm0", "web9"],
+                "EventStatus": "Scheduled",
+                "NotBefore": "Mon, 19 Sep 2016 18:29:47 GMT",
+            }
+        )
+    )
+    code, out, err = cli_main("policy", "explain", "--config", str(cfg), "--event", str(event))
+    assert code == 0, err
+    assert "  require_agents: a listed VM no agent runs on holds the approval" in out
+    code, out, err = cli_main(
+        "policy", "explain", "--config", str(cfg), "--event", str(event), "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["decision"]["require_agents"] is True
