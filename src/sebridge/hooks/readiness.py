@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from sebridge.model import ScheduledEvent
-from sebridge.model.readiness import HOLDING, NOT_READY, VmReadiness, VmState
+from sebridge.model.readiness import NOT_READY, VmReadiness, VmState
 from sebridge.store.store import STALE
 
 if TYPE_CHECKING:  # the store's rows
@@ -97,11 +97,6 @@ class Readiness:
     def silent_agents(self) -> tuple[VmReadiness, ...]:
         """The VMs whose known agent is silent: they hold the approval (they cannot drain)."""
         return tuple(v for v in self.vms if v.state == VmState.AGENT_SILENT)
-
-    @property
-    def holding(self) -> tuple[VmReadiness, ...]:
-        """The VMs that hold an approval (model/readiness.py: HOLDING)."""
-        return tuple(v for v in self.vms if v.state in HOLDING)
 
     @property
     def no_agent(self) -> tuple[VmReadiness, ...]:
