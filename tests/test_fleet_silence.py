@@ -150,7 +150,9 @@ def test_a_vm_no_agent_ever_ran_on_is_named_in_the_approval_and_the_alarm(
     assert sim.start_requests == [event_id]
     (approved,) = sink.of(event_id, "approved")
     assert approved.transition.note == "web9: no agent: sebridge cannot drain it"
-    assert record(approved)["note"] == "web9: no agent: sebridge cannot drain it"
+    said = record(approved)  # the JSON line (finding 1: `not_ready: []`)
+    assert said["note"] == "web9: no agent: sebridge cannot drain it"
+    assert [(v["vm"], v["state"]) for v in said["not_ready"]] == [("web9", "no agent")]
     sim.start_event(event_id)
     deliver(vm0)
     deliver(vm0)

@@ -194,8 +194,9 @@ def approved_as(actor: str | None, via: str | None, rule: str, note: str | None)
 
 def not_ready(readiness: Sequence[VmReadiness]) -> tuple[VmReadiness, ...]:
     """The listed VMs not ready to be released: a prepare hook failed, runs, or has not
-    started."""
-    return tuple(v for v in readiness if v.state in NOT_READY)
+    started; its agent is silent; or no agent runs there to drain it (not waited for, but
+    named in every message about the approval: nobody is released in silence)."""
+    return tuple(v for v in readiness if v.state in NOT_READY or v.state == VmState.NO_AGENT)
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,8 @@ from sebridge.model.approval import (
     anyway_offered,
 )
 from sebridge.model.decision import offers_anyway
-from sebridge.model.outlook import approver, outlook, ways, ways_out_of
-from sebridge.model.readiness import NOT_READY, VmReadiness, VmState
+from sebridge.model.outlook import approver, not_ready, outlook, ways, ways_out_of
+from sebridge.model.readiness import VmReadiness, VmState
 from sebridge.store.records import EventRecord
 from sebridge.web.links import LinkError, LinkSigner
 
@@ -238,7 +238,7 @@ class ApprovalPage:
             readiness=readiness,
             prepare=prepare,
             anyway=anyway,
-            unready=[(v.line(), v.output) for v in readiness if v.state in NOT_READY],
+            unready=[(v.line(), v.output) for v in not_ready(readiness)],
             waiting_for=[v.line() for v in readiness if v.state in _BUSY],
             # The ways out (model/outlook.py): a held event's two; Approve anyway alone
             # for one waiting for its hooks.
