@@ -143,7 +143,7 @@ def test_the_console_says_a_held_reminder_is_held_with_the_ways_out() -> None:
     ConsoleSink(Renderer(), out, clock=lambda: NOW).send(held_reminder())
     line = out.getvalue()
     assert "nobody has approved" not in line and "approve:" not in line
-    assert "still held: a prepare hook failed, nothing was sent to IMDS." in line
+    assert "still held: a listed VM is not ready, nothing was sent to IMDS." in line
     assert "Azure starts it anyway at 2026-11-23 08:12:20 UTC (in 12 min), ready or not." in line
     assert "Not ready: web1: failed: drain exit 1: lb refused." in line
     assert f"Ways out: {RETRY} (" in line and f"; or {ANYWAY} (" in line
@@ -195,7 +195,7 @@ def test_jira_comments_held_on_a_held_reminder() -> None:
         sink.send(held_reminder(receipt=receipt))
         (issue,) = jira.issues_of(EVENT_ID)
         (comment,) = jira.comments(issue["key"])
-    assert comment.startswith("Reminder: still held (a prepare hook failed")
+    assert comment.startswith("Reminder: still held (a listed VM is not ready")
     assert "Azure starts it anyway at " in comment and "Not ready: web1: failed" in comment
     assert f"- {RETRY}: " in comment and f"- {ANYWAY}: " in comment
     assert LINK not in comment and "Approve it" not in comment
@@ -315,7 +315,7 @@ def test_a_reminder_recorded_while_held_is_held_without_the_stores_state() -> No
     assert m.held and not m.approvable and m.anyway
     out = io.StringIO()
     ConsoleSink(Renderer(), out, clock=lambda: NOW).send(m)
-    assert "still held: a prepare hook failed" in out.getvalue()
+    assert "still held: a listed VM is not ready" in out.getvalue()
     assert "nobody has approved" not in out.getvalue()
     line = record(m)
     assert line["while_held"] is True and line["ways_out"] == [RETRY, ANYWAY]
