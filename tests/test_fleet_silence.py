@@ -228,6 +228,32 @@ def test_a_known_agent_silent_for_silent_after_holds(
     assert [v.line() for v in held.readiness] == ["vm0: ready", silent]
 
 
+def test_an_agent_that_goes_quiet_while_awaited_holds_at_its_beat_plus_silent_after(
+    sim: Simulator, fleet_agent: MakeAgent
+) -> None:
+    """vm2 is live when the approval starts waiting for its drain, then is heard from no
+    more: the carrier looks again at vm2's last beat plus silent_after (not at a hook's end,
+    which never comes) and holds."""
+    now = [utcnow().replace(microsecond=0)]
+    t0 = now[0]
+    sink = ListSink()
+    rules = [{"action": "approve", "prepare": ["drain"]}]
+    fleet_agent("vm2", ListSink(), rules, clock=lambda: t0)  # heard from at t0, then silent
+    vm0 = fleet_agent("vm0", sink, rules, clock=lambda: now[0])
+    event_id = sim.schedule("Reboot", resources=["vm0", "vm2"], notice=1800)
+    deliver(vm0)
+    approval = vm0.store.approval(event_id)
+    assert approval is not None and approval.state == ApprovalState.WAITING
+    assert approval.last_error == "waiting for prepare hooks: vm2: waiting (drain not started)"
+    assert vm0.carrier.round() == t0 + 2 * HEARTBEAT  # when vm2 turns silent
+    now[0] = t0 + 2 * HEARTBEAT
+    vm0.carrier.round()
+    vm0.dispatcher.deliver_due("list")
+    assert sim.start_requests == []
+    (held,) = sink.of(event_id, "held")
+    assert f"vm2: agent silent since {t0:%H:%M} UTC" in held.transition.note
+
+
 # ------------------------------------------------------------------ a stopped agent
 
 

@@ -70,7 +70,7 @@ def agents(
     live = {
         a.agent: a.seen_at
         for a in known.values()
-        if not a.stopped and a.seen_at >= now - silent_after
+        if not a.stopped and a.seen_at > now - silent_after  # silent at its beat + silent_after
     }
     silent = {a.agent: a.seen_at for a in known.values() if a.agent not in live and a.agent != me}
     return Agents(frozenset(live) | {me}, silent, {k: v for k, v in live.items() if k != me})

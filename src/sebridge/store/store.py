@@ -239,11 +239,6 @@ class Store(
         )
         return bool(row and row[0])
 
-    def live_agents(self, now: datetime) -> frozenset[str]:
-        """Agents (VM names) that recorded a document or beat within STALE of `now`."""
-        rows = self.db.all("SELECT agent FROM documents WHERE seen_at >= ?", (iso(now - STALE),))
-        return frozenset(r[0] for r in rows)
-
     def known_agents(self, now: datetime, known_for: timedelta) -> dict[str, AgentSeen]:
         """The agents the fleet knows, by name: those heard from (a document or a beat)
         within `known_for` of `now`, each with when and whether it stopped since
