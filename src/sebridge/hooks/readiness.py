@@ -107,9 +107,11 @@ class Readiness:
         """The VMs not ready or not drained (failed, preparing, not started, agent silent,
         no agent), one line each, for people ("" when every VM is ready): what an approval
         anyway and started_unready name."""
-        lines = [v.line() for v in self.vms if v.state in NOT_READY]
-        lines += [no_agent_line(v.vm) for v in self.no_agent]
-        return "; ".join(lines)
+        return "; ".join(
+            no_agent_line(v.vm) if v.state == VmState.NO_AGENT else v.line()
+            for v in self.vms
+            if v.state in NOT_READY or v.state == VmState.NO_AGENT
+        )
 
     def waiting_for(self) -> str:
         """What the approval waits for, for people ("" when ready)."""

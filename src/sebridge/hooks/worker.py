@@ -31,7 +31,6 @@ from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import StoreError
 from sebridge.kernel.redact import Masker
 from sebridge.kernel.worker import Worker
-from sebridge.model.approval import ApprovalState
 from sebridge.store import EventRecord, Store
 
 if TYPE_CHECKING:
@@ -231,7 +230,6 @@ class HookWorker:
         left, retry_at = self._left(record, stage, names, vm, now)
         if not left:
             return 0, retry_at
-        self._wait_again(record, stage, vm)
         args = (record, stage, left, vm)
         if not self._worker.started:
             return self._run_chain(*args), None
@@ -240,10 +238,9 @@ class HookWorker:
     def _wait_again(self, record: EventRecord, stage: str, vm: str) -> None:
         """This VM prepares while the event's approval is held (its agent was silent, and is
         back): the approval waits for readiness again, and goes once every VM is ready."""
-        held = record.approval is not None and record.approval.state == ApprovalState.HELD
         if (
             stage == "prepare"
-            and held
+            and record.approval is not None  # its state as of now: the store's update asks
             and self._store.wait_again(
                 record.event.event_id, f"{vm} prepares again: waiting for prepare hooks"
             )
@@ -279,6 +276,9 @@ class HookWorker:
 
     def _run_chain(self, record: EventRecord, stage: str, names: Sequence[str], vm: str) -> int:
         """`names` in order (from _left); a failed prepare hook ends the chain."""
+        # Once per chain that begins (never at each round that finds one running: the hold
+        # it would lift is said again at once, and the worker is woken by that).
+        self._wait_again(record, stage, vm)
         ran = 0
         for name in names:
             if self._worker.stopping:
