@@ -87,6 +87,7 @@ class AgentHooks:
             on_begun=on_begun,
             on_ended=on_ended,
             mask=mask,
+            holds=lambda record: bool(self.gate(record).hold),
         )
 
     def shown(self, event_id: str) -> tuple[tuple[VmReadiness, ...], tuple[str, ...]]:

@@ -31,6 +31,7 @@ from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import StoreError
 from sebridge.kernel.redact import Masker
 from sebridge.kernel.worker import Worker
+from sebridge.model.approval import ApprovalState
 from sebridge.store import EventRecord, Store
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class HookWorker:
         on_run: called after each run's end was recorded (wakes the carrier and dispatcher).
         on_ended: called with (stage, "succeeded" | "failed" | "timeout") as each run ends.
         mask: the secrets a hook's output must not show (config/masked.py).
+        holds: whether an event's held approval is still held (the readiness gate's
+            answer); asked when a prepare chain ends (default: always, nothing lifts it).
     """
 
     def __init__(
@@ -86,7 +89,10 @@ class HookWorker:
         on_begun: Callable[[], None] = lambda: None,
         on_ended: Callable[[str, str], None] = lambda stage, outcome: None,
         mask: Masker | None = None,
+        holds: Callable[[EventRecord], bool] = lambda record: True,
     ) -> None:
+        self._holds = holds
+        self._on_run = on_run
         self._store = store
         self._hooks = dict(hooks)
         self._vm_name = vm_name
@@ -235,19 +241,21 @@ class HookWorker:
             return self._run_chain(*args), None
         return int(self._chains.begin(record.event.event_id, lambda: self._run_chain(*args))), None
 
-    def _wait_again(self, record: EventRecord, stage: str, vm: str) -> None:
-        """This VM prepares while the event's approval is held (its agent was silent, and is
-        back): the approval waits for readiness again, and goes once every VM is ready."""
-        if (
-            stage == "prepare"
-            and record.approval is not None  # its state as of now: the store's update asks
-            and self._store.wait_again(
-                record.event.event_id, f"{vm} prepares again: waiting for prepare hooks"
-            )
+    def _wait_again(self, event_id: str, vm: str) -> None:
+        """This VM's prepare chain ended while the event's approval is held (its agent was
+        silent, and came back): when nothing holds it any more (the gate's answer, `holds`),
+        it waits for readiness again, and the carrier, woken by the run's end, lets it go
+        once every VM is ready. Asked at the chain's end, not its start: a chain that began
+        beside a hold that stays (another VM's agent still silent) changes nothing."""
+        record = self._store.event(event_id)
+        approval = record.approval if record is not None else None
+        if record is None or approval is None or approval.state != ApprovalState.HELD:
+            return
+        if not self._holds(record) and self._store.wait_again(
+            event_id, f"{vm} prepared: nothing holds the approval any more"
         ):
-            log.info(
-                "approval of %s waits for readiness again: %s prepares", record.event.event_id, vm
-            )
+            log.info("approval of %s is no longer held: %s prepared", event_id, vm)
+            self._on_run()  # the carrier, woken by the run's end, may have looked already
 
     def _left(
         self, record: EventRecord, stage: str, names: Sequence[str], vm: str, now: datetime
@@ -276,9 +284,6 @@ class HookWorker:
 
     def _run_chain(self, record: EventRecord, stage: str, names: Sequence[str], vm: str) -> int:
         """`names` in order (from _left); a failed prepare hook ends the chain."""
-        # Once per chain that begins (never at each round that finds one running: the hold
-        # it would lift is said again at once, and the worker is woken by that).
-        self._wait_again(record, stage, vm)
         ran = 0
         for name in names:
             if self._worker.stopping:
@@ -286,6 +291,8 @@ class HookWorker:
             ran += 1
             if not self._run_one(record, stage, name, vm) and stage == "prepare":
                 break
+        if stage == "prepare" and ran and not self._worker.stopping:
+            self._wait_again(record.event.event_id, vm)
         return ran
 
     def _run_one(self, record: EventRecord, stage: str, name: str, vm: str) -> bool:

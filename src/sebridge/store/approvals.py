@@ -120,10 +120,10 @@ class ApprovalTable:
         return changed == 1
 
     def wait_again(self, event_id: str, why: str) -> bool:
-        """A held approval waits for readiness again: a listed VM's agent (back after it was
-        silent) begins its prepare hooks. The carrier's gate then decides anew: it goes
-        once every VM is ready, or is held again (the same hold is not said twice: a
-        transition is keyed by what it says). False when it was not held."""
+        """A held approval waits for readiness again: a listed VM's agent, back after it was
+        silent, prepared, and nothing holds the approval any more (hooks/worker.py). The
+        carrier's gate then lets it go once every VM is ready. Its attempts start afresh
+        (it was never POSTed). False when it was not held."""
         with self.db.transaction():
             self.lock_events([event_id])
             changed = self.db.execute(
