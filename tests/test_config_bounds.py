@@ -31,7 +31,7 @@ def numeric_keys() -> Iterator[tuple[str, Field[Any]]]:
                 yield name, f
 
 
-_CORE = ("imds", "store", "policy", "dispatch", "http", "templates", "log")
+_CORE = ("imds", "store", "policy", "dispatch", "http", "fleet", "templates", "log")
 NUMERIC = list(numeric_keys())
 
 

@@ -173,7 +173,7 @@ def test_check_takes_a_reminder_in_minutes_and_refuses_a_bad_one(
 # -- every key of seconds opts in -------------------------------------------------------------
 
 # A key is a number of seconds when its name says so; `store.retention_days` counts days.
-_SECONDS_NAMES = ("seconds", "timeout", "interval", "delay", "remind", "_after")
+_SECONDS_NAMES = ("seconds", "timeout", "interval", "delay", "remind", "_after", "_for")
 
 
 def _numeric_keys(cls: type[Any], prefix: str) -> Iterator[tuple[str, Any]]:

@@ -24,11 +24,6 @@ _HEADER = re.compile(r"#?\s*\[\[?([a-z_][a-z0-9_.-]*)\]\]?\s*(#.*)?")
 # A key line, written or commented out: `port = 587`, `# notify = ["slack"]  # why`.
 _KEY = re.compile(r"#?\s*([a-z_][a-z0-9_]*)\s*=\s*\S.*")
 
-# Keys another part of issue 34 adds in parallel ([fleet], require_agents: the "silence"
-# branch): the example documents them already; accepted once that branch is merged, at
-# which point this set is moot (a key the schema accepts is checked like any other).
-_PENDING = {"fleet.known_for", "fleet.silent_after", "policy.rules.require_agents"}
-
 
 def example_keys() -> set[str]:
     """Every key the example writes or shows commented out, as "section.key" (rules as
@@ -99,7 +94,7 @@ def test_the_example_holds_every_key_the_configuration_accepts() -> None:
 
 def test_the_example_holds_no_key_the_configuration_refuses() -> None:
     required, also = schema()
-    unknown = example_keys() - required - also - _PENDING
+    unknown = example_keys() - required - also
     assert not unknown, f"in config/example.toml but not accepted: {sorted(unknown)}"
 
 

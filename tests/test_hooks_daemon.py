@@ -492,6 +492,7 @@ def fleet(sim: Simulator, pg_url: str, tmp_path: Path) -> Iterator[Callable[...,
             hooks=config.hooks,
         )
         made.append(d)
+        d.tick()  # the fleet knows it from now on (an agent never heard of is "no agent")
         return d
 
     yield agent
@@ -515,7 +516,11 @@ def test_a_fleet_posts_once_every_listed_vm_with_an_agent_is_ready(
     vm0.carrier.wake()
     assert sim.start_requests == []
     lines = [v.line() for v in vm0.hooks.shown(event_id)[0]]
-    assert lines == ["vm0: ready", "vm2: waiting (check not started)", "vm9: no agent"]
+    assert lines == [
+        "vm0: ready",
+        "vm2: waiting (check not started)",
+        "vm9: no agent: sebridge cannot drain it",
+    ]
     vm2.hooks.worker.round()
     vm0.carrier.wake()
     assert sim.start_requests == [event_id]
@@ -632,7 +637,7 @@ def test_approve_anyway_carries_out_a_held_approval_and_the_start_is_an_alarm(
     tick(d)
     assert sink.kinds(event_id)[-2:] == ["started", "started_unready"]
     (alarm,) = sink.of(event_id, "started_unready")
-    assert alarm.transition.note == "started while not ready: vm0: failed: fails exit 1"
+    assert alarm.transition.note == "vm0: failed: fails exit 1"
 
 
 def test_approve_anyway_does_not_wait_for_unfinished_prepare_hooks(

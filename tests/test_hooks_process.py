@@ -146,12 +146,15 @@ def test_a_failed_drain_holds_and_a_persons_approval_is_held_too(
     reminder = wait_line(out, event_id, "reminder", timeout=START)
     assert reminder["remind_before"] == 1195
     env = cli_env()
-    approved = run_cli("approve", event_id, "--config", str(config), "--as", "alice", env=env)
-    # Recorded, held (4): the drain the approval started runs, and the person hears what it
-    # waits for.
+    approved = run_cli(
+        "approve", event_id, "--config", str(config), "--as", "alice", "--wait", "1", env=env
+    )
+    # Recorded, still waiting at its deadline (4): the drain the approval started runs, and
+    # the person hears what it waits for.
     assert approved.returncode == 4, approved.stderr
     # (the drain may be starting or running at that instant: either way it waits for it)
-    assert f"approval of {event_id} by alice: waiting for prepare hooks: vm0: " in approved.stdout
+    waiting = f"approval of {event_id} by alice still waiting after 1 s: waiting for prepare hooks"
+    assert f"{waiting}: vm0: " in approved.stdout
     assert "drain" in approved.stdout and "StartRequests goes to Azure once" in approved.stdout
     go.touch()  # the drain fails now
     failed = wait_line(out, event_id, "hook_failed", timeout=START)

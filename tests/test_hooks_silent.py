@@ -1,7 +1,9 @@
 """A fleet agent that dies during a prepare hook: the fleet waits for its VM until the run's
 start plus the hook's timeout plus SILENT_MARGIN, says so (a problem note to every sink and
-the VM's readiness line, naming the VM and the time), then carries the approval out without
-it. Two agents in one process on PostgreSQL, a controlled clock: no waiting for minutes.
+the VM's readiness line, naming the VM and the time), then holds the approval: its agent is
+silent, nobody can drain it (issue 34: it was carried out without it, un-drained). When the
+agent comes back and its hook succeeds, the held approval is carried out. Two agents in one
+process on PostgreSQL, a controlled clock: no waiting for minutes.
 """
 
 from __future__ import annotations
@@ -120,7 +122,7 @@ def test_an_agent_that_dies_mid_hook_is_waited_for_until_its_timeout_plus_the_ma
     assert said["note"] == (
         f"vm2's agent stopped answering during its prepare hook check: waiting for vm2 until "
         f"{until:%H:%M:%S} UTC (the hook's timeout, 60 s, plus 90 s), then the approval is "
-        "carried out without it"
+        "held: sebridge cannot drain it"
     )
     assert [v.line() for v in problems[0].readiness][1] == line
     approval = vm0.store.event(event_id)
@@ -135,15 +137,30 @@ def test_an_agent_that_dies_mid_hook_is_waited_for_until_its_timeout_plus_the_ma
     assert sim.start_requests == []
     assert len(sink_of(vm0).of(event_id, "problem")) == 1  # said once, however often looked at
 
+    # Past the bound: vm2 is silent since its last beat (t0), and holds. Fail closed.
     clock.at(until)
     look(vm0)
+    look(vm0)
+    assert sim.start_requests == []
+    assert sink_of(vm0).of(event_id, "approved") == []
+    (held,) = sink_of(vm0).of(event_id, "held")
+    silent = f"vm2: agent silent since {t0:%H:%M} UTC"
+    assert held.transition.note == (f"Approval by policy held: {silent}. Nothing was sent to Azure.")
+    assert vm0.hooks.shown(event_id)[0][1].line() == silent
+    # Its ways out: bring the agent back, or approve anyway (no failed hook to retry).
+    assert record(held)["ways_out"] == [
+        "start sebridge's agent on vm2 again",
+        f"sebridge approve {event_id} --anyway",
+    ]
+
+    # vm2's agent comes back: its interrupted hook runs again, succeeds, and the held
+    # approval is carried out.
+    clock.at(until + timedelta(seconds=5))
+    vm2.tick()
+    look(vm0)
     assert sim.start_requests == [event_id]
-    approved = sink_of(vm0).of(event_id, "approved")
-    assert len(approved) == 1
-    assert approved[0].transition.note == (
-        "carried out without vm2: no agent (it stopped answering during check; "
-        f"waited for until {until:%H:%M:%S} UTC)"
-    )
+    (approved,) = sink_of(vm0).of(event_id, "approved")
+    assert approved.transition.note == ""
 
 
 def test_a_live_agents_running_hook_is_waited_for_past_the_bound(

@@ -143,7 +143,7 @@ def test_the_console_says_a_held_reminder_is_held_with_the_ways_out() -> None:
     ConsoleSink(Renderer(), out, clock=lambda: NOW).send(held_reminder())
     line = out.getvalue()
     assert "nobody has approved" not in line and "approve:" not in line
-    assert "still held: a prepare hook failed, nothing was sent to Azure." in line
+    assert "still held: a listed VM is not ready, nothing was sent to Azure." in line
     assert "Azure starts it anyway at 2026-11-23 08:12:20 UTC (in 12 min), ready or not." in line
     assert "Not ready: web1: failed: drain exit 1: lb refused." in line
     assert f"Ways out: {RETRY} (" in line and f"; or {ANYWAY} (" in line
@@ -195,7 +195,7 @@ def test_jira_comments_held_on_a_held_reminder() -> None:
         sink.send(held_reminder(receipt=receipt))
         (issue,) = jira.issues_of(EVENT_ID)
         (comment,) = jira.comments(issue["key"])
-    assert comment.startswith("Reminder: still held (a prepare hook failed")
+    assert comment.startswith("Reminder: still held (a listed VM is not ready")
     assert "Azure starts it anyway at " in comment and "Not ready: web1: failed" in comment
     assert f"- {RETRY}: " in comment and f"- {ANYWAY}: " in comment
     assert LINK not in comment and "Approve it" not in comment
@@ -315,7 +315,7 @@ def test_a_reminder_recorded_while_held_is_held_without_the_stores_state() -> No
     assert m.held and not m.approvable and m.anyway
     out = io.StringIO()
     ConsoleSink(Renderer(), out, clock=lambda: NOW).send(m)
-    assert "still held: a prepare hook failed" in out.getvalue()
+    assert "still held: a listed VM is not ready" in out.getvalue()
     assert "nobody has approved" not in out.getvalue()
     line = record(m)
     assert line["while_held"] is True and line["ways_out"] == [RETRY, ANYWAY]
@@ -326,7 +326,13 @@ def test_a_reminder_recorded_while_held_is_held_without_the_stores_state() -> No
 
 # ------------------------------------------------------------------ the alarm: started_unready
 
-UNREADY = "started while not ready: web1: failed: drain exit 1"
+# The note names the VMs and why; each channel says "started while not ready" once (issue 34:
+# "Started while not ready: started while not ready: ...").
+UNREADY = "web1: failed: drain exit 1"
+
+
+def said_once(text: str) -> bool:
+    return text.lower().count("started while not ready") == 1
 
 
 def alarm(**more: Any) -> Message:
@@ -337,7 +343,9 @@ def alarm(**more: Any) -> Message:
 def test_the_console_and_json_lines_raise_the_alarm_with_the_vms() -> None:
     out = io.StringIO()
     ConsoleSink(Renderer(), out).send(alarm())
-    assert f"STARTED UNREADY Reboot    {EVENT_ID} ALARM: {UNREADY}" in out.getvalue()
+    said = out.getvalue()
+    assert f"STARTED UNREADY Reboot    {EVENT_ID} ALARM: started while not ready: {UNREADY}" in said
+    assert said_once(said)
     line = record(alarm(), maybe_repeat=False)
     assert (line["transition"], line["note"]) == ("started_unready", UNREADY)
 
@@ -351,12 +359,14 @@ def test_slack_shows_the_alarm_in_the_channel_not_only_the_thread(slack: FakeSla
     hook_reply, alarm_reply = slack.replies(channel, ts)
     assert not hook_reply.broadcast  # a note stays in the thread
     assert alarm_reply.broadcast and "web1: failed: drain exit 1" in alarm_reply.text
+    assert said_once(alarm_reply.text)
 
 
 def test_teams_posts_the_alarm_card_and_jira_comments_it(teams: FakeTeams) -> None:
     TeamsSink(teams.workflows_url, Renderer(), timeout=5, clock=lambda: NOW).send(alarm())
     (shown,) = teams.wait_shown(1)
     assert "web1: failed: drain exit 1" in json.dumps(shown.card, ensure_ascii=False)
+    assert said_once(json.dumps(shown.card, ensure_ascii=False))
     with FakeJira("datacenter") as jira:
         settings = JiraSettings(url=jira.url, project="OPS", pat=Secret(jira.pat))
         sink = JiraSink(JiraApi(settings), Renderer(), lag_waits=(0.1,))
@@ -364,4 +374,4 @@ def test_teams_posts_the_alarm_card_and_jira_comments_it(teams: FakeTeams) -> No
         sink.send(alarm(receipt=receipt))
         (issue,) = jira.issues_of(EVENT_ID)
         (comment,) = jira.comments(issue["key"])
-    assert "web1: failed: drain exit 1" in comment
+    assert "web1: failed: drain exit 1" in comment and said_once(comment)

@@ -127,10 +127,11 @@ def test_a_document_file_in_the_window_is_approved_after_the_drain(
         SATURDAY_NIGHT,
     )
     assert code == 0
-    assert out.splitlines()[-4:] == [
+    assert out.splitlines()[-5:] == [
         "decision: approve at once (after the prepare hooks succeed)",
         "  rule: quiet hours",
         "  prepare hooks: drain (on_prepare_failure: hold)",
+        "  a listed VM no agent runs on is named (not drained), and does not hold it",
         "  recover hooks: drain",
     ]
 

@@ -17,7 +17,8 @@ from sebridge.approval.usecase import Approvals
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model.decision import Decision
-from sebridge.store import Store
+from sebridge.model.readiness import VmReadiness
+from sebridge.store import EventRecord, Store
 
 __all__ = ["assemble"]
 
@@ -34,6 +35,7 @@ def assemble(
     on_recorded: Callable[[], None] = lambda: None,
     on_waiting: Callable[[], None] = lambda: None,
     metrics: ApprovalCounts = NOT_COUNTED,
+    readiness_of: Callable[[EventRecord], Sequence[VmReadiness]] = lambda record: (),
 ) -> tuple[Approvals, Carrier | None]:
     """The use case and, when `carries`, the carrier that POSTs for it (else None: another
     process carries approvals out, and a request waits for what the store then says).
@@ -41,6 +43,7 @@ def assemble(
     Args:
         on_recorded: a transition was queued (wakes the dispatcher).
         on_waiting: an approval waits for readiness hooks (wakes the hook worker).
+        readiness_of: an event's listed VMs' readiness (the ways out of a hold name them).
     """
     carrier = (
         Carrier(
@@ -58,6 +61,12 @@ def assemble(
         else None
     )
     approvals = Approvals(
-        store, carrier, sinks_for, clock=clock, on_recorded=on_recorded, metrics=metrics
+        store,
+        carrier,
+        sinks_for,
+        clock=clock,
+        on_recorded=on_recorded,
+        metrics=metrics,
+        readiness_of=readiness_of,
     )
     return approvals, carrier

@@ -22,7 +22,8 @@ from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Approval, Transition, TransitionKind
 from sebridge.model.approval import BY_APPROVAL, ApprovalState, Blocker, OutcomeKind
 from sebridge.model.decision import Decision, offers_approval
-from sebridge.model.outlook import ways_out
+from sebridge.model.outlook import ways_out_of
+from sebridge.model.readiness import VmReadiness
 from sebridge.store import ApprovalRecord, AuditEntry, EventRecord, Store
 
 __all__ = ["DEFAULT_WAIT", "Approvals"]
@@ -46,6 +47,8 @@ class Approvals:
         on_recorded: called after a transition was queued (wakes the dispatcher).
         metrics: counts the requests answered without the carrier (already approved,
             refused before anything was recorded); the carrier counts the rest.
+        readiness_of: an event's listed VMs' readiness: the ways out of a hold name a
+            silent agent's coming back, and `hooks retry` only when a hook failed.
     """
 
     def __init__(
@@ -57,7 +60,9 @@ class Approvals:
         clock: Clock = utcnow,
         on_recorded: Callable[[], None] = lambda: None,
         metrics: ApprovalCounts = NOT_COUNTED,
+        readiness_of: Callable[[EventRecord], Sequence[VmReadiness]] = lambda record: (),
     ) -> None:
+        self._readiness_of = readiness_of
         self._store = store
         self._carrier = carrier
         self._metrics = metrics
@@ -65,8 +70,13 @@ class Approvals:
         self._clock = clock
         self._on_recorded = on_recorded
 
-    def request(self, req: ApprovalRequest, *, wait: float = DEFAULT_WAIT) -> Outcome:
-        """Approve `req.event_id` for `req.actor`; the outcome once known (or after `wait`)."""
+    def request(
+        self, req: ApprovalRequest, *, wait: float = DEFAULT_WAIT, through_readiness: bool = False
+    ) -> Outcome:
+        """Approve `req.event_id` for `req.actor`; the outcome once known (or after `wait`).
+        An approval that waits for its VMs' prepare hooks is answered at once ("waiting"),
+        unless `through_readiness`: then it is waited for too, until carried out, held, or
+        `wait` is over (`sebridge approve --wait`)."""
         record = self._store.event(req.event_id.strip())
         if record is None:
             return self._refused(req, _refused(req.event_id, Blocker.UNKNOWN, None))
@@ -83,7 +93,7 @@ class Approvals:
             )
         if new and self._carrier is not None:
             self._carrier.wake()
-        approval = self._settled(event_id, wait, anyway=req.anyway and new)
+        approval = self._settled(event_id, wait, anyway=(req.anyway and new) or through_readiness)
         fresh = self._store.event(event_id) or record
         if not new and approval.state in (ApprovalState.HELD, ApprovalState.WAITING):
             # Held too, and told why; the attempt is news (history, every sink).
@@ -95,6 +105,12 @@ class Approvals:
             self.refuse(req, f"already approved by {approval.actor} ({approval.state}): {note}")
             return Outcome(OutcomeKind.ALREADY, event_id, note, approval, fresh)
         return _outcome(event_id, approval, fresh)
+
+    @property
+    def carries(self) -> bool:
+        """Whether this process carries approvals out itself (no daemon holds the store: no
+        hook runs here, so nothing changes while a request would wait for readiness)."""
+        return self._carrier is not None
 
     def take(self, event_id: str, actor: str, via: str, actor_id: str | None = None) -> bool:
         """ "I'm on it": announce that someone handles the event, without approving it.
@@ -151,7 +167,7 @@ class Approvals:
         double click says it once; every sink hears it, as a problem."""
         why = _state_note(approval)
         held = approval.state == ApprovalState.HELD
-        out = ways_out(record.event.event_id, held=held)
+        out = ways_out_of(record.event.event_id, self._readiness_of(record), held=held)
         note = f"Approval by {req.actor} not carried out: {why}. {out}"
         now = self._clock()
         problem = Transition(
@@ -168,8 +184,9 @@ class Approvals:
 
     def _settled(self, event_id: str, wait: float, *, anyway: bool = False) -> ApprovalRecord:
         """The approval once the carrier is done with it (carried out, refused, abandoned, or
-        put back after a failed POST), or as it stands after `wait` seconds. One turned
-        anyway is not done while it waits: the carrier has yet to let it through."""
+        put back after a failed POST), or as it stands after `wait` seconds. With `anyway`
+        (one turned anyway, or a caller that waits through readiness) one that waits for
+        its VMs is not done: the carrier has yet to let it through or hold it."""
         deadline = time.monotonic() + wait
         while True:
             rounds = self._carrier.rounds if self._carrier is not None else 0
@@ -208,9 +225,12 @@ _NOTES = {
 
 
 def _state_note(approval: ApprovalRecord) -> str:
-    """What became of an approval, for people."""
+    """What became of an approval, for people: waiting for the VMs' readiness (nothing sent)
+    is never said as IMDS not answering."""
     if approval.state in _NOTES:
         return _NOTES[ApprovalState(approval.state)].format(error=approval.last_error)
+    if approval.waits_for_readiness:  # claimed from waiting, or put back: still the wait
+        return _NOTES[ApprovalState.WAITING].format(error=approval.last_error)
     if approval.last_error:
         return f"IMDS did not take it yet ({approval.last_error}); sebridge retries at every poll"
     return "not sent yet: a daemon whose IMDS lists the event sends StartRequests"

@@ -1,9 +1,10 @@
 """`sebridge approve`: approve an event from a shell, and say what became of it.
 
 The daemon carries the approval out (this process does when no daemon holds the
-store); the command waits, bounded, for the outcome and exits 0 carried out, 1 IMDS
-or the store failed, 3 refused, 4 held (cli/exits.py). See docs/ARCHITECTURE.md,
-"Approve".
+store); the command waits for the outcome up to `--wait` seconds (10), the prepare
+hooks' run included, and exits 0 carried out, 1 IMDS or the store failed, 3 refused,
+4 held or still waiting at the deadline, its line saying which (cli/exits.py). See
+docs/ARCHITECTURE.md, "Approve".
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from typing import TextIO
 
 from sebridge.approval.request import ApprovalRequest, Outcome
+from sebridge.approval.usecase import DEFAULT_WAIT
 from sebridge.cli.exits import FAILED, HELD, OK, REFUSED
 from sebridge.cli.format import as_stored, not_yet
 from sebridge.cli.runtime import (
@@ -23,10 +25,14 @@ from sebridge.cli.runtime import (
 from sebridge.config.loader import Config
 from sebridge.kernel.text import visible
 from sebridge.model.approval import ApprovalState, OutcomeKind
-from sebridge.model.outlook import ways_out
+from sebridge.model.outlook import ways_out, ways_out_of
 from sebridge.store import ApprovalRecord
 
 __all__ = ["approve"]
+
+# Recorded, not carried out: held (a failed hook, a silent agent), or still waiting for the
+# VMs' prepare hooks when the wait ended.
+_NOT_CARRIED_OUT = (ApprovalState.HELD, ApprovalState.WAITING)
 
 
 def approve(
@@ -36,12 +42,15 @@ def approve(
     actor: str | None,
     as_json: bool,
     anyway: bool = False,
+    wait: float = DEFAULT_WAIT,
     out: TextIO | None = None,
 ) -> int:
     """Approve an event and show what became of it: the daemon carries it out (or this
     process, when no daemon holds the store); the daemon retries a POST that failed.
-    `anyway`: despite failed or unfinished prepare hooks. Exit: 0 carried out (dry run:
-    would be), 1 IMDS or the store failed, 3 refused, 4 held (the line says which)."""
+    `anyway`: despite failed or unfinished prepare hooks. `wait`: how long to wait for the
+    outcome, prepare hooks running included. Exit: 0 carried out (dry run: would be), 1
+    IMDS or the store failed, 3 refused, 4 held or still waiting at the deadline (the line
+    says which)."""
     import getpass
 
     from sebridge.cli import format as fmt  # the commands that print alone load it
@@ -57,16 +66,24 @@ def approve(
         return REFUSED
     imds = build_imds(config)
     try:
-        desk, store = build_desk(config, imds)
+        desk, store, gate = build_desk(config, imds)
     except BaseException:
         imds.close()
         raise
+    ways = ""
     try:
         request = ApprovalRequest(as_stored(store, event_id), who, "cli", anyway=anyway)
-        outcome = desk.request(request)
+        # A daemon runs the prepare hooks: wait for them. Without one (this process holds
+        # the store) none runs here: the wait would change nothing.
+        through = not desk.carries
+        outcome = desk.request(request, wait=wait, through_readiness=through)
         if outcome.approval is None:  # refused before anything was recorded
             # Kept beside Slack's refused clicks: `sebridge history` shows both.
             desk.refuse(request, outcome.reason)
+        elif outcome.record is not None and outcome.approval.state in _NOT_CARRIED_OUT:
+            vms = gate.readiness(outcome.record).vms
+            held = outcome.approval.state == ApprovalState.HELD
+            ways = ways_out_of(outcome.record.event.event_id, vms, held=held)
     finally:
         imds.close()
         store.close()
@@ -90,7 +107,9 @@ def approve(
         )
     else:
         # IMDS's text as `events` shows it: no terminal escape or line break acts here.
-        print(visible(_approval_line(final, outcome, new=new, asked_by=who)), file=out)
+        waited = wait if through else None
+        line = _approval_line(final, outcome, new=new, asked_by=who, wait=waited, ways=ways)
+        print(visible(line), file=out)
     return _exit_code(outcome, final)
 
 
@@ -108,13 +127,23 @@ def _exit_code(outcome: Outcome, final: ApprovalRecord) -> int:
     return HELD
 
 
-def _approval_line(final: ApprovalRecord, outcome: Outcome, *, new: bool, asked_by: str) -> str:
+def _approval_line(
+    final: ApprovalRecord,
+    outcome: Outcome,
+    *,
+    new: bool,
+    asked_by: str,
+    wait: float | None = None,
+    ways: str = "",
+) -> str:
     """What `sebridge approve` says of the approval it made (or found)."""
     event_id, who = final.event_id, final.actor
-    if final.state in (ApprovalState.HELD, ApprovalState.WAITING):  # readiness hooks
+    if final.state in _NOT_CARRIED_OUT:  # readiness: held, or still waiting at the deadline
         first = "" if who == asked_by else f" (approved by {who} first)"
-        out = ways_out(event_id, held=final.state == ApprovalState.HELD)
-        return f"approval of {event_id} by {asked_by}: {outcome.reason}{first}. {out}"
+        out = ways or ways_out(event_id, held=final.state == ApprovalState.HELD)
+        waiting = final.state == ApprovalState.WAITING and wait is not None
+        still = f" still waiting after {wait:g} s" if waiting else ""
+        return f"approval of {event_id} by {asked_by}{still}: {outcome.reason}{first}. {out}"
     if not new:
         if final.anyway_by is not None and final.anyway_by != who:
             who = f"{who}, approved anyway by {final.anyway_by}"

@@ -92,6 +92,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="carry it out despite failed or unfinished prepare hooks (held or waiting)",
     )
+    approve.add_argument(
+        "--wait",
+        type=_wait,
+        default=10.0,
+        metavar="SECONDS",
+        help='how long to wait for the outcome while prepare hooks run (10; "30s", "5m")',
+    )
     approve.set_defaults(
         run=_with_config(
             _approve,
@@ -204,6 +211,22 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {text!r}")
+    return value
+
+
+def _wait(text: str) -> float:
+    """Seconds to wait, 0 or more, as a number or a duration ("30s", "5m"): `approve --wait`."""
+    from sebridge.config.durations import parse_duration
+
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            value = parse_duration(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    if not 0 <= value <= 86400:
+        raise argparse.ArgumentTypeError(f"must be 0 to 86400 seconds (a day), got {text!r}")
     return value
 
 
@@ -342,7 +365,14 @@ def _history(_commands: object, config: Config, args: argparse.Namespace) -> int
 def _approve(_commands: object, config: Config, args: argparse.Namespace) -> int:
     from sebridge.cli.approve import approve
 
-    return approve(config, args.event_id, actor=args.actor, as_json=args.json, anyway=args.anyway)
+    return approve(
+        config,
+        args.event_id,
+        actor=args.actor,
+        as_json=args.json,
+        anyway=args.anyway,
+        wait=args.wait,
+    )
 
 
 def _hooks_retry(_commands: object, config: Config, args: argparse.Namespace) -> int:

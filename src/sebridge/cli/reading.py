@@ -11,11 +11,12 @@ from typing import TextIO
 from sebridge.cli.exits import FAILED, OK
 from sebridge.cli.format import not_yet
 from sebridge.cli.runtime import (
+    fleet_timing,
     missing_store,
     open_store,
 )
 from sebridge.config.loader import Config
-from sebridge.hooks.readiness import readiness
+from sebridge.hooks.readiness import agents, readiness
 from sebridge.integrations.registry import load_config
 from sebridge.kernel.clock import utcnow
 from sebridge.kernel.errors import ConfigError
@@ -115,16 +116,19 @@ def _readiness(
         return {}
     from sebridge.hooks.agent import timeouts
 
-    live = store.live_agents(now)
+    # As the daemons' gate sees the fleet ([fleet]): live, silent since when, or no agent.
+    known_for, silent_after = fleet_timing(config)
+    fleet = agents(store.known_agents(now, known_for), "", now, silent_after)
     return {
         r.event.event_id: readiness(
             r.event,
             r.decision.prepare,
             store.hook_runs(r.event.event_id),
-            live=live,
+            live=fleet.live,
             now=now,
             timeout_of=timeouts(config.hooks),
             dry_run=config.policy.dry_run,
+            silent=fleet.silent,
         ).vms
         for r in with_hooks
     }

@@ -40,6 +40,7 @@ from sebridge.policy.compile import build_policy, uses_tags
 from sebridge.store import Store
 
 if TYPE_CHECKING:
+    from sebridge.hooks.gate import ReadinessGate
     from sebridge.web.links import LinkSigner
 
 # What only some configurations use (the HTTP server, approval links, /metrics, the CLI's
@@ -275,6 +276,15 @@ def build_daemon(
         hooks=config.hooks,
         hook_mask=mask,
         routes=config.routes,
+        fleet=fleet_timing(config),
+    )
+
+
+def fleet_timing(config: Config) -> tuple[timedelta, timedelta]:
+    """[fleet] known_for and silent_after (hooks/gate.py: who is known, who is silent)."""
+    return (
+        timedelta(seconds=config.fleet.known_for),
+        timedelta(seconds=config.fleet.silent_after),
     )
 
 
@@ -316,14 +326,15 @@ def _adopt_orphans(runner: Runner) -> None:
     runner.add_jobs([Job("reap", REAP_EVERY, reap)])
 
 
-def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store]:
+def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store, ReadinessGate]:
     """The approval use case for a process that is not the daemon (`sebridge approve`).
 
     When no daemon holds the store (SQLite: its lock; PostgreSQL: this agent's
     name), this process carries the approval out itself, holding it meanwhile;
     otherwise the daemon does, and the request waits for what it recorded. Carrying
     it out needs this VM's name; when IMDS does not say it within one call, the
-    approval is only recorded, for a daemon whose IMDS lists the event.
+    approval is only recorded, for a daemon whose IMDS lists the event. Also returns
+    the readiness gate, so the command can say which VMs hold and the ways out.
     """
     try:
         name = vm_name(config, wait=config.imds.timeout)
@@ -343,13 +354,25 @@ def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store]:
     # No hooks run here: an approval whose rule names prepare hooks waits for the daemon's.
     # The gate counts this VM (the daemon's own name, `name`) as live even while its daemon
     # is stopped, so its prepare hooks are waited for, never skipped as "no agent".
+    known_for, silent_after = fleet_timing(config)
     gate = ReadinessGate(
-        store, lambda: name, lambda record: record.decision, timeout_of=timeouts(config.hooks)
+        store,
+        lambda: name,
+        lambda record: record.decision,
+        timeout_of=timeouts(config.hooks),
+        known_for=known_for,
+        silent_after=silent_after,
     )
     approvals, _ = assemble(
-        store, imds, audience, carries=holds, dry_run=config.policy.dry_run, gate=gate
+        store,
+        imds,
+        audience,
+        carries=holds,
+        dry_run=config.policy.dry_run,
+        gate=gate,
+        readiness_of=lambda record: gate.readiness(record).vms,
     )
-    return approvals, store
+    return approvals, store, gate
 
 
 def link_signer(config: Config, store: Store) -> LinkSigner | None:

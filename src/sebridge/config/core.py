@@ -24,6 +24,7 @@ from sebridge.imds.client import API_VERSIONS, DEFAULT_API_VERSION
 __all__ = [
     "CORE_SECTIONS",
     "DispatchConfig",
+    "FleetConfig",
     "HttpConfig",
     "ImdsConfig",
     "LogConfig",
@@ -104,6 +105,31 @@ class DispatchConfig:
     )
 
 
+# An agent beats every 30 s (store/store.py: HEARTBEAT; tests/test_fleet_silence.py holds
+# the two equal): a live agent is never heard from less often.
+HEARTBEAT_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    """[fleet]: which agents the fleet knows, and when a known one counts as silent.
+
+    A listed VM whose agent ran in this store within `known_for` but has not been heard
+    from within `silent_after` (or stopped) is not ready: its approval is held
+    (hooks/readiness.py). Less than one heartbeat would take live agents for silent.
+    """
+
+    known_for: Seconds = option(
+        604800.0, ge=HEARTBEAT_SECONDS, le=31536000.0, why="between one heartbeat and a year"
+    )
+    silent_after: Seconds = option(
+        2 * HEARTBEAT_SECONDS,
+        ge=HEARTBEAT_SECONDS,
+        le=86400.0,
+        why="at least one heartbeat (30 s): a live agent is heard from every 30 s",
+    )
+
+
 @dataclass(frozen=True)
 class HttpConfig:
     """[http]: the daemon's one HTTP server (integrations' routes, approval links, /healthz).
@@ -155,6 +181,7 @@ CORE_SECTIONS: dict[str, type[Any]] = {
     "policy": PolicyConfig,
     "dispatch": DispatchConfig,
     "http": HttpConfig,
+    "fleet": FleetConfig,
     "templates": TemplatesConfig,
     "log": LogConfig,
 }

@@ -25,6 +25,7 @@ from sebridge.config import checks
 from sebridge.config.core import (
     CORE_SECTIONS,
     DispatchConfig,
+    FleetConfig,
     HttpConfig,
     ImdsConfig,
     LogConfig,
@@ -45,6 +46,7 @@ __all__ = [
     "ENV_VAR",
     "Config",
     "DispatchConfig",
+    "FleetConfig",
     "HookSettings",
     "HttpConfig",
     "ImdsConfig",
@@ -104,6 +106,7 @@ class Config:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     dispatch: DispatchConfig = field(default_factory=DispatchConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
+    fleet: FleetConfig = field(default_factory=FleetConfig)
     templates: TemplatesConfig = field(default_factory=TemplatesConfig)
     log: LogConfig = field(default_factory=LogConfig)
     sections: Mapping[str, Any] = field(default_factory=dict)

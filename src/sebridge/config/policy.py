@@ -83,6 +83,9 @@ class RuleSettings:
     # The instances that hear the rule's events ("slack.dba"); None: every instance not
     # route_only. Checked against the integrations' sections by integrations/registry.py.
     notify: tuple[str, ...] | None = None
+    # A listed VM no sebridge agent ever ran on holds the approval too (it cannot be drained;
+    # by default it is only named). Readiness applies to a rule naming prepare hooks only.
+    require_agents: bool = False
 
 
 # The keys that narrow which events a rule matches; a rule without any matches them all.
@@ -258,6 +261,17 @@ def check_rules(
     return tuple(checked)
 
 
+def _check_require_agents(key: str, rule: RuleSettings, rd: Reader) -> None:
+    """`require_agents` holds an approval for readiness, and readiness is looked at only
+    for a rule that names prepare hooks: without them it would protect nothing."""
+    if rule.require_agents and not rule.prepare:
+        rd.error(
+            f"{key}.require_agents",
+            "needs prepare hooks: readiness (and so an agent on every listed VM) is only "
+            "required of a rule that names `prepare` hooks",
+        )
+
+
 def _check_rule(
     key: str, rule: RuleSettings, hooks: Mapping[str, HookSettings], rd: Reader
 ) -> None:
@@ -274,6 +288,7 @@ def _check_rule(
     if rule.window is not None:
         _check_window(f"{key}.window", rule.window, rd)
     _check_affected(key, rule, rd)
+    _check_require_agents(key, rule, rd)
     for stage in ("prepare", "recover"):
         for hook in getattr(rule, stage):
             if hook not in hooks and not rd.unreadable(f"hooks.{hook}"):

@@ -29,6 +29,7 @@ from sebridge.engine.poll import Polled, PollState, TickResult
 from sebridge.engine.reminders import Reminders
 from sebridge.engine.wakeups import Parts, Wakeups
 from sebridge.hooks.agent import AgentHooks
+from sebridge.hooks.gate import KNOWN_FOR, SILENT_AFTER
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ImdsError
@@ -63,6 +64,7 @@ class Daemon:
         metrics: what the daemon counts (default: a registry of its own).
         hook_mask: the secrets hooks' output must not show (config/masked.py).
         routes: each sink's route where not "default" (model/decision.py: sinks_for).
+        fleet: [fleet] known_for and silent_after (hooks/gate.py).
     """
 
     def __init__(
@@ -82,6 +84,7 @@ class Daemon:
         metrics: Metrics | None = None,
         hook_mask: Masker | None = None,
         routes: Mapping[str, str] | None = None,
+        fleet: tuple[timedelta, timedelta] = (KNOWN_FOR, SILENT_AFTER),
     ) -> None:
         self.imds = imds
         self.store = store
@@ -109,6 +112,7 @@ class Daemon:
             on_begun=self._wakeups.hook_began,
             on_ended=self.metrics.hook_finished,
             mask=self.hook_mask,
+            fleet=fleet,
         )
         self.dispatcher = Dispatcher(
             store,
@@ -141,6 +145,7 @@ class Daemon:
             gate=self.hooks.gate,
             on_waiting=self._wakeups.hooks_awaited,
             metrics=self.metrics,
+            readiness_of=lambda record: self.hooks.gate.readiness(record).vms,
         )
         assert carrier is not None  # carries=True
         self.carrier = carrier

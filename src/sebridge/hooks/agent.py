@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from sebridge.hooks.gate import ReadinessGate
+from sebridge.hooks.gate import KNOWN_FOR, SILENT_AFTER, ReadinessGate
 from sebridge.hooks.readiness import DEFAULT_TIMEOUT
 from sebridge.hooks.worker import HookWorker
 from sebridge.kernel.clock import Clock, utcnow
@@ -18,7 +18,7 @@ from sebridge.kernel.redact import Masker
 from sebridge.model import Transition, TransitionKind
 from sebridge.model.approval import would_hold
 from sebridge.model.decision import Decision
-from sebridge.model.readiness import VmReadiness, VmState
+from sebridge.model.readiness import HOLDING, VmReadiness, VmState
 from sebridge.store import EventRecord, Store
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ class AgentHooks:
         on_begun: called after a hook run began (wakes the dispatcher).
         on_ended: called with (stage, outcome) as each hook run ends (metrics).
         mask: the secrets a hook's output must not show (config/masked.py).
+        fleet: [fleet] known_for and silent_after: who is known, who is silent.
     """
 
     def __init__(
@@ -61,12 +62,20 @@ class AgentHooks:
         on_begun: Callable[[], None] = lambda: None,
         on_ended: Callable[[str, str], None] = lambda stage, outcome: None,
         mask: Masker | None = None,
+        fleet: tuple[timedelta, timedelta] = (KNOWN_FOR, SILENT_AFTER),
     ) -> None:
         self._store = store
         self._sinks_for = sinks_for
         self._clock = clock
         self.gate = ReadinessGate(
-            store, vm_name, _decision, timeout_of=timeouts(hooks), dry_run=dry_run, clock=clock
+            store,
+            vm_name,
+            _decision,
+            timeout_of=timeouts(hooks),
+            dry_run=dry_run,
+            clock=clock,
+            known_for=fleet[0],
+            silent_after=fleet[1],
         )
         self.worker = HookWorker(
             store,
@@ -82,6 +91,7 @@ class AgentHooks:
             on_ended=on_ended,
             on_hook_ended=self._fold,
             mask=mask,
+            holds=lambda record: bool(self.gate(record).hold),
         )
 
     def shown(self, event_id: str) -> tuple[tuple[VmReadiness, ...], tuple[str, ...]]:
@@ -110,8 +120,8 @@ class AgentHooks:
         unready = self.gate.readiness(record).not_ready()
         if not unready:
             return None
-        note = f"started while not ready: {unready}"
-        return Transition(TransitionKind.STARTED_UNREADY, started.event, started.at, note=note)
+        # The VMs and why, said once: each channel's template says "started while not ready".
+        return Transition(TransitionKind.STARTED_UNREADY, started.event, started.at, note=unready)
 
     def _fold(self, record: EventRecord, stage: str) -> None:
         """After a hook ended here: the hook steps folded into one readiness message
@@ -150,7 +160,8 @@ class AgentHooks:
         ready = self.gate.readiness(record)
         if not ready.vms:
             return None
-        failed = [v.line() for v in ready.vms if v.state == VmState.FAILED]
+        # A failed hook, or a silent agent: what would hold an approval (model/readiness.py).
+        failed = [v.line() for v in ready.vms if v.state in HOLDING]
         if failed:
             note = f"not ready: {'; '.join(failed)}"
         elif ready.ready:

@@ -1,40 +1,79 @@
 """Whether an event's VMs are ready: the gate before StartRequests, and what messages show.
 
 One StartRequests releases every VM the event lists in Resources, so one VM's
-readiness is not enough: every listed VM whose agent is alive must have
-succeeded its prepare hooks. A listed VM without a live agent cannot prepare
-and is not waited for (messages say "no agent"), except while a prepare hook it
-began may still run: until the run's start plus the hook's timeout plus
-SILENT_MARGIN ("stopped answering"). Pure: the carrier and the dispatcher hand
-in the store's rows and the time. See docs/ARCHITECTURE.md, "Readiness hooks".
+readiness is not enough: every listed VM must be ready, or sebridge must say
+why it is not. A listed VM whose agent the fleet knows ([fleet] known_for) but
+has not heard from within [fleet] silent_after, or which stopped, cannot drain:
+"agent silent since 08:02 UTC", and it holds the approval (fail closed), except
+while a prepare hook it began may still run: until the run's start plus the
+hook's timeout plus SILENT_MARGIN ("stopped answering"). A listed VM no agent
+ever ran on is "no agent": named, not waited for (unless a rule requires
+agents: hooks/gate.py). Pure: the carrier and the dispatcher hand in the
+store's rows and the time. See docs/ARCHITECTURE.md, "Readiness hooks".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from sebridge.model import ScheduledEvent
-from sebridge.model.readiness import VmReadiness, VmState
+from sebridge.model.readiness import NOT_READY, VmReadiness, VmState
 from sebridge.store.store import STALE
 
 if TYPE_CHECKING:  # the store's rows
     from sebridge.store.records import HookRunRecord
+    from sebridge.store.store import AgentSeen
 
-__all__ = ["DEFAULT_TIMEOUT", "SILENT_MARGIN", "Readiness", "listed_vms", "readiness"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "SILENT_MARGIN",
+    "Agents",
+    "Readiness",
+    "agents",
+    "listed_vms",
+    "readiness",
+]
 
 # A VM whose agent stopped answering (no beat for STALE) while one of its prepare hooks ran
 # is waited for until that run's start plus the hook's timeout plus this margin; then it
-# counts as "no agent". The hook's processes may outlive their agent (a frozen process, a
-# lost database connection), still draining: a live agent would have ended the hook at its
-# timeout and recorded that. The margin is STALE, so an agent that died during its hook
-# (before its timeout) has been taken for dead by then: the wait is exactly this bound.
+# counts as "agent silent" and holds the approval. The hook's processes may outlive their
+# agent (a frozen process, a lost database connection), still draining: a live agent would
+# have ended the hook at its timeout and recorded that. The margin is STALE, so an agent
+# that died during its hook (before its timeout) has been taken for dead by then: the wait
+# is exactly this bound.
 SILENT_MARGIN = STALE
 # A hook this agent's config does not define ([hooks.<name>] timeout's default): a fleet
 # shares one config, so this is only a stand-in.
 DEFAULT_TIMEOUT = 300.0
+
+
+@dataclass(frozen=True)
+class Agents:
+    """The fleet's agents as the readiness sees them: `live` (heard from within [fleet]
+    silent_after, not stopped; this agent always), and `silent` (known, not live), each
+    with when it was last heard from."""
+
+    live: frozenset[str] = frozenset()
+    silent: Mapping[str, datetime] = field(default_factory=dict)
+    # The live agents' last beats: one that stays quiet turns silent at its beat plus
+    # silent_after (the gate looks again then).
+    heard: Mapping[str, datetime] = field(default_factory=dict)
+
+
+def agents(
+    known: Mapping[str, AgentSeen], me: str, now: datetime, silent_after: timedelta
+) -> Agents:
+    """Tell the fleet's known agents (Store.known_agents) live from silent as of `now`."""
+    live = {
+        a.agent: a.seen_at
+        for a in known.values()
+        if not a.stopped and a.seen_at > now - silent_after  # silent at its beat + silent_after
+    }
+    silent = {a.agent: a.seen_at for a in known.values() if a.agent not in live and a.agent != me}
+    return Agents(frozenset(live) | {me}, silent, {k: v for k, v in live.items() if k != me})
 
 
 @dataclass(frozen=True)
@@ -45,7 +84,8 @@ class Readiness:
 
     @property
     def ready(self) -> bool:
-        """Every VM that can prepare has: StartRequests may go."""
+        """Every VM that can prepare has: StartRequests may go (a VM no agent ever ran on is
+        not waited for unless the rule requires agents: hooks/gate.py)."""
         return all(v.state in (VmState.READY, VmState.NO_AGENT, VmState.DRY_RUN) for v in self.vms)
 
     @property
@@ -53,11 +93,25 @@ class Readiness:
         """The first VM whose prepare hook failed, if any."""
         return next((v for v in self.vms if v.state == VmState.FAILED), None)
 
+    @property
+    def silent_agents(self) -> tuple[VmReadiness, ...]:
+        """The VMs whose known agent is silent: they hold the approval (they cannot drain)."""
+        return tuple(v for v in self.vms if v.state == VmState.AGENT_SILENT)
+
+    @property
+    def no_agent(self) -> tuple[VmReadiness, ...]:
+        """The VMs no sebridge agent ever ran on (or none within [fleet] known_for)."""
+        return tuple(v for v in self.vms if v.state == VmState.NO_AGENT)
+
     def not_ready(self) -> str:
-        """The VMs that can prepare and have not (failed, preparing, not started), one line
-        each, for people ("" when ready): what an approval anyway and started_unready name."""
-        unready = (VmState.FAILED, VmState.WAITING, VmState.PREPARING, VmState.SILENT)
-        return "; ".join(v.line() for v in self.vms if v.state in unready)
+        """The VMs not ready or not drained (failed, preparing, not started, agent silent,
+        no agent), one line each, for people ("" when every VM is ready): what an approval
+        anyway and started_unready name."""
+        return "; ".join(
+            no_agent_line(v.vm) if v.state == VmState.NO_AGENT else v.line()
+            for v in self.vms
+            if v.state in NOT_READY or v.state == VmState.NO_AGENT
+        )
 
     def waiting_for(self) -> str:
         """What the approval waits for, for people ("" when ready)."""
@@ -74,11 +128,10 @@ class Readiness:
         """The VMs waited for although their agent stopped answering during a hook."""
         return tuple(v for v in self.vms if v.state == VmState.SILENT)
 
-    def given_up(self) -> str:
-        """The VMs no longer waited for because their agent stopped answering during a hook,
-        one line each ("" when none): what the approval carried out without them says."""
-        gone = [v.line() for v in self.vms if v.state == VmState.NO_AGENT and v.until]
-        return "; ".join(gone)
+
+def no_agent_line(vm: str) -> str:
+    """A VM no agent runs on, as started_unready and an approval anyway name it."""
+    return f"{vm}: no agent, not drained"
 
 
 def listed_vms(event: ScheduledEvent) -> tuple[str, ...]:
@@ -96,17 +149,22 @@ def readiness(
     now: datetime,
     timeout_of: Callable[[str], float] = lambda hook: DEFAULT_TIMEOUT,
     dry_run: bool = False,
+    silent: Mapping[str, datetime] | None = None,
 ) -> Readiness:
     """Each listed VM's readiness for `prepare` (the decision's prepare hooks, in order), as
-    of `now`; `timeout_of` gives a hook's timeout in seconds. No prepare hooks: nothing to
-    wait for, nothing to show. Dry run: no hook runs, and the messages say so instead of
-    "waiting" for ever."""
+    of `now`; `timeout_of` gives a hook's timeout in seconds; `silent`: the known agents
+    not heard from (not live), with when they were last (Agents.silent). No prepare hooks:
+    nothing to wait for, nothing to show. Dry run: no hook runs, and the messages say so
+    instead of "waiting" for ever."""
     if not prepare:
         return Readiness()
+    silent = silent or {}
     if dry_run:
         return Readiness(
             tuple(
-                VmReadiness(vm, VmState.DRY_RUN if vm in live else VmState.NO_AGENT, prepare[0])
+                VmReadiness(vm, VmState.DRY_RUN, prepare[0])
+                if vm in live
+                else _absent(vm, prepare[0], silent)
                 for vm in listed_vms(event)
             )
         )
@@ -115,8 +173,16 @@ def readiness(
     }
     # A started event's retries never come: its failures are final.
     retrying = not event.started
-    vms = (_vm(vm, prepare, by_vm, vm in live, retrying) for vm in listed_vms(event))
-    return Readiness(tuple(_silent(v, by_vm, now, timeout_of) for v in vms))
+    vms = (_vm(vm, prepare, by_vm, vm in live, retrying, silent=silent) for vm in listed_vms(event))
+    return Readiness(tuple(_silent(v, by_vm, now, timeout_of, silent) for v in vms))
+
+
+def _absent(vm: str, hook: str, silent: Mapping[str, datetime]) -> VmReadiness:
+    """A VM without a live agent, its hook not begun: its known agent is silent (since its
+    last beat), or no agent ever ran there."""
+    if vm in silent:
+        return VmReadiness(vm, VmState.AGENT_SILENT, hook, since=silent[vm])
+    return VmReadiness(vm, VmState.NO_AGENT, hook)
 
 
 def _silent(
@@ -124,15 +190,16 @@ def _silent(
     runs: dict[tuple[str, str], HookRunRecord],
     now: datetime,
     timeout_of: Callable[[str], float],
+    silent: Mapping[str, datetime],
 ) -> VmReadiness:
     """A VM without a live agent whose prepare hook was running: waited for until the run's
-    start plus the hook's timeout plus SILENT_MARGIN, then "no agent" (saying until when)."""
+    start plus the hook's timeout plus SILENT_MARGIN ("stopped answering"), then its agent
+    is silent (since its last beat) and it holds the approval: fail closed."""
     run = runs.get((vm.vm, vm.hook))
-    if vm.state != VmState.NO_AGENT or run is None or run.state != "running":
+    if vm.state != VmState.AGENT_SILENT or run is None or run.state != "running":
         return vm
     until = run.started_at + timedelta(seconds=timeout_of(vm.hook)) + SILENT_MARGIN
-    state = VmState.SILENT if now < until else VmState.NO_AGENT
-    return VmReadiness(vm.vm, state, vm.hook, until=until)
+    return VmReadiness(vm.vm, VmState.SILENT, vm.hook, until=until) if now < until else vm
 
 
 def _vm(
@@ -141,11 +208,13 @@ def _vm(
     runs: dict[tuple[str, str], HookRunRecord],
     alive: bool,
     retrying: bool,
+    *,
+    silent: Mapping[str, datetime],
 ) -> VmReadiness:
     for hook in prepare:
         run = runs.get((vm, hook))
         if run is None:
-            return VmReadiness(vm, VmState.WAITING if alive else VmState.NO_AGENT, hook)
+            return VmReadiness(vm, VmState.WAITING, hook) if alive else _absent(vm, hook, silent)
         if run.retry_pending and retrying and alive:  # not final: the gate waits for it
             return VmReadiness(vm, VmState.WAITING, hook, _again(run))
         if run.state == "failed":
@@ -153,7 +222,11 @@ def _vm(
             why = run.run.why + (f", attempt {run.run.attempt}" if run.run.attempt > 1 else "")
             return VmReadiness(vm, VmState.FAILED, hook, why, run.run.output)
         if run.state != "succeeded":
-            return VmReadiness(vm, VmState.PREPARING if alive else VmState.NO_AGENT, hook)
+            if alive:
+                return VmReadiness(vm, VmState.PREPARING, hook)
+            # An agent ran it: known, whatever [fleet] known_for says (_silent: how long a
+            # hook it began is waited for).
+            return VmReadiness(vm, VmState.AGENT_SILENT, hook, since=silent.get(vm, run.started_at))
     return VmReadiness(vm, VmState.READY)
 
 

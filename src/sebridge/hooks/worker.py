@@ -31,6 +31,7 @@ from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import StoreError
 from sebridge.kernel.redact import Masker
 from sebridge.kernel.worker import Worker
+from sebridge.model.approval import ApprovalState
 from sebridge.store import EventRecord, Store
 
 if TYPE_CHECKING:
@@ -71,6 +72,8 @@ class HookWorker:
         on_hook_ended: called with the event's record and the stage after each run ended
             here (the readiness message: hooks/agent.py).
         mask: the secrets a hook's output must not show (config/masked.py).
+        holds: whether an event's held approval is still held (the readiness gate's
+            answer); asked when a prepare chain ends (default: always, nothing lifts it).
     """
 
     def __init__(
@@ -89,7 +92,10 @@ class HookWorker:
         on_ended: Callable[[str, str], None] = lambda stage, outcome: None,
         on_hook_ended: Callable[[EventRecord, str], None] = lambda record, stage: None,
         mask: Masker | None = None,
+        holds: Callable[[EventRecord], bool] = lambda record: True,
     ) -> None:
+        self._holds = holds
+        self._on_run = on_run
         self._store = store
         self._on_hook_ended = on_hook_ended
         self._hooks = dict(hooks)
@@ -239,6 +245,22 @@ class HookWorker:
             return self._run_chain(*args), None
         return int(self._chains.begin(record.event.event_id, lambda: self._run_chain(*args))), None
 
+    def _wait_again(self, event_id: str, vm: str) -> None:
+        """This VM's prepare chain ended while the event's approval is held (its agent was
+        silent, and came back): when nothing holds it any more (the gate's answer, `holds`),
+        it waits for readiness again, and the carrier, woken by the run's end, lets it go
+        once every VM is ready. Asked at the chain's end, not its start: a chain that began
+        beside a hold that stays (another VM's agent still silent) changes nothing."""
+        record = self._store.event(event_id)
+        approval = record.approval if record is not None else None
+        if record is None or approval is None or approval.state != ApprovalState.HELD:
+            return
+        if not self._holds(record) and self._store.wait_again(
+            event_id, f"{vm} prepared: nothing holds the approval any more"
+        ):
+            log.info("approval of %s is no longer held: %s prepared", event_id, vm)
+            self._on_run()  # the carrier, woken by the run's end, may have looked already
+
     def _left(
         self, record: EventRecord, stage: str, names: Sequence[str], vm: str, now: datetime
     ) -> tuple[list[str], datetime | None]:
@@ -273,6 +295,8 @@ class HookWorker:
             ran += 1
             if not self._run_one(record, stage, name, vm) and stage == "prepare":
                 break
+        if stage == "prepare" and ran and not self._worker.stopping:
+            self._wait_again(record.event.event_id, vm)
         return ran
 
     def _run_one(self, record: EventRecord, stage: str, name: str, vm: str) -> bool:

@@ -60,6 +60,8 @@ class Decision:
         notify: the instances ("slack.dba") that hear every transition of the event, as
             the rule's `notify` names them (beside those whose route is "all"); None:
             every instance whose route is "default" or "all" (see `sinks_for`).
+        require_agents: a listed VM no sebridge agent ever ran on holds the approval
+            (by default it is only named: "no agent: sebridge cannot drain it").
     """
 
     action: str
@@ -70,6 +72,7 @@ class Decision:
     on_prepare_failure: str = "hold"
     remind_after: tuple[int, ...] = ()
     notify: tuple[str, ...] | None = None
+    require_agents: bool = False
 
     @property
     def leads(self) -> tuple[Lead, ...]:

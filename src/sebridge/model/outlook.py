@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from sebridge.kernel.text import visible
 from sebridge.model import ScheduledEvent, Transition, TransitionKind
@@ -41,6 +42,7 @@ __all__ = [
     "until",
     "ways",
     "ways_out",
+    "ways_out_of",
 ]
 
 
@@ -92,27 +94,62 @@ def anyway_command(event_id: str) -> str:
     return f"sebridge approve {_id(event_id)} --anyway"
 
 
-def ways(event_id: str, *, held: bool = True, approved: bool = True) -> tuple[tuple[str, str], ...]:
+def ways(
+    event_id: str,
+    *,
+    held: bool = True,
+    retry: bool = True,
+    silent: Sequence[str] = (),
+    approved: bool = True,
+) -> tuple[tuple[str, str], ...]:
     """The ways out of an approval held by a failed prepare hook (retry them, or approve
     anyway), or waiting for unfinished ones (approve anyway): each command and what it
-    does. approved=False: nobody approved the event yet (an approval would be held)."""
+    does. `silent`: the VMs whose agent is silent (its coming back is a way out too);
+    `retry`: whether a prepare hook failed (else `hooks retry` has nothing to run);
+    approved=False: nobody approved the event yet (an approval would be held)."""
     anyway = (anyway_command(event_id), "starts it now, the VMs not ready")
     if not held:
         return (anyway,)
     after = "the approval goes" if approved else "it can be approved"
-    retry = f"runs the failed prepare hooks again; {after} once they succeed"
-    return ((retry_command(event_id), retry), anyway)
+    out = [(_back(vm), f"it prepares its VM; {after} once every VM is ready") for vm in silent]
+    if retry:
+        what = f"runs the failed prepare hooks again; {after} once they succeed"
+        out.insert(0, (retry_command(event_id), what))
+    return (*out, anyway)
+
+
+def _back(vm: str) -> str:
+    """The way out of a silent agent: bring it back (`sebridge run` on its VM)."""
+    return f"start sebridge's agent on {visible(vm)} again"
 
 
 def _ways_line(commands: Sequence[tuple[str, str]]) -> str:
     return "Ways out: " + "; or ".join(f"{c} ({what})" for c, what in commands)
 
 
-def ways_out(event_id: str, *, held: bool = True) -> str:
+def ways_out(
+    event_id: str, *, held: bool = True, retry: bool = True, silent: Sequence[str] = ()
+) -> str:
     """The ways out in one sentence, for an answer to a person (`sebridge approve`, Slack's
     ephemeral, a `problem` note, the page): "Ways out: sebridge hooks retry ID (...); or
     sebridge approve ID --anyway (...)."."""
-    return _ways_line(ways(event_id, held=held)) + "."
+    return _ways_line(ways(event_id, held=held, retry=retry, silent=silent)) + "."
+
+
+def ways_out_of(event_id: str, readiness: Sequence[VmReadiness], *, held: bool = True) -> str:
+    """ways_out() for an approval whose listed VMs are as `readiness` says: a silent agent's
+    coming back is a way out, and `hooks retry` only when a prepare hook failed."""
+    return ways_out(event_id, held=held, **_ways_for(readiness))
+
+
+def _ways_for(readiness: Sequence[VmReadiness]) -> dict[str, Any]:
+    """ways()'s `retry` and `silent` for these VMs. `hooks retry` runs failed hooks: offered
+    when one failed (or the readiness is not known), not for a hold by VMs nobody can
+    drain (a silent agent, none at all)."""
+    silent = [v.vm for v in readiness if v.state == VmState.AGENT_SILENT]
+    cannot = silent or any(v.state == VmState.NO_AGENT for v in readiness)
+    retry = any(v.state == VmState.FAILED for v in readiness) or not cannot
+    return {"retry": retry, "silent": silent}
 
 
 def anyway_note(actor: str, unready: str) -> str:
@@ -191,8 +228,9 @@ def approved_as(actor: str | None, via: str | None, rule: str, note: str | None)
 
 def not_ready(readiness: Sequence[VmReadiness]) -> tuple[VmReadiness, ...]:
     """The listed VMs not ready to be released: a prepare hook failed, runs, or has not
-    started."""
-    return tuple(v for v in readiness if v.state in NOT_READY)
+    started; its agent is silent; or no agent runs there to drain it (not waited for, but
+    named in every message about the approval: nobody is released in silence)."""
+    return tuple(v for v in readiness if v.state in NOT_READY or v.state == VmState.NO_AGENT)
 
 
 @dataclass(frozen=True)
@@ -255,7 +293,11 @@ def outlook(
     live = not (over or event.started)
     starts = f"Azure starts it anyway {starts_at(event, now)}, ready or not" if live else ""
     lines = tuple(_vm_line(v) for v in not_ready(readiness))
-    out = ways(event.event_id, approved=not would_hold) if held and live else ()
+    out = (
+        ways(event.event_id, approved=not would_hold, **_ways_for(readiness))
+        if held and live
+        else ()
+    )
     return Outlook(held, starts, lines, out, would_hold)
 
 

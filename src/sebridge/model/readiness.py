@@ -20,9 +20,11 @@ class VmState(StrEnum):
     WAITING = "waiting"  # its prepare hooks have not started yet
     PREPARING = "preparing"  # a prepare hook runs now
     FAILED = "failed"  # a prepare hook failed: `why` and `output` say how
-    NO_AGENT = "no agent"  # no live sebridge agent on that VM: not waited for
+    # No sebridge agent ever ran on that VM (none the fleet knows): it cannot be drained;
+    # named everywhere, not waited for unless the rule says `require_agents`.
+    NO_AGENT = "no agent"
     # Its agent stopped answering while a prepare hook ran: waited for `until` (the run's
-    # start, the hook's timeout and a margin), then NO_AGENT (docs/ARCHITECTURE.md).
+    # start, the hook's timeout and a margin), then AGENT_SILENT (docs/ARCHITECTURE.md).
     SILENT = "stopped answering"
     DRY_RUN = "dry run"  # [policy] dry_run: its hooks are never run, nothing waits for them
     # Its agent is known to the fleet (ran within [fleet] known_for) but has not been heard
@@ -60,8 +62,8 @@ class VmReadiness:
 
     def line(self) -> str:
         """For people."""
-        if self.until is not None or self.state == VmState.AGENT_SILENT:
-            return self._silent_line()
+        if self.until is not None or self.state in (VmState.AGENT_SILENT, VmState.NO_AGENT):
+            return self._absent_line()
         if self.state == VmState.FAILED:
             return f"{self.vm}: failed: {self.hook} {self.why}"
         if self.state == VmState.DRY_RUN:
@@ -73,10 +75,12 @@ class VmReadiness:
             return f"{self.vm}: {self.state} ({self.hook} {verb})"
         return f"{self.vm}: {self.state}"
 
-    def _silent_line(self) -> str:
-        """A known agent the fleet has not heard from ("web2: agent silent since 08:02
-        UTC"); a VM whose agent stopped answering during a hook: waited for until when, or
-        (past it) no longer."""
+    def _absent_line(self) -> str:
+        """A VM no agent ever ran on ("web9: no agent: sebridge cannot drain it"); a known
+        agent the fleet has not heard from ("web2: agent silent since 08:02 UTC"); a VM
+        whose agent stopped answering during a hook: waited for until when."""
+        if self.state == VmState.NO_AGENT and self.until is None:
+            return f"{self.vm}: no agent: sebridge cannot drain it"
         if self.state == VmState.AGENT_SILENT:
             when = f"{self.since:%H:%M} UTC" if self.since is not None else "an unknown time"
             return f"{self.vm}: agent silent since {when}"

@@ -73,6 +73,7 @@ def compile_rule(rule: RuleSettings) -> Rule:
         on_prepare_failure=rule.on_prepare_failure,
         remind_after=rule.remind_after,
         notify=rule.notify,
+        require_agents=rule.require_agents,
     )
     return Rule(rule.name, tuple(matchers), decision)
 

@@ -149,6 +149,7 @@ class Explanation:
                 "remind_after": list(d.remind_after),
                 "on_prepare_failure": d.on_prepare_failure,
                 "notify": None if d.notify is None else list(d.notify),
+                "require_agents": d.require_agents,
             },
             "sinks": None if self.sinks is None else list(self.sinks),
             "started_approve": self.started_approve,
@@ -213,6 +214,8 @@ def _hooks(d: Decision) -> list[str]:
         lines.append(
             f"  prepare hooks: {', '.join(d.prepare)} (on_prepare_failure: {d.on_prepare_failure})"
         )
+    if d.prepare:
+        lines.append(_agents(d))
     if d.recover:
         lines.append(f"  recover hooks: {', '.join(d.recover)}")
     if d.leads:
@@ -221,6 +224,13 @@ def _hooks(d: Decision) -> list[str]:
     if not (d.prepare or d.recover or d.leads):
         lines.append("  no hooks, no reminders")
     return lines
+
+
+def _agents(d: Decision) -> str:
+    """What a listed VM no sebridge agent runs on does to the approval (require_agents)."""
+    if d.require_agents:
+        return "  require_agents: a listed VM no agent runs on holds the approval"
+    return "  a listed VM no agent runs on is named (not drained), and does not hold it"
 
 
 def _quoted(text: str) -> str:

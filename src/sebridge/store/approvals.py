@@ -124,6 +124,20 @@ class ApprovalTable:
             )
         return changed == 1
 
+    def wait_again(self, event_id: str, why: str) -> bool:
+        """A held approval waits for readiness again: a listed VM's agent, back after it was
+        silent, prepared, and nothing holds the approval any more (hooks/worker.py). The
+        carrier's gate then lets it go once every VM is ready. Its attempts start afresh
+        (it was never POSTed). False when it was not held."""
+        with self.db.transaction():
+            self.lock_events([event_id])
+            changed = self.db.execute(
+                "UPDATE approvals SET state = ?, done_at = NULL, last_error = ?, attempts = 0 "
+                "WHERE event_id = ? AND state = ?",
+                (WAITING, why, event_id, HELD),
+            )
+        return changed == 1
+
     def approval(self, event_id: str) -> ApprovalRecord | None:
         """The approval of an event, if any."""
         row = self.db.one(

@@ -198,6 +198,8 @@ def decision_to_json(decision: Decision) -> str:
     }
     if decision.notify is not None:
         data["notify"] = list(decision.notify)
+    if decision.require_agents:  # absent: false (decisions stored before it existed)
+        data["require_agents"] = True
     return json.dumps(data, separators=(",", ":"))
 
 
@@ -219,4 +221,5 @@ def decision_from_db(text: str, action: str) -> Decision:
         remind_after=tuple(data.get("remind_after", ())),
         # Absent from decisions stored before routing: every instance not route_only.
         notify=tuple(data["notify"]) if "notify" in data else None,
+        require_agents=bool(data.get("require_agents", False)),
     )

@@ -91,7 +91,9 @@ class HookRetryTable:
                 (event_id, number, actor, via, iso(now)),
             )
             released = self.db.execute(
-                "UPDATE approvals SET state = ?, done_at = NULL, last_error = ? "
+                # Never POSTed (a held one was not): its attempts start afresh, so what it
+                # says while claimed is the wait, not "IMDS did not answer".
+                "UPDATE approvals SET state = ?, done_at = NULL, last_error = ?, attempts = 0 "
                 "WHERE event_id = ? AND state = ?",
                 (
                     ApprovalState.WAITING,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sebridge.model import HookRun, Receipt, ScheduledEvent, Transition
-from sebridge.model.approval import CARRIED_OUT, OPEN, Blocker, blocker
+from sebridge.model.approval import CARRIED_OUT, OPEN, ApprovalState, Blocker, blocker
 from sebridge.model.decision import Decision
 
 __all__ = [
@@ -71,6 +71,15 @@ class ApprovalRecord:
     def open(self) -> bool:
         """Not carried out yet: the carrier still owes it a POST (or is sending it now)."""
         return self.state in OPEN
+
+    @property
+    def waits_for_readiness(self) -> bool:
+        """It waits for the listed VMs' prepare hooks: waiting, or claimed (or put back) from
+        waiting, never POSTed since (`last_error` is then the gate's wait, not IMDS's
+        answer: "IMDS did not answer" would be false)."""
+        if self.state == ApprovalState.WAITING:
+            return True
+        return self.open and self.attempts == 0 and bool(self.last_error)
 
 
 @dataclass(frozen=True)

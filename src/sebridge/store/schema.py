@@ -286,6 +286,13 @@ CREATE TABLE vm_tags (
 )
 """
 
+# When an agent stopped (a clean `sebridge run` shutdown): the fleet takes it for silent at
+# once, not after [fleet] silent_after, and keeps its row (it stays known: its VMs' approvals
+# are held, not released un-drained). Its next beat or document clears it.
+_V18 = """
+ALTER TABLE documents ADD COLUMN stopped_at TEXT
+"""
+
 # Index i holds the statements of schema version i + 1.
 MIGRATIONS: tuple[str, ...] = (
     _V1,
@@ -305,4 +312,5 @@ MIGRATIONS: tuple[str, ...] = (
     _V15,
     _V16,
     _V17,
+    _V18,
 )

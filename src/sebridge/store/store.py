@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
@@ -14,6 +15,7 @@ from sebridge.store.codec import (
     event_digest,
     event_from_dict,
     event_to_dict,
+    from_iso,
     incarnation_from_db,
     incarnation_to_db,
     iso,
@@ -33,7 +35,7 @@ from sebridge.store.settings import SettingsTable
 from sebridge.store.stand_ins import StandIns
 from sebridge.store.vm_tags import VmTags
 
-__all__ = ["NOTES", "Store"]
+__all__ = ["NOTES", "AgentSeen", "Store"]
 
 # An agent whose documents row is older than this is taken for dead: its sightings
 # no longer keep an event in the latest document. Daemons beat every HEARTBEAT.
@@ -52,6 +54,16 @@ NOTES = (
     TransitionKind.READY,
     TransitionKind.HOOKS_RETRY,
 )
+
+
+@dataclass(frozen=True)
+class AgentSeen:
+    """An agent the fleet knows: when it was last heard from (a document or a beat), and
+    whether it stopped since (a clean shutdown: silent at once)."""
+
+    agent: str
+    seen_at: datetime
+    stopped: bool
 
 
 class Store(
@@ -154,7 +166,7 @@ class Store(
             self.db.execute(
                 "INSERT INTO documents (agent, incarnation, seen_at) VALUES (?, ?, ?) "
                 "ON CONFLICT (agent) DO UPDATE SET incarnation = excluded.incarnation, "
-                "seen_at = excluded.seen_at",
+                "seen_at = excluded.seen_at, stopped_at = NULL",
                 (self.agent, incarnation_to_db(document.incarnation), iso(now)),
             )
             seen = self.db.all(
@@ -224,16 +236,29 @@ class Store(
         self.db.keep_name()  # before the beat: a live agent should hold its name
         at = iso(now)
         row = self.db.one(
-            "UPDATE documents SET seen_at = ? WHERE agent = ? RETURNING "
+            "UPDATE documents SET seen_at = ?, stopped_at = NULL WHERE agent = ? RETURNING "
             f"{self.outbox.stranded()} OR {self.approvals_stranded()}",
             (at, self.agent, at, at, at),
         )
         return bool(row and row[0])
 
-    def live_agents(self, now: datetime) -> frozenset[str]:
-        """Agents (VM names) that recorded a document or beat within STALE of `now`."""
-        rows = self.db.all("SELECT agent FROM documents WHERE seen_at >= ?", (iso(now - STALE),))
-        return frozenset(r[0] for r in rows)
+    def known_agents(self, now: datetime, known_for: timedelta) -> dict[str, AgentSeen]:
+        """The agents the fleet knows, by name: those heard from (a document or a beat)
+        within `known_for` of `now`, each with when and whether it stopped since
+        ([fleet] known_for; hooks/readiness.py tells live from silent)."""
+        rows = self.db.all(
+            "SELECT agent, seen_at, stopped_at FROM documents WHERE seen_at >= ?",
+            (iso(now - known_for),),
+        )
+        return {str(r[0]): AgentSeen(str(r[0]), from_iso(r[1]), r[2] is not None) for r in rows}
+
+    def agent_stopped(self, now: datetime) -> None:
+        """Say this agent stopped (a clean shutdown): the fleet takes it for silent at once;
+        its row stays, so it stays known (its VMs' approvals are held, not released)."""
+        self.db.execute(
+            "UPDATE documents SET seen_at = ?, stopped_at = ? WHERE agent = ?",
+            (iso(now), iso(now), self.agent),
+        )
 
     def _upsert_event(self, event: ScheduledEvent, decision: Decision, now: datetime) -> None:
         data = json.dumps(event_to_dict(event), separators=(",", ":"))

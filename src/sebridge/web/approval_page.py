@@ -43,7 +43,13 @@ from sebridge.model.approval import (
     would_hold,
 )
 from sebridge.model.decision import offers_anyway
-from sebridge.model.outlook import decider, outlook, ways, ways_out
+from sebridge.model.outlook import (
+    decider,
+    not_ready,
+    outlook,
+    ways,
+    ways_out_of,
+)
 from sebridge.model.readiness import VmReadiness, VmState
 from sebridge.store.records import EventRecord
 from sebridge.web.links import LinkError, LinkSigner
@@ -55,6 +61,8 @@ log = logging.getLogger(__name__)
 PREFIX = "/approve/"
 CONFIRM = "web/approve.html"
 OUTCOME = "web/outcome.html"
+# The VMs an approval waiting for readiness waits for (their prepare hooks not finished).
+_BUSY = (VmState.WAITING, VmState.PREPARING, VmState.SILENT)
 ANYWAY = "web/anyway.html"  # the confirmation of "Approve anyway" (the first of its two POSTs)
 TAIL_LINES, TAIL_LIMIT = 10, 2000  # a failed hook's output shown on the page: its tail
 MAX_FORM = 8 * 1024  # a name field and a button; anything bigger is not our form
@@ -245,15 +253,12 @@ class ApprovalPage:
             readiness=readiness,
             prepare=prepare,
             anyway=anyway,
-            unready=[
-                (v.line(), v.output)
-                for v in readiness
-                if v.state in (VmState.FAILED, VmState.WAITING, VmState.PREPARING, VmState.SILENT)
-            ],
+            unready=[(v.line(), v.output) for v in not_ready(readiness)],
+            waiting_for=[v.line() for v in readiness if v.state in _BUSY],
             # The ways out (model/outlook.py): a held event's two; Approve anyway alone
             # for one waiting for its hooks.
             ways=later.ways_out or (ways(record.event.event_id, held=False) if anyway else ()),
-            ways_out=ways_out(record.event.event_id, held=held),
+            ways_out=ways_out_of(record.event.event_id, readiness, held=held),
             outcome=outcome,
             record=record,
             e=record.event,
