@@ -640,22 +640,25 @@ def test_approve_anyway_carries_out_a_held_approval_and_the_start_is_an_alarm(
     assert alarm.transition.note == "vm0: failed: fails exit 1"
 
 
-def test_approve_anyway_does_not_wait_for_unfinished_prepare_hooks(
+def test_approve_anyway_on_an_event_nothing_holds_or_delays_is_refused_with_the_plain_command(
     sim: Simulator, make_daemon: MakeDaemon, tmp_path: Path
 ) -> None:
+    """Issue 37, item 6: nobody approved it and its prepare hooks have not begun; anyway
+    would send StartRequests before them (the drain then ran 3 s after the POST)."""
     sink = ListSink()
     d = make_daemon([{"action": "ask", "prepare": ["drain"]}], sink, lead=60)
     event_id = sim.schedule("Redeploy", notice=900)
     tick(d)
     outcome = d.approvals.request(ApprovalRequest(event_id, "U123", "slack", anyway=True), wait=1.0)
-    assert outcome.kind == OutcomeKind.APPROVED
-    assert sim.start_requests == [event_id]
-    assert ran(tmp_path) == []  # nothing waited for the drain
-    d.dispatcher.deliver_due("list")
-    (approved,) = sink.of(event_id, "approved")
-    assert approved.transition.note == (
-        "approved anyway by U123; not ready: vm0: waiting (drain not started)"
+    assert outcome.kind == OutcomeKind.REFUSED and outcome.approval is None
+    assert outcome.reason == (
+        f"nothing holds or delays an approval of {event_id}: approve it with"
+        f" `sebridge approve {event_id}` (its prepare hooks run first, then StartRequests goes"
+        " to Azure); --anyway is for an approval readiness holds or delays"
     )
+    assert sim.start_requests == []
+    assert ran(tmp_path) == []
+    assert d.store.event(event_id).approval is None  # type: ignore[union-attr]
 
 
 def test_an_event_that_starts_ready_raises_no_alarm(

@@ -72,10 +72,11 @@ def test_a_retry_runs_the_failed_hook_again_and_carries_the_held_approval_out(
     assert sim.start_requests == [event_id]  # one StartRequests, after the retry succeeded
     assert (tmp_path / "ran").read_text().split() == ["vm0", "vm0"]
 
-    # Nothing failed any more: a second request is refused.
+    # StartRequests went: draining again would come after the start (issue 37, item 6).
     code, out, err = run("hooks", "retry", event_id, "--config", cfg)
     assert code == 3 and out == ""
-    assert f"hooks retry refused: {event_id} has no failed prepare hook" in err
+    assert f"hooks retry refused: {event_id}'s StartRequests was sent to Azure already" in err
+    assert "(approved by policy)" in err
 
 
 def test_a_retry_is_refused_for_unknown_gone_and_started_events(cfg: str, sim: Simulator) -> None:
@@ -110,3 +111,38 @@ def test_a_store_that_fails_exits_1(tmp_path: Path, sim: Simulator) -> None:
     code, out, err = run("hooks", "retry", "E-1", "--config", cfg)
     assert code == 1 and out == ""
     assert "sebridge:" in err
+
+
+def test_approve_anyway_on_an_event_nobody_approved_is_refused_with_exit_3(
+    sim: Simulator, store_url: str, tmp_path: Path
+) -> None:
+    """Issue 37, item 6: an ask event nobody approved, its drain not begun (the prepare lead
+    is far off): --anyway would send StartRequests before the drain. Refused, exit 3, with
+    the plain command; nothing reaches Azure and nothing is recorded."""
+    drain = tmp_path / "drain.py"
+    drain.write_text(f"open({str(tmp_path / 'ran')!r}, 'a').write('ran')\n")
+    extra = (
+        '[[policy.rules]]\nname = "ask"\naction = "ask"\nprepare = ["drain"]\n'
+        f"[hooks.drain]\ncommand = [{json.dumps(sys.executable)}, {json.dumps(str(drain))}]\n"
+    )
+    cfg = write_config(
+        tmp_path / "sebridge.toml",
+        endpoint=sim.url,
+        store_url=store_url,
+        vm_name="vm0",
+        extra=extra.replace("[policy]\n", ""),
+    )
+    event_id = sim.schedule("Reboot", notice=3600)
+    assert run("once", "--config", str(cfg))[0] == 0
+    code, out, err = run("approve", event_id, "--anyway", "--as", "alice", "--config", str(cfg))
+    assert code == 3 and out == ""
+    assert f"nothing holds or delays an approval of {event_id}: approve it with" in err
+    assert f"`sebridge approve {event_id}`" in err
+    assert sim.start_requests == []
+    assert not (tmp_path / "ran").exists()
+    store = Store(store_url)
+    try:
+        record = store.event(event_id)
+        assert record is not None and record.approval is None
+    finally:
+        store.close()

@@ -145,7 +145,9 @@ def test_an_agent_that_dies_mid_hook_is_waited_for_until_its_timeout_plus_the_ma
     assert sink_of(vm0).of(event_id, "approved") == []
     (held,) = sink_of(vm0).of(event_id, "held")
     silent = f"vm2: agent silent since {t0:%H:%M} UTC"
-    assert held.transition.note == (f"Approval by policy held: {silent}. Nothing was sent to Azure.")
+    assert held.transition.note == (
+        f"Approval by policy held: {silent}. Nothing was sent to Azure."
+    )
     assert vm0.hooks.shown(event_id)[0][1].line() == silent
     # Its ways out: bring the agent back, or approve anyway (no failed hook to retry).
     assert record(held)["ways_out"] == [

@@ -22,8 +22,8 @@ from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Approval, Transition, TransitionKind
 from sebridge.model.approval import BY_APPROVAL, ApprovalState, Blocker, OutcomeKind
 from sebridge.model.decision import Decision, offers_approval
-from sebridge.model.outlook import ways_out_of
-from sebridge.model.readiness import VmReadiness
+from sebridge.model.outlook import approve_command, ways_out_of
+from sebridge.model.readiness import HOLDING, VmReadiness, VmState
 from sebridge.store import ApprovalRecord, AuditEntry, EventRecord, Store
 
 __all__ = ["DEFAULT_WAIT", "Approvals"]
@@ -84,6 +84,8 @@ class Approvals:
         blocked = record.blocker()
         if blocked is not None and blocked not in BY_APPROVAL:
             return self._refused(req, _refused(event_id, blocked, record))
+        if blocked is None and req.anyway and not _delayed(self._readiness_of(record)):
+            return self._refused(req, _no_reason_for_anyway(event_id, record))
         if blocked is None:
             asked = Approval(event_id, req.actor, req.via, self._clock(), req.actor_id)
             new = self._store.record_approval(asked, anyway=req.anyway)
@@ -242,6 +244,28 @@ _BLOCKED = {
     Blocker.GONE: "event {id} ({type}) is gone from IMDS ({state}): nothing to approve",
     Blocker.STARTED: "event {id} ({type}) has already started: nothing to approve",
 }
+
+
+# What readiness says that makes an approval anyway mean something: a VM whose hook failed or
+# whose agent is silent (it would hold), or one still preparing (it would wait).
+_DELAYING = (*HOLDING, VmState.PREPARING, VmState.SILENT)
+
+
+def _delayed(readiness: Sequence[VmReadiness]) -> bool:
+    """Whether readiness holds or delays an approval of the event now: approve anyway is for
+    exactly that. A failed hook due to run again (`retries`) waits too."""
+    return any(v.state in _DELAYING or (v.state == VmState.WAITING and v.why) for v in readiness)
+
+
+def _no_reason_for_anyway(event_id: str, record: EventRecord) -> Outcome:
+    """Approve anyway on an event nobody approved and nothing holds or delays: it would send
+    StartRequests before its prepare hooks even began. Refused, with the plain command."""
+    reason = (
+        f"nothing holds or delays an approval of {event_id}: approve it with"
+        f" `{approve_command(event_id)}` (its prepare hooks run first, then StartRequests"
+        " goes to Azure); --anyway is for an approval readiness holds or delays"
+    )
+    return Outcome(OutcomeKind.REFUSED, event_id, reason, None, record, None)
 
 
 def _refused(event_id: str, blocked: Blocker, record: EventRecord | None) -> Outcome:

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sebridge.model import Transition, TransitionKind
-from sebridge.model.approval import ApprovalState
+from sebridge.model.approval import CARRIED_OUT, ApprovalState
 from sebridge.store.codec import iso
 from sebridge.store.database import Database
 from sebridge.store.records import EventRecord
@@ -74,6 +74,15 @@ class HookRetryTable:
                 return RetryAnswer(event_id, refused=f"{event_id} is gone from IMDS")
             if record.event.started:
                 return RetryAnswer(event_id, refused=f"{event_id} has started")
+            approval = record.approval
+            if approval is not None and approval.state in (*CARRIED_OUT, ApprovalState.POSTING):
+                # Draining again after the StartRequests would run after the start it prepares.
+                return RetryAnswer(
+                    event_id,
+                    refused=f"{event_id}'s StartRequests was sent to Azure already (approved by"
+                    f" {approval.anyway_by or approval.actor}): running its prepare hooks again"
+                    " would come too late",
+                )
             rows = self.db.all(
                 "SELECT vm, hook FROM hook_runs WHERE event_id = ? AND stage = 'prepare' "
                 "AND state = 'failed' ORDER BY vm, hook",
