@@ -412,7 +412,8 @@ def test_a_fleet_with_a_stopped_agent_holds_then_starts_anyway_with_an_alarm(
         lambda: [
             s
             for s in teams.shown
-            if "**Held**" in (said := json.dumps(s.card, ensure_ascii=False)) and silent[0] in said
+            if "Approval by judy held" in (said := json.dumps(s.card, ensure_ascii=False))
+            and silent[0] in said
         ],
         10,
         message="the held Teams card",
