@@ -168,6 +168,7 @@ def message(kind: str = "scheduled", ev: ScheduledEvent | None = None, **kw: Any
         actor=kw.pop("actor", None),
         via=kw.pop("via", None),
         dry_run=kw.pop("t_dry_run", False),
+        note=kw.pop("note", None),
     )
     return Message(transition=t, vm_name="vm1", policy=kw.pop("policy", "ask"), **kw)
 
@@ -321,6 +322,27 @@ def test_policy_approval_names_the_policy(fake: _FakeWebApi, sink: SlackSink) ->
     (reply,) = fake.replies[CHANNEL, receipt.data["ts"]]
     assert reply["text"] == ":white_check_mark: Approved by policy"
     assert "Approved by policy" in texts(parent(fake)["blocks"])
+
+
+def test_a_policy_approval_names_the_vm_no_agent_could_drain(
+    fake: _FakeWebApi, sink: SlackSink
+) -> None:
+    """Issue 34, finding 1: the approved line names a listed VM no agent ran on."""
+    receipt = sink.send(message(policy="approve"))
+    assert receipt is not None
+    note = "web9: no agent: sebridge cannot drain it"
+    sink.send(
+        message(
+            "approved",
+            actor="policy",
+            via="policy",
+            approved_by="policy",
+            receipt=receipt,
+            note=note,
+        )
+    )
+    (reply,) = fake.replies[CHANNEL, receipt.data["ts"]]
+    assert reply["text"] == f":white_check_mark: Approved by policy ({note})"
 
 
 @pytest.mark.parametrize(
