@@ -280,6 +280,11 @@ def test_a_drain_failed_before_anyone_approved_is_as_loud_as_a_hold_everywhere(
     assert "approve_url" not in shown and "approve_command" not in shown
     assert shown["ways_out"] == [retry, anyway]
     assert shown["azure_starts_at"] == shown["not_before"]
+    # `sebridge history`: the reminder says held, and never that an approval is held.
+    code, out, err = cli_main("history", event_id, "--config", str(cfg))
+    assert code == 0, err
+    (line,) = [x for x in out.splitlines() if " reminder " in x]
+    assert "s after it was first announced, held: a listed VM is not ready  [" in line
 
 
 def test_moving_the_jira_issue_of_a_held_event_is_told_once_and_kept_in_history(

@@ -176,7 +176,8 @@ def history_line(e: HistoryEntry) -> str:
             if t.remind_before is not None
             else f"{t.remind_after} s after it was first announced"
         )
-        state = "its approval is held" if t.while_held else "nobody has approved it"
+        # Held: an approval held, or (nobody approved it) one that would be.
+        state = "held: a listed VM is not ready" if t.while_held else "nobody has approved it"
         said = f"{lead}, {state}"
     return (
         f"{e.at:%Y-%m-%d %H:%M:%S} {t.kind:<9} {t.event.event_type:<9} {t.event_id}{who}"
