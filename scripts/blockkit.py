@@ -107,7 +107,7 @@ def mrkdwn(text: str, now: datetime) -> str:
     text = _TOKEN.sub(lambda m: keep(_token(m.group(1), now)), text)
     text = _CODE.sub(lambda m: keep(f"<code>{m.group(1)}</code>"), text)
     for pattern, tag in _STYLES:
-        text = pattern.sub(lambda m, tag=tag: f"<{tag}>{m.group(1)}</{tag}>", text)
+        text = pattern.sub(rf"<{tag}>\1</{tag}>", text)
     text = _EMOJI.sub(lambda m: EMOJI.get(m.group(1), m.group(0)), text)
     text = _KEPT.sub(lambda m: kept[int(m.group(1))], text)
     return text.replace("\n", "<br>")
@@ -117,7 +117,7 @@ def _text(obj: dict[str, Any], now: datetime) -> str:
     """A text object: mrkdwn, or plain_text (escaped here)."""
     if obj.get("type") == "mrkdwn":
         return mrkdwn(str(obj.get("text", "")), now)
-    return html.escape(str(obj.get("text", ""))).replace("\n", "<br>")
+    return html.escape(str(obj.get("text", "")), quote=False).replace("\n", "<br>")
 
 
 def _block(block: dict[str, Any], now: datetime) -> str:
@@ -185,5 +185,5 @@ def page(blocks: list[dict[str, Any]], now: datetime, app: str = "sebridge") -> 
         f'<div class="blocks"><div class="who"><b>{html.escape(app)}</b>'
         f'<span class="app">APP</span><span class="when">{now.astimezone(UTC):%H:%M}</span>'
         f"</div>\n{drawn}\n</div></div>"
-        f'<div class="caption">{html.escape(CAPTION)}</div></div></body></html>'
+        f'<div class="caption">{html.escape(CAPTION, quote=False)}</div></div></body></html>'
     )
