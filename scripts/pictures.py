@@ -49,7 +49,7 @@ DESCRIPTION = "Host server is undergoing maintenance."
 NOTICE = 15 * 60  # seconds from now to NotBefore
 DRAIN_OUTPUT = "drain refused: 3 sessions still open on web2 (lb pool web-frontend)"
 APPROVER = "Alice"
-PHONE = {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True}
+PHONE: dict[str, Any] = {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True}
 SLACK_WIDTH, TEAMS_WIDTH = 640, 520  # window widths: a chat pane on a laptop
 WAIT = 20.0  # seconds for a delivery or the hold to be seen
 PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
@@ -87,6 +87,7 @@ class Picture:
 
     path: Path
     text: str
+    size: tuple[int, int]  # what was taken, in CSS pixels (one device pixel each)
 
 
 @dataclass(frozen=True)
@@ -183,28 +184,42 @@ def _require_browser() -> None:
         )
 
 
-def _element(driver: Any, css: str, path: Path) -> Picture:
-    """A picture of one element: the message or the card, cropped to it."""
+def _shot(
+    driver: Any,
+    url: str,
+    path: Path,
+    *,
+    width: int,
+    crop: str = "",
+    script: tuple[str, Any] | None = None,
+) -> Picture:
+    """A picture of the page at `url` shown `width` CSS pixels wide, the viewport as tall as
+    the page (nothing cut off), cropped to the element `crop` or else the whole page. A window
+    cannot be narrower than 500 px: the viewport is emulated, as tests/test_browser.py does.
+
+    Args:
+        script: JavaScript to run once the page is loaded, and its argument (a card to draw).
+    """
     from selenium.webdriver.common.by import By
 
-    element = driver.find_element(By.CSS_SELECTOR, css)
-    element.screenshot(str(path))
-    return Picture(path, str(element.text))
-
-
-def _phone(driver: Any, url: str, path: Path) -> Picture:
-    """The whole page at a phone's width, as tall as it is (a window cannot be narrower than
-    500 px: the phone's viewport is emulated, as tests/test_browser.py does)."""
-    from selenium.webdriver.common.by import By
-
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
+    metrics = {**PHONE, "width": width, "mobile": width == PHONE["width"]}
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
     driver.get(url)
+    if script:
+        driver.execute_script(*script)
     height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {**PHONE, "height": height})
-    driver.save_screenshot(str(path))
-    text = str(driver.find_element(By.TAG_NAME, "body").text)
-    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-    return Picture(path, text)
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {**metrics, "height": height})
+    try:
+        if not crop:
+            driver.save_screenshot(str(path))
+            body = driver.find_element(By.TAG_NAME, "body")
+            return Picture(path, str(body.text), (width, int(height)))
+        element = driver.find_element(By.CSS_SELECTOR, crop)
+        element.screenshot(str(path))
+        size = (round(element.rect["width"]), round(element.rect["height"]))
+        return Picture(path, str(element.text), size)
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
 
 def take(out: Path) -> dict[str, Picture]:
@@ -219,29 +234,29 @@ def take(out: Path) -> dict[str, Picture]:
         modules = npm_packages()
         shutil.copy(modules / "adaptivecards" / "dist" / "adaptivecards.min.js", folder)
         shutil.copy(modules / "markdown-it" / "dist" / "markdown-it.min.js", folder)
-        (folder / "teams.html").write_text(TEAMS_PAGE, encoding="utf-8")
+        teams = folder / "teams.html"
+        teams.write_text(TEAMS_PAGE, encoding="utf-8")
         (folder / "daemon").mkdir()
-        driver = start_chromium(SLACK_WIDTH, 900)
+        driver = start_chromium()
         try:
             for state, shown in play(folder / "daemon"):
                 slack = folder / f"slack-{state}.html"
                 slack.write_text(blockkit.page(shown.slack, datetime.now(UTC)), encoding="utf-8")
-                driver.set_window_size(SLACK_WIDTH, 900)
-                driver.get(slack.as_uri())
-                pictures[f"slack-{state}.png"] = _element(
-                    driver, "#shot", out / f"slack-{state}.png"
+                name = f"slack-{state}.png"
+                pictures[name] = _shot(
+                    driver, slack.as_uri(), out / name, width=SLACK_WIDTH, crop="#shot"
                 )
-
-                driver.set_window_size(TEAMS_WIDTH, 900)
-                driver.get((folder / "teams.html").as_uri())
-                driver.execute_script(TEAMS_RENDER, shown.teams)
-                pictures[f"teams-{state}.png"] = _element(
-                    driver, "#card", out / f"teams-{state}.png"
+                name = f"teams-{state}.png"
+                pictures[name] = _shot(
+                    driver,
+                    teams.as_uri(),
+                    out / name,
+                    width=TEAMS_WIDTH,
+                    crop="#card",
+                    script=(TEAMS_RENDER, shown.teams),
                 )
-
-                pictures[f"page-{state}.png"] = _phone(
-                    driver, shown.page, out / f"page-{state}.png"
-                )
+                name = f"page-{state}.png"
+                pictures[name] = _shot(driver, shown.page, out / name, width=PHONE["width"])
         finally:
             driver.quit()
     return pictures

@@ -65,6 +65,7 @@ def test_the_six_pictures_show_an_ask_and_a_held_event(tmp_path: Path) -> None:
         picture = pictures[name]
         assert picture.path == out / name
         width, height = _png_size(picture.path)
+        assert (width, height) == picture.size, name  # all of it: nothing cut at the window
         assert 10_000 < picture.path.stat().st_size < 400_000, name
         assert 200 < height < 2_500, (name, height)
         for text in shown:
