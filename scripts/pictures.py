@@ -45,6 +45,8 @@ import blockkit  # noqa: E402  (found through the path above when imported, not 
 OUT = REPO / "docs" / "images"
 VMS = ["web1", "web2", "web3"]
 THIS_VM = "web2"
+# One EventId every run, so a rerun changes only the times in the pictures.
+EVENT_ID = "5C6F1E2A-8B3D-4F7A-9E21-0D4B6A8C2F13"
 DESCRIPTION = "Host server is undergoing maintenance."
 NOTICE = 15 * 60  # seconds from now to NotBefore
 DRAIN_OUTPUT = "drain refused: 3 sessions still open on web2 (lb pool web-frontend)"
@@ -157,7 +159,9 @@ def play(folder: Path) -> Iterator[tuple[str, Delivered]]:
     """Run the event: yields ("ask", ...) while it waits for a person, then ("held", ...) once
     its approval is held; the daemon serves the page meanwhile."""
     with _daemon(folder) as (bridge, slack, teams):
-        event_id = bridge.schedule("Reboot", resources=VMS, notice=NOTICE, description=DESCRIPTION)
+        event_id = bridge.schedule(
+            "Reboot", event_id=EVENT_ID, resources=VMS, notice=NOTICE, description=DESCRIPTION
+        )
         link = bridge.link(event_id)
         blocks = _wait(lambda: _blocks(slack, event_id, "approve"), "the Slack message")
         (card,) = teams.wait_shown(1, WAIT)
