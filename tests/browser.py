@@ -8,6 +8,7 @@ installed (`.ci/run` installs them); anything else that goes wrong fails.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -60,16 +61,28 @@ def start_chromium(width: int = PHONE[0], height: int = PHONE[1]) -> Any:
 
 
 def npm_packages() -> Path:
-    """node_modules holding adaptivecards and markdown-it, installed with npm on first use."""
+    """node_modules holding adaptivecards and markdown-it, installed with npm on first use.
+
+    Two test files use them (test_browser, test_pictures), each perhaps on its own xdist
+    worker: the first to come installs while the other waits on a lock, never both at once
+    into one folder."""
     modules = NPM_DIR / "node_modules"
     wanted = [modules / "adaptivecards" / "dist" / "adaptivecards.min.js"]
     wanted.append(modules / "markdown-it" / "dist" / "markdown-it.min.js")
     if all(p.exists() for p in wanted):
         return modules
+    NPM_DIR.mkdir(parents=True, exist_ok=True)
+    with (NPM_DIR / ".install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not all(p.exists() for p in wanted):
+            _npm_install(wanted)
+    return modules
+
+
+def _npm_install(wanted: list[Path]) -> None:
     npm = shutil.which("npm")
     if npm is None:
         pytest.fail("npm is needed to install the adaptivecards renderer: apt-get install -y npm")
-    NPM_DIR.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
         [
             npm,
@@ -88,4 +101,3 @@ def npm_packages() -> Path:
     )
     if done.returncode != 0 or not all(p.exists() for p in wanted):
         pytest.fail(f"npm install {' '.join(NPM_PACKAGES)} failed: {done.stderr[-2000:]}")
-    return modules
