@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sebridge import __version__
+from sebridge.cli.exits import INTERRUPTED, OUTPUT_GONE
 from sebridge.config.unit_credentials import FOLDER as CREDENTIALS_FOLDER
 from sebridge.config.unit_credentials import UnitCredentials
 from sebridge.config.unit_environment import FILE as ENVIRONMENT_FILE
@@ -18,14 +19,14 @@ from sebridge.config.unit_environment import UnitEnvironment, beside_config
 if TYPE_CHECKING:
     from sebridge.config.loader import Config
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 USAGE_ERROR = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the sebridge command line; returns the process exit code."""
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
@@ -34,15 +35,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args)
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED
     except BrokenPipeError:
         # stdout's reader went away (`sebridge events | head`): not an error worth a
         # traceback; point stdout at devnull so the exit-time flush is quiet too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        return OUTPUT_GONE
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: every command, subcommand and option (scripts/reference.py
+    writes docs/reference/cli.md from it)."""
     parser = argparse.ArgumentParser(
         prog="sebridge",
         description="Azure Scheduled Events to Slack, Teams and Jira, with approvals back to IMDS.",
