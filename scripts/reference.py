@@ -103,9 +103,12 @@ def _docstring_args(doc: str) -> dict[str, str]:
 
 
 def _summary(cls: type[Any]) -> str:
-    """The class docstring before its `Args:`, as one paragraph per paragraph."""
-    doc = inspect.getdoc(cls) or ""
+    """The class docstring before its `Args:`, as one line per paragraph, without the
+    "[imds]: " its heading already says."""
+    doc = re.sub(r"^\[[a-z.<>]+\]: (.)", lambda m: m[1].upper(), inspect.getdoc(cls) or "")
     doc = re.split(r"^(?:Args|Attributes):$", doc, flags=re.M)[0]
+    # "(hooks/worker.py)": where the code is, not the reader's concern.
+    doc = re.sub(r"\s+\([a-z_/]+\.py(?::[^)]*)?\)", "", doc)
     paragraphs = [" ".join(p.split()) for p in doc.strip().split("\n\n")]
     return "\n\n".join(p for p in paragraphs if p)
 
@@ -196,7 +199,7 @@ def _allowed(key: Key) -> str:
     meta = key.field.metadata
     parts: list[str] = []
     if key.twin:
-        return f"a file holding `{key.twin}` (not both)"
+        return ""
     choices: tuple[str, ...] = meta.get("choices", ())
     if choices:
         each = "each one of" if typing.get_origin(optional(key.hint)) is tuple else "one of"
@@ -234,16 +237,18 @@ def _cell(text: str) -> str:
 
 def _meaning(key: Key, words: Mapping[str, str]) -> str:
     if key.twin:
-        return f"The path of a file whose content is `{key.twin}` (instead of writing it here)."
-    text = words.get(key.field.name) or UNDOCUMENTED
-    return text[0].upper() + text[1:]
+        return f"The path of a file holding `{key.twin}`: one of the two, not both."
+    return words.get(key.field.name) or UNDOCUMENTED
 
 
 def _rows(keys: Sequence[Key], cls: type[Any]) -> list[str]:
     words = meanings(cls)
-    rows = ["| Key | Type | Default | Allowed | Meaning |", "| --- | --- | --- | --- | --- |"]
+    rows = ["| Key | Type | Default | Meaning |", "| --- | --- | --- | --- |"]
     for key in keys:
-        cells = (f"`{key.name}`", _type(key), _default(key), _allowed(key), _meaning(key, words))
+        meaning, allowed = _meaning(key, words), _allowed(key)
+        if allowed:
+            meaning += f" *Allowed:* {allowed}."
+        cells = (f"`{key.name}`", _type(key), _default(key), meaning)
         rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return rows
 
@@ -369,7 +374,19 @@ def _usage(prog: str, parser: argparse.ArgumentParser) -> str:
             words.append(flag if action.required else f"[{flag}]")
         else:
             words.append(f"[{flag}]" if action.nargs == "?" else flag)
-    return " ".join(words)
+    return _wrapped(words, indent=len(prog) + 1)
+
+
+def _wrapped(words: Sequence[str], indent: int, width: int = 88) -> str:
+    """`words` on lines of at most `width` (a word is never split), as argparse wraps a
+    usage: the lines after the first indented under the first argument."""
+    lines = [words[0]]
+    for word in words[1:]:
+        if len(lines[-1]) + 1 + len(word) > width:
+            lines.append(" " * indent + word)
+        else:
+            lines[-1] += " " + word
+    return "\n".join(lines)
 
 
 def _flag(action: argparse.Action) -> str:

@@ -41,7 +41,7 @@ _UNSET = Secret()  # immutable: one default serves every secret
 class ImdsConfig:
     """[imds]: the Instance Metadata Service and how often to ask it."""
 
-    # scheme://host[:port] of IMDS (or the simulator); the path is sebridge's
+    # The scheme://host[:port] of IMDS (or the simulator); the path is sebridge's.
     endpoint: str = "http://169.254.169.254"
     # The IMDS API version; older ones lack Description, EventSource and DurationInSeconds.
     api_version: str = option(DEFAULT_API_VERSION, choices=API_VERSIONS)
@@ -86,7 +86,7 @@ class StoreConfig:
 class PolicyConfig:
     """[policy]: what is approved without a human, what a person is asked, what is ignored.
 
-    `rules` ([[policy.rules]], config/policy.py) decide per event; without them the
+    `rules` ([[policy.rules]]) decide per event (config/policy.py); without them the
     three keys below shape the built-in rules (policy/compile.py), as before rules existed.
     """
 
@@ -161,7 +161,7 @@ class HttpConfig:
     `link_secret` signs approval links (empty: one is generated and kept in the store).
     """
 
-    # host:port the server listens on; IPv6 as [::1]:8787.
+    # The host:port the server listens on; IPv6 as [::1]:8787.
     listen: str = "127.0.0.1:8787"
     # The https:// address people reach this server at (a TLS reverse proxy in front),
     # without a trailing / or a query: approval links point there. Empty: no links.

@@ -57,16 +57,16 @@ KINDS = tuple(k.value for k in TransitionKind)
 class RoutingSettings:
     """The keys every instance of an integration that sends messages takes beside its own
     (`[slack]`, `[slack.dba]`): which events it hears, and which of their transitions it
-    delivers. Read like any section's keys (choices in any case, the nearest name for a
-    slip); model/decision.py (sinks_for) applies them.
+    delivers (model/decision.py: sinks_for). Read like any section's keys: choices in any
+    case, the nearest name for a slip.
 
     Args:
-        route: which events the instance hears: "all" whatever their rule; "default"
+        route: Which events the instance hears: "all" whatever their rule; "default"
             (unset) those whose rule names no instance in `notify`, and those naming it;
             "named" only those whose rule names it in `notify`.
         route_only: true is route = "named" (an older spelling); it must not disagree
             with `route`.
-        transitions: the kinds of transition it delivers; unset: its integration's
+        transitions: The kinds of transition it delivers; unset: its integration's
             default (below). An empty list is refused: it would deliver nothing.
     """
 
