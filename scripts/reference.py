@@ -206,18 +206,14 @@ def _allowed(key: Key) -> str:
         parts.append(f"{each} " + ", ".join(f"`{c}`" for c in choices))
     unit = " s" if is_seconds(_item(key.hint)) else ""
     ge, gt, le = meta.get("ge"), meta.get("gt"), meta.get("le")
-    if ge is not None and le is not None:
-        parts.append(f"{_number(ge)}{unit} to {_number(le)}{unit}")
-    else:
-        if ge is not None:
-            parts.append(f"at least {_number(ge)}{unit}")
-        if gt is not None:
-            parts.append(f"above {_number(gt)}{unit}")
-        if le is not None:
-            parts.append(f"at most {_number(le)}{unit}")
-    if gt is not None and le is not None:
-        parts = [p for p in parts if not p.startswith(("above", "at most"))]
-        parts.append(f"above {_number(gt)}{unit}, at most {_number(le)}{unit}")
+    low = f"{_number(ge)}{unit}" if ge is not None else ""
+    above = f"above {_number(gt)}{unit}" if gt is not None else ""
+    if low and le is not None:
+        parts.append(f"{low} to {_number(le)}{unit}")
+    elif le is not None:
+        parts.append(", ".join(p for p in (above, f"at most {_number(le)}{unit}") if p))
+    elif low or above:
+        parts.append(above or f"at least {low}")
     if meta.get("min_bytes"):
         parts.append(f"at least {meta['min_bytes']} bytes")
     text = "; ".join(parts)
@@ -246,8 +242,11 @@ def _rows(keys: Sequence[Key], cls: type[Any]) -> list[str]:
     rows = ["| Key | Type | Default | Meaning |", "| --- | --- | --- | --- |"]
     for key in keys:
         meaning, allowed = _meaning(key, words), _allowed(key)
+        why = key.field.metadata.get("why", "")
         if allowed:
             meaning += f" *Allowed:* {allowed}."
+        elif why and not key.twin:  # a reason with no limit to give it to
+            meaning += f" ({why})"
         cells = (f"`{key.name}`", _type(key), _default(key), meaning)
         rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return rows
@@ -559,7 +558,7 @@ def _labels(family: Any, extra: Mapping[str, list[str]], sink_names: str) -> str
         for label, value in sample.labels.items():
             if label != "le" and value not in values.setdefault(label, []):
                 values[label].append(value)
-    names = [n for n in values] or _declared(family)
+    names = list(values)
     parts = []
     for label in names:
         if label in _OPEN_LABELS:
@@ -571,23 +570,14 @@ def _labels(family: Any, extra: Mapping[str, list[str]], sink_names: str) -> str
     return "; ".join(parts) if parts else "none"
 
 
-def _declared(family: Any) -> list[str]:
-    return list(getattr(family, "_labelnames", ()))
-
-
 def _buckets(families: Sequence[Any]) -> list[float]:
+    """The histogram's bucket bounds, as its samples show them (`+Inf` aside)."""
+    bounds: list[float] = []
     for family in families:
-        if family.type == "histogram":
-            return [float(b) for b in _bucket_bounds(family)]
-    return []
-
-
-def _bucket_bounds(family: Any) -> list[str]:
-    bounds: list[str] = []
-    for sample in family.samples:
-        bound = sample.labels.get("le")
-        if bound and bound != "+Inf" and bound not in bounds:
-            bounds.append(bound)
+        for sample in family.samples if family.type == "histogram" else ():
+            bound = sample.labels.get("le")
+            if bound and bound != "+Inf" and float(bound) not in bounds:
+                bounds.append(float(bound))
     return bounds
 
 

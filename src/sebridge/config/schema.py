@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from sebridge.config.core import CORE_SECTIONS
-from sebridge.config.durations import is_seconds
 from sebridge.config.instances import RoutingSettings
 from sebridge.config.policy import HookSettings
 from sebridge.config.reader import key_name
 from sebridge.config.secrets import Secret
 
-__all__ = ["HOOKS", "Key", "Table", "accepted", "optional", "seconds", "table_of", "tables"]
+__all__ = ["HOOKS", "Key", "Table", "optional", "table_of", "tables"]
 
 HOOKS = "hooks"
 # A hook's name is its table's: `[hooks.drain]`; the key itself is refused (read_hooks).
@@ -93,11 +92,6 @@ def tables(sections: Mapping[str, type[Any]], sending: Iterable[str] = ()) -> li
     return found
 
 
-def accepted(sections: Mapping[str, type[Any]], sending: Iterable[str] = ()) -> set[str]:
-    """Every key's `section.key`, as `tables` lists them."""
-    return {key.path for table in tables(sections, sending) for key in table.keys}
-
-
 def _walk(section: str, cls: type[Any], skip: tuple[str, ...] = ()) -> list[Table]:
     """`cls`'s table, then the tables nested in it (a field typed as a dataclass, or a
     tuple of them: config/reader.py, _tables)."""
@@ -131,12 +125,3 @@ def optional(hint: Any) -> Any:
     if typing.get_origin(hint) in (types.UnionType, typing.Union):
         return next(k for k in typing.get_args(hint) if k is not type(None))
     return hint
-
-
-def seconds(hint: Any) -> bool:
-    """Whether a key takes a duration ("90s", "10m"): `Seconds`, `WholeSeconds`, or a list
-    of them (config/durations.py)."""
-    kind = optional(hint)
-    if typing.get_origin(kind) is tuple:
-        kind = typing.get_args(kind)[0]
-    return is_seconds(kind)
