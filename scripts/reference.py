@@ -110,7 +110,7 @@ def _summary(cls: type[Any]) -> str:
     # "(hooks/worker.py)": where the code is, not the reader's concern.
     doc = re.sub(r"\s+\([a-z_/]+\.py(?::[^)]*)?\)", "", doc)
     paragraphs = [" ".join(p.split()) for p in doc.strip().split("\n\n")]
-    return "\n\n".join(p for p in paragraphs if p)
+    return "\n\n".join(_escaped(p) for p in paragraphs if p)
 
 
 def _type(key: Key) -> str:
@@ -228,7 +228,17 @@ def _item(hint: Any) -> Any:
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    """`text` on one line, as a table cell holds it."""
+    return _escaped(" ".join(text.split())).replace("|", "\\|")
+
+
+def _escaped(text: str) -> str:
+    """`text` with < and > outside code spans as entities: "[hooks.<name>]" and Slack's
+    "<!here>" would otherwise be read as HTML and vanish."""
+    parts = text.split("`")
+    for i in range(0, len(parts), 2):  # the even parts are outside backticks
+        parts[i] = parts[i].replace("<", "&lt;").replace(">", "&gt;")
+    return "`".join(parts)
 
 
 def _meaning(key: Key, words: Mapping[str, str]) -> str:

@@ -1,6 +1,7 @@
 """config/example.toml holds every key the configuration accepts, and no other (issue 34,
-finding 16): read against the configuration's own schema (its sections' dataclasses, the
-rules', the hooks', the keys every sending instance takes), so neither can drift."""
+finding 16): read against the configuration's own schema (config/schema.py: its sections'
+dataclasses, the rules', the hooks', the keys every sending instance takes), so neither can
+drift. docs/reference/configuration.md is written from the same schema."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -232,3 +233,28 @@ def test_the_metrics_reference_names_every_metric_a_scrape_shows() -> None:
             if label in ("sink", "version"):  # the reference says what they are
                 continue
             assert f"`{value}`" in row, (family, label, value)
+
+
+@dataclass(frozen=True)
+class _Sample:
+    """A section whose keys say what they mean in each way the code may.
+
+    Args:
+        told: said in the docstring.
+    """
+
+    told: int = 1
+    # Said above it,
+    # on two lines.
+    above: str = ""
+    beside: bool = False  # said beside it
+    bare: float = 0.0
+
+
+def test_a_key_s_meaning_is_read_from_the_code_around_its_field() -> None:
+    assert _script().meanings(_Sample) == {
+        "told": "said in the docstring.",
+        "above": "Said above it, on two lines.",
+        "beside": "said beside it",
+        "bare": "",
+    }

@@ -64,7 +64,7 @@ class WindowSettings:
 
 @dataclass(frozen=True)
 class RuleSettings:
-    """One `[[policy.rules]]` table. A matcher left out (None) matches any event."""
+    """One `[[policy.rules]]` table. A matcher left out matches any event."""
 
     # Shown in messages and by `sebridge policy explain`; empty: "rule N".
     name: str = ""
@@ -93,7 +93,7 @@ class RuleSettings:
     # What is done with a matched event (required): approve it, ask a person, inform only,
     # or ignore it.
     action: str = option("", choices=ACTIONS)
-    # Hooks ([hooks.<name>]) run before the event is approved.
+    # Hooks (`[hooks.<name>]`) run before the event is approved.
     prepare: tuple[str, ...] = ()
     # Hooks run once the event completed or was cancelled.
     recover: tuple[str, ...] = ()

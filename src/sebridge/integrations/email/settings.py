@@ -56,9 +56,9 @@ class EmailSettings:
     username: str = ""
     # The password, with username.
     password: Secret = _UNSET
-    # The sender, e.g. "sebridge <sebridge@example.com>"; its domain ends each Message-ID.
+    # The sender, e.g. `"sebridge <sebridge@example.com>"`; its domain ends each Message-ID.
     sender: str = option("", key="from")
-    # The recipients, e.g. ["ops@example.com", "Duty <duty@example.com>"].
+    # The recipients, e.g. `["ops@example.com", "Duty <duty@example.com>"]`.
     to: tuple[str, ...] = ()
     # Seconds to wait for the server, per connection and reply.
     timeout: Seconds = option(30.0, gt=0.0, le=300.0, why="seconds to wait for the server")

@@ -45,9 +45,9 @@ class SlackSettings:
     approvers: tuple[str, ...] = ()
     # The Slack Web API's base URL (a fake's in tests), normalised to end with "/".
     api_url: str = "https://slack.com/api/"
-    # Put before alerts of mention_types, e.g. "<!subteam^S0456EFGH>".
+    # Put before alerts of mention_types, e.g. `<!subteam^S0456EFGH>`.
     mention: str = ""
-    # Added to each reminder (a thread reply), e.g. "<!subteam^S0456EFGH>" or "<!here>".
+    # Added to each reminder (a thread reply), e.g. `<!subteam^S0456EFGH>` or `<!here>`.
     remind_mention: str = ""
     # The event types whose alerts get the mention.
     mention_types: tuple[str, ...] = option(("Preempt", "Terminate"), choices=EVENT_TYPES)
