@@ -1,20 +1,16 @@
 """config/example.toml holds every key the configuration accepts, and no other (issue 34,
-finding 16): read against the configuration's own schema (its sections' dataclasses, the
-rules', the hooks', the keys every sending instance takes), so neither can drift."""
+finding 16): read against the configuration's own schema (config/schema.py: its sections'
+dataclasses, the rules', the hooks', the keys every sending instance takes), so neither can
+drift. docs/reference/configuration.md is written from the same schema."""
 
 from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import fields
 from pathlib import Path
-from typing import Any, get_type_hints
 
-from sebridge.config.core import CORE_SECTIONS
 from sebridge.config.instances import INSTANCE_KEYS
-from sebridge.config.policy import HookSettings, RuleSettings, WindowSettings
-from sebridge.config.reader import key_name
-from sebridge.config.secrets import Secret
+from sebridge.config.schema import tables
 from sebridge.integrations.registry import REGISTRY, SECTIONS
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "config" / "example.toml"
@@ -56,30 +52,14 @@ def _where(section: str) -> str:
     return section
 
 
-def _keys(cls: type[Any], prefix: str) -> set[str]:
-    return {f"{prefix}.{key_name(f)}" for f in fields(cls)}
-
-
-def _secrets(cls: type[Any], prefix: str) -> set[str]:
-    hints = get_type_hints(cls)
-    return {f"{prefix}.{key_name(f)}_file" for f in fields(cls) if hints[f.name] is Secret}
-
-
 def schema() -> tuple[set[str], set[str]]:
-    """What the configuration accepts: the keys a full example must show, and those it
-    may show beside them (a secret's `_file` twin)."""
-    required: set[str] = set()
-    also: set[str] = set()
-    sections = {**CORE_SECTIONS, **SECTIONS.types()}
-    for name, cls in sections.items():
-        required |= _keys(cls, name)
-        also |= _secrets(cls, name)
-    outbound = {i.name for i in REGISTRY if i.outbound and i.settings is not None}
-    for name in outbound:
-        also |= {f"{name}.{key}" for key in INSTANCE_KEYS}
-    required |= _keys(RuleSettings, "policy.rules") | _keys(WindowSettings, "policy.rules.window")
-    required |= _keys(HookSettings, "hooks") - {"hooks.name"}  # a hook's name is its table's
-    return required, also
+    """What the configuration accepts (config/schema.py): the keys a full example must
+    show, and those it may show beside them (a secret's `_file` twin, an instance's
+    routing keys)."""
+    sending = [i.name for i in REGISTRY if i.outbound]
+    keys = [k for t in tables(SECTIONS.types(), sending) for k in t.keys]
+    required = {k.path for k in keys if not k.twin and not k.routing}
+    return required, {k.path for k in keys} - required
 
 
 def test_the_example_holds_every_key_the_configuration_accepts() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sebridge import __version__
+from sebridge.cli.exits import INTERRUPTED, OUTPUT_GONE
 from sebridge.config.unit_credentials import FOLDER as CREDENTIALS_FOLDER
 from sebridge.config.unit_credentials import UnitCredentials
 from sebridge.config.unit_environment import FILE as ENVIRONMENT_FILE
@@ -18,14 +19,14 @@ from sebridge.config.unit_environment import UnitEnvironment, beside_config
 if TYPE_CHECKING:
     from sebridge.config.loader import Config
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 USAGE_ERROR = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the sebridge command line; returns the process exit code."""
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
@@ -34,15 +35,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args)
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED
     except BrokenPipeError:
         # stdout's reader went away (`sebridge events | head`): not an error worth a
         # traceback; point stdout at devnull so the exit-time flush is quiet too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        return OUTPUT_GONE
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: every command, subcommand and option (scripts/reference.py
+    writes docs/reference/cli.md from it)."""
     parser = argparse.ArgumentParser(
         prog="sebridge",
         description="Azure Scheduled Events to Slack, Teams and Jira, with approvals back to IMDS.",
@@ -69,22 +72,36 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(
-        name: str, help_text: str, *parents: argparse.ArgumentParser
+        name: str, help_text: str, *parents: argparse.ArgumentParser, exits: str = ""
     ) -> argparse.ArgumentParser:
+        """A command; `exits`: its exit codes, for its --help (and the CLI reference)."""
+        described = f"{help_text}. {exits}" if exits else help_text
         return commands.add_parser(
-            name, help=help_text, description=help_text, parents=list(parents)
+            name, help=help_text, description=described, parents=list(parents)
         )
 
     command("run", "run the daemon: poll IMDS, notify, carry out approvals", common).set_defaults(
         run=_with_config(lambda cmd, c, a: cmd.run(c), unit_environment=False)
     )
     command(
-        "once", "one tick: poll, record, deliver, approve; then exit", shell, as_json
+        "once",
+        "one tick: poll, record, deliver, approve; then exit",
+        shell,
+        as_json,
+        exits="Exit 0 when IMDS answered; 1 when it did not.",
     ).set_defaults(run=_with_config(lambda cmd, c, a: cmd.once(c, as_json=a.json)))
     events = command("events", "current events and their state", shell, as_json)
     events.add_argument("--all", action="store_true", help="also events gone in the last day")
     events.set_defaults(run=_with_config(_events, secrets=False))
-    approve = command("approve", "approve an event: IMDS may start it now", shell, as_json)
+    approve = command(
+        "approve",
+        "approve an event: IMDS may start it now",
+        shell,
+        as_json,
+        exits="Exit 0 carried out (dry run: would be); 1 the store or IMDS failed; 3 refused "
+        "(unknown, gone, started, already approved); 4 held, or still waiting at the deadline: "
+        "recorded, not carried out.",
+    )
     approve.add_argument("event_id", metavar="EVENT_ID")
     approve.add_argument("--as", dest="actor", help="who approves (default: your user name)")
     approve.add_argument(
@@ -106,7 +123,11 @@ def _parser() -> argparse.ArgumentParser:
         )
     )
     history = command(
-        "history", "transitions, deliveries and approvals, oldest first", shell, as_json
+        "history",
+        "transitions, deliveries and approvals, oldest first",
+        shell,
+        as_json,
+        exits="Exit 0; 1 for an EVENT_ID sebridge has not seen.",
     )
     history.add_argument("event_id", nargs="?", metavar="EVENT_ID", help="only this event")
     history.add_argument(
@@ -123,7 +144,14 @@ def _parser() -> argparse.ArgumentParser:
             secrets=False,
         )
     )
-    check = command("check", "validate the configuration and open the store", shell, as_json)
+    check = command(
+        "check",
+        "validate the configuration and open the store",
+        shell,
+        as_json,
+        exits="Exit 0 when every check passed; 1 when one found a problem; 2 when the "
+        "configuration is invalid.",
+    )
     check.add_argument(
         "--credentials",
         metavar="DIR",

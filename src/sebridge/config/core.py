@@ -41,20 +41,30 @@ _UNSET = Secret()  # immutable: one default serves every secret
 class ImdsConfig:
     """[imds]: the Instance Metadata Service and how often to ask it."""
 
+    # The scheme://host[:port] of IMDS (or the simulator); the path is sebridge's.
     endpoint: str = "http://169.254.169.254"
+    # The IMDS API version; older ones lack Description, EventSource and DurationInSeconds.
     api_version: str = option(DEFAULT_API_VERSION, choices=API_VERSIONS)
+    # Seconds between two polls of IMDS.
     poll_interval: Seconds = option(1.0, ge=0.2, le=3600.0, why="IMDS allows 5 requests/s")
+    # Seconds to wait for each IMDS request.
     timeout: Seconds = option(
         5.0, gt=0.0, le=120.0, why="IMDS answers in milliseconds; its first call waits 120 s anyway"
     )
-    vm_name: str = ""  # empty: ask IMDS for the compute name
+    # This VM's name as an event's Resources list it; empty: asked of IMDS at start (its
+    # compute name).
+    vm_name: str = ""
 
 
 @dataclass(frozen=True, repr=False)
 class StoreConfig:
     """[store]: where state lives: a SQLite file, in memory, or PostgreSQL (a fleet of daemons)."""
 
+    # Where state lives: sqlite:////absolute/path.db, sqlite:///relative.db, sqlite:// (in
+    # memory), or postgresql://user@host/db (a fleet's shared database). Keep SQLite on the
+    # OS disk: /mnt and D: are the temporary disk, wiped by Redeploy and Preempt.
     url: str = "sqlite:////var/lib/sebridge/state.db"
+    # Finished events are kept this many days.
     retention_days: int = option(90, ge=1, le=3650, why="ten years")
 
     @property
@@ -76,18 +86,24 @@ class StoreConfig:
 class PolicyConfig:
     """[policy]: what is approved without a human, what a person is asked, what is ignored.
 
-    `rules` ([[policy.rules]], config/policy.py) decide per event; without them the
+    `rules` ([[policy.rules]]) decide per event (config/policy.py); without them the
     three keys below shape the built-in rules (policy/compile.py), as before rules existed.
     """
 
+    # true: announce and record, but never POST an approval to IMDS.
     dry_run: bool = False
+    # Without rules: approve at once an event a user started (EventSource "User").
     approve_user_events: bool = True
-    # 0 disables
+    # Without rules: approve at once a Freeze shorter than this many seconds; 0 disables.
     approve_freeze_under_seconds: WholeSeconds = option(
         9, ge=0, le=3600, why="a Freeze lasts seconds; 3600 already approves every Freeze"
     )
+    # Without rules: true ignores events whose Resources do not list this VM.
     only_this_vm: bool = False
+    # Prepare hooks start by NotBefore minus this many seconds.
     prepare_lead_seconds: WholeSeconds = option(300, ge=0, le=86400, why="a day")
+    # The ordered rules, written as [[policy.rules]] tables: the first whose matchers all
+    # hold decides; an event no rule matches is asked about.
     rules: tuple[RuleSettings, ...] = ()
 
 
@@ -95,8 +111,11 @@ class PolicyConfig:
 class DispatchConfig:
     """[dispatch]: delivery retries and shutdown."""
 
+    # Keep retrying a notification this long after its event left IMDS.
     retry_for_seconds_after_gone: WholeSeconds = option(3600, ge=0, le=604800, why="a week")
+    # The longest wait between two delivery attempts.
     max_backoff_seconds: Seconds = option(300.0, gt=0.0, le=3600.0, why="an hour")
+    # On stop, the time given to deliveries in flight.
     shutdown_grace_seconds: Seconds = option(
         5.0,
         ge=0.0,
@@ -119,9 +138,11 @@ class FleetConfig:
     (hooks/readiness.py). Less than one heartbeat would take live agents for silent.
     """
 
+    # An agent heard from within this is known.
     known_for: Seconds = option(
         604800.0, ge=HEARTBEAT_SECONDS, le=31536000.0, why="between one heartbeat and a year"
     )
+    # A known agent not heard from for this long is silent.
     silent_after: Seconds = option(
         2 * HEARTBEAT_SECONDS,
         ge=HEARTBEAT_SECONDS,
@@ -140,10 +161,14 @@ class HttpConfig:
     `link_secret` signs approval links (empty: one is generated and kept in the store).
     """
 
+    # The host:port the server listens on; IPv6 as [::1]:8787.
     listen: str = "127.0.0.1:8787"
+    # The https:// address people reach this server at (a TLS reverse proxy in front),
+    # without a trailing / or a query: approval links point there. Empty: no links.
     public_url: str = ""
-    # Anyone holding one link can test keys offline: a short one is found in seconds.
-    # (A Secret is immutable: one default object may serve every instance.)
+    # The HMAC key that signs approval links; unset: one is generated on first start and
+    # kept in the store. Anyone holding one link can test keys offline: a short one is found
+    # in seconds.
     link_secret: Secret = option(
         _UNSET,
         min_bytes=32,
@@ -164,6 +189,8 @@ class HttpConfig:
 class TemplatesConfig:
     """[templates]: a folder whose files override the built-in templates."""
 
+    # A folder whose files override the built-in templates of the same name
+    # (console/line.j2, slack/message.j2, jira/description.j2, ...); it must exist.
     dir: str = ""
 
 
@@ -171,7 +198,10 @@ class TemplatesConfig:
 class LogConfig:
     """[log]: the daemon's own logging."""
 
+    # The least severe level logged.
     level: str = option("info", choices=("debug", "info", "warning", "error"))
+    # text, or json: one JSON object per line on stderr (ts, level, logger, msg; a traceback
+    # as "exception").
     format: str = option("text", choices=("text", "json"))
 
 

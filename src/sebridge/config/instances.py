@@ -36,6 +36,7 @@ __all__ = [
     "ROUTE",
     "ROUTE_ONLY",
     "TRANSITIONS",
+    "RoutingSettings",
     "Split",
     "named",
     "renamer",
@@ -53,9 +54,21 @@ KINDS = tuple(k.value for k in TransitionKind)
 
 
 @dataclass(frozen=True)
-class _Routing:
-    """An instance's routing keys, read like any section's (choices in any case, the
-    nearest name for a slip)."""
+class RoutingSettings:
+    """The keys every instance of an integration that sends messages takes beside its own
+    (`[slack]`, `[slack.dba]`): which events it hears, and which of their transitions it
+    delivers (model/decision.py: sinks_for). Read like any section's keys: choices in any
+    case, the nearest name for a slip.
+
+    Args:
+        route: Which events the instance hears: "all" whatever their rule; "default"
+            (unset) those whose rule names no instance in `notify`, and those naming it;
+            "named" only those whose rule names it in `notify`.
+        route_only: true is route = "named" (an older spelling); it must not disagree
+            with `route`.
+        transitions: The kinds of transition it delivers; unset: its integration's
+            default (below). An empty list is refused: it would deliver nothing.
+    """
 
     route: str | None = option(None, choices=ROUTES)
     route_only: bool | None = None
@@ -108,7 +121,7 @@ def _take(out: Split, instance: str, table: Mapping[str, Any], rd: Reader) -> No
     out.tables[instance] = rest
     if not given:
         return
-    keys = rd.section(instance, given, _Routing, {})
+    keys = rd.section(instance, given, RoutingSettings, {})
     route = keys.route
     if keys.route_only is not None:  # the alias: true is "named"
         alias = NAMED if keys.route_only else None

@@ -52,36 +52,60 @@ class WindowSettings:
     """A rule's `window`: `days` name the day the window starts on (a window crossing
     midnight runs into the next day); `end` before `start` crosses midnight."""
 
+    # The days the window opens on.
     days: tuple[str, ...] = option(DAYS, choices=DAYS)
+    # When it opens, "HH:MM" local time.
     start: str = "00:00"
+    # When it closes, "HH:MM" up to "24:00"; before start: on the next day.
     end: str = "24:00"
+    # The IANA time zone of start and end, e.g. "Europe/Berlin".
     timezone: str = "UTC"
 
 
 @dataclass(frozen=True)
 class RuleSettings:
-    """One `[[policy.rules]]` table. A matcher left out (None) matches any event."""
+    """One `[[policy.rules]]` table. A matcher left out matches any event."""
 
-    name: str = ""  # "" -> "rule N"
+    # Shown in messages and by `sebridge policy explain`; empty: "rule N".
+    name: str = ""
+    # Matches events of these types.
     event_types: tuple[str, ...] | None = option(None, choices=EVENT_TYPES)
+    # Matches events from these sources (EventSource).
     sources: tuple[str, ...] | None = option(None, choices=("Platform", "User"))
+    # Matches events lasting at least this (DurationInSeconds; an unknown duration, -1,
+    # meets neither bound).
     min_duration_seconds: WholeSeconds | None = option(None, ge=0)
+    # Matches events lasting at most this.
     max_duration_seconds: WholeSeconds | None = option(None, ge=0)
+    # true: matches events whose Resources list this VM; false: those that do not.
     this_vm: bool | None = None
+    # A regular expression searched for in the event's Description, in any case.
     description: str | None = None
+    # Matches while the time is inside this window (a table: see below).
     window: WindowSettings | None = None
-    # Who the event affects: shell-style patterns of the VMs Resources list; the Azure tags
-    # of a listed VM (name = value pattern). Checked by _check_affected.
+    # Shell-style patterns, in any case: matches when a VM the event's Resources list
+    # matches one.
     resources: tuple[str, ...] | None = None
+    # Azure tags: matches when a listed VM has every one (name exact, value a shell-style
+    # pattern, in any case). Each agent records its VM's tags at start: a VM no agent ran on
+    # has none.
     tags: Mapping[str, str] | None = None
-    action: str = option("", choices=ACTIONS)  # required: checked in check_rules
+    # What is done with a matched event (required): approve it, ask a person, inform only,
+    # or ignore it.
+    action: str = option("", choices=ACTIONS)
+    # Hooks (`[hooks.<name>]`) run before the event is approved.
     prepare: tuple[str, ...] = ()
+    # Hooks run once the event completed or was cancelled.
     recover: tuple[str, ...] = ()
+    # An "ask" event (or a held approve): seconds before NotBefore to announce it again.
     remind: tuple[WholeSeconds, ...] = option((), ge=1)
+    # When a prepare hook fails: "hold" POSTs nothing; "approve" POSTs anyway.
     on_prepare_failure: str = option("hold", choices=("hold", "approve"))
+    # Like remind, seconds after the event was first announced ("nobody answered in 10
+    # minutes").
     remind_after: tuple[WholeSeconds, ...] = option((), ge=1)
-    # The instances that hear the rule's events ("slack.dba"); None: every instance not
-    # route_only. Checked against the integrations' sections by integrations/registry.py.
+    # The instances that hear the rule's events ("slack.dba", "email"), each configured and
+    # enabled; unset: every instance whose route is not "named".
     notify: tuple[str, ...] | None = None
     # A listed VM no sebridge agent ever ran on holds the approval too (it cannot be drained;
     # by default it is only named). Readiness applies to a rule naming prepare hooks only.
@@ -111,11 +135,17 @@ class HookSettings:
     set here, `${VAR}` read now) and the daemon's own variables `inherit_env` names."""
 
     name: str = ""
+    # The program and its arguments: run without a shell; the program must be executable.
     command: tuple[str, ...] = ()
+    # Seconds; then its whole process group is killed.
     timeout: Seconds = option(300.0, gt=0.0, le=86400.0)
+    # A failed prepare hook runs again this many times.
     retries: int = option(0, ge=0, le=100)
+    # Seconds after each failure before it runs again.
     retry_delay: Seconds = option(30.0, ge=0.0, le=86400.0)
+    # Variables set for it (${VAR} allowed); its environment is otherwise clean.
     env: Mapping[str, str] = field(default_factory=dict)
+    # The daemon's own variables it gets, beside PATH, HOME and LANG.
     inherit_env: tuple[str, ...] = ()
 
 

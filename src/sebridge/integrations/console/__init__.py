@@ -20,6 +20,7 @@ __all__ = ["Console", "ConsoleSettings"]
 class ConsoleSettings:
     """[console]: the log sink."""
 
+    # Print one readable line per transition on stdout.
     enabled: bool = True
 
 

@@ -41,15 +41,26 @@ Key = Callable[[str], str]  # "from" -> "email.from"
 class EmailSettings:
     """[email]: enabled when host is set."""
 
+    # The SMTP server (a name its certificate is for): e-mail is on when it is set.
     host: str = ""
-    port: int | None = option(None, ge=1, le=65535)  # None: 587, or 465 with tls
+    # Unset: 587, or 465 with tls.
+    port: int | None = option(None, ge=1, le=65535)
+    # Upgrade to TLS (STARTTLS) before anything else is sent.
     starttls: bool = True
+    # true: TLS from the first byte (implicit TLS, port 465).
     tls: bool = False
+    # A PEM file of a private CA to trust; empty: the system's CAs.
     ca_file: str = ""
+    # Signs in when set (AUTH PLAIN or LOGIN): a password is only sent over TLS, or to this
+    # machine.
     username: str = ""
+    # The password, with username.
     password: Secret = _UNSET
+    # The sender, e.g. `"sebridge <sebridge@example.com>"`; its domain ends each Message-ID.
     sender: str = option("", key="from")
+    # The recipients, e.g. `["ops@example.com", "Duty <duty@example.com>"]`.
     to: tuple[str, ...] = ()
+    # Seconds to wait for the server, per connection and reply.
     timeout: Seconds = option(30.0, gt=0.0, le=300.0, why="seconds to wait for the server")
 
     @property

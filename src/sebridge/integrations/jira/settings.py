@@ -19,14 +19,24 @@ _UNSET = Secret()  # immutable: one default serves every secret
 class JiraSettings:
     """[jira]: enabled when url is set; Cloud with email + api_token, Data Center with pat."""
 
+    # Your site, e.g. https://example.atlassian.net (Data Center: its base URL, context path
+    # included): Jira is on when it is set.
     url: str = ""
+    # Jira Cloud: the account the API token belongs to.
     email: str = ""
+    # Jira Cloud: an API token of that account.
     api_token: Secret = _UNSET
+    # Jira Data Center: a personal access token (instead of email and api_token).
     pat: Secret = _UNSET
+    # The key of the project issues are created in; required when Jira is on.
     project: str = ""
+    # The issue type of each event's issue (it must belong to the project).
     issue_type: str = "Task"
+    # The transition (or its target status) applied when the event ends.
     done_transition: str = "Done"
-    approve_status: str = ""  # an issue reaching this status approves its event; "" = off
+    # An issue moved to this status approves its event; empty: off.
+    approve_status: str = ""
+    # Seconds between two searches for approved issues (one search for every open event).
     poll_interval: Seconds = option(
         10.0, ge=0.2, le=3600.0, why="seconds between approval searches"
     )

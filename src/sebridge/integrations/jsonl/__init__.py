@@ -21,7 +21,10 @@ __all__ = ["Jsonl", "JsonlSettings"]
 class JsonlSettings:
     """[jsonl]: on when the table is in the file (unless enabled = false)."""
 
-    path: str = "-"  # "-" = stdout
+    # "-": stdout; else a file each line is appended to (after a crash, each line's
+    # transition_id is looked for in its tail, so no line is written twice).
+    path: str = "-"
+    # false: keep the table but switch the sink off.
     enabled: bool = True
 
 

@@ -24,10 +24,16 @@ SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 class KubernetesSettings:
     """[kubernetes]: Events and a node condition for `kubectl describe node`."""
 
+    # true: on (the pod's service account needs deploy/kubernetes/rbac.yaml).
     enabled: bool = False
-    api_server: str = ""  # empty: the in-cluster address (KUBERNETES_SERVICE_HOST/PORT)
+    # https://host:port of the API server; empty: the in-cluster address,
+    # https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT.
+    api_server: str = ""
+    # The service account's token, read again before each call (the kubelet rotates it).
     token_file: str = f"{SERVICE_ACCOUNT}/token"
+    # The CA that signed the API server's certificate.
     ca_file: str = f"{SERVICE_ACCOUNT}/ca.crt"
+    # Seconds to wait for the API server's answer.
     timeout: Seconds = option(10.0, gt=0.0, le=120.0)
 
 

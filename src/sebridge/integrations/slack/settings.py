@@ -32,17 +32,26 @@ _TOKEN_KINDS = (
 class SlackSettings:
     """[slack]: enabled when bot_token is set; Socket Mode when app_token is set."""
 
+    # The bot token (xoxb-...): Slack is on when it is set.
     bot_token: Secret = _UNSET
+    # The app-level token (xapp-...): set, Socket Mode (no inbound port); unset, HTTP mode.
     app_token: Secret = _UNSET
+    # Verifies the requests Slack sends in HTTP mode (required without app_token).
     signing_secret: Secret = _UNSET
+    # The channel id (or name) event messages go to; required when Slack is on.
     channel: str = ""
+    # Who may press Approve: user ids (U..., W...) and user-group ids (S...); empty: nobody
+    # can approve from Slack.
     approvers: tuple[str, ...] = ()
-    api_url: str = "https://slack.com/api/"  # normalised to end with "/"
+    # The Slack Web API's base URL (a fake's in tests), normalised to end with "/".
+    api_url: str = "https://slack.com/api/"
+    # Put before alerts of mention_types, e.g. `<!subteam^S0456EFGH>`.
     mention: str = ""
-    # Added to each reminder (a thread reply), e.g. "<!subteam^S0456EFGH>" or "<!here>".
+    # Added to each reminder (a thread reply), e.g. `<!subteam^S0456EFGH>` or `<!here>`.
     remind_mention: str = ""
+    # The event types whose alerts get the mention.
     mention_types: tuple[str, ...] = option(("Preempt", "Terminate"), choices=EVENT_TYPES)
-    # Socket Mode: how many agents of a fleet hold a connection (Slack allows 10 per app).
+    # Socket Mode, in a fleet: how many agents hold a connection (Slack allows 10 per app).
     socket_connections: int = option(
         2, ge=1, le=10, why="Slack allows at most 10 Socket Mode connections per app"
     )

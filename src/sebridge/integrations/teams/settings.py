@@ -65,8 +65,13 @@ KIND_NAMES = {
 class TeamsSettings:
     """[teams]: enabled when webhook_url is set."""
 
+    # The channel's webhook URL (a Workflows one: "Post to a channel when a webhook request
+    # is received"): Teams is on when it is set. A secret: its sig grants posting.
     webhook_url: Secret = _UNSET
+    # adaptive (an Adaptive Card, for a Workflows URL) or messagecard (for a retired Office
+    # 365 connector URL).
     format: str = option(ADAPTIVE, choices=(ADAPTIVE, MESSAGECARD))
+    # Seconds to wait for Teams' answer.
     timeout: Seconds = option(15.0, gt=0.0, le=120.0)
 
     @property

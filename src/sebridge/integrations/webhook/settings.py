@@ -45,11 +45,19 @@ _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # a line break would forge
 class WebhookSettings:
     """A webhook: on when url is set."""
 
+    # Where each transition is POSTed: https://, or http:// to this machine only. The
+    # webhook is on when it is set.
     url: Secret = _UNSET
+    # The Standard Webhooks signing key(s), whsec_..., newest first, separated by spaces
+    # during a rotation; required with url.
     secret: Secret = _UNSET
-    template: str = ""  # a Jinja2 file rendering the body; "": the transition's JSON
+    # A Jinja2 file rendering the body; empty: the transition's JSON.
+    template: str = ""
+    # Extra request headers (secrets), e.g. { Authorization = "Bearer ${TOKEN}" }.
     headers: Mapping[str, Secret] = field(default_factory=dict)
-    vars: Mapping[str, Secret] = field(default_factory=dict)  # the template's `vars`
+    # Values the template reads as `vars` (secrets).
+    vars: Mapping[str, Secret] = field(default_factory=dict)
+    # Seconds to wait for the answer.
     timeout: Seconds = option(10.0, gt=0.0, le=120.0)
 
     @property
