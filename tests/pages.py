@@ -14,21 +14,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
+CONTRIBUTING = ROOT / "CONTRIBUTING.md"
 
 _FENCE = re.compile(r"^( *)(```+)(\w*)[^\n]*$")
 _HEADING = re.compile(r"^(#{1,6}) (.+)$")
 
 
 def page(name: str) -> str:
-    """A page's text: `"getting-started.md"`, `"channels/slack.md"` (under docs/), or
-    `"README.md"`."""
-    path = README if name == "README.md" else DOCS / name
+    """A page's text: `"getting-started.md"`, `"channels/slack.md"` (under docs/),
+    `"README.md"` or `"CONTRIBUTING.md"`."""
+    path = ROOT / name if name in ("README.md", "CONTRIBUTING.md") else DOCS / name
     return path.read_text(encoding="utf-8")
 
 
 def pages() -> list[Path]:
-    """Every page of the site, and the README."""
-    return [README, *sorted(DOCS.rglob("*.md"))]
+    """Every page of the site, the README and CONTRIBUTING.md."""
+    return [README, CONTRIBUTING, *sorted(DOCS.rglob("*.md"))]
 
 
 def section(name: str, heading: str) -> str:
@@ -93,4 +94,4 @@ def blocks(text: str, language: str | None = None, *, name: str = "") -> list[Bl
 
 def name_of(path: Path) -> str:
     """The name `page()` takes for a file `pages()` lists."""
-    return "README.md" if path == README else path.relative_to(DOCS).as_posix()
+    return path.name if path in (README, CONTRIBUTING) else path.relative_to(DOCS).as_posix()
