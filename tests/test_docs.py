@@ -240,3 +240,15 @@ def test_the_simulators_curl_lines_do_what_the_page_says() -> None:
             assert answer.value.code == 429
         with urllib.request.urlopen(request, timeout=10) as again:
             assert again.status == 200
+
+
+def test_every_toml_block_a_page_shows_is_toml() -> None:
+    """What a reader copies into their config parses; the tests of each feature load the
+    blocks that are whole configs (tests/test_readme.py, test_instances.py...)."""
+    shown = [b for path in pages() for b in blocks(page(name_of(path)), "toml", name=name_of(path))]
+    assert len(shown) > 20
+    for block in shown:
+        try:
+            tomllib.loads(block.text)
+        except tomllib.TOMLDecodeError as error:
+            pytest.fail(f"{block.page}, line {block.line}: {error}")
