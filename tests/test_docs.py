@@ -252,3 +252,15 @@ def test_every_toml_block_a_page_shows_is_toml() -> None:
             tomllib.loads(block.text)
         except tomllib.TOMLDecodeError as error:
             pytest.fail(f"{block.page}, line {block.line}: {error}")
+
+
+def channel_table(name: str) -> list[str]:
+    """The rows of a page's table of channels, each link's target taken out."""
+    text = page(name)
+    rows = text[text.index("| channel | turned on by |") :].split("\n\n", 1)[0]
+    return [re.sub(r"\]\([^)]*\)", "]", row) for row in rows.splitlines()]
+
+
+def test_the_readme_and_the_channels_page_show_one_table_of_channels() -> None:
+    assert channel_table("README.md") == channel_table("channels/index.md")
+    assert len(channel_table("README.md")) == 2 + 9  # header, rule, and nine channels
