@@ -84,7 +84,7 @@ def test_approve_from_the_page_in_a_browser(browser: Any, tmp_path: Path) -> Non
 
 
 def realistic() -> Message:
-    """A Redeploy as a channel sees it (the README's picture)."""
+    """A Redeploy as a channel sees it (docs/images/'s pictures: docs/channels/teams.md, approval-page.md)."""
     now = datetime.now(UTC)
     event = ScheduledEvent(
         "602D9444-D9D6-4C5B-A4C8-7C1F0EF1CB3A",

@@ -1,17 +1,17 @@
-"""Every channel at once, routed by rule (issue 25's "done when"): README's worked example
-("Routing: each team its channels") run as written, pointed at local stand-ins.
+"""Every channel at once, routed by rule (issue 25's "done when"): the worked example of
+docs/channels/index.md ("Routing: each team its channels") run as written, pointed at local stand-ins.
 
 Two Slack instances ([slack], [slack.dba]: two channels of the fake Slack), one Teams
 webhook, PagerDuty through [webhook.pagerduty] and deploy/webhook's template (received
 by a receiver that verifies Standard Webhooks signatures), and [email.oncall] on a real
 SMTP server (aiosmtpd, STARTTLS, a certificate made by openssl), routed by three rules.
 Events of every kind come from the IMDS simulator through the daemon's tick; each
-reaches exactly the instances README's table names for its rule (what every fake got,
+reaches exactly the instances the page's table names for its rule (what every fake got,
 and the outbox rows). The mail's approval link is opened on the daemon's own HTTP
 server: a scanner's GETs approve nothing, the person's POST approves once, and that
 approval follows the event to its instances only.
 
-The config and the table are read from the README, so the two cannot drift. Every test
+The config and the table are read from the page, so the two cannot drift. Every test
 on both dialects (conftest.py: store_url).
 """
 
@@ -33,6 +33,7 @@ from fakes.slack import FakeSlack
 from fakes.smtp import FakeSmtp, Received
 from fakes.teams import FakeTeams
 from fakes.webhook import FakeWebhook
+from pages import section as section_of
 from rigs.webhook import new_key
 from sebridge.cli.runtime import build_runner
 from sebridge.engine.daemon import Daemon
@@ -43,18 +44,16 @@ from sebridge.web.server import HttpServer
 pytestmark = pytest.mark.usefixtures("no_proxy")
 
 ROOT = Path(__file__).resolve().parent.parent
-TITLE = "#### Routing: each team its channels"
-OPS, DBA = "C0000000OPS", "C0000000DBA"  # the README's channels
+PAGE, TITLE = "channels/index.md", "Routing: each team its channels"
+OPS, DBA = "C0000000OPS", "C0000000DBA"  # the page's channels
 ROUTING_KEY = "R0123456789abcdef0123456789abcde"
 SMTP_USER, SMTP_PASSWORD = "sebridge@example.com", "routed-Password-25"
 KEY = new_key()
 
 
 def readme_example() -> tuple[dict[str, Any], dict[str, set[str]]]:
-    """The example's config as README shows it, and its table: rule -> the instances."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = readme.index(TITLE)
-    section = readme[start : readme.index("\n#", start + 1)]
+    """The example's config as the page shows it, and its table: rule -> the instances."""
+    section = section_of(PAGE, TITLE)
     (text,) = re.findall(r"```toml\n(.*?)```", section, re.S)
     routes = {
         rule: set(re.findall(r"`([a-z.]+)`", reaches))
@@ -74,8 +73,8 @@ def at_the_fakes(
     hook: FakeWebhook,
     smtp: FakeSmtp,
 ) -> dict[str, Any]:
-    """The README's config with only where it connects changed: every key of routing
-    (the rules, notify, route_only) stays as README shows it."""
+    """The page's config with only where it connects changed: every key of routing
+    (the rules, notify, route_only) stays as the page shows it."""
     data = {key: dict(value) if isinstance(value, dict) else value for key, value in data.items()}
     data["imds"] = {"endpoint": sim.url, "vm_name": "vm0"}
     data["store"] = {"url": store_url}
@@ -152,7 +151,7 @@ def bridge(
     hook: FakeWebhook,
     smtp: FakeSmtp,
 ) -> Iterator[Bridge]:
-    environ = {  # what README's ${...} name, as the service's environment would hold them
+    environ = {  # what the page's ${...} name, as the service's environment would hold them
         "SLACK_BOT_TOKEN": slack.bot_token,
         "SLACK_APP_TOKEN": slack.app_token,
         "DBA_SLACK_BOT_TOKEN": slack.bot_token,  # one fake Slack serves both channels
@@ -210,10 +209,10 @@ def test_each_event_reaches_exactly_its_instances_and_the_mail_link_approves_onc
         },
     }
     everyone = set().union(*by_rule.values())
-    assert set(by_rule) == set(ROUTES)  # README's table has a row per rule, and no other
+    assert set(by_rule) == set(ROUTES)  # the page's table has a row per rule, and no other
     bridge.deliver()
 
-    # The outbox: one row per event and instance, exactly the instances README's table says.
+    # The outbox: one row per event and instance, exactly the instances the page's table says.
     rows = daemon.store.db.all("SELECT event_id, sink FROM outbox")
     for rule, events in by_rule.items():
         for event_id in events:

@@ -1,4 +1,4 @@
-"""The `sebridge` command-line contract (README "Commands", docs/ARCHITECTURE.md "Interfaces").
+"""The `sebridge` command-line contract (docs/cli.md, docs/ARCHITECTURE.md "Interfaces").
 
 Most commands run in this process through `sebridge.cli.main([...])` with
 stdout/stderr redirected (fast); the ones where the process itself is the
@@ -14,12 +14,14 @@ import contextlib
 import importlib
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from helpers import cli_env, cli_main, query, run_cli, write_config
+from pages import page
 from sebridge import __version__
 from sebridge.cli.main import main
 from sebridge.imds.simulator import Simulator
@@ -64,6 +66,14 @@ def test_help_lists_every_command() -> None:
     assert result.stdout.startswith("usage: sebridge")
     for command in COMMANDS:
         assert f"    {command} " in result.stdout, command
+
+
+def test_the_cli_page_has_a_row_for_every_command_and_no_other() -> None:
+    """docs/cli.md's table is what `sebridge --help` lists, subcommands spelt out."""
+    listed = re.findall(r"^    (\w+)  ", run_cli("--help").stdout, re.M)
+    rows = re.findall(r"^\| `sebridge (\w+)[^`]*` \|", page("cli.md"), re.M)
+    assert sorted(rows) == sorted(listed)
+    assert {"hooks", *COMMANDS} == set(listed)
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,6 +1,6 @@
 """The image's HEALTHCHECK (sebridge.cli.healthcheck) follows the config's [http] listen:
 it asks /healthz there and says its answer; without [http] listen there is no /healthz,
-and it passes saying so (README, "Running it in a container")."""
+and it passes saying so (docs/operations/container.md)."""
 
 from __future__ import annotations
 

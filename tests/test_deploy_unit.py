@@ -1,8 +1,8 @@
 """deploy/systemd/sebridge.service does what its comments say (issue 10, item 8): secrets
 stay in root-only files, and the dynamic user the service runs as gets them through
 LoadCredential=; `sebridge check` from a shell reads the same files (issue 17, item 2), and
-the unit starts the sebridge the README installs. tests/test_install.py runs the README's
-install and verifies the unit with systemd-analyze."""
+the unit starts the sebridge getting started (docs/getting-started.md) installs.
+tests/test_install.py runs that page's install and verifies the unit with systemd-analyze."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from pages import page
 from sebridge.config.loader import DispatchConfig
 from sebridge.config.unit_credentials import CREDENTIAL_ID, FOLDER, UnitCredentials
 from sebridge.imds.simulator import Simulator
@@ -98,8 +99,8 @@ def test_check_from_a_shell_reads_the_files_the_unit_loads(tmp_path: Path) -> No
     assert config.section("slack").bot_token.reveal() == "xoxb-on-disk"
 
 
-def test_the_unit_starts_the_sebridge_the_readme_installs() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_unit_starts_the_sebridge_getting_started_installs() -> None:
+    readme = page("getting-started.md")
     (venv,) = re.findall(r"^python3 -m venv (\S+)$", readme, re.M)
     (start,) = directives()["ExecStart"]
     assert start.split() == [
@@ -127,7 +128,7 @@ def drop_in_directives() -> dict[str, str]:
 def test_the_lb_hooks_drop_in_lets_the_sandbox_write_where_the_hooks_write() -> None:
     """The unit's sandbox is read-only (ProtectSystem=strict) for a dynamic user that
     gains no privileges: lb-drain and lb-undrain can change their file only through the
-    drop-in, which opens that folder and nothing more, to the group the README makes."""
+    drop-in, which opens that folder and nothing more, to the group the hooks page makes."""
     assert directives()["NoNewPrivileges"] == ["yes"]
     assert directives()["ProtectSystem"] == ["strict"]
     written = {
@@ -142,7 +143,7 @@ def test_the_lb_hooks_drop_in_lets_the_sandbox_write_where_the_hooks_write() -> 
         "SupplementaryGroups": drop_in["SupplementaryGroups"],
         "ReadWritePaths": folder,
     }
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = page("hooks.md")
     group = drop_in["SupplementaryGroups"]
     assert f"\ngroupadd --system {group}\n" in readme
     assert f"\ninstall -d -o root -g {group} -m 0775 {folder}\n" in readme
@@ -175,15 +176,15 @@ ENV_MARK = "<!-- tests/test_deploy_unit.py runs these lines but systemctl"
 
 
 @pytest.mark.slow  # five CLI processes against PostgreSQL
-def test_the_readmes_commands_read_the_environment_file_the_drop_in_gives_the_service(
+def test_the_store_pages_commands_read_the_environment_file_the_drop_in_gives_the_service(
     tmp_path: Path, sim: Simulator, pg_url: str
 ) -> None:
-    """README's lines, /etc/sebridge moved into tmp_path, a PostgreSQL store whose URL names
+    """The store's lines (docs/configuration.md), /etc/sebridge moved into tmp_path, a PostgreSQL store whose URL names
     the variable the file sets: the file they write is the one environment.conf names, and
     check, events, history, policy explain and approve, run from a shell without the
     variable, each read it from there; without the file, each exits 2 naming store.url
     and the variable."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = page("configuration.md")
     after = readme[readme.index(ENV_MARK) :]
     block = re.search(r"```sh\n(.*?)```", after, re.S)
     assert block is not None

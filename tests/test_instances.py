@@ -18,6 +18,7 @@ from tests.fakes.slack import FakeSlack
 from tests.fakes.teams import FakeTeams
 from tests.helpers import toml_str
 
+from pages import section as page_section
 from sebridge.cli.main import main
 from sebridge.config.loader import Config
 from sebridge.imds.simulator import Simulator
@@ -251,9 +252,8 @@ def test_policy_explain_says_where_the_event_goes(tmp_path: Path) -> None:
         assert line in out.getvalue().splitlines()
 
 
-def test_the_readme_example_of_named_instances_is_a_valid_config(tmp_path: Path) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("#### Named instances", 1)[1].split("\n#", 1)[0]
+def test_the_docs_example_of_named_instances_is_a_valid_config(tmp_path: Path) -> None:
+    section = page_section("channels/index.md", "Named instances: several channels, routed by rule")
     (example,) = re.findall(r"```toml\n(.*?)```", section, re.S)
     (tmp_path / "sebridge_teams-change-webhook").write_text(
         "https://example.webhook.office.com/webhookb2/x"

@@ -118,7 +118,7 @@ def test_email_with_pat_is_a_warning() -> None:
 
 
 def test_example_jira_section_loads_uncommented(tmp_path: Path) -> None:
-    """The README's Cloud setup: uncomment url, email and api_token in config/example.toml."""
+    """docs/channels/jira.md's Cloud setup: uncomment url, email and api_token in config/example.toml."""
     example = Path(__file__).parent.parent / "config" / "example.toml"
     text = re.sub(r"(?m)^# ((url|email|api_token) = )", r"\1", example.read_text("utf-8"))
     path = tmp_path / "jira.toml"

@@ -1,7 +1,7 @@
 """deploy/kubernetes renders with `kubectl kustomize`, and every object is valid Kubernetes.
 
 Each object is validated against the Kubernetes schemas (kubernetes-validate, offline,
-strict: an unknown field is an error); then what the README promises is checked on the
+strict: an unknown field is an error); then what the docs promise (docs/operations/aks.md) is checked on the
 rendered objects: host networking on Linux nodes only, a critical priority, the
 namespace's Pod Security level, the probes' paths on the port the config listens on,
 RBAC verbs no wider than the hooks and the Kubernetes sink need (and the fake API
@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from fakes.kubernetes import FakeKubernetes, shipped_rbac
+from pages import page
 from sebridge.integrations.kubernetes.doctor import NEEDED as SINK_CALLS
 from sebridge.integrations.registry import load_config
 
@@ -364,10 +365,8 @@ def test_every_hook_runs_a_program_the_image_has(objects: list[dict[str, Any]]) 
         assert hook["command"][0] in installed, f"hooks.{name}: {hook['command'][0]}"
 
 
-def test_the_readmes_kubernetes_hooks_are_the_configmaps(objects: list[dict[str, Any]]) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = readme.index("## Readiness hooks and reminders")
-    section = readme[start : readme.index("\n## ", start + 1)]
+def test_the_hooks_pages_kubernetes_hooks_are_the_configmaps(objects: list[dict[str, Any]]) -> None:
+    section = page("hooks.md")
     (example,) = [t for t in re.findall(r"```toml\n(.*?)```", section, re.S) if "kubectl" in t]
     assert tomllib.loads(example)["hooks"] == config_of(objects)["hooks"]
 

@@ -11,6 +11,7 @@ arrange (a retry after a lost answer, a node changed under the patch, a refusal)
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ import pytest
 
 from fakes.kubernetes import FakeKubernetes, Rule
 from helpers import cli_main, toml_str, write_config
+from pages import page
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.base import TrialNote
 from sebridge.integrations.kubernetes import Kubernetes
@@ -371,19 +373,20 @@ def test_a_message_already_shown_keeps_its_event_name(fake: FakeKubernetes) -> N
     assert "\x1b" not in event["message"] and "\u202e" not in event["message"]
 
 
-def _readme_reasons() -> dict[str, str]:
-    """README's table of Event reasons: '`kind` (qualifier)' -> reason."""
-    text = (Path(__file__).parent.parent / "README.md").read_text()
-    table = text.split("| transition | reason |\n  |---|---|\n", 1)[1].split("\n\n", 1)[0]
+def _page_reasons() -> dict[str, str]:
+    """docs/channels/kubernetes.md's table of Event reasons: '`kind` (qualifier)' -> reason."""
+    text = page("channels/kubernetes.md")
+    table = re.split(r"\| transition \| reason \|\n *\|---\|---\|\n", text, maxsplit=1)[1]
+    table = table.split("\n\n", 1)[0]
     rows = [line.strip().strip("|").split("|") for line in table.splitlines()]
     return {kind.strip(): why.strip().strip("`") for kind, why in rows}
 
 
 @pytest.mark.parametrize("event_type", ["Reboot", "Redeploy", "Freeze", "Preempt", "Terminate"])
-def test_every_transition_has_the_reason_readme_says(event_type: str) -> None:
+def test_every_transition_has_the_reason_the_docs_say(event_type: str) -> None:
     """AKS's own reasons where the fact is the same; sebridge's own say type and fact. The
     table is what a cluster admin writes alerts from: every kind is in it, as sent."""
-    said = _readme_reasons()
+    said = _page_reasons()
     for kind in TransitionKind:
         for stage in ("prepare", "recover"):
             if kind == TransitionKind.SCHEDULED:
@@ -392,7 +395,7 @@ def test_every_transition_has_the_reason_readme_says(event_type: str) -> None:
                 row = f"`{kind}` ({'a prepare hook: the drain' if stage == 'prepare' else 'a recover hook'})"
             else:
                 row = f"`{kind}`"
-            assert row in said, f"README's table of reasons lacks {row}"
+            assert row in said, f"the page's table of reasons lacks {row}"
             hook = HookRun("drain", stage, f"{SET}_3")
             kwargs: dict[str, Any] = {"event_type": event_type, "transition_id": 8}
             if kind.startswith("hook"):

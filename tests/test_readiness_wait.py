@@ -135,7 +135,7 @@ def test_approve_waits_through_the_prepare_hooks_and_exits_by_what_happened(
     sim: Simulator, daemon: Path, tmp_path: Path
 ) -> None:
     """Finding 11: `sebridge approve` answered "waiting for prepare hooks" (exit 4) in under
-    a second while the README says it waits up to 10 s for the outcome."""
+    a second while the docs say it waits up to 10 s for the outcome."""
     cfg = str(daemon)
     event_id = scheduled(sim, daemon, "Reboot")
     # The drain ends 1.5 s after the approval: approve waits for it and says it was carried out.

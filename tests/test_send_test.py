@@ -86,7 +86,7 @@ def test_every_channel_gets_one_marked_message(
 
 def test_the_jsonl_test_line_has_the_keys_of_a_real_line(tmp_path: Path, imds: Simulator) -> None:
     """A reader keyed on a transition's line (maybe_repeat is false on every line but a
-    possible repeat: README) reads the test line too, told apart by "transition": "test"."""
+    possible repeat: docs/how-it-works.md) reads the test line too, told apart by "transition": "test"."""
     lines = tmp_path / "events.jsonl"
     event = ScheduledEvent("E1", "Reboot", "Scheduled", ("vm7",), not_before_text="")
     sent = Message(Transition(TransitionKind.SCHEDULED, event, datetime.now(UTC)), "vm7", "ask")

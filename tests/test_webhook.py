@@ -19,6 +19,7 @@ import pytest
 
 from fakes.webhook import FakeWebhook
 from helpers import run_cli, toml_str, write_config
+from pages import section as page_section
 from rigs.base import assert_displayable, registered, strings
 from rigs.webhook import new_key
 from sebridge.cli.main import main
@@ -227,10 +228,8 @@ def test_the_default_body_is_the_json_lines_record_with_its_schema(hook: FakeWeb
     assert "\x1b" not in body["description"] and "\u202e" not in body["description"]
 
 
-def test_the_readme_documents_every_field_of_the_body() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Webhook", 1)[1].split("\n## ", 1)[0]
-    table = section.split("#### The body", 1)[1].split("\n#### ", 1)[0]
+def test_the_webhook_page_documents_every_field_of_the_body() -> None:
+    table = page_section("channels/webhook.md", "The body")
     documented = re.findall(r"^\| `([a-z_]+)` \|", table, re.MULTILINE)
     m = message(approve_url="https://vm.example.net/approve/a.b")
     assert documented == ["schema", *record(shown(m))]

@@ -14,7 +14,7 @@ from sebridge.model.message import FIELD_LIMIT, Message
 
 
 def new_key() -> str:
-    """A Standard Webhooks signing key, as the README says to make one."""
+    """A Standard Webhooks signing key, as docs/channels/webhook.md says to make one."""
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
