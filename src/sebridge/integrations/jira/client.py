@@ -6,7 +6,13 @@ retries are off (`max_retries=0`): `ResilientSession` would retry a POST
 after a 503 or a dropped connection, and a POST that landed before its
 answer was lost makes a second issue. The dispatcher retries instead, and
 the sink looks for what a lost attempt left before it tries again.
-Requests honour HTTP(S)_PROXY and NO_PROXY (requests' `trust_env`).
+Requests honour HTTP(S)_PROXY and NO_PROXY (requests' `trust_env`). Each request's
+whole answer, connect to its last byte, is bounded by the read timeout
+(integrations/bounded.py): a Jira, or a proxy before it, that drips its answer
+holds the sink no longer. The library keeps its requests session in `_session`,
+with no public way to give it a transport adapter: the adapter is mounted there
+before the first request (the server-info call, made here rather than by the
+constructor, which would make it before).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sebridge.integrations.bounded import DeadlineAdapter
 from sebridge.integrations.jira.errors import delivery_error
 from sebridge.integrations.jira.settings import JiraSettings
 from sebridge.kernel.errors import DeliveryError
@@ -106,12 +113,18 @@ class JiraApi:
             if s.pat
             else {"basic_auth": (s.email, s.api_token.reveal())}
         )
-        return JIRA(
+        jira = JIRA(
             server=s.url,
             options={"check_update": False},
-            get_server_info=True,  # Cloud -> /search/jql, Data Center -> /search
+            get_server_info=False,  # made below, once the deadline can reach its socket
             max_retries=0,  # see the module docstring: a retried POST duplicates issues
             timeout=self._timeout,
             logging=False,  # its warnings may print URLs and headers
             **auth,
         )
+        DeadlineAdapter(self._timeout[1]).mount(jira._session)
+        # What get_server_info=True does: Cloud -> /search/jql, Data Center -> /search.
+        info = jira.server_info()
+        jira._version = tuple(info["versionNumbers"])
+        jira.deploymentType = info.get("deploymentType")
+        return jira

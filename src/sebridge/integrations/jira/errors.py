@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from sebridge.integrations.bounded import CallExpired
 from sebridge.kernel.delivery_status import NO_ANSWER, UNANSWERED, StatusRules
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
 from sebridge.kernel.net_cause import no_answer_cause
@@ -88,6 +89,14 @@ def _classify(exc: BaseException, what: str, server: str) -> DeliveryError:
     where = f"jira: cannot {what}"
     if isinstance(exc, JIRAError):
         return _http_error(exc, where)
+    if isinstance(exc, CallExpired):  # an answer dripped or stalled: the deadline cut it
+        return _about(
+            UNANSWERED.error(
+                f"{where}: cannot reach Jira at {server}: timed out (did not answer within"
+                f" {exc.seconds:g} s); will retry"
+            ),
+            _URL,
+        )
     if isinstance(exc, NO_ANSWER):  # requests' errors are OSErrors
         # Refused, reset, timed out, DNS, TLS: the request may or may not have landed.
         cause = no_answer_cause(exc)

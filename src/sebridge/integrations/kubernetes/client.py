@@ -6,6 +6,9 @@ request: the kubelet rotates it). Not the official `kubernetes` package: it is
 about 30 MB and slow to import, and the VM agent never loads this module (it is
 imported only when `[kubernetes]` is on). One attempt per call; the sink decides
 what an answer means (409 is not always an error). No message carries the token.
+`timeout` bounds each whole call, connect to the answer's last byte
+(integrations/bounded.py): an API server (or a proxy before it) that drips its
+answer holds the sink no longer.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 import requests
 
+from sebridge.integrations.bounded import CallExpired, DeadlineAdapter
 from sebridge.kernel import redact
 from sebridge.kernel.delivery_status import UNANSWERED, StatusRules
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
@@ -77,6 +81,7 @@ class KubeApi:
         self._token = ""  # the last token read, scrubbed from anything quoted
         self._session = requests.Session()
         self._session.trust_env = False  # an in-cluster call never goes through a proxy
+        DeadlineAdapter(timeout).mount(self._session)
 
     def call(
         self, method: str, path: str, body: Any = None, *, content_type: str = "application/json"
@@ -101,6 +106,11 @@ class KubeApi:
                 verify=self._ca_file,
                 timeout=(CONNECT_TIMEOUT, self._timeout),
             )
+        except CallExpired:
+            raise UNANSWERED.error(
+                f"kubernetes: the API server {self.server} did not answer within"
+                f" {self._timeout:g} s (kubernetes.timeout); will retry"
+            ) from None
         except requests.exceptions.SSLError:
             raise UNANSWERED.error(
                 f"kubernetes: {self.server}'s certificate is not signed by kubernetes.ca_file"

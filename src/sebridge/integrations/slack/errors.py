@@ -15,6 +15,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 
+from sebridge.integrations.bounded import CallExpired
 from sebridge.kernel.delivery_status import NO_ANSWER, UNANSWERED, StatusRules
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
 from sebridge.kernel.redact import scrub
@@ -60,6 +61,10 @@ def _classify(exc: BaseException, *, method: str, channel: str) -> DeliveryError
     where = f"slack: {method} to {channel}"
     if isinstance(exc, SlackApiError):
         return _api_error(exc, where=where, channel=channel)
+    if isinstance(exc, CallExpired):  # an answer dripped or stalled: the deadline cut it
+        return UNANSWERED.error(
+            f"{where}: Slack did not answer within {exc.seconds:g} s; will retry"
+        )
     if isinstance(exc, NO_ANSWER):
         # urllib's URLError, socket timeouts, refused and reset connections, cut-off bodies.
         reason = getattr(exc, "reason", None) or exc

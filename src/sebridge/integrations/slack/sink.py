@@ -20,6 +20,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web import SlackResponse
 
+from sebridge.integrations.bounded import CallExpired, bounded, reporting_context
 from sebridge.integrations.render import Renderer
 from sebridge.integrations.samples import sample_messages
 from sebridge.integrations.slack.errors import delivery_error
@@ -36,7 +37,7 @@ __all__ = ["SlackSink", "build_slack_client", "escape_mrkdwn", "slack_date", "sl
 MESSAGE = "slack/message.j2"  # the parent message's blocks, as JSON
 TEXT = "slack/text.j2"  # its plain fallback line (notifications, screen readers)
 REPLY = "slack/reply.j2"  # one thread reply per later transition
-TIMEOUT = 10  # seconds per Web API call; the dispatcher retries on timeout
+TIMEOUT = 10  # seconds for a Web API call's whole answer; the dispatcher retries after
 
 _T = TypeVar("_T")
 _USER_ID = re.compile(r"[UW][A-Z0-9]{2,}")
@@ -78,18 +79,49 @@ def slack_date(moment: datetime | None) -> str:
     return f"<!date^{int(utc.timestamp())}^{{date_short_pretty}} {{time}}|{fallback}>"
 
 
-def build_slack_client(bot_token: str, api_url: str = WebClient.BASE_URL) -> WebClient:
-    """A WebClient that makes exactly one HTTP request per call (`retry_handlers=[]`).
+def build_slack_client(
+    bot_token: str, api_url: str = WebClient.BASE_URL, *, timeout: int = TIMEOUT
+) -> WebClient:
+    """A WebClient that makes exactly one HTTP request per call (`retry_handlers=[]`), each
+    answered whole within `timeout` seconds.
 
     slack_sdk's own retries would stack on the dispatcher's backoff and ignore
     its Retry-After bookkeeping. slack_sdk reads HTTPS_PROXY but not NO_PROXY;
     a host listed in NO_PROXY is reached directly.
     """
-    client = WebClient(token=bot_token, base_url=api_url, timeout=TIMEOUT, retry_handlers=[])
+    client = _BoundedClient(
+        token=bot_token,
+        base_url=api_url,
+        timeout=timeout,
+        ssl=reporting_context(),
+        retry_handlers=[],
+    )
     host = urllib.parse.urlsplit(api_url).hostname or ""
     if client.proxy and host and urllib.request.proxy_bypass(host):
         client.proxy = None
     return client
+
+
+class _BoundedClient(WebClient):
+    """Each Web API call (every method goes through `api_call`) answered whole within the
+    client's `timeout`, connect to the last byte read, not each read within it: the TLS
+    socket reports itself to the call's deadline (integrations/bounded.py), which shuts it
+    down when the time is up. Slack's Web API is https only; an http `api_url` (a test's
+    fake) is bounded per read only. A call cut short raises CallExpired."""
+
+    def api_call(self, api_method: str, **kwargs: Any) -> SlackResponse:
+        with bounded(self.timeout) as deadline:
+            try:
+                return super().api_call(api_method, **kwargs)
+            except (OSError, http.client.HTTPException) as exc:
+                if deadline.expired and not _timed_out(exc):  # cut short by the deadline
+                    raise CallExpired(self.timeout) from None
+                raise
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """A read's own timeout (nothing came for `timeout` s), as urllib raises it."""
+    return isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError)
 
 
 class _MessageGone(Exception):  # chat.update found no message: someone deleted it

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 import requests
 
+from sebridge.integrations.bounded import CallExpired
 from sebridge.kernel import redact
 from sebridge.kernel.delivery_status import UNANSWERED, StatusRules
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError
@@ -73,8 +74,9 @@ def answer_error(
 def transport_error(exc: BaseException, timeout: float | None = None) -> DeliveryError:
     """Timeouts, refused or reset connections, TLS trouble: retried. Named by kind only
     (kernel/net_cause.py): requests' own text quotes the URL. A read timeout is the
-    receiver's: it took the card and did not answer within `timeout` seconds."""
-    if timeout is not None and isinstance(exc, requests.ReadTimeout):
+    receiver's: it took the card and did not answer within `timeout` seconds; so is an
+    answer not whole within them (dripped: the deadline cut it short, CallExpired)."""
+    if timeout is not None and isinstance(exc, requests.ReadTimeout | CallExpired):
         return UNANSWERED.error(
             f"teams: the webhook took the card and did not answer within {timeout:g} s"
             " (teams.timeout); will retry"

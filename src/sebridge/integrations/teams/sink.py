@@ -6,7 +6,11 @@ it; a connector answers 200 with the body "1". One attempt per `send()`
 (the dispatcher retries). Teams keeps nothing we can read back, so a retry
 after a lost answer may repeat one card (README: delivery guarantees).
 Proxies come from the usual environment variables. The URL is never logged:
-urllib3's debug lines are redacted while the sink lives.
+urllib3's debug lines are redacted while the sink lives. `timeout` bounds the whole
+post, connect to the answer's last byte (integrations/bounded.py): a webhook that
+drips its answer holds the sink no longer. Both formats go through the sink's own
+session (pymsteams builds the MessageCard; its own `send()` would open a session the
+deadline cannot reach).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 import pymsteams
 import requests
 
+from sebridge.integrations.bounded import DeadlineAdapter
 from sebridge.integrations.render import Renderer
 from sebridge.integrations.teams.card import ADAPTIVE_TYPE, PAGE_LINK, CardBuilder
 from sebridge.integrations.teams.errors import answer_error, scrub, transport_error
@@ -70,6 +75,7 @@ class TeamsSink:
         self._timeout = timeout
         self.cards = CardBuilder(renderer, clock)
         self._session = requests.Session()  # keeps the TLS connection between posts
+        DeadlineAdapter(timeout).mount(self._session)
         self._redact = _RedactUrl(webhook_url)
         for name in _URLLIB3_LOGGERS:
             logging.getLogger(name).addFilter(self._redact)
@@ -122,13 +128,16 @@ class TeamsSink:
         for name in _URLLIB3_LOGGERS:
             logging.getLogger(name).removeFilter(self._redact)
 
-    def _post_adaptive(self, payload: dict[str, Any]) -> int:
+    def _post(self, payload: dict[str, Any]) -> requests.Response:
         try:
-            response = self._session.post(
+            return self._session.post(
                 self._url, json=payload, timeout=(CONNECT_TIMEOUT, self._timeout)
             )
         except requests.RequestException as exc:
             raise transport_error(exc, self._timeout) from None
+
+    def _post_adaptive(self, payload: dict[str, Any]) -> int:
+        response = self._post(payload)
         error = answer_error(
             response.status_code,
             response.text,
@@ -142,7 +151,7 @@ class TeamsSink:
 
     def _post_messagecard(self, fields: dict[str, Any], link: tuple[str, str] | None) -> int:
         """link: the action's title and URL (Approve…, or the held event's page), if any."""
-        card = pymsteams.connectorcard(self._url, http_timeout=(CONNECT_TIMEOUT, self._timeout))
+        card = pymsteams.connectorcard(self._url)  # builds the card; the sink posts it
         card.title(str(fields.get("title") or ""))
         card.summary(str(fields.get("summary") or ""))
         card.text(str(fields.get("text") or ""))
@@ -158,14 +167,8 @@ class TeamsSink:
             action = pymsteams.potentialaction(title, "OpenUri")
             action.addOpenURI(title, [{"os": "default", "uri": url}])
             card.addPotentialAction(action)
-        try:
-            card.send()  # raises for any status but 2xx: classified below all the same
-        except pymsteams.TeamsWebhookException:
-            pass
-        except requests.RequestException as exc:
-            raise transport_error(exc, self._timeout) from None
-        response = card.last_http_response
-        status = int(response.status_code)
+        response = self._post(card.payload)
+        status = response.status_code
         # A connector answers 2xx even when it did not post: only its "1" says it did.
         refused = 200 <= status <= 299 and response.text.strip() != "1"
         error = answer_error(
