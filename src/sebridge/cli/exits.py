@@ -1,4 +1,4 @@
-"""The exit codes of `sebridge` commands (README's command table lists them).
+"""The exit codes of `sebridge` commands (docs/reference/cli.md lists them).
 
 0 done; 1 something failed at run time (IMDS, store); 2 bad usage or configuration;
 3 an approval was refused (unknown, gone, started, already approved); 4 an approval was

@@ -6,7 +6,7 @@ It asks GET /healthz at the address the config's `[http] listen` gives (0.0.0.0 
 A config without `[http] listen` runs no HTTP server unless an integration needs one:
 then there is no /healthz to ask, and the check passes saying so (the container's
 own state, running or exited with its restart policy, is then the only signal;
-README, "Running it in a container"). Exit 0 healthy, 1 not (or the config does not
+docs/operations/container.md). Exit 0 healthy, 1 not (or the config does not
 load: `run` would exit 2 too).
 """
 

@@ -231,7 +231,8 @@ def check_core(sections: dict[str, Any], rd: Reader) -> dict[str, Any]:
     sqlite_path = ""
     unset = rd.env.empty_variables("store.url")
     if unset:
-        # Not "": postgresql://u:${PW}@h/db must not connect as u:@h (README, "The store").
+        # Not "": postgresql://u:${PW}@h/db must not connect as u:@h (docs/configuration.md,
+        # "The store").
         rd.error("store.url", f"{unset}: set it in the service's environment, or remove it")
     else:
         try:

@@ -5,12 +5,12 @@ of /etc/sebridge/environment (`EnvironmentFile=`): `${PG_PASSWORD}` in store.url
 libpq's PGPASSWORD. A root shell has none of them, so every command but `run` reads
 the same file (the inverse of what EnvironmentFile= does, as
 config/unit_credentials.py is for LoadCredential=): the file `environment` in the
-config file's folder, which is that file as the README installs both. A variable the shell already
-has wins: an operator's export is meant. The file is systemd's format as the README
-writes it: one NAME=value a line, the value bare, in single quotes (literal) or in
-double quotes (with backslash escapes); blank lines and lines starting with # or ;
-are skipped. A line that is none of these is a configuration error naming the file
-and the line's number, never its text (it may hold a secret). See
+config file's folder, which is that file as docs/operations/systemd.md installs both. A
+variable the shell already has wins: an operator's export is meant. The file is systemd's
+format as docs/operations/systemd.md writes it: one NAME=value a line, the value bare, in
+single quotes (literal) or in double quotes (with backslash escapes); blank lines and
+lines starting with # or ; are skipped. A line that is none of these is a configuration
+error naming the file and the line's number, never its text (it may hold a secret). See
 docs/ARCHITECTURE.md, "Config".
 """
 

@@ -1,7 +1,7 @@
 """Prometheus metrics of one daemon: every name and every label set, in one place.
 
-The names and labels are a contract (README, "Metrics"). Every label value
-comes from a small fixed set declared here: never an event id, a VM name, a
+The names and labels are a contract (docs/reference/metrics.md, generated from here).
+Every label value comes from a small fixed set declared here: never an event id, a VM name, a
 person or an error text (a per-event label grows without bound). Counters
 whose label values are known start at zero. The figures are plain numbers
 kept here (a count costs a dict lookup, not prometheus_client's label

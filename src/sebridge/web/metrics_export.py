@@ -3,7 +3,7 @@
 Imported only by the /metrics route (cli/runtime.py) and tests, so
 prometheus_client and what it pulls in (http.server, urllib.request, wsgiref, gzip...)
 stay out of a daemon that serves no HTTP. The names, HELP texts, labels and sample
-order are those the counters had when prometheus_client kept them (README, "Metrics");
+order are those the counters had when prometheus_client kept them (docs/reference/metrics.md);
 `_created` samples are not part of the contract and are not shown. See
 docs/ARCHITECTURE.md, "Metrics".
 """

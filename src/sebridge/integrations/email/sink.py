@@ -5,7 +5,7 @@ secured and signed in (smtp.py), the mail sent to every `to`, the session
 closed. Delivery is at least once: a crash (or a lost answer) between the
 server's 250 and the outbox's record sends that mail again on the next
 attempt, with the same Message-ID, which many mail systems then show once
-(README: delivery guarantees). A server that takes the mail for some
+(docs/how-it-works.md: delivery guarantees). A server that takes the mail for some
 recipients and refuses others has delivered it: the refusals are logged, and
 sending again would repeat the mail to those who got it.
 """

@@ -6,7 +6,7 @@ AlreadyExists, and that is a delivery. Its reason is AKS's own where the fact is
 the same (`VMEventScheduled`, `FreezeScheduled`, `NodeDrainStart`: an alert a
 cluster admin keeps for AKS's node events hears sebridge's too); sebridge's own
 facts say the event's type and what happened (`RebootApproved`, `FreezeHeld`,
-`RedeployStartedUnready`). README's table of reasons is checked against
+`RedeployStartedUnready`). docs/channels/kubernetes.md's table of reasons is checked against
 `reason()`. Type Warning for what needs a person.
 Text comes from `shown(message)`: displayable, each field bounded; the message
 is cut to what `kubectl describe` shows well.

@@ -53,7 +53,7 @@ def check_teams(settings: TeamsSettings, links: bool, *, send_test: bool = False
                 " channel's webhook",
             )
         )
-    if not links:  # valid: Teams then only alerts (README, approval links)
+    if not links:  # valid: Teams then only alerts (docs/channels/approval-page.md)
         findings.append(
             Finding(
                 "teams",

@@ -4,7 +4,7 @@ Adaptive (the default): POST the card in a message envelope with requests;
 Workflows answers 202 before its flow runs. MessageCard: pymsteams posts
 it; a connector answers 200 with the body "1". One attempt per `send()`
 (the dispatcher retries). Teams keeps nothing we can read back, so a retry
-after a lost answer may repeat one card (README: delivery guarantees).
+after a lost answer may repeat one card (docs/how-it-works.md: delivery guarantees).
 Proxies come from the usual environment variables. The URL is never logged:
 urllib3's debug lines are redacted while the sink lives. `timeout` bounds the whole
 post, connect to the answer's last byte (integrations/bounded.py): a webhook that

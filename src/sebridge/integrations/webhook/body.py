@@ -2,7 +2,7 @@
 
 The default body is the JSON line's public form (jsonl/sink.py, `record`) with a
 `schema` field that names and versions it: a receiver keyed on the fields may rely
-on them until the version changes (README, "Webhook"). A template is a Jinja2 file
+on them until the version changes (docs/channels/webhook.md). A template is a Jinja2 file
 given by the operator (`template`): it renders the body from the same record, its
 `vars` and `schema`; no autoescape (a body is JSON, not HTML): `tojson` writes a
 value as JSON, every character outside ASCII as its \\u escape, so no text IMDS
