@@ -49,6 +49,7 @@ def become_subreaper() -> bool:
     if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         log.warning("could not become a child subreaper: %s", os.strerror(ctypes.get_errno()))
         return False
+    REAPER.adopting = True
     return True
 
 
@@ -90,6 +91,9 @@ class Reaper:
         self._children = children
         self._lock = threading.Lock()
         self._own: set[int] = set()
+        # Orphans come to this process (a subreaper, or PID 1): only then is a child in a
+        # session of its own a hook's stray, never one a library started.
+        self.adopting = os.getpid() == 1
 
     @contextlib.contextmanager
     def starting(self) -> Iterator[Callable[[int], None]]:
@@ -116,7 +120,10 @@ class Reaper:
         return reaped
 
     def strays(self) -> list[tuple[int, int]]:
-        """The adopted children still running (what hooks left behind): (pid, group)."""
+        """The adopted children still running (what hooks left behind): (pid, group); none
+        while this process adopts no orphans."""
+        if not self.adopting:
+            return []
         with self._lock:
             return [(pid, group) for pid, group, state in self._adopted() if state != b"Z"]
 
