@@ -138,7 +138,7 @@ def every_part(sim: Simulator, fakes: Fakes, pg_url: str, tmp_path: Path) -> dic
     return {
         "imds": {"endpoint": sim.url, "poll_interval": 0.2, "vm_name": "vm0"},
         "store": {"url": pg_url},
-        "http": {"listen": "127.0.0.1:0"},
+        "http": {"listen": "127.0.0.1:0", "probe_listen": "127.0.0.1:0"},
         "dispatch": {"shutdown_grace_seconds": 1.0},
         "console": {"enabled": True},
         "jsonl": {"path": str(tmp_path / "events.jsonl")},
@@ -176,8 +176,9 @@ def every_part(sim: Simulator, fakes: Fakes, pg_url: str, tmp_path: Path) -> dic
 
 
 def http_port(runner: Runner) -> int:
-    (server,) = (s for s in runner.services if isinstance(s, HttpServer))
-    return server.port
+    """The traffic port (the probe listener is added first, cli/runtime.py)."""
+    _probes, traffic = (s for s in runner.services if isinstance(s, HttpServer))
+    return traffic.port
 
 
 @pytest.mark.slow  # a whole daemon with every sink, on PostgreSQL

@@ -121,6 +121,8 @@ def _examine(
                 )
             ]
         )
+    if config.http.probe_listen:
+        report.add([_probes(config)])
     # The templates as `run` tries them at its start (local: before the deadline starts).
     report.add([Finding("templates.dir", False, said) for said in template_problems(config)])
     checks: SideBySide[Said] = SideBySide()
@@ -241,6 +243,17 @@ def _libraries_quiet() -> Iterator[None]:
     finally:
         for handler in handlers:
             handler.removeFilter(_ours_or_critical)
+
+
+def _probes(config: Config) -> Finding:
+    """Where the probe listener answers, apart from the traffic port."""
+    http = config.http
+    return Finding(
+        "http.probe_listen",
+        True,
+        f"probes answer on {http.probe_listen} (/livez, /readyz, /healthz), on a server of"
+        f" their own beside {http.listen}",
+    )
 
 
 def _ours_or_critical(record: logging.LogRecord) -> bool:

@@ -103,8 +103,6 @@ _JSON_FIELDS = {
 # /readyz's IMDS GET gives up after this (its asker waits 2 s, engine/probe.py): past
 # IMDS's first answer a healthy GET takes milliseconds.
 PROBE_TIMEOUT = 5.0
-# Seconds a thread may hold the interpreter's lock while others wait, with an HTTP server.
-SWITCH_INTERVAL = 0.0005
 
 
 def build_imds(config: Config, *, timeout: float | None = None) -> ImdsClient:
@@ -418,15 +416,17 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
             runner.add_service(service)
         jobs.extend(inbound.jobs)
     runner.add_jobs(jobs)
-    if routes or "http.listen" in config.given:
+    if routes or "http.listen" in config.given or config.http.probe_listen:
         _serve(config, runner, routes, owners)
 
 
 def _serve(
     config: Config, runner: Runner, routes: dict[str, WsgiApp], owners: dict[str, str]
 ) -> None:
-    """The HTTP server for `routes`, with /healthz, /readyz and /metrics beside them."""
-    from sebridge.engine.health import Health, store_probe
+    """The HTTP server for `routes`, with /healthz, /readyz and /metrics beside them (when
+    routes need it or `[http] listen` is set), and the probe listener on `[http]
+    probe_listen` (when set): /livez, /readyz and /healthz on a server of its own."""
+    from sebridge.engine.health import Health, liveness, store_probe
     from sebridge.engine.readiness import Readiness, imds_probe
     from sebridge.web.server import CORE_PATHS, HttpServer
 
@@ -438,22 +438,26 @@ def _serve(
     store = store_probe(runner)
     health = Health(runner, config.imds.poll_interval, store=store)
     imds = imds_probe(lambda: build_imds(config, timeout=PROBE_TIMEOUT))
+    ready = Readiness(runner, imds, store).report
+    if http.probe_listen:  # its own port, loop and threads: a crowd on `listen` never delays it
+        runner.add_service(
+            HttpServer(
+                http.probe_host,
+                http.probe_port,
+                {},
+                health.report,
+                ready=ready,
+                live=lambda: liveness(runner),
+                key="http.probe_listen",
+                threads=2,
+            )
+        )
+    if not (routes or "http.listen" in config.given):
+        return
     routes["/metrics"] = _metrics_route(runner.daemon, runner)
-    # Under a crowd of requests the door, the probe desk, waitress's loop and its threads
-    # all want the interpreter's lock at once; at Python's default 5 ms a probe waited up
-    # to 5 ms per waiting thread at each of its system calls (/healthz p99 0.4-0.5 s beside
-    # 1,000 scrapes; 0.03-0.07 s at 0.5 ms: bench/metrics_storm.py). A quiet daemon has
-    # one thread running at a time and never meets the interval.
-    sys.setswitchinterval(SWITCH_INTERVAL)
     # Last to start, first to stop: no request reaches a part that has stopped.
     runner.add_service(
-        HttpServer(
-            http.listen_host,
-            http.listen_port,
-            routes,
-            health.report,
-            ready=Readiness(runner, imds, store).report,
-        )
+        HttpServer(http.listen_host, http.listen_port, routes, health.report, ready=ready)
     )
 
 

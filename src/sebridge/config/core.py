@@ -153,7 +153,8 @@ class FleetConfig:
 
 @dataclass(frozen=True)
 class HttpConfig:
-    """[http]: the daemon's one HTTP server (integrations' routes, approval links, /healthz).
+    """[http]: the daemon's HTTP server (integrations' routes, approval links, /healthz),
+    and its probe listener when `probe_listen` is set.
 
     It starts when an integration needs a route, when `public_url` is set
     (approval links), or when `listen` is in the file. `public_url` is where
@@ -163,6 +164,10 @@ class HttpConfig:
 
     # The host:port the server listens on; IPv6 as [::1]:8787.
     listen: str = "127.0.0.1:8787"
+    # A host:port of its own for the probes (/livez, /readyz, /healthz), e.g. 0.0.0.0:8788:
+    # a second server with its own threads, so a crowd on `listen` never delays a probe.
+    # Empty: no probe listener (the probes are answered on `listen` only).
+    probe_listen: str = ""
     # The https:// address people reach this server at (a TLS reverse proxy in front),
     # without a trailing / or a query: approval links point there. Empty: no links.
     public_url: str = ""
@@ -183,6 +188,14 @@ class HttpConfig:
     @property
     def listen_port(self) -> int:
         return checks.listen(self.listen)[1]
+
+    @property
+    def probe_host(self) -> str:
+        return checks.listen(self.probe_listen)[0]
+
+    @property
+    def probe_port(self) -> int:
+        return checks.listen(self.probe_listen)[1]
 
 
 @dataclass(frozen=True)
@@ -217,6 +230,27 @@ CORE_SECTIONS: dict[str, type[Any]] = {
 }
 
 
+def _check_listen(http: HttpConfig, rd: Reader) -> None:
+    """[http] listen, and probe_listen: a valid address on a port of its own."""
+    try:
+        listen = checks.listen(http.listen)
+    except ValueError as exc:
+        rd.error("http.listen", str(exc))
+        listen = None
+    if not http.probe_listen:
+        return
+    try:
+        probes = checks.listen(http.probe_listen)
+    except ValueError as exc:
+        rd.error("http.probe_listen", str(exc))
+        return
+    if listen is not None and probes[1] != 0 and probes[1] == listen[1]:
+        rd.error(
+            "http.probe_listen",
+            f"port {probes[1]} is http.listen's: the probes need a port of their own",
+        )
+
+
 def check_core(sections: dict[str, Any], rd: Reader) -> dict[str, Any]:
     """Checks of the core's values by format, and of keys together; returns the sections
     with some values normalised (an endpoint without its trailing "/")."""
@@ -244,10 +278,7 @@ def check_core(sections: dict[str, Any], rd: Reader) -> dict[str, Any]:
             "store.url: the SQLite file is on the temporary disk (/mnt, D:), which Redeploy"
             " and Preempt wipe; put it on the OS disk, e.g. sqlite:////var/lib/sebridge/state.db"
         )
-    try:
-        checks.listen(http.listen)
-    except ValueError as exc:
-        rd.error("http.listen", str(exc))
+    _check_listen(http, rd)
     if http.public_url:
         try:
             http = replace(http, public_url=checks.public_url(http.public_url))

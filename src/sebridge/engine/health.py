@@ -24,10 +24,21 @@ from sebridge.kernel.errors import StoreError
 if TYPE_CHECKING:
     from sebridge.engine.runner import Runner
 
-__all__ = ["Health", "store_probe"]
+__all__ = ["Health", "liveness", "store_probe"]
 
 STALE_POLLS = 10  # a few failed polls are weather; ten in a row is an outage
 MIN_STALE_SECONDS = 30.0
+
+
+def liveness(runner: Runner) -> tuple[int, dict[str, Any]]:
+    """GET /livez (the probe listener's): 200 while this process's main parts run (the
+    poll loop and the recorder: Runner.stopped_parts), 503 naming those that do not.
+    From the process alone, never the store or IMDS: a liveness probe restarts the
+    daemon, which cures neither a database outage nor IMDS's (/readyz tells those)."""
+    stopped = runner.stopped_parts()
+    if stopped:
+        return 503, {"live": False, "stopped": stopped}
+    return 200, {"live": True}
 
 
 def store_probe(runner: Runner, monotonic: Callable[[], float] = time.monotonic) -> Probe:

@@ -65,6 +65,11 @@ class Recorder:
         """Act on polls from now on."""
         self._worker.start()
 
+    @property
+    def running(self) -> bool:
+        """Whether its thread acts on polls (for /livez)."""
+        return self._worker.running
+
     def offer(self, polled: Polled) -> None:
         """Hand a poll over (the poll thread); never waits on the store.
 

@@ -67,12 +67,21 @@ class Runner:
         # The tick's second half, on a thread of its own: the poll never waits on the store.
         self._recorder = Recorder(daemon.act, self.outage)
         self.duties: Duties | None = None  # the board, while run() runs
+        self._schedule: Schedule | None = None  # the poll and the jobs, once run() runs
         self._after_start: list[Callable[[], None]] = []
 
     @property
     def store_error(self) -> str | None:
         """Why the store does not answer, while it does not (for /healthz, /readyz)."""
         return self.outage.error
+
+    def stopped_parts(self) -> list[str]:
+        """The daemon's main parts that do not run now (for /livez): `poll`, the loop that
+        reads IMDS, and `recorder`, which acts on what it read. Neither waits on IMDS or
+        the store beyond a call's timeout, so an outage of either stops neither."""
+        schedule = self._schedule
+        stopped = [] if schedule is not None and schedule.polling else ["poll"]
+        return stopped if self._recorder.running else [*stopped, "recorder"]
 
     @property
     def services(self) -> tuple[Service, ...]:
@@ -103,7 +112,7 @@ class Runner:
         d = self.daemon
         d.take_back_claims()
         wait = stop_waiter(stop)
-        schedule = Schedule(self._poll, self._poll_interval, d.imds.interrupt)
+        schedule = self._schedule = Schedule(self._poll, self._poll_interval, d.imds.interrupt)
         # Single-holder duties: one agent of a fleet prunes, runs each such job and
         # service; on SQLite this daemon holds them all (store/duties.py).
         duties = self.duties = d.store.db.duties()

@@ -73,6 +73,11 @@ class Schedule:
         """Poll, the first at once. The jobs run once start_jobs() was called."""
         self._poller.start()
 
+    @property
+    def polling(self) -> bool:
+        """Whether the `poll` thread polls: started, not stopping, not ended (for /livez)."""
+        return self._poller.is_alive() and not self._stopping.is_set()
+
     def first_poll(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for the first poll to be over; True once it is."""
         return self._polled.wait(timeout)

@@ -151,6 +151,12 @@ class Worker:
         return self._thread is not None
 
     @property
+    def running(self) -> bool:
+        """Whether the thread runs rounds: started, not told to stop, not ended."""
+        thread = self._thread
+        return thread is not None and thread.is_alive() and not self._stopping.is_set()
+
+    @property
     def stopping(self) -> bool:
         """Whether stop() was called: a long round should end early."""
         return self._stopping.is_set()

@@ -1,7 +1,7 @@
 """The JSON answers the server writes itself: probes, 404, 405, a route's 500.
 
-One shape for the server's route (web/server.py) and for the probes answered at the
-door (web/probe_desk.py), so a probe's answer is the same whichever way it came.
+One shape for every answer the server (web/server.py) writes itself, on the traffic port
+and on the probe port alike.
 """
 
 from __future__ import annotations

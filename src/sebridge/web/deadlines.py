@@ -9,21 +9,21 @@ fill `connection_limit`: waitress then stops accepting, and /healthz,
 Here every connection has two deadlines, counted from when it began waiting
 for a request (accepted, or its last answer written), whatever it sends:
 its headers within `header_timeout`, then its body within `body_timeout`.
-The server's maintenance pass (once a second, on waitress's loop) closes a
-connection past either. And at the connection limit the server does not stop
-accepting: each connection accepted over it closes the one that has waited
-longest for a complete request, and the listen backlog is drained in
-batches, so a flood of silent or trickling connections (reconnecting as fast
-as they are closed) cannot hold out a client that sends its request at once.
+The server's maintenance pass (waitress's, once a second, on its loop) closes a
+connection past either. At the connection limit waitress stops accepting; the
+same pass then closes the connections that have waited longest for a complete
+request, so waitress accepts again within a second and a flood of silent or
+trickling connections (reconnecting as fast as they are closed) cannot hold out
+a client that sends its request at once for long. Overridden: the channel's
+received() and service(), the server's maintenance(); waitress's accepting, its
+loop and its task queue are as shipped.
 """
 
 from __future__ import annotations
 
 import logging
 import resource
-import socket
 import time
-from collections.abc import Callable
 from typing import Any
 
 from waitress.adjustments import Adjustments
@@ -31,13 +31,12 @@ from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 
 from sebridge.kernel.wsgi import WsgiApp
-from sebridge.web.probes_first import ProbesFirst
 
 __all__ = ["DeadlineServer", "deadline_server", "room_for"]
 
 log = logging.getLogger(__name__)
 
-ACCEPT_BATCH = 64
+ROOM = 64  # connections closed at most per maintenance pass at the limit
 SPARE_FILES = 256  # descriptors kept for everything but HTTP connections (store, sinks, logs)
 
 
@@ -81,72 +80,29 @@ class DeadlineChannel(HTTPChannel):  # type: ignore[misc]  # waitress has no typ
 
 
 class DeadlineServer(TcpWSGIServer):  # type: ignore[misc]  # waitress has no types
-    """Waitress's TCP server, closing connections past their deadlines and, at the
-    connection limit, the one that has waited longest for its request."""
+    """Waitress's TCP server whose maintenance pass (waitress's own, once a
+    `cleanup_interval`) also closes connections past their deadlines and, at the
+    connection limit, those that have waited longest for their request."""
 
     channel_class = DeadlineChannel
     _full_said = False  # the limit was reached and the log said so (once per process)
-    _next_cleanup = 0.0
-
-    # Whether another thread accepts the connections (web/door.py) while it runs.
-    accepted_elsewhere: Callable[[], bool] = staticmethod(lambda: False)
-
-    def readable(self) -> bool:
-        """Waitress's own, except that the connection limit does not stop accepting: each
-        connection accepted over it closes the one waiting longest (adopt). While the
-        door accepts, the loop does not."""
-        now = time.time()
-        if now >= self._next_cleanup:
-            self._next_cleanup = now + self.adj.cleanup_interval
-            self.maintenance(now)
-        return bool(self.accepting) and not self.accepted_elsewhere() and not self.crowded()
-
-    def crowded(self) -> bool:
-        """At the hard cap, for when every connection is being answered and none can make
-        room: the next connections wait in the kernel's queue."""
-        return bool(len(self._map) >= 2 * self.adj.connection_limit)
-
-    def handle_accept(self) -> None:
-        """Accept what waits in the listen backlog (up to ACCEPT_BATCH at a time: a client
-        queued behind a crowd waits for the crowd), making room for each over the limit."""
-        for _ in range(ACCEPT_BATCH):
-            try:
-                accepted = self.accept()
-            except OSError:
-                return  # as waitress: a connection gone before it was accepted
-            if accepted is None:
-                return  # nothing more waits
-            self.adopt([accepted])
-
-    def adopt(self, accepted: list[tuple[socket.socket, Any]]) -> None:
-        """Serve each accepted (connection, address) (on the loop's thread), making room
-        for each over the connection limit."""
-        for connection, address in accepted:
-            try:
-                self.set_socket_options(connection)
-            except OSError:  # the client has gone already
-                connection.close()
-                continue
-            self.channel_class(self, connection, self.fix_addr(address), self.adj, map=self._map)
-            if len(self.active_channels) > self.adj.connection_limit:
-                self._make_room()
 
     def maintenance(self, now: float) -> None:
-        """Waitress's idle check, then each connection's header and body deadlines."""
+        """Waitress's idle check, then each connection's header and body deadlines, then
+        room at the connection limit (waitress accepts again once under it)."""
         super().maintenance(now)
         mono = time.monotonic()
         for channel in list(self.active_channels.values()):
             if isinstance(channel, DeadlineChannel) and channel.overdue(mono):
                 channel.will_close = True  # closed by the loop this pass, waitress's own way
+        if len(self._map) >= self.adj.connection_limit:  # waitress's test: it stopped accepting
+            self._make_room()
 
     def _make_room(self) -> None:
-        """Close the connection that has waited longest for a complete request, at once (on
-        the loop's thread: the loop skips a descriptor no longer in its map)."""
-        waiting = [
-            c
-            for c in self.active_channels.values()
-            if isinstance(c, DeadlineChannel) and not (c.requests or c.total_outbufs_len)
-        ]
+        """Close the connections that have waited longest for a complete request (up to
+        ROOM of them, on the loop's thread: the loop skips a descriptor no longer in its
+        map), so the clients queued behind a full server are let in."""
+        limit = self.adj.connection_limit
         if not self._full_said:
             log.warning(
                 "%d HTTP connections open (the limit): closing those waiting longest for "
@@ -154,8 +110,16 @@ class DeadlineServer(TcpWSGIServer):  # type: ignore[misc]  # waitress has no ty
                 len(self.active_channels),
             )
             self._full_said = True
-        if waiting:
-            min(waiting, key=lambda c: c.waiting_since).handle_close()
+        waiting = sorted(
+            (
+                c
+                for c in self.active_channels.values()
+                if isinstance(c, DeadlineChannel) and not (c.requests or c.total_outbufs_len)
+            ),
+            key=lambda c: c.waiting_since,
+        )
+        for channel in waiting[: max(1, min(ROOM, limit // 4))]:
+            channel.handle_close()
 
 
 def room_for(connections: int) -> int:
@@ -194,13 +158,5 @@ def deadline_server(
         {"header_timeout": header_timeout, "body_timeout": body_timeout},
     )
     server_class = type("DeadlineServer", (DeadlineServer,), {"channel_class": channel})
-    dispatcher = ProbesFirst()  # /healthz and /readyz never wait behind a crowd
-    dispatcher.set_thread_count(adj.threads)
-    try:
-        server: DeadlineServer = server_class(
-            app, map={}, adj=adj, sockinfo=adj.listen[0], dispatcher=dispatcher
-        )
-    except BaseException:
-        dispatcher.set_thread_count(0)  # its threads end; nothing to wait for
-        raise
+    server: DeadlineServer = server_class(app, map={}, adj=adj, sockinfo=adj.listen[0])
     return server

@@ -1,21 +1,22 @@
-"""The daemon's one HTTP server: waitress on [http] listen, hardened once for every route.
+"""The daemon's HTTP servers: waitress on [http] listen, hardened once for every route,
+and the same on [http] probe_listen for the probes alone.
 
 Routes come from integrations (Slack's /slack/events) and the core
-(/metrics); the server itself answers GET /healthz and /readyz. Bodies are
-capped before anything reads them (413), a request's headers and body must
-arrive within their deadlines however slowly they trickle (web/deadlines.py),
-idle connections are closed after `IDLE_TIMEOUT`, and at the connection limit
-the connection waiting longest for its request makes room: silent or
-trickling clients cannot lock out /healthz. Connections are accepted by a
-thread of their own, which answers a probe at once whatever crowd is being
-read (web/door.py). Bound to 127.0.0.1 by default: put a TLS reverse proxy in
-front to expose it.
+(/metrics); the server itself answers GET /healthz and /readyz (and /livez,
+when given). Bodies are capped before anything reads them (413), a request's
+headers and body must arrive within their deadlines however slowly they
+trickle (web/deadlines.py), idle connections are closed after `IDLE_TIMEOUT`,
+and at the connection limit those waiting longest for their request make
+room: silent or trickling clients cannot lock out /healthz for long. A probe
+that must never wait behind a crowd is asked on the probe listener: a server of
+its own, with its own port, loop and threads (docs/ARCHITECTURE.md, "Metrics
+and probes"). Bound to 127.0.0.1 by default: put a TLS reverse proxy in front
+to expose it.
 """
 
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -26,9 +27,7 @@ from sebridge.kernel.errors import ConfigError
 from sebridge.kernel.wsgi import StartResponse, WsgiApp
 from sebridge.web.answers import json_answer
 from sebridge.web.deadlines import deadline_server, room_for
-from sebridge.web.door import Door
 from sebridge.web.headers import secure_waitress_errors, secured
-from sebridge.web.probe_desk import ProbeDesk
 
 __all__ = ["CORE_PATHS", "MAX_BODY", "HttpServer"]
 
@@ -44,7 +43,8 @@ BODY_TIMEOUT = 30.0  # then for its body: 1 MiB at 35 KB/s
 # taking turns at the limit (bench/http_trickle.py). The open files limit is raised to fit.
 CONNECTION_LIMIT = 2000
 # The core's paths: no integration may claim one.
-CORE_PATHS = ("/healthz", "/readyz", "/metrics")
+CORE_PATHS = ("/healthz", "/readyz", "/livez", "/metrics")
+THREADS = 4  # waitress's threads answering requests
 
 Health = Callable[[], tuple[int, dict[str, Any]]]
 
@@ -56,6 +56,9 @@ class HttpServer:
         routes: path -> WSGI app (e.g. "/slack/events" -> Bolt's handler).
         health: returns (status, JSON body) for GET /healthz.
         ready: returns (status, JSON body) for GET /readyz (default: as /healthz).
+        live: returns (status, JSON body) for GET /livez (default: no /livez).
+        key: the configuration key of the address, named when it cannot be listened on.
+        threads: waitress's threads answering requests.
         idle_timeout: seconds before a connection that neither sends nor reads is closed.
         header_timeout: seconds a connection has for a request's headers, from when it
             was accepted or its last answer was written (web/deadlines.py).
@@ -72,6 +75,9 @@ class HttpServer:
         health: Health | None = None,
         *,
         ready: Health | None = None,
+        live: Health | None = None,
+        key: str = "http.listen",
+        threads: int = THREADS,
         idle_timeout: int = IDLE_TIMEOUT,
         header_timeout: float = HEADER_TIMEOUT,
         body_timeout: float = BODY_TIMEOUT,
@@ -80,6 +86,8 @@ class HttpServer:
         self._routes = dict(routes)
         health = health or (lambda: (200, {"status": "ok"}))
         self._probes = {"/healthz": health, "/readyz": ready or health}
+        if live is not None:
+            self._probes["/livez"] = live
         try:
             self._server = deadline_server(
                 secured(self._app),  # security headers on every answer (web/headers.py)
@@ -87,7 +95,7 @@ class HttpServer:
                 body_timeout=body_timeout,
                 host=host,
                 port=port,
-                threads=4,
+                threads=threads,
                 ident="sebridge",
                 clear_untrusted_proxy_headers=True,
                 max_request_body_size=MAX_BODY + 1,  # waitress refuses sizes >= its limit
@@ -96,17 +104,12 @@ class HttpServer:
                 connection_limit=room_for(connection_limit),
                 asyncore_use_poll=True,  # select() fails on a descriptor over 1023
             )
-            # A connection is accepted once its first bytes have come (or after 1 s), so
-            # the door sees a probe's request, not an empty socket (web/door.py).
-            self._server.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, 1)
         except OSError as exc:  # in use, not ours to bind, no such address: a start-up error
             why = exc.strerror or str(exc)
             where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-            raise ConfigError(f"http.listen: cannot listen on {where}: {why}") from None
+            raise ConfigError(f"{key}: cannot listen on {where}: {why}") from None
         secure_waitress_errors(self._server)  # and on the answers waitress writes itself
-        self._desk = ProbeDesk(self._probes)
-        self._door = Door(self._server, self._desk)
-        self._server.accepted_elsewhere = self._door.open
+        self._name = "http-probes" if key == "http.probe_listen" else "http"
         self._thread: threading.Thread | None = None
 
     @property
@@ -115,12 +118,11 @@ class HttpServer:
         return int(self._server.effective_port)
 
     def start(self) -> None:
-        """Serve in daemon threads: the door, the probe desk and waitress's loop."""
-        self._desk.start()
-        self._door.start()
-        self._thread = threading.Thread(target=self._server.run, name="http", daemon=True)
+        """Serve in daemon threads: waitress's loop and its threads."""
+        self._thread = threading.Thread(target=self._server.run, name=self._name, daemon=True)
         self._thread.start()
-        log.info("HTTP server listening on %s:%d", self._server.effective_host, self.port)
+        what = "probes" if self._name == "http-probes" else "HTTP server"
+        log.info("%s listening on %s:%d", what, self._server.effective_host, self.port)
 
     def stop(self) -> None:
         """Stop accepting, let the requests under way finish (up to 5 s) and answer them,
@@ -137,8 +139,6 @@ class HttpServer:
         server = self._server
         thread = self._thread
         loop = thread if thread is not None and thread.is_alive() else None
-        self._door.stop()  # first: nothing is handed to the desk or the loop after this
-        self._desk.stop()
 
         def stop_accepting() -> None:
             # Not server.close(): that closes the trigger pipe too.
@@ -185,7 +185,7 @@ class HttpServer:
     def _app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         try:
             return self._answer(environ, start_response)
-        except Exception:  # a bug: one 500 for the caller, the traceback for us (as the door)
+        except Exception:  # a bug: one 500 for the caller, the traceback for us
             log.exception("%s %s failed", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
             return _json(start_response, 500, {"error": "internal error"})
 
