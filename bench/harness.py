@@ -59,9 +59,13 @@ class Children:
         stderr: IO[Any] | int,
         env: dict[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
-        """Start `argv` (in `env`, else this process's environment)."""
+        """Start `argv` (in `env`, else this process's environment), with one malloc arena
+        unless that environment says otherwise: as the systemd unit and the image run
+        sebridge (MALLOC_ARENA_MAX=1)."""
+        environment = dict(os.environ if env is None else env)
+        environment.setdefault("MALLOC_ARENA_MAX", "1")
         proc = subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env
+            list(argv), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=environment
         )
         self._procs.append(proc)
         return proc

@@ -79,6 +79,29 @@ def test_the_units_cgroup_ends_with_it() -> None:
     assert directives()["KillMode"] == ["control-group"]
 
 
+def image_environment(containerfile: Path) -> dict[str, str]:
+    """The NAME=value pairs of a Containerfile's ENV instructions (continued lines joined)."""
+    text = containerfile.read_text(encoding="utf-8").replace("\\\n", " ")
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        words = line.split()
+        if words[:1] == ["ENV"]:
+            found.update(word.partition("=")[::2] for word in words[1:])
+    return found
+
+
+def test_the_unit_and_the_images_run_with_one_malloc_arena() -> None:
+    """glibc's arenas capped where sebridge is shipped, not by sebridge itself: the unit
+    and the image set MALLOC_ARENA_MAX, and the Kubernetes image is built on that image."""
+    assert "MALLOC_ARENA_MAX=1" in directives()["Environment"]
+    image = ROOT / "deploy" / "container" / "Containerfile"
+    assert image_environment(image)["MALLOC_ARENA_MAX"] == "1"
+    kubernetes = ROOT / "deploy" / "kubernetes" / "Containerfile"
+    bases = [line.split()[1] for line in kubernetes.read_text().splitlines() if line[:5] == "FROM "]
+    assert bases[-1] == "${SEBRIDGE_IMAGE}"  # the last stage: the image above, kubectl added
+    assert "MALLOC_ARENA_MAX" not in image_environment(kubernetes)
+
+
 def test_check_from_a_shell_reads_the_files_the_unit_loads(tmp_path: Path) -> None:
     (credential,) = directives()["LoadCredential"]
     assert credential == f"{CREDENTIAL_ID}:{FOLDER}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from collections.abc import Iterator
 
@@ -10,10 +11,10 @@ import pytest
 
 from sebridge.imds import API_VERSIONS, ImdsClient
 from sebridge.imds.simulator import Simulator
-from sebridge.imds.wire import FastGet
 from sebridge.kernel.errors import (
     ImdsRequestError,
     ImdsThrottledError,
+    ImdsTimeoutError,
     ImdsUnavailableError,
     MalformedDocumentError,
 )
@@ -165,18 +166,54 @@ def test_a_hanging_imds_times_out_without_in_call_retry(
     assert client.get_document().events == ()  # and the next poll recovers
 
 
-def test_the_fast_get_times_out_by_itself() -> None:
-    """The poll's socket keeps its timeout in the kernel (imds/wire.py): a receive that
-    waited it out is a TimeoutError, not an error that sends the GET again through urllib3."""
+def test_a_silent_imds_times_out_at_the_read_timeout(sleeps: Sleeps) -> None:
+    """A receive that waited the timeout out is a timeout, said as one, not asked again."""
     with socket.socket() as silent:  # takes the connection (its backlog), never answers
         silent.bind(("127.0.0.1", 0))
         silent.listen()
-        fast = FastGet("127.0.0.1", silent.getsockname()[1], "/metadata/scheduledevents", 100)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        client = ImdsClient(url, timeout=0.3, first_timeout=0.3, sleep=sleeps)
         started = time.monotonic()
-        with pytest.raises(TimeoutError):
-            fast.get(0.3)
+        with pytest.raises(ImdsTimeoutError, match=r"did not answer .* within 0\.3s"):
+            client.get_document()
         assert 0.25 <= time.monotonic() - started < 3.0
-        fast.close()
+        assert sleeps.calls == []
+        client.close()
+
+
+@pytest.mark.parametrize("call", ["get", "post"])
+def test_interrupt_cuts_a_waiting_call_short(sim: Simulator, call: str) -> None:
+    """The daemon's stop (ImdsClient.interrupt from another thread) ends a call IMDS
+    hangs on, the poll's GET or an approval's POST, and every call after it."""
+    event_id = sim.schedule("Reboot")
+    client = ImdsClient(sim.url, timeout=30.0, first_timeout=30.0)
+    client.get_document()
+    sim.inject("hang", seconds=60)
+    errors: list[BaseException] = []
+
+    def waiting() -> None:
+        try:
+            client.get_document() if call == "get" else client.start([event_id])
+        except ImdsTimeoutError as exc:
+            errors.append(exc)
+
+    caller = threading.Thread(target=waiting)
+    caller.start()
+    deadline = time.monotonic() + 10
+    while sim.faults and time.monotonic() < deadline:  # taken when the request arrives
+        time.sleep(0.01)
+    asked = len(sim.requests)
+    started = time.monotonic()
+    client.interrupt()
+    caller.join(10)
+    assert not caller.is_alive() and time.monotonic() - started < 2.0
+    assert [str(e) for e in errors] == [
+        f"IMDS {call.upper()} /metadata/scheduledevents abandoned: sebridge is stopping"
+    ]
+    with pytest.raises(ImdsTimeoutError, match="abandoned"):
+        client.get_document()
+    assert len(sim.requests) == asked  # the later call never went out
+    client.close()
 
 
 def test_first_call_waits_for_a_slow_enabling_imds(sim: Simulator) -> None:

@@ -16,7 +16,6 @@ from sebridge.cli.runtime import (
 )
 from sebridge.config.loader import Config
 from sebridge.engine.stop_signals import stop_signals_exit
-from sebridge.kernel.arenas import cap_malloc_arenas
 from sebridge.kernel.errors import BridgeError
 
 __all__ = ["check", "once", "run"]
@@ -26,7 +25,6 @@ log = logging.getLogger("sebridge.config")
 
 def run(config: Config) -> int:
     """The daemon, until SIGTERM/SIGINT."""
-    cap_malloc_arenas()  # before its threads start (kernel/arenas.py)
     _say_warnings(config)
     with stop_signals_exit():  # building waits for IMDS to say this VM's name
         runner = build_runner(config)

@@ -9,6 +9,7 @@ that tells the caller whether to retry, with IMDS's own words when it sent any.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from sebridge.kernel.errors import (
     ImdsRequestError,
@@ -22,9 +23,10 @@ __all__ = ["check_status", "error_detail", "failure_reason", "too_large"]
 
 
 def check_status(
-    method: str, path: str, status: int, headers: dict[str, str], data: bytes
+    method: str, path: str, status: int, headers: Mapping[str, str], data: bytes
 ) -> bytes:
-    """The body of a 200; the typed error for anything else. Header names in lower case."""
+    """The body of a 200; the typed error for anything else. Header names looked up in
+    lower case (urllib3's headers answer in any case)."""
     what = f"IMDS {method} {path}"
     if status == 200:
         content_type = headers.get("content-type", "")

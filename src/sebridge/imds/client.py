@@ -1,10 +1,8 @@
 """ImdsClient: the only code that talks to the Instance Metadata Service.
 
-One keep-alive connection, reused across polls, never through a proxy (IMDS is
-link-local and a proxy in between is exactly what the `Metadata: true` header
-exists to catch). The poll's GET on plain http takes a fast path of its own
-(imds/wire.py); every other call goes through urllib3 (imds/pooled.py), imported
-at the first such call. An unchanged
+Every call over urllib3's keep-alive pool (imds/pooled.py), the poll's connection
+reused across polls, never through a proxy (IMDS is link-local and a proxy in
+between is exactly what the `Metadata: true` header exists to catch). An unchanged
 body is not parsed again: the previous Document object is returned as is,
 so callers can tell "nothing changed" by identity. Each attempt's outcome is
 told to `on_request` (the daemon's metrics: sebridge_imds_requests_total).
@@ -18,12 +16,12 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sebridge.imds.answers import check_status, failure_reason, too_large
 from sebridge.imds.endpoint import split_endpoint
 from sebridge.imds.parse import parse_document
-from sebridge.imds.wire import BodyTooLarge, FastGet, RawResponse
+from sebridge.imds.pooled import Pool, TimedOut, TooLarge, Unreachable
 from sebridge.kernel.backoff import backoff_delay
 from sebridge.kernel.errors import (
     ImdsError,
@@ -33,9 +31,6 @@ from sebridge.kernel.errors import (
     MalformedDocumentError,
 )
 from sebridge.model import Document, Incarnation
-
-if TYPE_CHECKING:
-    from sebridge.imds.pooled import Pool
 
 __all__ = [
     "API_VERSIONS",
@@ -130,24 +125,7 @@ class ImdsClient:
         self._jitter = jitter
         self._answered = False
         self._timeout = timeout
-        self._address = (scheme, host, port, connect_timeout)
-        # urllib3's pool, built (and urllib3 imported) at the first call that needs it.
-        self._pool: Pool | None = None
-        self._pool_lock = threading.Lock()
-        # Plain http only: the GETs' fast path (the poll's, and the compute name's at a
-        # start, so a daemon that only polls never loads urllib3); urllib3 does the rest.
-        self._fast = (
-            {
-                path: FastGet(host, port, f"{path}?api-version={version}", MAX_DOCUMENT)
-                for path, version in (
-                    (SCHEDULED_EVENTS_PATH, api_version),
-                    (COMPUTE_PATH, COMPUTE_API_VERSION),
-                )
-            }
-            if scheme == "http"
-            else {}
-        )
-        self._fast_lock = threading.Lock()
+        self._pool = Pool(scheme, host, port, connect_timeout)
         self._last_body: bytes | None = None
         self._last_document: Document | None = None
         self._cache_lock = threading.Lock()
@@ -209,23 +187,15 @@ class ImdsClient:
         return name
 
     def interrupt(self) -> None:
-        """The process is stopping: a poll waiting for IMDS ends now, later calls fail at once.
+        """The process is stopping: a call waiting for IMDS ends now, later calls fail at once.
 
-        Safe from any thread. A call on urllib3's path (the compute name, a POST)
-        is not cut short: it ends at its timeout, which the daemon does not wait for.
-        """
+        Safe from any thread."""
         self._interrupted = True
-        for fast in self._fast.values():
-            fast.abort()
+        self._pool.interrupt()
 
     def close(self) -> None:
         """Close the kept-alive connections."""
-        with self._fast_lock:
-            for fast in self._fast.values():
-                fast.close()
-        with self._pool_lock:
-            if self._pool is not None:
-                self._pool.close()
+        self._pool.close()
 
     def _call(self, method: str, path: str, version: str, body: bytes | None = None) -> bytes:
         attempt = 0
@@ -258,51 +228,26 @@ class ImdsClient:
 
     def _once(self, method: str, path: str, version: str, body: bytes | None) -> bytes:
         read_timeout = self._timeout if self._answered else self._first_timeout
-        fast = self._fast.get(path) if method == "GET" else None
-        if fast is not None:
-            self._check_interrupted(method, path)
-            raw = self._fast_get(fast, path, read_timeout)
-            if raw is not None:
-                self._answered = True
-                return check_status(method, path, *raw)
         self._check_interrupted(method, path)
-        from sebridge.imds.pooled import TimedOut, Unreachable
-
         url = f"{path}?api-version={version}"
         headers = _POST_HEADERS if body is not None else _GET_HEADERS
         try:
-            status, answer_headers, data = self._pooled().request(
+            status, answer_headers, data = self._pool.request(
                 method, url, body, headers, read_timeout=read_timeout, limit=MAX_DOCUMENT
             )
         except Unreachable as exc:
+            self._check_interrupted(method, path)  # cut short by interrupt(): not an outage
             raise self._unreachable(exc.cause) from None
         except TimedOut:
             raise self._timed_out(method, path, read_timeout) from None
-        if len(data) > MAX_DOCUMENT:
-            raise too_large(method, path, None, MAX_DOCUMENT)
+        except TooLarge as exc:
+            raise too_large(method, path, exc.length, MAX_DOCUMENT) from None
         self._answered = True
         return check_status(method, path, status, answer_headers, data)
-
-    def _pooled(self) -> Pool:
-        with self._pool_lock:
-            if self._pool is None:
-                from sebridge.imds.pooled import Pool
-
-                self._pool = Pool(*self._address)
-            return self._pool
 
     def _check_interrupted(self, method: str, path: str) -> None:
         if self._interrupted:
             raise ImdsTimeoutError(f"IMDS {method} {path} abandoned: sebridge is stopping")
-
-    def _fast_get(self, fast: FastGet, path: str, read_timeout: float) -> RawResponse | None:
-        with self._fast_lock:
-            try:
-                return fast.get(read_timeout)
-            except TimeoutError:
-                raise self._timed_out("GET", path, read_timeout) from None
-            except BodyTooLarge as exc:
-                raise too_large("GET", path, exc.length, MAX_DOCUMENT) from None
 
     def _timed_out(self, method: str, path: str, seconds: float | None) -> ImdsTimeoutError:
         return ImdsTimeoutError(
