@@ -118,7 +118,11 @@ def healthz(port: int, timeout: float) -> int | None:
 @pytest.mark.slow
 def test_healthz_answers_beside_more_tricklers_and_silent_clients_than_the_limit() -> None:
     """100 connections against a limit of 50: half trickle a header line every second,
-    half say nothing, and each comes back when cut off. /healthz answers every time."""
+    half say nothing, and each comes back when cut off. /healthz answers every time: the
+    deadlines free room each second (waitress as shipped stops accepting at the limit, so
+    a probe waits its turn in the backlog, and may be reset in the crowd's turnover; a
+    prompt answer beside a crowd is the probe port's, tests/test_probe_listener.py).
+    Without the deadlines none would come."""
     srv = serve(header_timeout=3, body_timeout=3, idle_timeout=60, connection_limit=50)
     stop = threading.Event()
 
@@ -140,7 +144,10 @@ def test_healthz_answers_beside_more_tricklers_and_silent_clients_than_the_limit
         time.sleep(2.0)  # all of them connected (or waiting in the backlog)
         answers = []
         for _ in range(10):
-            answers.append(healthz(srv.port, timeout=5))
+            # A prober asks again at its next period; here at once, three times at most: a
+            # probe the crowd's turnover resets (seen 1 in 3 runs) is asked again.
+            tries = (healthz(srv.port, timeout=15) for _ in range(3))
+            answers.append(next((a for a in tries if a is not None), None))
             time.sleep(0.5)
         assert answers == [200] * 10
     finally:
