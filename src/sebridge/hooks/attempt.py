@@ -161,7 +161,7 @@ class Attempts:
             for group in {group for _, group in REAPER.strays()}:
                 log.info("%s hook %s: ended process group %d it left", run.stage, run.hook, group)
                 end_group(group)
-        REAPER.reap()
+        # Reaped by run_hook right after this call (hooks/process.py), with the group's dead.
 
     def _end_leftovers(self, event_id: str, run: HookRun) -> None:
         """End what the attempt a crash cut short left running: the process group it
