@@ -59,7 +59,6 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests"), str(ROOT)]
 import harness  # noqa: E402
 import pg  # noqa: E402
 from sebridge.engine.daemon import Daemon  # noqa: E402
-from sebridge.engine.diff import diff  # noqa: E402
 from sebridge.hooks.process import HookSpec  # noqa: E402
 from sebridge.imds import ImdsClient  # noqa: E402
 from sebridge.model import (  # noqa: E402
@@ -70,6 +69,7 @@ from sebridge.model import (  # noqa: E402
     Transition,
     TransitionKind,
 )
+from sebridge.model.diff import diff  # noqa: E402
 from sebridge.model.message import Message  # noqa: E402
 from sebridge.store import Store  # noqa: E402
 from sebridge.store.tallies import read_tallies  # noqa: E402

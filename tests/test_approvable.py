@@ -33,13 +33,13 @@ from sebridge.approval.assembly import assemble
 from sebridge.approval.gate import GateAnswer
 from sebridge.approval.request import ApprovalRequest
 from sebridge.approval.usecase import Approvals
-from sebridge.engine.diff import diff
 from sebridge.engine.dispatch import Dispatcher
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.render import Renderer
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.model.approval import Blocker
+from sebridge.model.diff import diff
 from sebridge.store import Store
 from sebridge.web.approval_page import PREFIX, ApprovalPage
 from sebridge.web.links import LinkSigner

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sebridge.engine.diff import CHANGE_FIELDS, diff
 from sebridge.imds import parse_document
 from sebridge.model import Document, ScheduledEvent, Transition, TransitionKind
+from sebridge.model.diff import CHANGE_FIELDS, diff
 
 K = TransitionKind
 

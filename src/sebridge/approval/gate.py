@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sebridge.store.records import EventRecord
+from sebridge.model.records import EventRecord
 
 __all__ = ["GO", "Gate", "GateAnswer"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sebridge.model.approval import Blocker, OutcomeKind
-from sebridge.store.records import ApprovalRecord, EventRecord
+from sebridge.model.records import ApprovalRecord, EventRecord
 
 __all__ = ["ApprovalRequest", "Outcome"]
 

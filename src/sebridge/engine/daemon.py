@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 from sebridge.approval.assembly import assemble
 from sebridge.config.core import PolicyConfig
-from sebridge.engine.diff import diff
 from sebridge.engine.dispatch import Dispatcher
 from sebridge.engine.metrics import Metrics
 from sebridge.engine.poll import Polled, PollState, TickResult
@@ -36,6 +35,7 @@ from sebridge.kernel.errors import ImdsError
 from sebridge.kernel.redact import Masker
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.model.decision import APPROVE, NO_MATCH, UNREADABLE, Decision, sinks_for
+from sebridge.model.diff import diff
 from sebridge.model.leads import unreachable
 from sebridge.model.message import Sink
 from sebridge.policy import Policy, decide

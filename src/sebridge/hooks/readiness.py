@@ -24,7 +24,7 @@ from sebridge.model.readiness import NOT_READY, VmReadiness, VmState
 from sebridge.store.store import STALE
 
 if TYPE_CHECKING:  # the store's rows
-    from sebridge.store.records import HookRunRecord
+    from sebridge.model.records import HookRunRecord
     from sebridge.store.store import AgentSeen
 
 __all__ = [

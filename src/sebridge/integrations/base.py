@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from sebridge.integrations.render import Renderer
     from sebridge.kernel.wsgi import WsgiApp
     from sebridge.model.message import Sink
-    from sebridge.store.records import EventRecord
+    from sebridge.model.records import EventRecord
 
 __all__ = [
     "Context",

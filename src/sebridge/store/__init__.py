@@ -1,6 +1,6 @@
 """The durable store: SQLite (WAL) by default or PostgreSQL, with the outbox. Only it runs SQL."""
 
-from sebridge.store.records import (
+from sebridge.model.records import (
     ApprovalRecord,
     AuditEntry,
     Delivery,

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 
 from sebridge.model import Approval, Transition
 from sebridge.model.approval import CARRIED_OUT, OPEN, ApprovalState
+from sebridge.model.records import ApprovalRecord
 from sebridge.store.claims import new_token
 from sebridge.store.codec import from_iso, iso
 from sebridge.store.database import Database, Row
-from sebridge.store.records import ApprovalRecord
 
 __all__ = ["APPROVAL_COLUMNS", "ApprovalTable", "approval_record"]
 

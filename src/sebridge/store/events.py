@@ -13,10 +13,10 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 
+from sebridge.model.records import DeliveryStatus, EventRecord
 from sebridge.store.approvals import APPROVAL_COLUMNS, approval_record
 from sebridge.store.codec import decision_from_db, event_from_dict, from_iso, iso
 from sebridge.store.database import Database, Row
-from sebridge.store.records import DeliveryStatus, EventRecord
 
 __all__ = ["EventReads"]
 

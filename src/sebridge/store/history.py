@@ -9,9 +9,9 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from sebridge.model.records import AuditEntry, DeliveryStatus, HistoryEntry
 from sebridge.store.codec import from_iso, iso, transition_from_json
 from sebridge.store.database import Database
-from sebridge.store.records import AuditEntry, DeliveryStatus, HistoryEntry
 
 __all__ = ["HistoryLog"]
 

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 from sebridge.model import Transition, TransitionKind
 from sebridge.model.approval import CARRIED_OUT, ApprovalState
+from sebridge.model.records import EventRecord
 from sebridge.store.codec import iso
 from sebridge.store.database import Database
-from sebridge.store.records import EventRecord
 
 __all__ = ["HookRetryTable", "RetryAnswer"]
 

@@ -21,9 +21,9 @@ from sebridge.model import (
     Transition,
     TransitionKind,
 )
+from sebridge.model.records import HookRunRecord
 from sebridge.store.codec import from_iso, iso
 from sebridge.store.database import Database, Row
-from sebridge.store.records import HookRunRecord
 
 __all__ = ["HookRunTable"]
 

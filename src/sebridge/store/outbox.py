@@ -17,10 +17,10 @@ from datetime import datetime
 from sebridge.model import Receipt, Transition
 from sebridge.model.approval import CARRIED_OUT
 from sebridge.model.kinds import EVERY_STEP
+from sebridge.model.records import Delivery
 from sebridge.store.claims import new_token
 from sebridge.store.codec import decision_from_db, from_iso, iso, transition_from_json
 from sebridge.store.database import Database
-from sebridge.store.records import Delivery
 
 __all__ = ["Outbox"]
 

@@ -51,7 +51,7 @@ from sebridge.model.outlook import (
     ways_out_of,
 )
 from sebridge.model.readiness import VmReadiness, VmState
-from sebridge.store.records import EventRecord
+from sebridge.model.records import EventRecord
 from sebridge.web.links import LinkError, LinkSigner
 
 __all__ = ["PREFIX", "ApprovalPage", "PageHost", "link_actor"]

@@ -25,7 +25,7 @@ from sebridge.integrations.slack.approvers import SlackApprovers
 from sebridge.integrations.slack.names import SlackNames
 from sebridge.model.approval import ApprovalState, OutcomeKind
 from sebridge.model.outlook import ways_out
-from sebridge.store.records import EventRecord
+from sebridge.model.records import EventRecord
 
 __all__ = ["APPROVE", "APPROVE_ANYWAY", "TAKE", "Click", "SlackActions"]
 

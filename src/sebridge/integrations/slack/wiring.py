@@ -22,7 +22,7 @@ from sebridge.integrations.slack.sink import SlackSink
 from sebridge.kernel.clock import utcnow
 from sebridge.model import Transition
 from sebridge.model.message import Message
-from sebridge.store.records import EventRecord
+from sebridge.model.records import EventRecord
 
 __all__ = ["SlackClickService", "click_inbound"]
 
