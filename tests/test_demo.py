@@ -14,13 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cli_env, run_cli
+from helpers import cli_env, event_gets, run_cli, wait_until
 from sebridge.cli import demo
+from sebridge.imds.simulator import Simulator
+from sebridge.imds.simulator.scenario import Scenario
 
-# real `sebridge demo` runs: about 12 s for the module, up to 6 s a test
+# real `sebridge demo` runs: about 30 s for the module, up to 10 s a test
 pytestmark = pytest.mark.slow
 
-FAST = "600"  # the scripted events play out in about two seconds
+FAST = "240"  # the script plays out in about 5 s; the Redeploy waits 2.5 s for its answer
+BLIND = "600"  # nothing to answer: as fast as the script goes
 
 
 @pytest.mark.parametrize("scale", ["0", "-5", "nan"])
@@ -100,3 +103,26 @@ def test_an_answer_at_the_prompt_approves(
     assert demo.run_demo(time_scale=float(FAST)) == 0
     out = capsys.readouterr().out
     assert "approved by you (posted)" in out
+
+
+class BlindAtFirst(Simulator):
+    """A simulator that stops answering the daemon's polls (once it polled first, having
+    learned its VM's name) before the scenario begins: what a busy machine does to a fast
+    demo at worst, every event coming and going between two polls."""
+
+    def load_scenario(self, scenario: Scenario | str | os.PathLike[str]) -> list[str]:
+        wait_until(lambda: event_gets(self) >= 1, 30, message="the daemon's first poll")
+        self.inject("hang", count=1000)
+        return super().load_scenario(scenario)
+
+
+def test_events_that_came_and_went_unseen_end_the_demo_and_are_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(demo, "Simulator", BlindAtFirst)
+    assert demo.run_demo(time_scale=float(BLIND), assume_yes=True) == 0
+    summary = capsys.readouterr().out.split("\nsummary\n", 1)[1].splitlines()
+    assert len(summary) == 4
+    assert all(ln.endswith("never seen: it came and went between two polls") for ln in summary), (
+        summary
+    )
