@@ -145,7 +145,7 @@ def show(value: float | None, unit: str) -> str:
 
 
 def line(label: str, old: float | None, new: float | None, unit: str) -> str:
-    return f"  {label:<45} old {show(old, unit):>8}  new {show(new, unit):>8} {unit:<5}"
+    return f"  {label:<46} old {show(old, unit):>8}  new {show(new, unit):>8} {unit:<5}"
 
 
 def alike(key: str, one: Round) -> bool:
@@ -178,7 +178,7 @@ def print_round(number: int, order: list[str], one: Round, doc: tuple[float, flo
     for key, label, unit, _ in FIGURES:
         old, new = one["old"].values.get(key), one["new"].values.get(key)
         ratio = f" new/old {new / old:.2f}" if alike(key, one) and new and old else ""
-        print(f"{line(label, old, new, unit)}{ratio}")
+        print(f"{line(label, old, new, unit)}{ratio}".rstrip())
         for text in beneath(key, [one]):
             print(text)
     sys.stdout.flush()
@@ -246,7 +246,10 @@ def main(argv: list[str] | None = None) -> int:
             copy = work / name / "src"
             shutil.copytree(src, copy, ignore=shutil.ignore_patterns("__pycache__"))
             sides[name] = Side(name, copy)
-        print(f"old: {args.baseline}   new: {ROOT}   python: {sys.version.split()[0]}")
+        print(
+            f"old: {args.baseline}   new: {ROOT}   python: {sys.version.split()[0]}   "
+            f"load average: {os.getloadavg()[0]:.1f}"
+        )
         try:
             for number in range(1, args.rounds + 1):
                 order = ["old", "new"] if number % 2 else ["new", "old"]
@@ -260,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             children.stop_all()
     print_medians(rounds)
     print("\nnew/old: median of each round's ratio (both measured in the same round).")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} (1 min)")
     return 1 if any(r[name].missing for r in rounds for name in r) else 0
 
 
