@@ -44,10 +44,10 @@ import shutil
 import statistics
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from harness import PROXY_VARS, BenchError, Children, terminated_on_sigterm
+from harness import PROXY_VARS, Children, terminated_on_sigterm
 from release_http import http_figures
 from release_process import (
     EVENTS,
@@ -79,20 +79,6 @@ FIGURES = (
 )
 
 Round = dict[str, Taken]  # "old" and "new"
-
-
-def taking(taken: Taken, side: Side, keys: Sequence[str], measure: Callable[[], None]) -> None:
-    """Runs `measure`; when it cannot take its figures, those of `keys` it did not fill say
-    why (the whole message goes to stderr), and the round goes on."""
-    try:
-        measure()
-    except BenchError as exc:
-        print(f"{side.name}: {', '.join(keys)} not taken: {exc}", file=sys.stderr, flush=True)
-        lines = [line for line in str(exc).splitlines() if line.strip()] or ["(no message)"]
-        why = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1].strip()}"
-        for key in keys:
-            if key not in taken.values:
-                taken.missing[key] = why[:160]
 
 
 def one_side(
@@ -128,11 +114,11 @@ def one_side(
     def http() -> None:
         http_figures(children, side, work, args.approvals, args.storms, taken)
 
-    taking(taken, side, ("poll_us", "poll_ratio", "poll_paced"), poll)
-    taking(taken, side, ("idle_cpu", "idle_rss"), idling)
-    taking(taken, side, ("seven_rss",), sinks)
-    taking(taken, side, ("start_pyc", "start_src"), starts)
-    taking(taken, side, ("metrics_p99", "approve_p99", "probe_p99"), http)
+    taken.take(side.name, ("poll_us", "poll_ratio", "poll_paced"), poll)
+    taken.take(side.name, ("idle_cpu", "idle_rss"), idling)
+    taken.take(side.name, ("seven_rss",), sinks)
+    taken.take(side.name, ("start_pyc", "start_src"), starts)
+    taken.take(side.name, ("metrics_p99", "approve_p99", "probe_p99"), http)
     return taken
 
 

@@ -65,8 +65,9 @@ def http_config(directory: Path, sim: Simulator, port: int, probes: int | None) 
 def http_figures(
     children: Children, side: Side, work: Path, approvals: int, storms: int, taken: Taken
 ) -> None:
-    """Fills taken.values' metrics_p99, approve_p99 and probe_p99 (ms), in that order; a
-    figure that could not be taken raises BenchError, the ones before it kept."""
+    """Takes metrics_p99, approve_p99 and probe_p99 (ms) into `taken`, each on its own (one
+    that cannot be taken says why; the next is still tried); BenchError when the daemon
+    could not be started."""
     port, probes = free_port(), free_port()
     with ExitStack() as stack:
         sim = stack.enter_context(simulator())
@@ -85,21 +86,30 @@ def http_figures(
         def alive() -> None:
             check_alive(proc, log)
 
+        def metrics() -> None:
+            scrapes = idle_scrapes(port, IDLE_SCRAPES)
+            taken.values["metrics_p99"] = percentile(scrapes, 99) * 1000
+
+        def approve() -> None:
+            took = link_approvals(sim, port, directory / "events.jsonl", approvals, alive)
+            taken.values["approve_p99"] = percentile(took, 99) * 1000
+
+        def probe() -> None:
+            if probe_port is None:
+                taken.other_way["probe_p99"] = f"{side.name}: {TRAFFIC_ONLY}"
+            asked, answered = crowded_probes(port, probe_port, storms)
+            alive()
+            if not answered:
+                raise BenchError(f"none of the {asked} probes during the storms was answered")
+            taken.values["probe_p99"] = percentile(answered, 99) * 1000
+            if len(answered) < asked:
+                unanswered = f"{asked - len(answered)} of {asked} probes unanswered"
+                taken.notes["probe_p99"] = f"{side.name}: {unanswered} (not in the p99)"
+
         wait_for(lambda: healthy(port), 30, "/healthz", alive)
-        taken.values["metrics_p99"] = percentile(idle_scrapes(port, IDLE_SCRAPES), 99) * 1000
-        approve = link_approvals(sim, port, directory / "events.jsonl", approvals, alive)
-        taken.values["approve_p99"] = percentile(approve, 99) * 1000
-        if probe_port is None:
-            taken.other_way["probe_p99"] = f"{side.name}: {TRAFFIC_ONLY}"
-        asked, answered = crowded_probes(port, probe_port, storms)
-        alive()
-    if not answered:
-        raise BenchError(f"none of the {asked} probes during the storms was answered")
-    taken.values["probe_p99"] = percentile(answered, 99) * 1000
-    if len(answered) < asked:
-        taken.notes["probe_p99"] = (
-            f"{side.name}: {asked - len(answered)} of {asked} probes unanswered (not in p99)"
-        )
+        taken.take(side.name, ("metrics_p99",), metrics)
+        taken.take(side.name, ("approve_p99",), approve)
+        taken.take(side.name, ("probe_p99",), probe)
 
 
 def refused_probe_listen(log: Path) -> bool:

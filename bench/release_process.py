@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +62,19 @@ class Taken:
     missing: dict[str, str] = field(default_factory=dict)
     other_way: dict[str, str] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+
+    def take(self, side: str, keys: Sequence[str], measure: Callable[[], None]) -> None:
+        """Runs `measure`; when it cannot take its figures, those of `keys` it did not fill
+        say why (the whole message goes to stderr), and the round goes on."""
+        try:
+            measure()
+        except BenchError as exc:
+            print(f"{side}: {', '.join(keys)} not taken: {exc}", file=sys.stderr, flush=True)
+            lines = [line for line in str(exc).splitlines() if line.strip()] or ["(no message)"]
+            why = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1].strip()}"
+            for key in keys:
+                if key not in self.values:
+                    self.missing[key] = why[:160]
 
 
 @contextmanager
