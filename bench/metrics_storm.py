@@ -169,10 +169,12 @@ def _storm_child(pipe: Connection, port: int, count: int, seconds: float) -> Non
 
 
 class Prober:
-    """GET /livez every PROBE_EVERY on a fresh connection: (when asked, seconds or None)."""
+    """GET `path` (/livez) every PROBE_EVERY on a fresh connection: (when asked, seconds or
+    None)."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, path: str = "/livez") -> None:
         self._port = port
+        self._path = path
         self._stop = threading.Event()
         self.answers: list[tuple[float, float | None]] = []
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -195,7 +197,7 @@ class Prober:
         began = time.perf_counter()
         connection = http.client.HTTPConnection("127.0.0.1", self._port, timeout=5)
         try:
-            connection.request("GET", "/livez")
+            connection.request("GET", self._path)
             answer = connection.getresponse()
             answer.read()
         except OSError:
@@ -222,13 +224,7 @@ def measure(
         daemon = launch(children, LAUNCHER, mode, config_path, work / f"{mode}.log")
         wait_first_polls(daemon, sim)
         wait_for(lambda: healthy(port), 30, "/healthz", daemon.alive)
-        _one_scrape(port)  # the first scrape's imports and set-up are not the storm's
-        idle = []
-        for _ in range(IDLE_SCRAPES):
-            began = time.perf_counter()
-            _one_scrape(port)
-            idle.append(time.perf_counter() - began)
-            time.sleep(0.005)
+        idle = idle_scrapes(port, IDLE_SCRAPES)
         with Prober(probes) as prober:
             time.sleep(BEFORE)
             sim_began = sim.clock()
@@ -273,6 +269,19 @@ def measure(
     report.row("/livez asked / unanswered during", f"{len(during)} / {len(during) - len(answered)}")
     report.row("polls/s before", f"{len(before) / BEFORE:.1f}")
     report.row("polls/s during", f"{polls_during / took:.1f}")
+
+
+def idle_scrapes(port: int, count: int) -> list[float]:
+    """Seconds each of `count` GET /metrics took, one at a time, 5 ms apart, after one more
+    first (its imports and set-up are not a scrape's)."""
+    _one_scrape(port)
+    idle = []
+    for _ in range(count):
+        began = time.perf_counter()
+        _one_scrape(port)
+        idle.append(time.perf_counter() - began)
+        time.sleep(0.005)
+    return idle
 
 
 def _one_scrape(port: int) -> None:
