@@ -38,7 +38,7 @@ from sebridge.model.outlook import (
     starts_at,
 )
 from sebridge.model.readiness import VmReadiness, VmState
-from sebridge.store import HistoryEntry
+from sebridge.model.records import HistoryEntry
 
 pytestmark = pytest.mark.usefixtures("no_proxy")
 

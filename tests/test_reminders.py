@@ -20,7 +20,8 @@ from sebridge.kernel.errors import StoreError
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.model.approval import ApprovalState
 from sebridge.model.decision import ASK, Decision
-from sebridge.store import EventRecord, Store
+from sebridge.model.records import EventRecord
+from sebridge.store import Store
 
 T0 = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
 NOT_BEFORE = T0 + timedelta(minutes=15)

@@ -41,7 +41,8 @@ from sebridge.kernel.worker import Worker
 from sebridge.model import Transition, TransitionKind, outlook
 from sebridge.model.approval import ApprovalState
 from sebridge.model.decision import Decision
-from sebridge.store import ApprovalRecord, EventRecord, Store
+from sebridge.model.records import ApprovalRecord, EventRecord
+from sebridge.store import Store
 
 __all__ = ["CLAIM_LEASE", "RETRY_DELAY", "Carrier", "anyway_note"]
 

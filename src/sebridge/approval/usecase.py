@@ -24,7 +24,8 @@ from sebridge.model.approval import BY_APPROVAL, ApprovalState, Blocker, Outcome
 from sebridge.model.decision import Decision, offers_approval
 from sebridge.model.outlook import approve_command, ways_out_of
 from sebridge.model.readiness import HOLDING, VmReadiness, VmState
-from sebridge.store import ApprovalRecord, AuditEntry, EventRecord, Store
+from sebridge.model.records import ApprovalRecord, AuditEntry, EventRecord
+from sebridge.store import Store
 
 __all__ = ["DEFAULT_WAIT", "Approvals"]
 

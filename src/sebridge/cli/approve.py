@@ -26,7 +26,7 @@ from sebridge.config.loader import Config
 from sebridge.kernel.text import visible
 from sebridge.model.approval import ApprovalState, OutcomeKind
 from sebridge.model.outlook import ways_out, ways_out_of
-from sebridge.store import ApprovalRecord
+from sebridge.model.records import ApprovalRecord
 
 __all__ = ["approve"]
 

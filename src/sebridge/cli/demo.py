@@ -29,7 +29,8 @@ from sebridge.integrations.registry import load_config
 from sebridge.kernel.clock import utcnow
 from sebridge.model import EventType
 from sebridge.model.approval import OutcomeKind
-from sebridge.store import EventRecord, Store
+from sebridge.model.records import EventRecord
+from sebridge.store import Store
 
 __all__ = ["run_demo"]
 

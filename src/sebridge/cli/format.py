@@ -29,7 +29,8 @@ from sebridge.model.outlook import (
     until,
 )
 from sebridge.model.readiness import VmReadiness
-from sebridge.store import ApprovalRecord, AuditEntry, EventRecord, HistoryEntry, Store
+from sebridge.model.records import ApprovalRecord, AuditEntry, EventRecord, HistoryEntry
+from sebridge.store import Store
 from sebridge.store.codec import event_to_dict
 
 __all__ = [

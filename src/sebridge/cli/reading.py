@@ -24,7 +24,8 @@ from sebridge.kernel.text import visible
 from sebridge.model import ScheduledEvent
 from sebridge.model.outlook import not_ready
 from sebridge.model.readiness import VmReadiness
-from sebridge.store import EventRecord, Store
+from sebridge.model.records import EventRecord
+from sebridge.store import Store
 
 __all__ = ["events", "history"]
 

@@ -36,7 +36,7 @@ from sebridge.model import Transition, TransitionKind
 from sebridge.model.approval import Blocker
 from sebridge.model.decision import ASK, Decision
 from sebridge.model.leads import REMIND, Lead
-from sebridge.store import EventRecord
+from sebridge.model.records import EventRecord
 
 __all__ = ["ReminderStore", "Reminders"]
 

@@ -32,7 +32,8 @@ from sebridge.kernel.errors import StoreError
 from sebridge.kernel.redact import Masker
 from sebridge.kernel.worker import Worker
 from sebridge.model.approval import ApprovalState
-from sebridge.store import EventRecord, Store
+from sebridge.model.records import EventRecord
+from sebridge.store import Store
 
 if TYPE_CHECKING:
     from sebridge.hooks.attempt import Attempts

@@ -28,7 +28,7 @@ from sebridge.integrations.jira.client import JiraApi, jql_string
 from sebridge.integrations.jira.sink import LABEL, event_label
 from sebridge.kernel.errors import DeliveryError
 from sebridge.model.approval import OutcomeKind
-from sebridge.store import EventRecord
+from sebridge.model.records import EventRecord
 
 __all__ = ["VIA", "StatusWatcher", "actor_of"]
 
