@@ -30,7 +30,6 @@ from helpers import (
     wait_until,
     write_config,
 )
-from sebridge.approval.request import ApprovalRequest
 from sebridge.cli.runtime import build_runner
 from sebridge.config.core import HEARTBEAT_SECONDS
 from sebridge.config.loader import from_mapping
@@ -41,6 +40,7 @@ from sebridge.integrations.jsonl.sink import record
 from sebridge.integrations.registry import config_from_mapping
 from sebridge.kernel.clock import utcnow
 from sebridge.model.approval import ApprovalState, OutcomeKind
+from sebridge.model.approval_request import ApprovalRequest
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
 from sebridge.store.store import HEARTBEAT

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from helpers import ListSink, wait_until
-from sebridge.approval.request import ApprovalRequest
 from sebridge.config.loader import from_mapping
 from sebridge.engine.daemon import Daemon
 from sebridge.hooks.words import hook_news
@@ -27,6 +26,7 @@ from sebridge.integrations.jsonl.sink import record
 from sebridge.kernel.clock import utcnow
 from sebridge.kernel.errors import StoreError
 from sebridge.model.approval import ApprovalState, OutcomeKind
+from sebridge.model.approval_request import ApprovalRequest
 from sebridge.model.leads import REMIND, REMIND_AFTER, Lead
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store

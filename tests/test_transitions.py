@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from helpers import ListSink, run_cli
-from sebridge.approval.request import ApprovalRequest
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping, wanted
 from sebridge.kernel.errors import ConfigError
+from sebridge.model.approval_request import ApprovalRequest
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
 

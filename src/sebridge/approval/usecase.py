@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 
 from sebridge.approval.carrier import Carrier
 from sebridge.approval.counts import NOT_COUNTED, ApprovalCounts
-from sebridge.approval.request import ApprovalRequest, Outcome
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Approval, Transition, TransitionKind
 from sebridge.model.approval import BY_APPROVAL, ApprovalState, Blocker, OutcomeKind
+from sebridge.model.approval_request import ApprovalRequest, Outcome
 from sebridge.model.decision import Decision, offers_approval
 from sebridge.model.outlook import approve_command, ways_out_of
 from sebridge.model.readiness import HOLDING, VmReadiness, VmState

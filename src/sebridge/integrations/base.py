@@ -32,10 +32,10 @@ from sebridge.engine.services import Job, Service
 from sebridge.model.kinds import EVERY_STEP
 
 if TYPE_CHECKING:
-    from sebridge.approval.request import ApprovalRequest, Outcome
     from sebridge.config.reader import Reader
     from sebridge.integrations.render import Renderer
     from sebridge.kernel.wsgi import WsgiApp
+    from sebridge.model.approval_request import ApprovalRequest, Outcome
     from sebridge.model.message import Sink
     from sebridge.model.records import EventRecord
 

@@ -27,7 +27,6 @@ from urllib.parse import parse_qs
 
 import jinja2
 
-from sebridge.approval.request import ApprovalRequest, Outcome
 from sebridge.approval.usecase import DEFAULT_WAIT
 from sebridge.hooks.words import last_lines
 from sebridge.integrations.render import Renderer
@@ -42,6 +41,7 @@ from sebridge.model.approval import (
     anyway_offered,
     would_hold,
 )
+from sebridge.model.approval_request import ApprovalRequest, Outcome
 from sebridge.model.decision import offers_anyway
 from sebridge.model.outlook import (
     decider,
