@@ -314,8 +314,8 @@ def _adopt_orphans(runner: Runner) -> None:
     """What hooks leave behind comes back to `run` (a child subreaper; in a container
     perhaps PID 1 itself) and is reaped on a timer as well as after each hook run
     (hooks/reaper.py). Imported here: a daemon without hooks, not PID 1, loads none of it."""
-    from sebridge.engine.services import Job
     from sebridge.hooks.reaper import REAP_EVERY, REAPER, become_subreaper
+    from sebridge.model.services import Job
 
     def reap() -> None:
         REAPER.reap()

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TextIO, TypeVar, cast
 
-from sebridge.engine.services import Job, Service
 from sebridge.model.kinds import EVERY_STEP
+from sebridge.model.services import Job, Service
 
 if TYPE_CHECKING:
     from sebridge.config.reader import Reader
