@@ -38,10 +38,11 @@ from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ImdsError, ImdsRequestError, ImdsTimeoutError, StoreError
 from sebridge.kernel.worker import Worker
-from sebridge.model import Transition, TransitionKind, outlook
+from sebridge.model import Transition, TransitionKind
 from sebridge.model.approval import ApprovalState
 from sebridge.model.decision import Decision
 from sebridge.model.records import ApprovalRecord, EventRecord
+from sebridge.model.wording import outlook
 from sebridge.store import Store
 
 __all__ = ["CLAIM_LEASE", "RETRY_DELAY", "Carrier", "anyway_note"]

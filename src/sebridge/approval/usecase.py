@@ -22,9 +22,9 @@ from sebridge.model import Approval, Transition, TransitionKind
 from sebridge.model.approval import BY_APPROVAL, ApprovalState, Blocker, OutcomeKind
 from sebridge.model.approval_request import ApprovalRequest, Outcome
 from sebridge.model.decision import Decision, offers_approval
-from sebridge.model.outlook import approve_command, ways_out_of
 from sebridge.model.readiness import HOLDING, VmReadiness, VmState
 from sebridge.model.records import ApprovalRecord, AuditEntry, EventRecord
+from sebridge.model.wording.outlook import approve_command, ways_out_of
 from sebridge.store import Store
 
 __all__ = ["DEFAULT_WAIT", "Approvals"]

@@ -25,8 +25,8 @@ from sebridge.config.loader import Config
 from sebridge.kernel.text import visible
 from sebridge.model.approval import ApprovalState, OutcomeKind
 from sebridge.model.approval_request import ApprovalRequest, Outcome
-from sebridge.model.outlook import ways_out, ways_out_of
 from sebridge.model.records import ApprovalRecord
+from sebridge.model.wording.outlook import ways_out, ways_out_of
 
 __all__ = ["approve"]
 
