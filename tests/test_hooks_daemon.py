@@ -19,7 +19,6 @@ import pytest
 from helpers import ListSink, wait_until
 from sebridge.config.loader import from_mapping
 from sebridge.engine.daemon import Daemon
-from sebridge.hooks.words import hook_news
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.jsonl.sink import record
@@ -28,6 +27,7 @@ from sebridge.kernel.errors import StoreError
 from sebridge.model.approval import ApprovalState, OutcomeKind
 from sebridge.model.approval_request import ApprovalRequest
 from sebridge.model.leads import REMIND, REMIND_AFTER, Lead
+from sebridge.model.wording.hooks import hook_news
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
 

@@ -13,13 +13,13 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any, TextIO
 
-from sebridge.hooks.words import hook_news
 from sebridge.kernel.text import visible
 from sebridge.model import TransitionKind
 from sebridge.model.approval import Blocker, would_hold
 from sebridge.model.decision import offers_approval
 from sebridge.model.readiness import VmReadiness
 from sebridge.model.records import ApprovalRecord, AuditEntry, EventRecord, HistoryEntry
+from sebridge.model.wording.hooks import hook_news
 from sebridge.model.wording.outlook import (
     Outlook,
     approve_command,

@@ -17,11 +17,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sebridge.hooks.words import hook_news
 from sebridge.kernel.errors import PermanentDeliveryError
 from sebridge.model import Transition
 from sebridge.model.leads import unreachable_line
 from sebridge.model.title import title, title_vms
+from sebridge.model.wording.hooks import hook_news
 from sebridge.model.wording.outlook import (
     anyway_command,
     approve_command,

@@ -28,7 +28,6 @@ from urllib.parse import parse_qs
 import jinja2
 
 from sebridge.approval.usecase import DEFAULT_WAIT
-from sebridge.hooks.words import last_lines
 from sebridge.integrations.render import Renderer
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ConfigError
@@ -45,6 +44,7 @@ from sebridge.model.approval_request import ApprovalRequest, Outcome
 from sebridge.model.decision import offers_anyway
 from sebridge.model.readiness import VmReadiness, VmState
 from sebridge.model.records import EventRecord
+from sebridge.model.wording.hooks import last_lines
 from sebridge.model.wording.outlook import (
     decider,
     not_ready,

@@ -1,6 +1,6 @@
 """The sentences a person reads, in one wording for every sink, the page and the CLI.
 
 Each sink escapes them its own way. `outlook.py`: what happens next to an
-event, who decided, the ways out of a hold. See docs/ARCHITECTURE.md, "What
-happens next".
+event, who decided, the ways out of a hold; `hooks.py`: what a hook's
+transitions say. See docs/ARCHITECTURE.md, "What happens next".
 """
