@@ -2,5 +2,8 @@
 
 Each sink escapes them its own way. `outlook.py`: what happens next to an
 event, who decided, the ways out of a hold; `hooks.py`: what a hook's
-transitions say. See docs/ARCHITECTURE.md, "What happens next".
+transitions say; `approvals.py`: what became of an approval, and why one was
+refused. integrations/samples.py stays with the integrations: it holds sample
+messages to check templates with, not wording. See docs/ARCHITECTURE.md, "What
+happens next".
 """
