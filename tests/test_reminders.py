@@ -20,6 +20,7 @@ from sebridge.kernel.errors import StoreError
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.model.approval import ApprovalState
 from sebridge.model.decision import ASK, Decision
+from sebridge.model.leads import REMIND, REMIND_AFTER, Lead, lead_due
 from sebridge.model.records import EventRecord
 from sebridge.store import Store
 
@@ -170,3 +171,27 @@ def test_only_a_held_approval_is_reminded_of(store: Store, state: str, reminded:
     assert reminders.round(AT_LEAD) == int(reminded)
     said = [h.transition for h in store.history() if h.transition.kind == TransitionKind.REMINDER]
     assert [(t.remind_before, t.while_held) for t in said] == ([(LEAD, True)] if reminded else [])
+
+
+_LEADS = (Lead(REMIND, 600), Lead(REMIND, 300), Lead(REMIND_AFTER, 120))
+
+
+@pytest.mark.parametrize(
+    ("since", "now", "due", "coming"),
+    [
+        # Not reminded of now (approved, carried out): nothing is due, nothing comes.
+        (None, T0 + timedelta(minutes=5), None, None),
+        # NotBefore came: Azure starts it, reminders end.
+        (T0, NOT_BEFORE, None, None),
+        # Before any lead: the first to come is remind_after's (T0 + 2 min).
+        (T0, T0 + timedelta(minutes=1), None, T0 + timedelta(minutes=2)),
+        # Two passed (2 min after, 600 s before): the latest is said, 300 s before comes.
+        (T0, T0 + timedelta(minutes=6), Lead(REMIND, 600), AT_LEAD),
+        # Held at minute 6: the leads passed before were said by the hold, none is due.
+        (T0 + timedelta(minutes=6), T0 + timedelta(minutes=6), None, AT_LEAD),
+    ],
+)
+def test_the_due_lead_is_the_latest_passed_since_reminding_began(
+    since: datetime | None, now: datetime, due: Lead | None, coming: datetime | None
+) -> None:
+    assert lead_due(_LEADS, NOT_BEFORE, T0, since, now) == (due, coming)
