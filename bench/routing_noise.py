@@ -115,7 +115,7 @@ def scenario(dsn: str, work: Path, action: str = "ask") -> dict[str, list[str]]:
                 for d in daemons:
                     d.tick()
                 for d in daemons:
-                    d.hooks.worker.round()
+                    d.hooks.worker.run_due()
                 for d in daemons:
                     d.carrier.wake()
 

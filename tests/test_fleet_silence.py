@@ -245,9 +245,9 @@ def test_an_agent_that_goes_quiet_while_awaited_holds_at_its_beat_plus_silent_af
     approval = vm0.store.approval(event_id)
     assert approval is not None and approval.state == ApprovalState.WAITING
     assert approval.last_error == "waiting for prepare hooks: vm2: waiting (drain not started)"
-    assert vm0.carrier.round() == t0 + 2 * HEARTBEAT  # when vm2 turns silent
+    assert vm0.carrier.carry_out_due() == t0 + 2 * HEARTBEAT  # when vm2 turns silent
     now[0] = t0 + 2 * HEARTBEAT
-    vm0.carrier.round()
+    vm0.carrier.carry_out_due()
     vm0.dispatcher.deliver_due("list")
     assert sim.start_requests == []
     (held,) = sink.of(event_id, "held")

@@ -78,14 +78,14 @@ def test_a_store_error_at_the_lead_is_tried_again_at_the_next_tick(store: Store)
     flaky = Flaky(store)
     reminders = Reminders(flaky, lambda action: ["list"])
     assert reminders.due(T0)  # at start: looks once
-    reminders.round(T0)
+    reminders.record_due(T0)
     assert reminders_in(store) == [] and not reminders.due(T0)  # the lead is still to come
     flaky.fail = 1
     for tick in range(3):  # three ticks at the lead; the first one's read fails
         now = AT_LEAD + timedelta(seconds=tick)
         if reminders.due(now):
             with contextlib.suppress(StoreError):  # the tick says the store is away
-                reminders.round(now)
+                reminders.record_due(now)
     assert flaky.failed == 1
     assert reminders_in(store) == [LEAD]
 
@@ -128,15 +128,15 @@ def test_a_store_error_at_a_remind_after_lead_delays_it_once(store: Store) -> No
     )
     flaky = Flaky(store)
     reminders = Reminders(flaky, lambda action: ["list"])
-    reminders.round(T0)
+    reminders.record_due(T0)
     at_lead = T0 + timedelta(seconds=120)
     flaky.fail = 2
     for now in (at_lead, at_lead + timedelta(seconds=1)):  # the store is away at the lead
         assert reminders.due(now)
         with pytest.raises(StoreError):
-            reminders.round(now)
+            reminders.record_due(now)
     later = at_lead + timedelta(seconds=90)  # back: said late, once
-    assert reminders.due(later) and reminders.round(later) == 1
+    assert reminders.due(later) and reminders.record_due(later) == 1
     assert not reminders.due(later + timedelta(seconds=1))
     said = [h.transition for h in store.history() if h.transition.kind == TransitionKind.REMINDER]
     assert [(t.event_id, t.remind_after, t.remind_before, t.at) for t in said] == [
@@ -168,7 +168,7 @@ def test_only_a_held_approval_is_reminded_of(store: Store, state: str, reminded:
         (state, held_at.isoformat(), "E1"),
     )
     reminders = Reminders(store, lambda action: ["list"])
-    assert reminders.round(AT_LEAD) == int(reminded)
+    assert reminders.record_due(AT_LEAD) == int(reminded)
     said = [h.transition for h in store.history() if h.transition.kind == TransitionKind.REMINDER]
     assert [(t.remind_before, t.while_held) for t in said] == ([(LEAD, True)] if reminded else [])
 

@@ -118,7 +118,7 @@ class Reminders:
         access). With it, never: the worker keeps its own time."""
         return not self._worker.started and self._next is not None and now >= self._next
 
-    def round(self, now: datetime) -> int:
+    def record_due(self, now: datetime) -> int:
         """Record every reminder whose lead has come; returns how many were new. Raises
         StoreError, having changed nothing it would need to try again."""
         upcoming: datetime | None = None
@@ -155,5 +155,5 @@ class Reminders:
 
     def _look(self) -> datetime | None:
         """One round on our thread; the next lead is when the next is due."""
-        self.round(self._clock())
+        self.record_due(self._clock())
         return self._next
