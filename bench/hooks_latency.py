@@ -28,13 +28,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import ms, percentile
-from sebridge.approval.request import ApprovalRequest
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping
 from sebridge.kernel.redact import Masker
 from sebridge.model import TransitionKind
+from sebridge.model.approval_request import ApprovalRequest
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
 

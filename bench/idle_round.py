@@ -16,8 +16,8 @@ Then, on a Daemon built over each store (no threads: each part runs on this one)
 of each part a periodic round makes when there is nothing to do:
 
 - carrier round (Carrier.wake: the open-approval checks, before and after the claim);
-- hook-worker round (HookWorker.round, one hook configured that no event's rule names);
-- reminders round (Reminders.round);
+- hook-worker round (HookWorker.run_due, one hook configured that no event's rule names);
+- reminders round (Reminders.record_due);
 - the Jira watcher's search of approvable events (Approvals.open_events: no Jira call);
 - the dispatcher's claim of a sink's due rows, and its next_due;
 - the heartbeat (Store.heartbeat) and the health probe's write;
@@ -199,8 +199,8 @@ def rig(url: str, past: int, now: datetime, *, vacuum: bool = True) -> Rig:
 
 PARTS: tuple[tuple[str, Callable[[Rig, datetime], object]], ...] = (
     ("carrier round", lambda r, now: r.daemon.carrier.wake()),
-    ("hook-worker round", lambda r, now: r.daemon.hooks.worker.round()),
-    ("reminders round", lambda r, now: r.daemon.reminders.round(now)),
+    ("hook-worker round", lambda r, now: r.daemon.hooks.worker.run_due()),
+    ("reminders round", lambda r, now: r.daemon.reminders.record_due(now)),
     ("Jira: open events", lambda r, now: r.daemon.approvals.open_events()),
     ("dispatcher claim", lambda r, now: r.store.outbox.claim("jsonl", now, now + LEASE)),
     ("dispatcher next_due", lambda r, now: r.store.outbox.next_due("jsonl")),

@@ -41,10 +41,10 @@ def scenario(dsn: str, work: Path, action: str = "ask") -> dict[str, list[str]]:
     action "approve": the rule approves (after the drains) instead of alice."""
     import psycopg
 
-    from sebridge.approval.request import ApprovalRequest
     from sebridge.cli.runtime import build_daemon
     from sebridge.imds.simulator import Simulator
     from sebridge.integrations.registry import config_from_mapping
+    from sebridge.model.approval_request import ApprovalRequest
 
     database = f"sebridge_noise_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(dsn, autocommit=True) as admin:
@@ -115,7 +115,7 @@ def scenario(dsn: str, work: Path, action: str = "ask") -> dict[str, list[str]]:
                 for d in daemons:
                     d.tick()
                 for d in daemons:
-                    d.hooks.worker.round()
+                    d.hooks.worker.run_due()
                 for d in daemons:
                     d.carrier.wake()
 

@@ -31,7 +31,6 @@ from rigs.slack import SlackRig
 from rigs.teams import TeamsRig
 from sebridge.approval.assembly import assemble
 from sebridge.approval.gate import GateAnswer
-from sebridge.approval.request import ApprovalRequest
 from sebridge.approval.usecase import Approvals
 from sebridge.engine.dispatch import Dispatcher
 from sebridge.imds import ImdsClient
@@ -39,6 +38,7 @@ from sebridge.imds.simulator import Simulator
 from sebridge.integrations.render import Renderer
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.model.approval import Blocker
+from sebridge.model.approval_request import ApprovalRequest
 from sebridge.model.diff import diff
 from sebridge.store import Store
 from sebridge.web.approval_page import PREFIX, ApprovalPage

@@ -16,11 +16,11 @@ from contextlib import ExitStack
 
 import pytest
 
-from sebridge.approval.request import ApprovalRequest, Outcome
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
 from sebridge.model.approval import OutcomeKind
+from sebridge.model.approval_request import ApprovalRequest, Outcome
 from sebridge.store import Store
 
 ROUNDS = 8

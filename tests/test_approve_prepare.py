@@ -94,5 +94,5 @@ def test_approve_exits_4_while_held_and_anyway_carries_it_out(
     assert code == 0, err
     assert "Approval by bob not carried out: waiting for prepare hooks" in out
     assert "already approved by alice" in out  # carol's refused attempt
-    # Who approved anyway said once, then the VMs not ready (model/outlook.py: approved_as).
+    # Who approved anyway said once, then the VMs not ready (model/wording/outlook.py: approved_as).
     assert f"{event_id} anyway by bob via cli: Not ready: vm0: waiting (drain not started)" in out

@@ -20,7 +20,6 @@ from tests.fakes.slack import FakeSlack
 from tests.fakes.teams import FakeTeams
 
 from helpers import ListSink
-from sebridge.approval.request import ApprovalRequest
 from sebridge.cli import reading
 from sebridge.config.loader import from_mapping
 from sebridge.config.secrets import Secret
@@ -35,6 +34,7 @@ from sebridge.integrations.render import Renderer
 from sebridge.integrations.slack.sink import SlackSink, build_slack_client
 from sebridge.integrations.teams.sink import TeamsSink
 from sebridge.model.approval import OutcomeKind
+from sebridge.model.approval_request import ApprovalRequest
 from test_hooks_daemon import MakeDaemon, make_daemon, tick
 
 __all__ = ["make_daemon"]  # the fixture, imported for pytest

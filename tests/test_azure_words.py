@@ -16,11 +16,11 @@ from pathlib import Path
 from tests.fakes.slack import FakeSlack
 from tests.fakes.teams import FakeTeams
 
-from sebridge.approval.request import ApprovalRequest
 from sebridge.engine.daemon import Daemon
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.render import BUILTIN_TEMPLATES
 from sebridge.model.approval import OutcomeKind
+from sebridge.model.approval_request import ApprovalRequest
 from test_held_words import Channels, daemon, fakes, tick
 
 __all__ = ["daemon", "fakes"]  # the fixtures of test_held_words.py, used here

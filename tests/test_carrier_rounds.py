@@ -20,7 +20,8 @@ from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
 from sebridge.kernel.errors import StoreError
 from sebridge.model import Approval
-from sebridge.store import EventRecord, Store
+from sebridge.model.records import EventRecord
+from sebridge.store import Store
 
 T0 = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
 

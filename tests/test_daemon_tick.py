@@ -12,13 +12,13 @@ from datetime import UTC, datetime
 import pytest
 
 from helpers import ListSink, wait_until
-from sebridge.approval.request import ApprovalRequest
 from sebridge.config.core import PolicyConfig
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
 from sebridge.model import Approval
 from sebridge.model.approval import OutcomeKind
+from sebridge.model.approval_request import ApprovalRequest
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
 

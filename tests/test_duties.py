@@ -15,7 +15,7 @@ import pytest
 
 import pg
 from helpers import wait_until
-from sebridge.engine.services import SingleHolder
+from sebridge.model.services import SingleHolder
 from sebridge.store import Store
 from sebridge.store.duties import Duties
 from sebridge.store.pg_duties import AdvisoryDuties

@@ -30,7 +30,6 @@ from helpers import (
     wait_until,
     write_config,
 )
-from sebridge.approval.request import ApprovalRequest
 from sebridge.cli.runtime import build_runner
 from sebridge.config.core import HEARTBEAT_SECONDS
 from sebridge.config.loader import from_mapping
@@ -41,6 +40,7 @@ from sebridge.integrations.jsonl.sink import record
 from sebridge.integrations.registry import config_from_mapping
 from sebridge.kernel.clock import utcnow
 from sebridge.model.approval import ApprovalState, OutcomeKind
+from sebridge.model.approval_request import ApprovalRequest
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
 from sebridge.store.store import HEARTBEAT
@@ -245,9 +245,9 @@ def test_an_agent_that_goes_quiet_while_awaited_holds_at_its_beat_plus_silent_af
     approval = vm0.store.approval(event_id)
     assert approval is not None and approval.state == ApprovalState.WAITING
     assert approval.last_error == "waiting for prepare hooks: vm2: waiting (drain not started)"
-    assert vm0.carrier.round() == t0 + 2 * HEARTBEAT  # when vm2 turns silent
+    assert vm0.carrier.carry_out_due() == t0 + 2 * HEARTBEAT  # when vm2 turns silent
     now[0] = t0 + 2 * HEARTBEAT
-    vm0.carrier.round()
+    vm0.carrier.carry_out_due()
     vm0.dispatcher.deliver_due("list")
     assert sim.start_requests == []
     (held,) = sink.of(event_id, "held")

@@ -21,7 +21,7 @@ import pg
 from sebridge.cli.runtime import build_daemon, build_imds
 from sebridge.engine.daemon import Daemon
 from sebridge.engine.health import Health, store_probe
-from sebridge.engine.readiness import Readiness, imds_probe
+from sebridge.engine.readyz import ReadyCheck, imds_probe
 from sebridge.engine.runner import Runner
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping
@@ -162,7 +162,7 @@ def test_a_store_that_refuses_writes_is_503_at_the_first_probe_after(
     clock = Clock()
     probe = store_probe(runner, clock)
     health = Health(runner, poll_interval=1.0, store=probe)
-    ready = Readiness(runner, store=probe)
+    ready = ReadyCheck(runner, store=probe)
     assert health.report()[0] == 200 and ready.report()[0] == 200
     refuse_writes(daemon, store_url, relay)
     clock.now += 2.1
@@ -207,7 +207,7 @@ def test_a_frozen_or_locked_store_is_503_once_the_probe_waited_two_seconds(
     clock = Clock()
     probe = store_probe(runner, clock)
     health = Health(runner, poll_interval=1.0, store=probe)
-    ready = Readiness(runner, store=probe)
+    ready = ReadyCheck(runner, store=probe)
     assert health.report()[0] == 200
     freeze(daemon, store_url)
     clock.now += 2.1  # a new write: it hangs
@@ -228,7 +228,7 @@ def test_readyz_says_an_imds_that_fails(
     _daemon, runner = running(store_url)
     clock = Clock()
     config = config_for(store_url, sim.url)
-    ready = Readiness(runner, imds_probe(lambda: build_imds(config, timeout=5.0), clock))
+    ready = ReadyCheck(runner, imds_probe(lambda: build_imds(config, timeout=5.0), clock))
     assert ready.report() == (200, {"ready": True})
     sim.inject("500", count=1_000)
     clock.now += 2.1
@@ -247,7 +247,7 @@ def test_readyz_says_an_imds_that_cannot_be_reached(
     _daemon, runner = running(store_url)
     clock = Clock()
     config = config_for(store_url, sim.url)
-    ready = Readiness(runner, imds_probe(lambda: build_imds(config, timeout=5.0), clock))
+    ready = ReadyCheck(runner, imds_probe(lambda: build_imds(config, timeout=5.0), clock))
     assert ready.report() == (200, {"ready": True})
     sim.stop()  # nothing listens on its port any more
     clock.now += 2.1
@@ -265,7 +265,7 @@ def test_readyz_says_an_imds_that_hangs_once_the_probe_waited_two_seconds(
     _daemon, runner = running(store_url)
     clock = Clock()
     config = config_for(store_url, sim.url)
-    ready = Readiness(runner, imds_probe(lambda: build_imds(config, timeout=5.0), clock))
+    ready = ReadyCheck(runner, imds_probe(lambda: build_imds(config, timeout=5.0), clock))
     assert ready.report() == (200, {"ready": True})
     sim.inject("hang", count=1, seconds=4.0)
     clock.now += 2.1  # a new GET: it hangs

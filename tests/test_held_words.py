@@ -25,7 +25,6 @@ from tests.fakes.slack import FakeSlack
 from tests.fakes.teams import FakeTeams
 
 from helpers import cli_main, write_config
-from sebridge.approval.request import ApprovalRequest
 from sebridge.config.loader import from_mapping
 from sebridge.config.secrets import Secret
 from sebridge.engine.daemon import Daemon
@@ -41,6 +40,7 @@ from sebridge.integrations.slack.sink import SlackSink, build_slack_client
 from sebridge.integrations.teams.sink import TeamsSink
 from sebridge.kernel.clock import utcnow
 from sebridge.model.approval import OutcomeKind
+from sebridge.model.approval_request import ApprovalRequest
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
 from sebridge.web.links import LinkSigner, approval_link

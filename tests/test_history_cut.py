@@ -14,7 +14,8 @@ from sebridge.cli import main as cli
 from sebridge.cli import reading
 from sebridge.config.loader import from_mapping
 from sebridge.model import Document, ScheduledEvent, Transition, TransitionKind
-from sebridge.store import AuditEntry, Store
+from sebridge.model.records import AuditEntry
+from sebridge.store import Store
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 

@@ -17,17 +17,17 @@ from typing import Any
 import pytest
 
 from helpers import ListSink, wait_until
-from sebridge.approval.request import ApprovalRequest
 from sebridge.config.loader import from_mapping
 from sebridge.engine.daemon import Daemon
-from sebridge.hooks.words import hook_news
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.jsonl.sink import record
 from sebridge.kernel.clock import utcnow
 from sebridge.kernel.errors import StoreError
 from sebridge.model.approval import ApprovalState, OutcomeKind
+from sebridge.model.approval_request import ApprovalRequest
 from sebridge.model.leads import REMIND, REMIND_AFTER, Lead
+from sebridge.model.wording.hooks import hook_news
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
 
@@ -512,7 +512,7 @@ def test_a_fleet_posts_once_every_listed_vm_with_an_agent_is_ready(
     vm2.tick()
     outcome = vm0.approvals.request(ApprovalRequest(event_id, "U1", "slack"), wait=1.0)
     assert outcome.kind == OutcomeKind.HELD
-    vm0.hooks.worker.round()  # vm0 is ready; vm2 has not prepared yet
+    vm0.hooks.worker.run_due()  # vm0 is ready; vm2 has not prepared yet
     vm0.carrier.wake()
     assert sim.start_requests == []
     lines = [v.line() for v in vm0.hooks.shown(event_id)[0]]
@@ -521,7 +521,7 @@ def test_a_fleet_posts_once_every_listed_vm_with_an_agent_is_ready(
         "vm2: waiting (check not started)",
         "vm9: no agent: sebridge cannot drain it",
     ]
-    vm2.hooks.worker.round()
+    vm2.hooks.worker.run_due()
     vm0.carrier.wake()
     assert sim.start_requests == [event_id]
     assert sorted(ran(tmp_path)) == ["check:prepare:vm0", "check:prepare:vm2"]
@@ -537,7 +537,7 @@ def test_one_failed_vm_holds_the_fleets_approval(
     vm1.tick()  # vm1's hook fails at once (the policy approved)
     vm0.tick()
     for d in (vm0, vm1, vm0):
-        d.hooks.worker.round()
+        d.hooks.worker.run_due()
         d.carrier.wake()
     vm0.dispatcher.deliver_due("list")
     assert sim.start_requests == []

@@ -130,7 +130,7 @@ def test_an_agent_that_dies_mid_hook_is_waited_for_until_its_timeout_plus_the_ma
     assert approval.approval.state == ApprovalState.WAITING
     assert line in str(approval.approval.last_error)
     # The carrier's next round is due at the bound, not at the next heartbeat.
-    assert vm0.carrier.round() == until
+    assert vm0.carrier.carry_out_due() == until
 
     clock.at(until - timedelta(seconds=1))
     look(vm0)

@@ -16,7 +16,6 @@ from fakes.imds_fixture import FixtureImds
 from rigs.jira import JiraRig
 from rigs.slack import SlackRig
 from rigs.teams import TeamsRig
-from sebridge.approval.request import ApprovalRequest
 from sebridge.cli.runtime import build_daemon
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
@@ -27,6 +26,7 @@ from sebridge.imds.unreadable import stand_in_id
 from sebridge.integrations.registry import config_from_mapping as from_mapping
 from sebridge.kernel.errors import MalformedDocumentError
 from sebridge.model.approval import OutcomeKind
+from sebridge.model.approval_request import ApprovalRequest
 
 HOSTILE = "Host\ud800 update\x1b[2J\x07\x00 \u202eexe.txt\nINFO forged line"
 

@@ -1,4 +1,4 @@
-"""What happens next, and who did what, in one wording (model/outlook.py), and how each
+"""What happens next, and who did what, in one wording (model/wording/outlook.py), and how each
 channel says it: the console's line, the JSON line, and what the fake Slack, Teams and Jira
 received. A held event's reminder says held, why, when Azure starts it anyway and the ways
 out, never "nobody has approved it yet", and offers no approval (issue 22, finding 2 and
@@ -28,7 +28,9 @@ from sebridge.integrations.slack.sink import SlackSink, build_slack_client
 from sebridge.integrations.teams.sink import TeamsSink
 from sebridge.model import HookRun, ScheduledEvent, Transition
 from sebridge.model.message import Message
-from sebridge.model.outlook import (
+from sebridge.model.readiness import VmReadiness, VmState
+from sebridge.model.records import HistoryEntry
+from sebridge.model.wording.outlook import (
     anyway_command,
     anyway_note,
     approve_command,
@@ -37,8 +39,6 @@ from sebridge.model.outlook import (
     outlook,
     starts_at,
 )
-from sebridge.model.readiness import VmReadiness, VmState
-from sebridge.store import HistoryEntry
 
 pytestmark = pytest.mark.usefixtures("no_proxy")
 

@@ -29,7 +29,8 @@ from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
 from sebridge.model import Approval, Document, Receipt, ScheduledEvent, Transition, TransitionKind
 from sebridge.model.message import Message
-from sebridge.store import Delivery, Store
+from sebridge.model.records import Delivery
+from sebridge.store import Store
 from sebridge.web.metrics_export import registry_of
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

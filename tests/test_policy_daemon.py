@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from helpers import ListSink
-from sebridge.approval.request import ApprovalRequest
 from sebridge.config.loader import from_mapping
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
 from sebridge.model.approval import OutcomeKind
+from sebridge.model.approval_request import ApprovalRequest
 from sebridge.model.decision import Decision
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store

@@ -31,13 +31,13 @@ from fakes.teams import FakeTeams
 from fakes.webhook import FakeWebhook
 from helpers import cli_main, wait_until, write_config
 from rigs.webhook import new_key
-from sebridge.approval.request import ApprovalRequest
 from sebridge.cli.runtime import build_runner
 from sebridge.engine.daemon import Daemon
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.jira.watcher import StatusWatcher
 from sebridge.integrations.registry import config_from_mapping
 from sebridge.model.approval import OutcomeKind, would_hold
+from sebridge.model.approval_request import ApprovalRequest
 from sebridge.model.readiness import VmReadiness, VmState
 from sebridge.web.links import LinkSigner, approval_link
 from sebridge.web.server import HttpServer

@@ -20,7 +20,9 @@ from sebridge.kernel.errors import StoreError
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.model.approval import ApprovalState
 from sebridge.model.decision import ASK, Decision
-from sebridge.store import EventRecord, Store
+from sebridge.model.leads import REMIND, REMIND_AFTER, Lead, lead_due
+from sebridge.model.records import EventRecord
+from sebridge.store import Store
 
 T0 = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
 NOT_BEFORE = T0 + timedelta(minutes=15)
@@ -76,14 +78,14 @@ def test_a_store_error_at_the_lead_is_tried_again_at_the_next_tick(store: Store)
     flaky = Flaky(store)
     reminders = Reminders(flaky, lambda action: ["list"])
     assert reminders.due(T0)  # at start: looks once
-    reminders.round(T0)
+    reminders.record_due(T0)
     assert reminders_in(store) == [] and not reminders.due(T0)  # the lead is still to come
     flaky.fail = 1
     for tick in range(3):  # three ticks at the lead; the first one's read fails
         now = AT_LEAD + timedelta(seconds=tick)
         if reminders.due(now):
             with contextlib.suppress(StoreError):  # the tick says the store is away
-                reminders.round(now)
+                reminders.record_due(now)
     assert flaky.failed == 1
     assert reminders_in(store) == [LEAD]
 
@@ -126,15 +128,15 @@ def test_a_store_error_at_a_remind_after_lead_delays_it_once(store: Store) -> No
     )
     flaky = Flaky(store)
     reminders = Reminders(flaky, lambda action: ["list"])
-    reminders.round(T0)
+    reminders.record_due(T0)
     at_lead = T0 + timedelta(seconds=120)
     flaky.fail = 2
     for now in (at_lead, at_lead + timedelta(seconds=1)):  # the store is away at the lead
         assert reminders.due(now)
         with pytest.raises(StoreError):
-            reminders.round(now)
+            reminders.record_due(now)
     later = at_lead + timedelta(seconds=90)  # back: said late, once
-    assert reminders.due(later) and reminders.round(later) == 1
+    assert reminders.due(later) and reminders.record_due(later) == 1
     assert not reminders.due(later + timedelta(seconds=1))
     said = [h.transition for h in store.history() if h.transition.kind == TransitionKind.REMINDER]
     assert [(t.event_id, t.remind_after, t.remind_before, t.at) for t in said] == [
@@ -166,6 +168,30 @@ def test_only_a_held_approval_is_reminded_of(store: Store, state: str, reminded:
         (state, held_at.isoformat(), "E1"),
     )
     reminders = Reminders(store, lambda action: ["list"])
-    assert reminders.round(AT_LEAD) == int(reminded)
+    assert reminders.record_due(AT_LEAD) == int(reminded)
     said = [h.transition for h in store.history() if h.transition.kind == TransitionKind.REMINDER]
     assert [(t.remind_before, t.while_held) for t in said] == ([(LEAD, True)] if reminded else [])
+
+
+_LEADS = (Lead(REMIND, 600), Lead(REMIND, 300), Lead(REMIND_AFTER, 120))
+
+
+@pytest.mark.parametrize(
+    ("since", "now", "due", "coming"),
+    [
+        # Not reminded of now (approved, carried out): nothing is due, nothing comes.
+        (None, T0 + timedelta(minutes=5), None, None),
+        # NotBefore came: Azure starts it, reminders end.
+        (T0, NOT_BEFORE, None, None),
+        # Before any lead: the first to come is remind_after's (T0 + 2 min).
+        (T0, T0 + timedelta(minutes=1), None, T0 + timedelta(minutes=2)),
+        # Two passed (2 min after, 600 s before): the latest is said, 300 s before comes.
+        (T0, T0 + timedelta(minutes=6), Lead(REMIND, 600), AT_LEAD),
+        # Held at minute 6: the leads passed before were said by the hold, none is due.
+        (T0 + timedelta(minutes=6), T0 + timedelta(minutes=6), None, AT_LEAD),
+    ],
+)
+def test_the_due_lead_is_the_latest_passed_since_reminding_began(
+    since: datetime | None, now: datetime, due: Lead | None, coming: datetime | None
+) -> None:
+    assert lead_due(_LEADS, NOT_BEFORE, T0, since, now) == (due, coming)

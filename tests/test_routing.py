@@ -188,7 +188,7 @@ def test_later_transitions_and_reminders_follow_the_event_and_thread_per_instanc
 
     # A reminder of the routed event goes where the event went, and nowhere else.
     before = {k: on_card(t, db) for k, t in (("ops", teams_ops), ("web", teams_web))}
-    assert daemon.reminders.round(daemon.clock() + timedelta(minutes=2)) == 1
+    assert daemon.reminders.record_due(daemon.clock() + timedelta(minutes=2)) == 1
     for name in daemon.dispatcher.sinks:
         daemon.dispatcher.deliver_due(name)
     rows = daemon.store.db.all(

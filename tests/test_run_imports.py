@@ -39,7 +39,7 @@ NEVER = {
     # sebridge's own
     "sebridge.web": "an HTTP server, approval links",
     "sebridge.engine.health": "/healthz",
-    "sebridge.engine.readiness": "/readyz",
+    "sebridge.engine.readyz": "/readyz",
     "sebridge.hooks.process": "the first hook run",
     "sebridge.store.postgres": "a PostgreSQL store",
     "sebridge.store.pg_listen": "a PostgreSQL store",

@@ -129,8 +129,8 @@ def rounds(d: Daemon, document: Document) -> dict[str, Callable[[], object]]:
     changed = replace(document, incarnation="changed", events=(*document.events, flip))
     return {
         "carrier": d.carrier.wake,
-        "hook worker": d.hooks.worker.round,
-        "reminders": lambda: d.reminders.round(NOW),
+        "hook worker": d.hooks.worker.run_due,
+        "reminders": lambda: d.reminders.record_due(NOW),
         "jira search": d.approvals.open_events,
         "dispatcher claim": lambda: store.outbox.claim("jsonl", NOW, NOW + timedelta(minutes=2)),
         "dispatcher next_due": lambda: store.outbox.next_due("jsonl"),

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from helpers import ListSink, run_cli
-from sebridge.approval.request import ApprovalRequest
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping, wanted
 from sebridge.kernel.errors import ConfigError
+from sebridge.model.approval_request import ApprovalRequest
 from sebridge.policy.compile import build_policy
 from sebridge.store import Store
 
@@ -96,7 +96,7 @@ def rounds(daemons: list[Daemon], n: int = 4) -> None:
         for d in daemons:
             d.tick()
         for d in daemons:
-            d.hooks.worker.round()
+            d.hooks.worker.run_due()
         for d in daemons:
             d.carrier.wake()
         for d in daemons:
@@ -174,7 +174,7 @@ def test_a_failure_for_good_before_any_approval_is_one_readiness_message(
         event = sim.schedule("Reboot", resources=["web1"], notice=900)
         for _ in range(3):
             daemon.tick()
-            daemon.hooks.worker.round()
+            daemon.hooks.worker.run_due()
             daemon.dispatcher.deliver_due("teams")
     finally:
         daemon.imds.close()
@@ -213,7 +213,7 @@ def test_a_failed_recover_hook_reaches_mail_as_one_message(sim: Simulator, store
         sim.complete(event)
         for _ in range(3):
             daemon.tick()
-            daemon.hooks.worker.round()
+            daemon.hooks.worker.run_due()
             daemon.dispatcher.deliver_due("email")
     finally:
         daemon.imds.close()

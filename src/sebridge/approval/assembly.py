@@ -18,7 +18,8 @@ from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model.decision import Decision
 from sebridge.model.readiness import VmReadiness
-from sebridge.store import EventRecord, Store
+from sebridge.model.records import EventRecord
+from sebridge.store import Store
 
 __all__ = ["assemble"]
 

@@ -38,10 +38,12 @@ from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ImdsError, ImdsRequestError, ImdsTimeoutError, StoreError
 from sebridge.kernel.worker import Worker
-from sebridge.model import Transition, TransitionKind, outlook
+from sebridge.model import Transition, TransitionKind
 from sebridge.model.approval import ApprovalState
 from sebridge.model.decision import Decision
-from sebridge.store import ApprovalRecord, EventRecord, Store
+from sebridge.model.records import ApprovalRecord, EventRecord
+from sebridge.model.wording import outlook
+from sebridge.store import Store
 
 __all__ = ["CLAIM_LEASE", "RETRY_DELAY", "Carrier", "anyway_note"]
 
@@ -106,7 +108,7 @@ class Carrier:
         # whose agent stopped answering stops being waited for): the next round is due then.
         self._recheck: datetime | None = None
         self._worker = Worker(
-            "approvals", self.round, expected=(StoreError,), logger=log, clock=clock
+            "approvals", self.carry_out_due, expected=(StoreError,), logger=log, clock=clock
         )
 
     # -- life -----------------------------------------------------------------------------------
@@ -162,8 +164,9 @@ class Carrier:
 
     # -- the work ------------------------------------------------------------------------------
 
-    def round(self) -> datetime | None:
-        """One round under the turn lock: when the next is due (None: when woken)."""
+    def carry_out_due(self) -> datetime | None:
+        """The worker's round: carry out what is due, under the turn lock; when the next is
+        due (None: when woken)."""
         if not self._woken.is_set():
             return None
         with self._turn:

@@ -20,7 +20,8 @@ from sebridge.kernel.errors import StoreError
 from sebridge.model import Transition, TransitionKind
 from sebridge.model.approval import ApprovalState
 from sebridge.model.decision import Decision
-from sebridge.store import ApprovalRecord, EventRecord, Store
+from sebridge.model.records import ApprovalRecord, EventRecord
+from sebridge.store import Store
 
 __all__ = ["Outcomes"]
 

@@ -17,14 +17,22 @@ from collections.abc import Callable, Sequence
 
 from sebridge.approval.carrier import Carrier
 from sebridge.approval.counts import NOT_COUNTED, ApprovalCounts
-from sebridge.approval.request import ApprovalRequest, Outcome
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model import Approval, Transition, TransitionKind
 from sebridge.model.approval import BY_APPROVAL, ApprovalState, Blocker, OutcomeKind
+from sebridge.model.approval_request import ApprovalRequest, Outcome
 from sebridge.model.decision import Decision, offers_approval
-from sebridge.model.outlook import approve_command, ways_out_of
 from sebridge.model.readiness import HOLDING, VmReadiness, VmState
-from sebridge.store import ApprovalRecord, AuditEntry, EventRecord, Store
+from sebridge.model.records import ApprovalRecord, AuditEntry, EventRecord
+from sebridge.model.wording.approvals import (
+    already_approved,
+    held_note,
+    no_reason_for_anyway,
+    refusal,
+    state_note,
+)
+from sebridge.model.wording.outlook import ways_out_of
+from sebridge.store import Store
 
 __all__ = ["DEFAULT_WAIT", "Approvals"]
 
@@ -100,11 +108,11 @@ class Approvals:
         if not new and approval.state in (ApprovalState.HELD, ApprovalState.WAITING):
             # Held too, and told why; the attempt is news (history, every sink).
             self._note_held(req, approval, fresh)
-            return Outcome(OutcomeKind.HELD, event_id, _state_note(approval), approval, fresh)
+            return Outcome(OutcomeKind.HELD, event_id, state_note(approval), approval, fresh)
         if not new:
             self._metrics.approval_settled(req.via, OutcomeKind.ALREADY)
-            note = _state_note(approval)
-            self.refuse(req, f"already approved by {approval.actor} ({approval.state}): {note}")
+            self.refuse(req, already_approved(approval))
+            note = state_note(approval)
             return Outcome(OutcomeKind.ALREADY, event_id, note, approval, fresh)
         return _outcome(event_id, approval, fresh)
 
@@ -167,10 +175,9 @@ class Approvals:
         """Announce an approval asked for and not carried out because the event's approval is
         held or waits for readiness: one note per (event, who, what it came to), so a
         double click says it once; every sink hears it, as a problem."""
-        why = _state_note(approval)
         held = approval.state == ApprovalState.HELD
         out = ways_out_of(record.event.event_id, self._readiness_of(record), held=held)
-        note = f"Approval by {req.actor} not carried out: {why}. {out}"
+        note = held_note(req.actor, approval, out)
         now = self._clock()
         problem = Transition(
             TransitionKind.PROBLEM,
@@ -210,40 +217,10 @@ class Approvals:
 def _outcome(event_id: str, approval: ApprovalRecord, record: EventRecord) -> Outcome:
     """What this request's own approval came to."""
     if approval.carried_out:
-        return Outcome(OutcomeKind.APPROVED, event_id, _state_note(approval), approval, record)
+        return Outcome(OutcomeKind.APPROVED, event_id, state_note(approval), approval, record)
     if approval.state in (ApprovalState.FAILED, ApprovalState.ABANDONED):
-        return Outcome(OutcomeKind.REFUSED, event_id, _state_note(approval), approval, record)
-    return Outcome(OutcomeKind.HELD, event_id, _state_note(approval), approval, record)
-
-
-_NOTES = {
-    ApprovalState.POSTED: "StartRequests sent to Azure",
-    ApprovalState.DRY_RUN: "dry run (policy.dry_run): nothing sent to Azure",
-    ApprovalState.FAILED: "IMDS refused it: {error}",
-    ApprovalState.ABANDONED: "not sent to Azure: {error}",
-    ApprovalState.HELD: "held: {error}; nothing sent to Azure",
-    ApprovalState.WAITING: "{error}; StartRequests goes to Azure once they succeed",
-}
-
-
-def _state_note(approval: ApprovalRecord) -> str:
-    """What became of an approval, for people: waiting for the VMs' readiness (nothing sent)
-    is never said as IMDS not answering."""
-    if approval.state in _NOTES:
-        return _NOTES[ApprovalState(approval.state)].format(error=approval.last_error)
-    if approval.waits_for_readiness:  # claimed from waiting, or put back: still the wait
-        return _NOTES[ApprovalState.WAITING].format(error=approval.last_error)
-    if approval.last_error:
-        return f"IMDS did not take it yet ({approval.last_error}); sebridge retries at every poll"
-    return "not sent yet: a daemon whose IMDS lists the event sends StartRequests"
-
-
-_BLOCKED = {
-    Blocker.UNKNOWN: "unknown event {id}: sebridge has not seen it in any IMDS document "
-    "(see `sebridge events`)",
-    Blocker.GONE: "event {id} ({type}) is gone from IMDS ({state}): nothing to approve",
-    Blocker.STARTED: "event {id} ({type}) has already started: nothing to approve",
-}
+        return Outcome(OutcomeKind.REFUSED, event_id, state_note(approval), approval, record)
+    return Outcome(OutcomeKind.HELD, event_id, state_note(approval), approval, record)
 
 
 # What readiness says that makes an approval anyway mean something: a VM whose hook failed or
@@ -260,18 +237,10 @@ def _delayed(readiness: Sequence[VmReadiness]) -> bool:
 def _no_reason_for_anyway(event_id: str, record: EventRecord) -> Outcome:
     """Approve anyway on an event nobody approved and nothing holds or delays: it would send
     StartRequests before its prepare hooks even began. Refused, with the plain command."""
-    reason = (
-        f"nothing holds or delays an approval of {event_id}: approve it with"
-        f" `{approve_command(event_id)}` (its prepare hooks run first, then StartRequests"
-        " goes to Azure); --anyway is for an approval readiness holds or delays"
-    )
+    reason = no_reason_for_anyway(event_id)
     return Outcome(OutcomeKind.REFUSED, event_id, reason, None, record, None)
 
 
 def _refused(event_id: str, blocked: Blocker, record: EventRecord | None) -> Outcome:
-    reason = _BLOCKED[blocked].format(
-        id=record.event.event_id if record else event_id,
-        type=record.event.event_type if record else "",
-        state=record.state if record else "",
-    )
+    reason = refusal(event_id, blocked, record)
     return Outcome(OutcomeKind.REFUSED, event_id, reason, None, record, blocked)

@@ -13,7 +13,6 @@ import os
 import sys
 from typing import TextIO
 
-from sebridge.approval.request import ApprovalRequest, Outcome
 from sebridge.approval.usecase import DEFAULT_WAIT
 from sebridge.cli.exits import FAILED, HELD, OK, REFUSED
 from sebridge.cli.format import as_stored, not_yet
@@ -25,8 +24,9 @@ from sebridge.cli.runtime import (
 from sebridge.config.loader import Config
 from sebridge.kernel.text import visible
 from sebridge.model.approval import ApprovalState, OutcomeKind
-from sebridge.model.outlook import ways_out, ways_out_of
-from sebridge.store import ApprovalRecord
+from sebridge.model.approval_request import ApprovalRequest, Outcome
+from sebridge.model.records import ApprovalRecord
+from sebridge.model.wording.outlook import ways_out, ways_out_of
 
 __all__ = ["approve"]
 

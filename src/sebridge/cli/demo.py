@@ -21,7 +21,6 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sebridge.approval.request import ApprovalRequest
 from sebridge.cli.runtime import build_runner
 from sebridge.engine.daemon import Daemon
 from sebridge.imds.simulator import Simulator, demo_scenario
@@ -29,7 +28,9 @@ from sebridge.integrations.registry import load_config
 from sebridge.kernel.clock import utcnow
 from sebridge.model import EventType
 from sebridge.model.approval import OutcomeKind
-from sebridge.store import EventRecord, Store
+from sebridge.model.approval_request import ApprovalRequest
+from sebridge.model.records import EventRecord
+from sebridge.store import Store
 
 __all__ = ["run_demo"]
 

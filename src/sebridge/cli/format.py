@@ -13,12 +13,14 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any, TextIO
 
-from sebridge.hooks.words import hook_news
 from sebridge.kernel.text import visible
 from sebridge.model import TransitionKind
 from sebridge.model.approval import Blocker, would_hold
 from sebridge.model.decision import offers_approval
-from sebridge.model.outlook import (
+from sebridge.model.readiness import VmReadiness
+from sebridge.model.records import ApprovalRecord, AuditEntry, EventRecord, HistoryEntry
+from sebridge.model.wording.hooks import hook_news
+from sebridge.model.wording.outlook import (
     Outlook,
     approve_command,
     approved_as,
@@ -28,8 +30,7 @@ from sebridge.model.outlook import (
     said_while_held,
     until,
 )
-from sebridge.model.readiness import VmReadiness
-from sebridge.store import ApprovalRecord, AuditEntry, EventRecord, HistoryEntry, Store
+from sebridge.store import Store
 from sebridge.store.codec import event_to_dict
 
 __all__ = [
@@ -51,7 +52,7 @@ _ENDS = (TransitionKind.COMPLETED, TransitionKind.CANCELLED)
 
 
 def when(r: EventRecord, now: datetime) -> str:
-    """NOT BEFORE: how long until then, in the one wording of a span (model/outlook.py:
+    """NOT BEFORE: how long until then, in the one wording of a span (model/wording/outlook.py:
     until, as "Azure starts it anyway ... (in 19 min)" says it); text IMDS sent that is no
     time we can read; else "-"."""
     text = (r.event.not_before_text or "").strip()
@@ -65,7 +66,7 @@ def holding(r: EventRecord, readiness: Sequence[VmReadiness]) -> bool:
 
 
 def next_of(r: EventRecord, readiness: Sequence[VmReadiness], now: datetime) -> Outlook:
-    """What happens next to the event (model/outlook.py), as of now."""
+    """What happens next to the event (model/wording/outlook.py), as of now."""
     return outlook(
         r.event,
         approval=r.approval.state if r.approval else None,
@@ -140,7 +141,7 @@ def event_json(
 
 def approved_by(a: ApprovalRecord) -> str:
     """`events`' APPROVED BY: who decided, anyway and who asked first said once
-    (model/outlook.py: decider), and the approval's state."""
+    (model/wording/outlook.py: decider), and the approval's state."""
     who = decider(a.actor, a.via, anyway_by=a.anyway_by, anyway_via=a.anyway_via)
     return f"{who} ({a.state})"
 

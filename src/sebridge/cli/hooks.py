@@ -25,7 +25,7 @@ from sebridge.integrations import registry
 from sebridge.kernel.clock import utcnow
 from sebridge.kernel.errors import StoreError
 from sebridge.kernel.text import visible
-from sebridge.store import AuditEntry, EventRecord
+from sebridge.model.records import AuditEntry, EventRecord
 from sebridge.store.hook_retries import RetryAnswer
 
 __all__ = ["retry"]

@@ -30,7 +30,7 @@ from sebridge.kernel.clock import utcnow
 from sebridge.kernel.errors import ConfigError, MalformedDocumentError
 from sebridge.model import ScheduledEvent, TransitionKind
 from sebridge.model.decision import Decision
-from sebridge.model.outlook import decided
+from sebridge.model.wording.outlook import decided
 from sebridge.policy.compile import build_policy
 from sebridge.policy.explain import explain as explain_rules
 

@@ -22,9 +22,10 @@ from sebridge.kernel.clock import utcnow
 from sebridge.kernel.errors import ConfigError
 from sebridge.kernel.text import visible
 from sebridge.model import ScheduledEvent
-from sebridge.model.outlook import not_ready
 from sebridge.model.readiness import VmReadiness
-from sebridge.store import EventRecord, Store
+from sebridge.model.records import EventRecord
+from sebridge.model.wording.outlook import not_ready
+from sebridge.store import Store
 
 __all__ = ["events", "history"]
 

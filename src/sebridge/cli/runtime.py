@@ -314,8 +314,8 @@ def _adopt_orphans(runner: Runner) -> None:
     """What hooks leave behind comes back to `run` (a child subreaper; in a container
     perhaps PID 1 itself) and is reaped on a timer as well as after each hook run
     (hooks/reaper.py). Imported here: a daemon without hooks, not PID 1, loads none of it."""
-    from sebridge.engine.services import Job
     from sebridge.hooks.reaper import REAP_EVERY, REAPER, become_subreaper
+    from sebridge.model.services import Job
 
     def reap() -> None:
         REAPER.reap()
@@ -427,7 +427,7 @@ def _serve(
     routes need it or `[http] listen` is set), and the probe listener on `[http]
     probe_listen` (when set): /livez, /readyz and /healthz on a server of its own."""
     from sebridge.engine.health import Health, liveness, store_probe
-    from sebridge.engine.readiness import Readiness, imds_probe
+    from sebridge.engine.readyz import ReadyCheck, imds_probe
     from sebridge.web.server import CORE_PATHS, HttpServer
 
     for path, owner in owners.items():
@@ -438,7 +438,7 @@ def _serve(
     store = store_probe(runner)
     health = Health(runner, config.imds.poll_interval, store=store)
     imds = imds_probe(lambda: build_imds(config, timeout=PROBE_TIMEOUT))
-    ready = Readiness(runner, imds, store).report
+    ready = ReadyCheck(runner, imds, store).report
     if http.probe_listen:  # its own port, loop and threads: a crowd on `listen` never delays it
         runner.add_service(
             HttpServer(

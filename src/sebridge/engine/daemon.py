@@ -258,7 +258,7 @@ class Daemon:
         else:  # without threads, a POST IMDS did not take goes again at each tick
             result.approvals_done = self.carrier.poke()
         if self.reminders.due(now):  # without threads; it wakes the dispatcher when it said one
-            self.reminders.round(now)
+            self.reminders.record_due(now)
         # After the policy approved, the carrier wakes the dispatcher once it is done: the
         # event's first message then says "approved by policy" and offers no button.
         if (result.changed and not approvals_recorded) or written:

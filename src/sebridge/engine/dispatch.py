@@ -30,7 +30,8 @@ from sebridge.kernel.worker import Pause, Worker
 from sebridge.model import ScheduledEvent
 from sebridge.model.message import Message, Sink
 from sebridge.model.readiness import VmReadiness
-from sebridge.store import Delivery, Store
+from sebridge.model.records import Delivery
+from sebridge.store import Store
 
 __all__ = ["Dispatcher", "SinkOutcome"]
 

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import StoreError
 from sebridge.kernel.worker import Worker
-from sebridge.store import Delivery
+from sebridge.model.records import Delivery
 
 __all__ = ["MAX_HOLD", "LeaseKeeper"]
 

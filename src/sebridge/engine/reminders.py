@@ -34,9 +34,9 @@ from sebridge.kernel.errors import StoreError
 from sebridge.kernel.worker import AT_ONCE, Worker
 from sebridge.model import Transition, TransitionKind
 from sebridge.model.approval import Blocker
-from sebridge.model.decision import ASK, Decision
-from sebridge.model.leads import REMIND, Lead
-from sebridge.store import EventRecord
+from sebridge.model.decision import Decision
+from sebridge.model.leads import REMIND, Lead, lead_due
+from sebridge.model.records import EventRecord
 
 __all__ = ["ReminderStore", "Reminders"]
 
@@ -118,13 +118,15 @@ class Reminders:
         access). With it, never: the worker keeps its own time."""
         return not self._worker.started and self._next is not None and now >= self._next
 
-    def round(self, now: datetime) -> int:
+    def record_due(self, now: datetime) -> int:
         """Record every reminder whose lead has come; returns how many were new. Raises
         StoreError, having changed nothing it would need to try again."""
         upcoming: datetime | None = None
         recorded = 0
         for record in self._store.events():
-            lead, coming = _leads(record, now)
+            since = record.reminded_since()
+            leads = record.decision.leads
+            lead, coming = lead_due(leads, record.event.not_before, record.first_seen, since, now)
             if coming is not None and (upcoming is None or coming < upcoming):
                 upcoming = coming
             if lead is None or (record.event.event_id, lead) in self._said:
@@ -153,39 +155,5 @@ class Reminders:
 
     def _look(self) -> datetime | None:
         """One round on our thread; the next lead is when the next is due."""
-        self.round(self._clock())
+        self.record_due(self._clock())
         return self._next
-
-
-def _leads(record: EventRecord, now: datetime) -> tuple[Lead | None, datetime | None]:
-    """The lead whose reminder is due now (the latest passed), and when the next comes."""
-    event, since = record.event, _reminded_since(record)
-    if since is None or (event.not_before is not None and now >= event.not_before):
-        return None, None
-    # A lead already passed at `since` is no reminder: the first announcement (or the hold)
-    # said it (a 10-minute notice must not remind at 600 s a second later).
-    due: list[tuple[datetime, Lead]] = []
-    for lead in record.decision.leads:
-        at = lead.moment(event.not_before, record.first_seen)
-        if at is not None and lead.reachable(event.not_before, record.first_seen) and at > since:
-            due.append((at, lead))
-    passed = [(at, lead) for at, lead in due if at <= now]
-    coming = [at for at, _ in due if at > now]
-    return (max(passed)[1] if passed else None), (min(coming) if coming else None)
-
-
-def _reminded_since(record: EventRecord) -> datetime | None:
-    """Since when the event is reminded of; None: not now. While a person's approval would
-    be carried out now (an "ask" event nobody approved, present, not started: the one
-    answer the buttons and links give too), or while its approval is held (a prepare hook
-    failed; Azure starts it at NotBefore all the same): not while one is carried out,
-    under way or waiting for hooks."""
-    if not record.decision.leads:
-        return None
-    blocker = record.blocker()
-    if blocker is None and record.decision.action == ASK:
-        return record.first_seen
-    if blocker == Blocker.HELD and record.approval is not None:
-        held = record.approval.done_at or record.first_seen
-        return max(held, record.first_seen)
-    return None

@@ -19,11 +19,11 @@ from datetime import timedelta
 from sebridge.engine.daemon import Daemon
 from sebridge.engine.record import Recorder
 from sebridge.engine.schedule import Schedule
-from sebridge.engine.services import Job, Service, SingleHolder
 from sebridge.engine.stop_signals import stop_waiter
 from sebridge.kernel.errors import StoreError
 from sebridge.kernel.outage import StoreOutage
 from sebridge.kernel.worker import Supervisor
+from sebridge.model.services import Job, Service, SingleHolder
 from sebridge.store.duties import Duties, Duty
 from sebridge.store.store import HEARTBEAT
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import UTC
 from typing import TYPE_CHECKING
 
-from sebridge.engine.services import Job
+from sebridge.model.services import Job
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.background import BackgroundScheduler

@@ -19,7 +19,8 @@ from sebridge.model import Transition, TransitionKind
 from sebridge.model.approval import would_hold
 from sebridge.model.decision import Decision
 from sebridge.model.readiness import HOLDING, VmReadiness, VmState
-from sebridge.store import EventRecord, Store
+from sebridge.model.records import EventRecord
+from sebridge.store import Store
 
 if TYPE_CHECKING:
     from sebridge.hooks.process import HookCommand

@@ -22,7 +22,8 @@ from sebridge.kernel.clock import Clock
 from sebridge.kernel.errors import StoreError
 from sebridge.kernel.redact import Masker
 from sebridge.model import AGAIN_RESTART, HookRun, ScheduledEvent
-from sebridge.store import EventRecord, Store
+from sebridge.model.records import EventRecord
+from sebridge.store import Store
 from sebridge.store.codec import iso
 
 if TYPE_CHECKING:

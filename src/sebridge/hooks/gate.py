@@ -28,10 +28,11 @@ from sebridge.hooks.readiness import (
     agents,
     readiness,
 )
-from sebridge.hooks.words import last_lines
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.model.readiness import VmReadiness, VmState
-from sebridge.store import EventRecord, Store
+from sebridge.model.records import EventRecord
+from sebridge.model.wording.hooks import last_lines
+from sebridge.store import Store
 from sebridge.store.store import HEARTBEAT
 
 __all__ = ["KNOWN_FOR", "SILENT_AFTER", "GatePlan", "ReadinessGate"]

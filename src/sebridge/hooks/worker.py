@@ -32,7 +32,8 @@ from sebridge.kernel.errors import StoreError
 from sebridge.kernel.redact import Masker
 from sebridge.kernel.worker import Worker
 from sebridge.model.approval import ApprovalState
-from sebridge.store import EventRecord, Store
+from sebridge.model.records import EventRecord
+from sebridge.store import Store
 
 if TYPE_CHECKING:
     from sebridge.hooks.attempt import Attempts
@@ -154,7 +155,7 @@ class HookWorker:
         if self._worker.started:
             self._worker.wake()
         else:
-            self.round()
+            self.run_due()
 
     def poke(self, now: datetime) -> None:
         """From every tick: wake only when a prepare lead is due (cheap, no store access)."""
@@ -167,7 +168,7 @@ class HookWorker:
         next_due = self._next_due  # set by the worker's thread: read once
         return next_due is not None and now >= next_due
 
-    def round(self) -> int:
+    def run_due(self) -> int:
         """Run every hook that is due now; returns how many ran."""
         if self._dry_run or not self._hooks:
             # Nothing ever comes due: left at its start value, _idle_wait() was 0 and the
@@ -310,5 +311,5 @@ class HookWorker:
 
     def _look(self) -> datetime | None:
         """One round on the worker's thread; when the next prepare lead comes."""
-        self.round()
+        self.run_due()
         return self._next_due

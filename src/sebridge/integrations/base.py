@@ -28,14 +28,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TextIO, TypeVar, cast
 
-from sebridge.engine.services import Job, Service
 from sebridge.model.kinds import EVERY_STEP
+from sebridge.model.services import Job, Service
 
 if TYPE_CHECKING:
-    from sebridge.approval.request import ApprovalRequest, Outcome
     from sebridge.config.reader import Reader
     from sebridge.integrations.render import Renderer
     from sebridge.kernel.wsgi import WsgiApp
+    from sebridge.model.approval_request import ApprovalRequest, Outcome
     from sebridge.model.message import Sink
     from sebridge.model.records import EventRecord
 

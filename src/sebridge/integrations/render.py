@@ -17,11 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sebridge.hooks.words import hook_news
 from sebridge.kernel.errors import PermanentDeliveryError
 from sebridge.model import Transition
 from sebridge.model.leads import unreachable_line
-from sebridge.model.outlook import (
+from sebridge.model.title import title, title_vms
+from sebridge.model.wording.hooks import hook_news
+from sebridge.model.wording.outlook import (
     anyway_command,
     approve_command,
     approved_as,
@@ -30,7 +31,6 @@ from sebridge.model.outlook import (
     tells_next,
     until,
 )
-from sebridge.model.title import title, title_vms
 
 if TYPE_CHECKING:
     import jinja2
@@ -44,7 +44,7 @@ BUILTIN_TEMPLATES = Path(__file__).parents[1] / "templates"  # sebridge/template
 
 def relative(moment: datetime | None, now: datetime) -> str:
     """ "in 14 min", "in 40 s", "3 min ago"; "" without a time: the one wording of a span
-    (model/outlook.py: until), so a message's NotBefore and its "Azure starts it anyway ...
+    (model/wording/outlook.py: until), so a message's NotBefore and its "Azure starts it anyway ...
     (in 14 min)" never say one span two ways. Templates call it as a filter (`relative`) or
     as the global `countdown` (kept: a user's template may call it)."""
     return until(moment, now)

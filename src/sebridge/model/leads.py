@@ -5,8 +5,8 @@ the moment the event was first announced (EventRecord.first_seen: "nobody answer
 10 minutes"). A lead can come only between that first announcement and NotBefore; one
 that cannot (a 600 s `remind` for a Redeploy with 5 minutes' notice, a `remind_after`
 past NotBefore) is said once, in the event's first message and by `policy explain`,
-never dropped in silence. Pure: the reminders worker, the recorder and explain ask
-these. See docs/ARCHITECTURE.md, "Reminders".
+never dropped in silence. Pure: the reminders worker (engine/reminders.py: which lead
+is due, lead_due), the recorder and explain ask these. See docs/ARCHITECTURE.md, "Reminders".
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ __all__ = [
     "REMIND",
     "REMIND_AFTER",
     "Lead",
+    "lead_due",
     "leads_of",
     "leads_words",
     "unreachable",
@@ -73,6 +74,33 @@ def leads_words(leads: Iterable[Lead]) -> str:
         if seconds:
             parts.append(f"{', '.join(seconds)} {after}")
     return "; ".join(parts)
+
+
+def lead_due(
+    leads: Iterable[Lead],
+    not_before: datetime | None,
+    first_seen: datetime,
+    since: datetime | None,
+    now: datetime,
+) -> tuple[Lead | None, datetime | None]:
+    """The lead whose reminder is due `now` (the latest passed), and when the next comes.
+
+    Args:
+        since: since when the event is reminded of (EventRecord.reminded_since); None:
+            not now.
+    """
+    if since is None or (not_before is not None and now >= not_before):
+        return None, None
+    # A lead already passed at `since` is no reminder: the first announcement (or the hold)
+    # said it (a 10-minute notice must not remind at 600 s a second later).
+    due: list[tuple[datetime, Lead]] = []
+    for lead in leads:
+        at = lead.moment(not_before, first_seen)
+        if at is not None and lead.reachable(not_before, first_seen) and at > since:
+            due.append((at, lead))
+    passed = [(at, lead) for at, lead in due if at <= now]
+    coming = [at for at, _ in due if at > now]
+    return (max(passed)[1] if passed else None), (min(coming) if coming else None)
 
 
 def unreachable(

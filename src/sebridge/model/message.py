@@ -17,8 +17,8 @@ from sebridge.kernel.text import clip, displayable, map_text
 from sebridge.model import Receipt, Transition, TransitionKind
 from sebridge.model.approval import ApprovalState, Blocker, anyway_offered, blocker, would_hold
 from sebridge.model.decision import offers_anyway, offers_approval
-from sebridge.model.outlook import Outlook, approved_anyway, decided, outlook
 from sebridge.model.readiness import VmReadiness
+from sebridge.model.wording.outlook import Outlook, approved_anyway, decided, outlook
 
 __all__ = ["Message", "Sink", "shown", "shown_field"]
 
@@ -209,7 +209,7 @@ class Message:
         return decided(self.policy, self.rule)
 
     def outlook(self, now: datetime) -> Outlook:
-        """What happens next (model/outlook.py): when Azure starts it anyway, which VMs
+        """What happens next (model/wording/outlook.py): when Azure starts it anyway, which VMs
         are not ready, and, held, the ways out."""
         t = self.transition
         return outlook(

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from sebridge.model import HookRun, Receipt, ScheduledEvent, Transition
 from sebridge.model.approval import CARRIED_OUT, OPEN, ApprovalState, Blocker, blocker
-from sebridge.model.decision import Decision
+from sebridge.model.decision import ASK, Decision
 
 __all__ = [
     "ApprovalRecord",
@@ -120,6 +120,22 @@ class EventRecord:
             started=self.event.started,
             holding=holding,
         )
+
+    def reminded_since(self) -> datetime | None:
+        """Since when the event is reminded of (model/leads.py: lead_due); None: not now.
+        While a person's approval would be carried out now (an "ask" event nobody approved,
+        present, not started: the one answer the buttons and links give too), or while its
+        approval is held (a prepare hook failed; Azure starts it at NotBefore all the
+        same): not while one is carried out, under way or waiting for hooks."""
+        if not self.decision.leads:
+            return None
+        blocker = self.blocker()
+        if blocker is None and self.decision.action == ASK:
+            return self.first_seen
+        if blocker == Blocker.HELD and self.approval is not None:
+            held = self.approval.done_at or self.first_seen
+            return max(held, self.first_seen)
+        return None
 
 
 @dataclass(frozen=True)

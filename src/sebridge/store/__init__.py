@@ -1,23 +1,7 @@
-"""The durable store: SQLite (WAL) by default or PostgreSQL, with the outbox. Only it runs SQL."""
+"""The durable store: SQLite (WAL) by default or PostgreSQL, with the outbox. Only it runs SQL.
 
-from sebridge.model.records import (
-    ApprovalRecord,
-    AuditEntry,
-    Delivery,
-    DeliveryStatus,
-    EventRecord,
-    HistoryEntry,
-    HookRunRecord,
-)
+The records it returns are read models of the model (model/records.py)."""
+
 from sebridge.store.store import Store
 
-__all__ = [
-    "ApprovalRecord",
-    "AuditEntry",
-    "Delivery",
-    "DeliveryStatus",
-    "EventRecord",
-    "HistoryEntry",
-    "HookRunRecord",
-    "Store",
-]
+__all__ = ["Store"]

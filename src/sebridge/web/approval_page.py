@@ -27,9 +27,7 @@ from urllib.parse import parse_qs
 
 import jinja2
 
-from sebridge.approval.request import ApprovalRequest, Outcome
 from sebridge.approval.usecase import DEFAULT_WAIT
-from sebridge.hooks.words import last_lines
 from sebridge.integrations.render import Renderer
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ConfigError
@@ -42,16 +40,18 @@ from sebridge.model.approval import (
     anyway_offered,
     would_hold,
 )
+from sebridge.model.approval_request import ApprovalRequest, Outcome
 from sebridge.model.decision import offers_anyway
-from sebridge.model.outlook import (
+from sebridge.model.readiness import VmReadiness, VmState
+from sebridge.model.records import EventRecord
+from sebridge.model.wording.hooks import last_lines
+from sebridge.model.wording.outlook import (
     decider,
     not_ready,
     outlook,
     ways,
     ways_out_of,
 )
-from sebridge.model.readiness import VmReadiness, VmState
-from sebridge.model.records import EventRecord
 from sebridge.web.links import LinkError, LinkSigner
 
 __all__ = ["PREFIX", "ApprovalPage", "PageHost", "link_actor"]
@@ -255,7 +255,7 @@ class ApprovalPage:
             anyway=anyway,
             unready=[(v.line(), v.output) for v in not_ready(readiness)],
             waiting_for=[v.line() for v in readiness if v.state in _BUSY],
-            # The ways out (model/outlook.py): a held event's two; Approve anyway alone
+            # The ways out (model/wording/outlook.py): a held event's two; Approve anyway alone
             # for one waiting for its hooks.
             ways=later.ways_out or (ways(record.event.event_id, held=False) if anyway else ()),
             ways_out=ways_out_of(record.event.event_id, readiness, held=held),

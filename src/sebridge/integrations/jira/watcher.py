@@ -21,14 +21,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sebridge.approval.request import ApprovalRequest
-from sebridge.engine.services import Job
 from sebridge.integrations.base import Host
 from sebridge.integrations.jira.client import JiraApi, jql_string
 from sebridge.integrations.jira.sink import LABEL, event_label
 from sebridge.kernel.errors import DeliveryError
 from sebridge.model.approval import OutcomeKind
-from sebridge.store import EventRecord
+from sebridge.model.approval_request import ApprovalRequest
+from sebridge.model.records import EventRecord
+from sebridge.model.services import Job
 
 __all__ = ["VIA", "StatusWatcher", "actor_of"]
 

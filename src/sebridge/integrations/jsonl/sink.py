@@ -27,7 +27,7 @@ from sebridge.integrations.jsonl.sandbox import drop_in_fix
 from sebridge.kernel.errors import PermanentDeliveryError, RetryableDeliveryError
 from sebridge.model import HookRun, Receipt
 from sebridge.model.message import Message
-from sebridge.model.outlook import approve_command, not_ready, said_while_held, tells_next
+from sebridge.model.wording.outlook import approve_command, not_ready, said_while_held, tells_next
 
 __all__ = ["TAIL", "JsonlSink", "hook_fields", "record"]
 
@@ -85,7 +85,7 @@ def record(message: Message, maybe_repeat: bool = False) -> dict[str, Any]:
         "remind_after": t.remind_after,
         "while_held": said_while_held(t),
         "unreachable_reminders": [{lead.key: lead.seconds} for lead in t.unreachable],
-        # What happens next (model/outlook.py): for a held event (or one whose approval
+        # What happens next (model/wording/outlook.py): for a held event (or one whose approval
         # would only be held: a prepare hook failed before anyone approved) and a
         # reminder, when Azure starts it anyway; every listed VM not ready; held, the
         # ways out.

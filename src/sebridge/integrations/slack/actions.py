@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from sebridge.approval.request import ApprovalRequest
 from sebridge.integrations.base import Desk
 from sebridge.integrations.slack.approvers import SlackApprovers
 from sebridge.integrations.slack.names import SlackNames
 from sebridge.model.approval import ApprovalState, OutcomeKind
-from sebridge.model.outlook import ways_out
+from sebridge.model.approval_request import ApprovalRequest
 from sebridge.model.records import EventRecord
+from sebridge.model.wording.outlook import ways_out
 
 __all__ = ["APPROVE", "APPROVE_ANYWAY", "TAKE", "Click", "SlackActions"]
 

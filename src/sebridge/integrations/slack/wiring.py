@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from sebridge.engine.services import Service, SingleHolder
 from sebridge.integrations.base import Context, Host, Inbound
 from sebridge.integrations.slack.actions import SlackActions
 from sebridge.integrations.slack.approvers import SlackApprovers
@@ -23,6 +22,7 @@ from sebridge.kernel.clock import utcnow
 from sebridge.model import Transition
 from sebridge.model.message import Message
 from sebridge.model.records import EventRecord
+from sebridge.model.services import Service, SingleHolder
 
 __all__ = ["SlackClickService", "click_inbound"]
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from sebridge.engine.runner import Runner
     from sebridge.imds.client import ImdsClient
 
-__all__ = ["Readiness", "imds_probe"]
+__all__ = ["ReadyCheck", "imds_probe"]
 
 
 def imds_probe(
@@ -44,10 +44,10 @@ def imds_probe(
             imds.close()
         return None
 
-    return Probe("IMDS", get, thread="readiness-probe", monotonic=monotonic)
+    return Probe("IMDS", get, thread="readyz-probe", monotonic=monotonic)
 
 
-class Readiness:
+class ReadyCheck:
     """Builds the /readyz answer from the running daemon's state and its probes.
 
     Args:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sebridge.model import AGAIN_RESTART, AGAIN_RETRY, HookRun, Transition, TransitionKind
-from sebridge.store.codec import from_iso
 
 __all__ = ["hook_news", "last_lines"]
 
@@ -56,7 +57,7 @@ def _again(run: HookRun) -> str:
 def _next_try(run: HookRun) -> str:
     """What comes after a failed prepare hook with retries: another try (when), or none."""
     if run.retry_at is not None:
-        at = from_iso(run.retry_at)
+        at = datetime.fromisoformat(run.retry_at)  # as the store wrote it (store/codec.py)
         return f"; runs again at {at:%H:%M:%S} UTC ({_of(run, run.retry + 1)})"
     if not run.retries or run.stage != "prepare":
         return ""

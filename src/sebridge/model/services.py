@@ -4,6 +4,8 @@ Integrations bring them (Slack's Socket Mode connection, the Jira status
 search); the runner (engine/runner.py) starts, schedules and stops them. A
 single-holder service or job is run by at most `slots` agents of a fleet at
 once (store/duties.py); on a store one daemon uses (SQLite), it simply runs.
+In the model, so an integration gives the runtime its parts without importing
+it; the board is the Protocol below, which the store's duties satisfy.
 """
 
 from __future__ import annotations
@@ -13,9 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from sebridge.store.duties import Duties, Duty
-
-__all__ = ["Job", "Service", "SingleHolder"]
+__all__ = ["DutyBoard", "HeldDuty", "Job", "Service", "SingleHolder"]
 
 
 class Service(Protocol):
@@ -44,6 +44,26 @@ class Job:
     single_holder: bool = False
 
 
+class HeldDuty(Protocol):
+    """One duty of the fleet's board (store/duties.py: Duty), as a single holder follows it."""
+
+    def held(self) -> bool:
+        """Whether this agent holds it now."""
+        ...
+
+    def on_change(self, callback: Callable[[bool], None]) -> None:
+        """Call `callback(held)` whenever this agent takes the duty or loses it."""
+        ...
+
+
+class DutyBoard(Protocol):
+    """The daemon's board of duties (store/duties.py: Duties), as a single holder binds to it."""
+
+    def duty(self, name: str, slots: int = 1) -> HeldDuty:
+        """The duty `name`, at most `slots` holders at once."""
+        ...
+
+
 class SingleHolder:
     """A service at most `slots` agents of a fleet run at once; the others stand by
     and build a fresh one with `make` when they take the duty over (its holder died).
@@ -55,10 +75,10 @@ class SingleHolder:
         self._make = make
         self._running: Service | None = None
         self._started = False
-        self._duty: Duty | None = None
+        self._duty: HeldDuty | None = None
         self._lock = threading.Lock()
 
-    def bind(self, duties: Duties) -> None:
+    def bind(self, duties: DutyBoard) -> None:
         """Follow the duty on the daemon's board (before start())."""
         self._duty = duties.duty(self.name, self.slots)
         self._duty.on_change(self._changed)

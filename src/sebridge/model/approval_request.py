@@ -2,7 +2,8 @@
 
 Slack, the approval link page, Jira, the CLI and the demo each turn their
 input into an `ApprovalRequest` and show the `Outcome` as they can (an
-ephemeral message, a page, a comment, a line and an exit code).
+ephemeral message, a page, a comment, a line and an exit code). Pure data in the
+model, so a channel speaks to the use case (approval/usecase.py) without importing it.
 """
 
 from __future__ import annotations
