@@ -16,8 +16,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from tests.fakes.slack import FakeSlack
 
+from fakes.slack import FakeSlack
 from helpers import read_jsonl
 from pages import pages, section
 from sebridge.engine.dispatch import Dispatcher

@@ -6,7 +6,6 @@ module's own on the machine's server; skipped only when no server answers).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -34,13 +33,6 @@ def event(event_id: str = "E1", status: str = "Scheduled", **kw: object) -> Sche
 
 def scheduled(e: ScheduledEvent, at: datetime = T0) -> Transition:
     return Transition(TransitionKind.SCHEDULED, e, at)
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    s = Store(store_url, agent="vm0", exclusive=True)  # as the daemon, which claims outbox rows
-    yield s
-    s.close()
 
 
 def test_fresh_store_has_no_document(store: Store) -> None:
