@@ -5,7 +5,7 @@ which the 18 migrations written before that release built one by one (their text
 git's history, and in tests/schema_chain.sql, which proves the baseline builds the same
 tables, columns and indexes). It is one CREATE script per dialect. A store with no tables
 gets the baseline, then every migration after it; a store at the baseline's version or
-later moves forward one migration at a time, each in the same transaction. A store older
+later runs the migrations it lacks, in order, all in one transaction. A store older
 than the baseline (versions 1 to 17, left by a build from before 0.1.0) is refused, saying
 what to do (docs/operations/upgrading.md).
 
