@@ -22,8 +22,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the harness and the fake Slack live in tests/
-from tests.killer import run_kill_test  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests"))  # the harness and the fake Slack live in tests/
+from killer import run_kill_test  # noqa: E402
 
 
 def main() -> int:

@@ -38,7 +38,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path[:0] = [str(REPO), str(HERE)]  # the tests' fakes and browser set-up; blockkit
+sys.path[:0] = [str(REPO / "tests"), str(HERE)]  # the tests' fakes and browser set-up; blockkit
 
 import blockkit  # noqa: E402  (found through the path above when imported, not run)
 
@@ -113,10 +113,9 @@ def _wait(predicate: Callable[[], Any], what: str) -> Any:
 @contextmanager
 def _daemon(folder: Path) -> Iterator[tuple[Any, Any, Any]]:
     """The daemon on web2 with Slack and Teams (the tests' fakes) and a drain hook that fails."""
-    from tests.fakes.slack import FakeSlack
-    from tests.fakes.teams import FakeTeams
-    from tests.link_bridge import LinkBridge
-
+    from fakes.slack import FakeSlack
+    from fakes.teams import FakeTeams
+    from link_bridge import LinkBridge
     from sebridge.imds.simulator import Simulator
 
     drain = folder / "drain.py"
@@ -178,7 +177,7 @@ def play(folder: Path) -> Iterator[tuple[str, Delivered]]:
 
 
 def _require_browser() -> None:
-    from tests.browser import CHROMEDRIVER, CHROMIUM
+    from browser import CHROMEDRIVER, CHROMIUM
 
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
     if missing:
@@ -228,7 +227,7 @@ def _shot(
 
 def take(out: Path) -> dict[str, Picture]:
     """Write the six pictures into `out`; returns each by its file name."""
-    from tests.browser import npm_packages, start_chromium
+    from browser import npm_packages, start_chromium
 
     _require_browser()
     out.mkdir(parents=True, exist_ok=True)

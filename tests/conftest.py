@@ -1,9 +1,10 @@
 """Fixtures several test modules share, and the `pg` marker given by fixture.
 
-Every fixture more than one module uses is defined here, once. A module that needs a
-fixture of the same name but another meaning defines its own, which takes precedence over
-the one here for that module only (e.g. test_daemon_tick's `sim` on a fake clock,
-test_jira_process's `jira` whose search lags). A module uses the environment fixtures
+Every fixture more than one module uses is defined here, once; where modules differ only
+in a parameter, they call a factory (`make_store`, `make_sim`) rather than redefine the
+fixture. A module that needs a fixture of the same name but another meaning defines its
+own, which takes precedence over the one here for that module only, saying why (e.g.
+test_daemon_tick's `sim` on a fake clock, test_jira_process's `jira` whose search lags). A module uses the environment fixtures
 (`no_proxy`, `no_config`, `hermetic`, `no_threads_left`) for all its tests with
 `pytestmark = pytest.mark.usefixtures(...)`.
 
@@ -22,22 +23,25 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 import pg
 from helpers import PROXY_VARS, DaemonProcess, event_gets, simulators, threads_left, wait_until
+from import_space import loaded_twice
 from sebridge.config import loader as config
 from sebridge.imds.simulator import Simulator
+from sebridge.store import Store
 
 if TYPE_CHECKING:  # the fakes are imported by the fixtures that start them
-    from tests.fakes.jira import FakeJira
-    from tests.fakes.slack import FakeSlack
-    from tests.fakes.teams import FakeTeams
+    from fakes.jira import FakeJira
+    from fakes.slack import FakeSlack
+    from fakes.teams import FakeTeams
 
 pytest_plugins = ["slow_check"]
 
@@ -74,6 +78,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.pg)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_import_space() -> Iterator[None]:
+    """Fails the session (each xdist worker's) at its end if a module of tests/ was
+    imported by two names, e.g. `helpers` and `tests.helpers` (tests/import_space.py)."""
+    yield
+    twice = loaded_twice(sys.modules)
+    assert not twice, (
+        "modules of tests/ imported by two names (import them as `helpers`, `fakes.x`: "
+        f"tests/import_space.py): {'; '.join(twice)}"
+    )
+
+
 @pytest.fixture(scope="module")
 def pg_database() -> Iterator[str]:
     """The URL of a database of this module's own (sebridge_test_<random>), dropped after
@@ -99,11 +115,50 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def sim() -> Iterator[Simulator]:
+def make_store(tmp_path: Path) -> Iterator[Callable[..., Store]]:
+    """Opens stores, each closed at the test's end: make_store(url, agent, **Store's options);
+    url by default a SQLite file in tmp_path (a test that needs both dialects passes
+    store_url)."""
+    opened: list[Store] = []
+
+    def make(url: str = "", agent: str = "local", **options: Any) -> Store:
+        made = Store(url or f"sqlite:///{tmp_path}/state.db", agent, **options)
+        opened.append(made)
+        return made
+
+    yield make
+    for made in reversed(opened):
+        made.close()
+
+
+@pytest.fixture
+def store(make_store: Callable[..., Store], store_url: str) -> Store:
+    """A daemon's store on each dialect (store_url): agent vm0, holding its name (exclusive),
+    so its own claims of outbox rows and approvals are live ones."""
+    return make_store(store_url, "vm0", exclusive=True)
+
+
+@pytest.fixture
+def make_sim() -> Iterator[Callable[..., Simulator]]:
+    """Starts IMDS simulators on free ports (make_sim(**Simulator's options)), each stopped
+    at the test's end."""
+    started: list[Simulator] = []
+
+    def make(**options: Any) -> Simulator:
+        made = Simulator(port=0, **options).start()
+        started.append(made)
+        return made
+
+    yield make
+    for made in started:
+        made.stop()
+
+
+@pytest.fixture
+def sim(make_sim: Callable[..., Simulator]) -> Simulator:
     """The IMDS simulator on a free port, for vm0. approval_delay: an approved event stays
     Scheduled for the whole test, until the test starts it (sim.start_event)."""
-    with Simulator(port=0, vm_name="vm0", approval_delay=3600) as simulator:
-        yield simulator
+    return make_sim(vm_name="vm0", approval_delay=3600)
 
 
 @pytest.fixture
@@ -159,7 +214,7 @@ def no_threads_left() -> Iterator[None]:
 @pytest.fixture
 def slack() -> Iterator[FakeSlack]:
     """The fake Slack (Web API and Socket Mode) on a free port, with its default workspace."""
-    from tests.fakes.slack import FakeSlack
+    from fakes.slack import FakeSlack
 
     with FakeSlack() as fake:
         yield fake
@@ -168,7 +223,7 @@ def slack() -> Iterator[FakeSlack]:
 @pytest.fixture
 def teams() -> Iterator[FakeTeams]:
     """The fake Teams webhook on a free port."""
-    from tests.fakes.teams import FakeTeams
+    from fakes.teams import FakeTeams
 
     with FakeTeams() as fake:
         yield fake
@@ -177,7 +232,7 @@ def teams() -> Iterator[FakeTeams]:
 @pytest.fixture(params=["cloud", "datacenter"])
 def jira(request: pytest.FixtureRequest) -> Iterator[FakeJira]:
     """The fake Jira on a free port, once as Cloud and once as Data Center."""
-    from tests.fakes.jira import FakeJira
+    from fakes.jira import FakeJira
 
     with FakeJira(request.param) as fake:
         yield fake

@@ -40,8 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.slack import FakeSlack
-
+from fakes.slack import FakeSlack
 from sebridge.imds.simulator import Simulator
 from sebridge.store.codec import transition_from_json
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import requests
-from tests.helpers import RunnerThread, wait_until
 
+from helpers import RunnerThread, wait_until
 from sebridge.cli.runtime import build_runner, link_signer
 from sebridge.config.loader import Config
 from sebridge.imds.simulator import Simulator

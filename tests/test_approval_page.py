@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 import requests
-from tests.helpers import wait_until
-from tests.link_bridge import PUBLIC, LinkBridge
 
+from helpers import wait_until
+from link_bridge import PUBLIC, LinkBridge
 from sebridge.cli import commands
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping as from_mapping

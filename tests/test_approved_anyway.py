@@ -15,10 +15,9 @@ import io
 import json
 from dataclasses import replace
 
-from tests.fakes.jira import FakeJira
-from tests.fakes.slack import FakeSlack
-from tests.fakes.teams import FakeTeams
-
+from fakes.jira import FakeJira
+from fakes.slack import FakeSlack
+from fakes.teams import FakeTeams
 from helpers import ListSink
 from sebridge.cli import reading
 from sebridge.config.loader import from_mapping

@@ -13,9 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.fakes.slack import FakeSlack
-from tests.fakes.teams import FakeTeams
-
+from fakes.slack import FakeSlack
+from fakes.teams import FakeTeams
 from sebridge.engine.daemon import Daemon
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.render import BUILTIN_TEMPLATES

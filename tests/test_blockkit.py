@@ -12,8 +12,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from tests.fakes.slack import FakeSlack
 
+from fakes.slack import FakeSlack
 from sebridge.integrations.render import Renderer
 from sebridge.integrations.samples import sample_messages
 from sebridge.integrations.slack.sink import SlackSink, build_slack_client

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.browser import npm_packages, require_chromium, start_chromium
-from tests.fakes.teams import FakeTeams
-from tests.helpers import wait_until
-from tests.link_bridge import LinkBridge
 
+from browser import npm_packages, require_chromium, start_chromium
+from fakes.teams import FakeTeams
+from helpers import wait_until
+from link_bridge import LinkBridge
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.render import Renderer
 from sebridge.integrations.teams.card import CardBuilder, samples

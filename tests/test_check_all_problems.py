@@ -10,8 +10,8 @@ import io
 from pathlib import Path
 
 import pytest
-from tests.helpers import free_port, toml_str
 
+from helpers import free_port, toml_str
 from sebridge.cli.main import main
 
 pytestmark = pytest.mark.usefixtures("hermetic")

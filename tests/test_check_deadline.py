@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.fakes.jira import FakeJira
-from tests.fakes.slack import FakeSlack
-from tests.fakes.teams import FakeTeams
-from tests.helpers import toml_str, write_config
 
+from fakes.jira import FakeJira
+from fakes.slack import FakeSlack
+from fakes.teams import FakeTeams
+from helpers import toml_str, write_config
 from sebridge.cli.main import main
 from sebridge.imds.simulator import Simulator
 

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.helpers import cli_env, run_cli, toml_str, write_config
 
+from helpers import cli_env, run_cli, toml_str, write_config
 from sebridge.cli import commands
 from sebridge.config.secrets import Secret
 from sebridge.config.unit_credentials import UnitCredentials

@@ -11,14 +11,13 @@ file, which releases its earlier claims as `run` does.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from tests.fakes.slack import FakeSlack
 
+from fakes.slack import FakeSlack
 from helpers import read_jsonl
 from pages import pages, section
 from sebridge.engine.dispatch import Dispatcher
@@ -28,8 +27,6 @@ from sebridge.integrations.slack.sink import SlackSink, build_slack_client
 from sebridge.model import Document, Receipt, ScheduledEvent, Transition, TransitionKind
 from sebridge.model.message import Message, Sink
 from sebridge.store import Store
-from sebridge.store.codec import event_to_dict, transition_to_json
-from sebridge.store.schema import MIGRATIONS
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 CHANNEL = "C0123456789"
@@ -247,41 +244,3 @@ def test_the_docs_promise_what_is_built_no_more() -> None:
         "a second `run` or a `once` beside a running daemon refuses to start",
     ):
         assert promise in readme, promise
-
-
-def test_a_row_retried_before_the_upgrade_counts_as_begun(tmp_path: Path) -> None:
-    # A store written by the previous version (schema 1): its finished attempts are
-    # the attempts that began, so the first attempt after the upgrade looks first.
-    db = tmp_path / "state.db"
-    conn = sqlite3.connect(db)
-    conn.executescript(MIGRATIONS[0].replace("{id}", "INTEGER PRIMARY KEY AUTOINCREMENT"))
-    at = T0.isoformat()
-    event_data = json.dumps(event_to_dict(EVENT))
-    transition = transition_to_json(Transition(TransitionKind.SCHEDULED, EVENT, T0))
-    with conn:
-        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
-        conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
-        conn.execute(
-            "INSERT INTO events VALUES (?, 'Reboot', 'Scheduled', 'scheduled', 'notify', "
-            "?, 1, ?, ?, NULL)",
-            (EVENT.event_id, event_data, at, at),
-        )
-        conn.execute(
-            "INSERT INTO transitions (event_id, kind, at, data) VALUES (?, 'scheduled', ?, ?)",
-            (EVENT.event_id, at, transition),
-        )
-        for sink, attempts in (("slack", 2), ("jsonl", 0)):
-            conn.execute(
-                "INSERT INTO outbox (transition_id, event_id, sink, state, attempts, "
-                "next_attempt_at) VALUES (1, ?, ?, 'pending', ?, ?)",
-                (EVENT.event_id, sink, attempts, at),
-            )
-    conn.close()
-    store = Store(f"sqlite:///{db}")
-    try:
-        now = T0 + timedelta(seconds=1)
-        (slack,) = store.outbox.claim("slack", now, now + timedelta(minutes=1))
-        (jsonl,) = store.outbox.claim("jsonl", now, now + timedelta(minutes=1))
-    finally:
-        store.close()
-    assert (slack.begun, jsonl.begun) == (2, 0)

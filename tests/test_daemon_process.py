@@ -14,10 +14,9 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -55,28 +54,6 @@ class Setup:
     config: Path
     db: Path
     jsonl: Path
-
-
-@pytest.fixture
-def make_sim() -> Iterator[Callable[..., Simulator]]:
-    """Start simulators on free ports; all stopped at teardown."""
-    sims: list[Simulator] = []
-
-    def make(**kwargs: Any) -> Simulator:
-        sim = Simulator(port=0, **kwargs).start()
-        sims.append(sim)
-        return sim
-
-    yield make
-    for sim in sims:
-        sim.stop()
-
-
-@pytest.fixture
-def sim(make_sim: Callable[..., Simulator]) -> Simulator:
-    # approval_delay: an approved event stays Scheduled for the whole test,
-    # so approving it twice meets "already approved", not "already started".
-    return make_sim(approval_delay=3600)
 
 
 @pytest.fixture

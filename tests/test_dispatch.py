@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -59,10 +59,10 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(f"sqlite:///{tmp_path}/state.db")
-    yield s
-    s.close()
+def store(make_store: Callable[..., Store]) -> Store:
+    # Not conftest's (the daemon's, on each dialect): the dispatcher's own logic, for which a
+    # SQLite file is enough; the dialects' claims are test_store's and test_outbox_claim's.
+    return make_store()
 
 
 def dispatcher(store: Store, sinks: list[RecordingSink], clock: Clock) -> Dispatcher:

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.fakes.smtp import FakeSmtp, Received
-from tests.helpers import wait_until
-from tests.link_bridge import PUBLIC, LinkBridge
 
+from fakes.smtp import FakeSmtp, Received
+from helpers import wait_until
+from link_bridge import PUBLIC, LinkBridge
 from sebridge.imds.simulator import Simulator
 
 pytestmark = pytest.mark.usefixtures("no_proxy")

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fakes.smtp import FakeSmtp, certificate
-from tests.helpers import free_port
 
+from fakes.smtp import FakeSmtp, certificate
+from helpers import free_port
 from sebridge.cli.main import main
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.base import TrialNote

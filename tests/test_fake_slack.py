@@ -20,10 +20,7 @@ from slack_sdk.socket_mode import SocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 
-try:  # `tests` is a package only when the repository root is on sys.path (python -m pytest)
-    from tests.fakes.slack import FakeSlack, block_errors
-except ModuleNotFoundError:  # pytest puts tests/ itself on sys.path
-    from fakes.slack import FakeSlack, block_errors  # type: ignore[no-redef]
+from fakes.slack import FakeSlack, block_errors
 
 OPS = "C0123456789"
 QUIET = "C0999999999"

@@ -11,15 +11,14 @@ import json
 import re
 import signal
 import sys
-import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fakes.teams import FakeTeams
 
+from fakes.teams import FakeTeams
 from helpers import (
     DaemonProcess,
     ListSink,
@@ -27,6 +26,7 @@ from helpers import (
     cli_main,
     lines_of,
     run_cli,
+    wait_polls,
     wait_until,
     write_config,
 )
@@ -429,7 +429,8 @@ def test_a_fleet_with_a_stopped_agent_holds_then_starts_anyway_with_an_alarm(
     assert "hooks retry" not in str(note["note"])
     events = run_cli("events", "--config", str(configs[0]))
     assert silent[0] in events.stdout, events.stdout
-    time.sleep(1.0)  # a few polls more: nothing reaches IMDS
+    for sim in sims[:2]:  # five polls more of each running agent: nothing reaches IMDS
+        wait_polls(sim, 5)
     assert [i for sim in sims for p in sim.posts for i in p.ids] == []
 
     alice = run_cli("approve", WALK, "--anyway", "--as", "alice", "--config", str(configs[1]))

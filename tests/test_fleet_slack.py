@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.fakes.slack import FakeMessage, FakeSlack
 
 import pg
+from fakes.slack import FakeMessage, FakeSlack
 from helpers import DaemonProcess, event_gets, toml_str, wait_until, write_config
 from sebridge.imds.simulator import Simulator
 

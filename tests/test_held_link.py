@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fakes.smtp import FakeSmtp, Received
-from tests.fakes.teams import FakeTeams, Shown
-from tests.helpers import RunnerThread, wait_until
-from tests.link_bridge import PUBLIC, LinkBridge
 
+from fakes.smtp import FakeSmtp, Received
+from fakes.teams import FakeTeams, Shown
+from helpers import RunnerThread, wait_until
+from link_bridge import PUBLIC, LinkBridge
 from sebridge.cli.runtime import build_runner
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping

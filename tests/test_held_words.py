@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fakes.jira import FakeJira
-from tests.fakes.slack import FakeSlack
-from tests.fakes.teams import FakeTeams
 
+from fakes.jira import FakeJira
+from fakes.slack import FakeSlack
+from fakes.teams import FakeTeams
 from helpers import cli_main, write_config
 from sebridge.config.loader import from_mapping
 from sebridge.config.secrets import Secret

@@ -5,13 +5,12 @@ out only once every listed VM is ready; one VM's failure holds it for all."""
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 import test_fleet
-from helpers import wait_until
+from helpers import wait_polls, wait_until
 from sebridge.imds.simulator import Simulator
 from test_fleet import Fleet
 
@@ -85,6 +84,7 @@ def test_one_failed_vm_holds_the_event_for_the_whole_fleet(
     held = fleet.lines(EVENT, "held")
     assert len(held) == 1
     assert "check failed (exit 4) on vm2: vm2: jobs still running" in str(held[0]["note"])
-    time.sleep(1.0)  # a few polls more: still nothing reaches IMDS
+    for sim in sims:  # five polls more of each agent: still nothing reaches IMDS
+        wait_polls(sim, 5)
     assert posted(sims) == []
     wait_until(lambda: len(fleet.lines(EVENT, "hook_succeeded")) == 2, 20)

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers import wait_until
 
+from helpers import wait_until
 from sebridge.cli.runtime import build_daemon, build_runner
 from sebridge.engine.runner import Runner
 from sebridge.imds.simulator import Simulator
@@ -38,12 +38,6 @@ class RecordingApp:
 
 def broken(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
     raise RuntimeError("a bug in a route")
-
-
-@pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(port=0, vm_name="vm0") as simulator:
-        yield simulator
 
 
 @pytest.fixture
@@ -356,7 +350,7 @@ def test_healthz_after_imds_is_gone_longer_than_ten_polls(tmp_path: Path, sim: S
 
 def test_a_listen_address_in_use_is_one_line_naming_the_key(tmp_path: Path, sim: Simulator) -> None:
     """`sebridge run` as a process: no traceback, exit 2 as for a configuration error."""
-    from tests.helpers import run_cli, write_config
+    from helpers import run_cli, write_config
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fakes.slack import FakeSlack
-from tests.fakes.teams import FakeTeams
-from tests.helpers import toml_str
 
+from fakes.slack import FakeSlack
+from fakes.teams import FakeTeams
+from helpers import toml_str
 from pages import section as page_section
 from sebridge.cli.main import main
 from sebridge.config.loader import Config

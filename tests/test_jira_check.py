@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fakes.jira import FakeJira
-from tests.helpers import toml_str
 
+from fakes.jira import FakeJira
+from helpers import toml_str
 from sebridge.cli.main import main
 from sebridge.imds.simulator import Simulator
 

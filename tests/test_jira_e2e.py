@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fakes.jira import FakeJira
-from tests.helpers import RunnerThread, wait_until
 
+from fakes.jira import FakeJira
+from helpers import RunnerThread, wait_until
 from sebridge.cli.runtime import build_runner
 from sebridge.engine.daemon import Daemon
 from sebridge.engine.runner import Runner

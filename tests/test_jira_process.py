@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.fakes.jira import FakeJira
-from tests.helpers import (
+
+from fakes.jira import FakeJira
+from helpers import (
     DaemonProcess,
     event_gets,
     query,
@@ -23,7 +24,6 @@ from tests.helpers import (
     wait_until,
     write_config,
 )
-
 from sebridge.imds.simulator import Simulator
 
 # real `sebridge run` processes killed mid-delivery: up to 4 s a test

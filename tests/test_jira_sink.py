@@ -13,8 +13,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from tests.fakes.jira import FakeJira
 
+from fakes.jira import FakeJira
 from sebridge.config.secrets import Secret
 from sebridge.integrations.jira.client import JiraApi
 from sebridge.integrations.jira.limits import fit

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers import toml_str
 
+from helpers import toml_str
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.jsonl import sandbox, sink
 from sebridge.integrations.jsonl.sink import JsonlSink

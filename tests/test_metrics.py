@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -31,13 +31,6 @@ from sebridge.web.metrics_export import registry_of
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(f"sqlite:///{tmp_path}/state.db", agent="vm0")
-    yield s
-    s.close()
-
-
 def event(event_id: str) -> ScheduledEvent:
     return ScheduledEvent(
         event_id=event_id,
@@ -58,7 +51,10 @@ def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], f
     }
 
 
-def test_transitions_are_counted_once_committed_and_not_after_a_rollback(store: Store) -> None:
+def test_transitions_are_counted_once_committed_and_not_after_a_rollback(
+    make_store: Callable[..., Store],
+) -> None:
+    store = make_store(agent="vm0")
     metrics = Metrics(["jsonl"])
     store.on_transition(metrics.transition_recorded)
     scheduled = Transition(TransitionKind.SCHEDULED, event("A"), NOW)
@@ -73,7 +69,8 @@ def test_transitions_are_counted_once_committed_and_not_after_a_rollback(store: 
     assert samples(metrics)[("sebridge_transitions_total", (("kind", "scheduled"),))] == 1
 
 
-def test_store_figures_are_read_in_one_statement(store: Store) -> None:
+def test_store_figures_are_read_in_one_statement(make_store: Callable[..., Store]) -> None:
+    store = make_store(agent="vm0")
     transitions = [
         (Transition(TransitionKind.SCHEDULED, event(i), NOW), ["jsonl", "slack"]) for i in "AB"
     ]
@@ -143,10 +140,11 @@ def test_two_daemons_in_one_process_count_apart() -> None:
     assert samples(second)[("sebridge_imds_polls_total", (("outcome", "unchanged"),))] == 0
 
 
-def test_a_scrape_does_not_wait_for_a_frozen_store(store: Store) -> None:
+def test_a_scrape_does_not_wait_for_a_frozen_store(make_store: Callable[..., Store]) -> None:
     """The store's connection is held by a transaction that does not end (a frozen database
     holds it the same way): the scrape answers without the store's figures, and however
     many scrapes come meanwhile, one read waits on the store."""
+    store = make_store(agent="vm0")
     metrics = Metrics(["jsonl"])
     reads = []
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import gzip
 import threading
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -73,13 +72,6 @@ def get(page: MetricsPage, method: str = "GET", **headers: str) -> Answer:
     return answer
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(f"sqlite:///{tmp_path}/state.db", agent="vm0")
-    yield s
-    s.close()
-
-
 def test_the_scrapes_of_one_second_share_one_collection() -> None:
     registry, counted, clock = CollectorRegistry(), Counted(), Clock()
     registry.register(counted)
@@ -96,7 +88,10 @@ def test_the_scrapes_of_one_second_share_one_collection() -> None:
     assert counted.collections == 2
 
 
-def test_the_store_is_read_once_for_the_scrapes_of_one_second(store: Store) -> None:
+def test_the_store_is_read_once_for_the_scrapes_of_one_second(
+    make_store: Callable[..., Store],
+) -> None:
+    store = make_store(agent="vm0")
     metrics, clock, reads = Metrics(["jsonl"]), Clock(), []
 
     def read() -> Tallies:

@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
-from tests.fakes.jira import FakeJira
-from tests.fakes.slack import FakeSlack
-from tests.fakes.teams import FakeTeams
-from tests.helpers import (
+
+from fakes.jira import FakeJira
+from fakes.slack import FakeSlack
+from fakes.teams import FakeTeams
+from helpers import (
     DaemonProcess,
     free_port,
     query,
@@ -30,7 +31,6 @@ from tests.helpers import (
     wait_until,
     write_config,
 )
-
 from sebridge import __version__
 from sebridge.engine.metrics import (
     APPROVAL_OUTCOMES,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import requests
-from tests.helpers import free_port
 
+from helpers import free_port
 from sebridge.kernel.net_cause import no_answer_cause
 
 pytestmark = pytest.mark.usefixtures("no_proxy")  # straight to loopback

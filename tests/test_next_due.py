@@ -13,10 +13,7 @@ worker's fake clock running a handful of rounds over ten minutes of back-off.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-
-import pytest
 
 from sebridge.engine.dispatch import Dispatcher
 from sebridge.kernel.errors import RetryableDeliveryError
@@ -39,14 +36,6 @@ def two_rows(store: Store, at: datetime, event_id: str = "E1") -> None:
     scheduled, started = event(event_id), event(event_id, "Started")
     store.apply(Document(1, (scheduled,)), [(Transition("scheduled", scheduled, at), ["s"])], at)
     store.apply(Document(2, (started,)), [(Transition("started", started, at), ["s"])], at)
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    # A daemon's store: on PostgreSQL it holds its name, so its own claims are live ones.
-    s = Store(store_url, agent="vm0", exclusive=True)
-    yield s
-    s.close()
 
 
 # -- the store's answer ---------------------------------------------------------------------

@@ -47,11 +47,6 @@ def plan(store: Store) -> str:
     return "\n".join(str(r[-1]) for r in store.db.all("EXPLAIN QUERY PLAN " + sql, params))
 
 
-@pytest.fixture
-def store(store_url: str) -> Store:
-    return Store(store_url, "vm0", exclusive=True)
-
-
 def assert_index_backed(text: str, postgres: bool) -> None:
     # The earlier-row check is one probe of the (sink, event_id, id) index...
     assert "outbox_pending_event" in text, text

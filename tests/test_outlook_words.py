@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from tests.fakes.jira import FakeJira
-from tests.fakes.slack import FakeSlack
-from tests.fakes.teams import FakeTeams
 
+from fakes.jira import FakeJira
+from fakes.slack import FakeSlack
+from fakes.teams import FakeTeams
 from sebridge.cli.format import history_line
 from sebridge.config.secrets import Secret
 from sebridge.integrations.console.sink import ConsoleSink

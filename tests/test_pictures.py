@@ -12,7 +12,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from tests.browser import require_chromium
+
+from browser import require_chromium
 
 # chromium and chromium-driver (tests/browser.py); the daemon, a hook and the browser: ~5 s
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.usefixtures("no_proxy")]

@@ -7,7 +7,7 @@ agent of a fleet matches another VM's tags). Both stores (conftest.py: store_url
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,20 +47,14 @@ def config_for(sim: Simulator, store_url: str) -> Any:
     )
 
 
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    s = Store(store_url, agent="web1")
-    yield s
-    s.close()
-
-
 def reboot(*vms: str) -> ScheduledEvent:
     return ScheduledEvent("E-" + "-".join(vms), "Reboot", "Scheduled", resources=vms)
 
 
 def test_each_agent_records_its_vms_tags_and_every_agent_matches_them(
-    sim: Simulator, store_url: str, store: Store
+    sim: Simulator, store_url: str, make_store: Callable[..., Store]
 ) -> None:
+    store = make_store(store_url, agent="web1")
     # web2's agent starts: it reads its Azure tags from IMDS and records them in the store.
     sim.tags = {"team": "payments", "env": "prod", "note": "a;b:c"}
     record_tags(config_for(sim, store_url), store, "web2")

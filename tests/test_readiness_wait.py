@@ -17,9 +17,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from tests.helpers import RunnerThread, cli_main, wait_until
-from tests.link_bridge import LinkBridge
 
+from helpers import RunnerThread, cli_main, wait_until
+from link_bridge import LinkBridge
 from sebridge.cli.runtime import build_runner
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import load_config

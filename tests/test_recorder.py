@@ -55,6 +55,7 @@ class Store:
 
 @pytest.fixture
 def store() -> Store:
+    # Not conftest's: this module's stand-in Store above, whose act() the test holds.
     return Store()
 
 

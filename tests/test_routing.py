@@ -14,9 +14,9 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from tests.fakes.slack import FakeSlack
-from tests.fakes.teams import FakeTeams
 
+from fakes.slack import FakeSlack
+from fakes.teams import FakeTeams
 from sebridge.cli.runtime import build_daemon
 from sebridge.engine.daemon import Daemon
 from sebridge.imds.simulator import Simulator

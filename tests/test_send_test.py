@@ -11,11 +11,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from tests.fakes.jira import FakeJira
-from tests.fakes.slack import FakeSlack
-from tests.fakes.teams import FakeTeams
-from tests.helpers import free_port, toml_str
 
+from fakes.jira import FakeJira
+from fakes.slack import FakeSlack
+from fakes.teams import FakeTeams
+from helpers import free_port, toml_str
 from sebridge.cli.main import main
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.jsonl.sink import JsonlSink

@@ -75,6 +75,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def sim(clock: FakeClock) -> Iterator[Simulator]:
+    # Not conftest's: the simulator itself under test, its time moved by the test's clock.
     with Simulator(port=0, clock=clock, approval_delay=2.0) as simulator:
         yield simulator
 

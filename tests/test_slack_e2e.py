@@ -26,9 +26,9 @@ from urllib.error import HTTPError
 from urllib.request import Request, urlopen
 
 import pytest
-from tests.fakes.slack import DEFAULT_SCOPES, FakeMessage, FakeSlack
-from tests.helpers import RunnerThread, lines_of, read_jsonl, threads_left, wait_until
 
+from fakes.slack import DEFAULT_SCOPES, FakeMessage, FakeSlack
+from helpers import RunnerThread, lines_of, read_jsonl, threads_left, wait_until
 from sebridge.cli import main as cli
 from sebridge.cli import reading
 from sebridge.cli.runtime import build_runner

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.fakes.slack import FakeSlack
-
+from fakes.slack import FakeSlack
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.render import Renderer
 from sebridge.integrations.slack.sink import SlackSink, build_slack_client

@@ -11,10 +11,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from fakes.imds_fixture import FixtureImds
 from helpers import DaemonProcess, wait_line, wait_until, write_config
@@ -22,12 +19,6 @@ from sebridge.imds.simulator import Simulator
 
 GRACE = 2.0  # write_config's shutdown_grace_seconds
 BOUND = GRACE + 8.0
-
-
-@pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(port=0) as simulator:
-        yield simulator
 
 
 def stop_within_bound(daemon: DaemonProcess) -> None:

@@ -6,9 +6,6 @@ module's own on the machine's server; skipped only when no server answers).
 
 from __future__ import annotations
 
-import json
-import sqlite3
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,8 +15,7 @@ from sebridge.kernel.errors import StoreError
 from sebridge.model import Approval, Document, Receipt, ScheduledEvent, Transition, TransitionKind
 from sebridge.model.decision import Decision
 from sebridge.store import Store
-from sebridge.store.codec import event_to_dict, transition_to_json
-from sebridge.store.schema import MIGRATIONS
+from sebridge.store.schema import VERSION
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
@@ -37,13 +33,6 @@ def event(event_id: str = "E1", status: str = "Scheduled", **kw: object) -> Sche
 
 def scheduled(e: ScheduledEvent, at: datetime = T0) -> Transition:
     return Transition(TransitionKind.SCHEDULED, e, at)
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    s = Store(store_url, agent="vm0", exclusive=True)  # as the daemon, which claims outbox rows
-    yield s
-    s.close()
 
 
 def test_fresh_store_has_no_document(store: Store) -> None:
@@ -114,55 +103,10 @@ def test_state_survives_reopening(store_url: str) -> None:
 
 def test_newer_schema_is_refused(store_url: str) -> None:
     first = Store(store_url)
-    first.db.execute(
-        "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(len(MIGRATIONS) + 1),)
-    )
+    first.db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(VERSION + 1),))
     first.close()
     with pytest.raises(StoreError, match="upgrade sebridge"):
         Store(store_url)
-
-
-def test_a_version_1_sqlite_store_migrates_in_place(tmp_path: Path) -> None:
-    path = tmp_path / "state.db"
-    e = event()
-    with sqlite3.connect(path) as db:  # what sebridge of schema version 1 left on disk
-        db.executescript(MIGRATIONS[0].replace("{id}", "INTEGER PRIMARY KEY AUTOINCREMENT"))
-        db.executescript(
-            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);"
-            "INSERT INTO meta VALUES ('schema_version', '1'), ('setting.vm_name', 'vm0');"
-        )
-        db.execute("INSERT INTO documents VALUES ('vm0', 7, ?)", (T0.isoformat(),))
-        db.execute(
-            "INSERT INTO events VALUES ('E1', 'Reboot', 'Scheduled', 'scheduled', 'notify', ?, 1,"
-            " ?, ?, NULL)",
-            (json.dumps(event_to_dict(e)), T0.isoformat(), T0.isoformat()),
-        )
-        db.execute(
-            "INSERT INTO transitions (event_id, kind, at, data) VALUES ('E1', 'scheduled', ?, ?)",
-            (T0.isoformat(), transition_to_json(scheduled(e))),
-        )
-        db.execute(
-            "INSERT INTO outbox (transition_id, event_id, sink, state, attempts, next_attempt_at)"
-            " VALUES (1, 'E1', 'slack', 'pending', 2, ?)",
-            (T0.isoformat(),),
-        )
-    store = Store(f"sqlite:///{path}", agent="vm0")
-    try:
-        assert store.db.one("SELECT value FROM meta WHERE key = 'schema_version'") == (
-            str(len(MIGRATIONS)),
-        )
-        assert store.last_document() == Document(7, (e,))
-        assert store.setting("vm_name") == "vm0"
-        (delivery,) = store.outbox.claim("slack", T0, T0 + timedelta(minutes=2))
-        # Two attempts before the upgrade: either may have reached Slack.
-        assert (delivery.transition, delivery.attempts, delivery.begun) == (scheduled(e), 2, 2)
-        # "notify" was the word for "a person decides" before rules.
-        assert delivery.policy == "ask"
-        record = store.event("E1")
-        assert record is not None
-        assert record.decision == Decision("ask", "decided before policy rules")
-    finally:
-        store.close()
 
 
 def test_unwritable_location_is_a_clear_error(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ counts for diff() while its event is in this agent's document. Beside some histo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -16,13 +15,6 @@ from sebridge.model import Approval, Document, ScheduledEvent, Transition, Trans
 from sebridge.model.approval import ApprovalState
 from sebridge.store import Store
 from store_history import CLOSED, NOW, SINKS, past
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    s = Store(store_url, "vm0", exclusive=True)
-    yield s
-    s.close()
 
 
 def approval_in(store: Store, state: str, *, lease_over: bool = False) -> None:

@@ -22,7 +22,7 @@ from sebridge.imds.simulator import Simulator
 from sebridge.kernel.errors import StoreError
 from sebridge.model import Approval, Document, ScheduledEvent, Transition
 from sebridge.store import Store
-from sebridge.store.schema import MIGRATIONS
+from sebridge.store.schema import VERSION
 
 SECRET = "S3CRET-pw-4711"
 
@@ -93,7 +93,7 @@ def test_agents_starting_at_once_migrate_once(pg_url: str) -> None:
         s.close()
     assert errors == [] and len(stores) == 8
     assert pg.query(pg_url, "SELECT value FROM meta WHERE key = 'schema_version'") == [
-        (str(len(MIGRATIONS)),)
+        (str(VERSION),)
     ]
 
 

@@ -14,7 +14,7 @@ queries find the same rows: test_store_open_rows.py. How long a round takes at 2
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -113,13 +113,6 @@ def full_reads(store: Store, lines: list[str]) -> list[str]:
             if not any("Index Cond" in d for d in detail):
                 bad.append(line)
     return bad
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    s = Store(store_url, "vm0", exclusive=True)
-    yield s
-    s.close()
 
 
 def rounds(d: Daemon, document: Document) -> dict[str, Callable[[], object]]:

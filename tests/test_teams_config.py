@@ -194,7 +194,7 @@ def test_check_names_the_kind_never_the_url(tmp_path: Path, sim: Simulator) -> N
 
 
 def test_sebridge_check_refuses_a_messagecard_to_workflows(tmp_path: Path) -> None:
-    from tests.helpers import cli_env, run_cli, toml_str
+    from helpers import cli_env, run_cli, toml_str
 
     store = toml_str(f"sqlite:///{tmp_path / 's.db'}")
     path = tmp_path / "sebridge.toml"

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fakes.teams import FakeTeams, Shown
-from tests.helpers import wait_until
-from tests.link_bridge import PUBLIC, LinkBridge
 
+from fakes.teams import FakeTeams, Shown
+from helpers import wait_until
+from link_bridge import PUBLIC, LinkBridge
 from sebridge.imds.simulator import Simulator
 
 pytestmark = pytest.mark.usefixtures("no_proxy")

@@ -8,9 +8,9 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from tests.fakes.teams import FakeTeams
-from tests.helpers import free_port
 
+from fakes.teams import FakeTeams
+from helpers import free_port
 from sebridge.integrations.render import Renderer
 from sebridge.integrations.teams.card import MAX_PAYLOAD
 from sebridge.integrations.teams.sink import TeamsSink

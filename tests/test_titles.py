@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fakes.jira import FakeJira
-from tests.fakes.slack import FakeMessage, FakeSlack
-from tests.fakes.smtp import FakeSmtp
-from tests.fakes.teams import FakeTeams
-from tests.helpers import simulators, wait_until
-from tests.link_bridge import LinkBridge
 
+from fakes.jira import FakeJira
+from fakes.slack import FakeMessage, FakeSlack
+from fakes.smtp import FakeSmtp
+from fakes.teams import FakeTeams
+from helpers import simulators, wait_until
+from link_bridge import LinkBridge
 from sebridge.model import ScheduledEvent
 from sebridge.model.title import title, title_vms
 

@@ -32,7 +32,7 @@ from sebridge.integrations.base import Finding, TrialNote
 from sebridge.integrations.render import Renderer
 from sebridge.kernel.errors import BridgeError
 from sebridge.store import Store
-from sebridge.store.schema import MIGRATIONS
+from sebridge.store.schema import VERSION
 
 __all__ = ["DEFAULT_TIMEOUT", "TEST_TEXT", "Report", "examine", "show"]
 
@@ -298,9 +298,9 @@ def _say_migration(store: Store, say: Say) -> None:
         return
     where = store.db.location
     said = (
-        f"created the tables (schema version {len(MIGRATIONS)}) in {where}"
+        f"created the tables (schema version {VERSION}) in {where}"
         if was == 0
-        else f"moved the schema of {where} from version {was} to {len(MIGRATIONS)}"
+        else f"moved the schema of {where} from version {was} to {VERSION}"
     )
     say(Finding("store", True, f"{said}, as the daemon does at its start"))
 

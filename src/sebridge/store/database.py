@@ -5,7 +5,7 @@ standard `INSERT ... ON CONFLICT` / `RETURNING`, and claims as
 `SELECT ... FOR UPDATE [OF t] SKIP LOCKED`. A dialect (store/sqlite.py,
 store/postgres.py) adapts what differs: placeholders, row locks (SQLite has
 none: its write transaction locks the whole file), the auto-increment key
-(`{id}` in the migrations), how a write transaction starts and what it locks,
+(`{id}` in the schema), how a write transaction starts and what it locks,
 how other processes' writes are noticed (polled, or heard), whether the daemon holds the
 store alone (SQLite) or shares it (PostgreSQL), and how single-holder
 duties are held. `connect.open_database()` picks the dialect from store.url.
@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from sebridge.kernel.errors import StoreError
 from sebridge.store.duties import Duties
-from sebridge.store.schema import MIGRATIONS
+from sebridge.store.schema import VERSION, upgrade
 
 __all__ = ["Database", "Held", "Row"]
 
@@ -46,11 +46,12 @@ class _Cursor(Protocol):
 class Database:
     """One connection shared by the process's threads behind a lock.
 
-    Subclasses provide the dialect: ID_COLUMN, _run(), _begin(), _commit(),
+    Subclasses provide the dialect: DIALECT, _run(), _begin(), _commit(),
     _rollback(), write_marker(), hold_exclusive(), close().
     """
 
-    ID_COLUMN = ""
+    # Which of the schema's scripts this dialect runs (a key of store/schema.py's BASELINE).
+    DIALECT = ""
     # (table, column) of every table in the store's schema (store/schema_check.py).
     COLUMNS_SQL = ""
     # (index, table) of every index in the store's schema (store/schema_check.py).
@@ -148,24 +149,17 @@ class Database:
             self._run("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
             row = self.one("SELECT value FROM meta WHERE key = 'schema_version'")
             version = _schema_version(row[0], self.location) if row else 0
-            if version > len(MIGRATIONS):
-                raise StoreError(
-                    f"the store at {self.location} has schema version {version}, newer than "
-                    f"this sebridge knows ({len(MIGRATIONS)}): upgrade sebridge"
-                )
-            for number in range(version + 1, len(MIGRATIONS) + 1):
-                ddl = MIGRATIONS[number - 1].replace("{id}", self.ID_COLUMN)
-                for statement in filter(str.strip, ddl.split(";")):
-                    self._run(statement)
-            if version < len(MIGRATIONS):
+            for statement in upgrade(version, self.DIALECT, self.location):
+                self._run(statement)
+            if version < VERSION:
                 self._migrated()
                 self.migrated_from = version
             self._run(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (str(len(MIGRATIONS)),),
+                (str(VERSION),),
             )
-        return len(MIGRATIONS)
+        return VERSION
 
     def schema_version(self) -> int:
         """The store's schema version, read without writing anything (0: no tables yet)."""

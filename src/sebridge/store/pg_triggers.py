@@ -6,16 +6,15 @@ a database upgraded from any older version ends with exactly these.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from sebridge.store.pg_listen import CHANNEL
-from sebridge.store.schema import MIGRATIONS
+from sebridge.store.schema import TABLES
 
 __all__ = ["renew_triggers"]
 
-# Every table a migration ever created; those still there lose any trigger of ours
+# Every table the schema creates (TABLES); those there lose any trigger of ours
 # (a database may hold other applications' tables too: never touch those), and
 # the tables someone waits for (pg_listen.EVERY_TABLE) get the triggers below, which NOTIFY
 # their name for the writes that give another agent something to do, and for no
@@ -40,7 +39,6 @@ _TRIGGERS = {
     # a person asked failed prepare hooks to run again (`sebridge hooks retry`)
     "hook_retries": ("AFTER INSERT OR UPDATE ON hook_retries FOR EACH ROW",),
 }
-_TABLES = tuple(name for m in MIGRATIONS for name in re.findall(r"CREATE TABLE (\w+)", m))
 _EXISTING = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1"
 _NOTIFY_FUNCTION = (
     "CREATE OR REPLACE FUNCTION sebridge_notify() RETURNS trigger LANGUAGE plpgsql AS "
@@ -55,7 +53,7 @@ def renew_triggers(
     run(_NOTIFY_FUNCTION)
     # Migrations may have renamed or dropped some of ours.
     existing = {str(r[0]) for r in rows(_EXISTING)}
-    for table in (t for t in _TABLES if t in existing):
+    for table in (t for t in TABLES if t in existing):
         for n in range(2):  # every trigger name we ever used
             run(f"DROP TRIGGER IF EXISTS sebridge_notify{n or ''} ON {table}")
         for n, when in enumerate(_TRIGGERS.get(table, ())):

@@ -5,8 +5,8 @@ dropped or altered by hand (or by a restore of half a backup) would only show
 as a failing statement later, in the middle of a tick, and a dropped index as
 a claim that slows with the backlog (or, for a unique one, an insert that
 fails: `ON CONFLICT` needs it). Every open compares the store's tables,
-columns and named indexes with what the migrations build (found by running
-them on an empty in-memory SQLite database, so the list cannot drift from
+columns and named indexes with what the schema builds (found by building it
+on an empty in-memory SQLite database, so the list cannot drift from
 schema.py) and refuses a store that lacks any, naming what is missing.
 A command that only reads (`events`, `history`, `policy explain`) migrates
 nothing: it refuses an older schema, saying which version and what moves it.
@@ -19,7 +19,7 @@ from functools import cache
 
 from sebridge.kernel.errors import StoreError
 from sebridge.store.database import Database
-from sebridge.store.schema import MIGRATIONS
+from sebridge.store.schema import VERSION, refuse_unknown
 
 __all__ = [
     "expected_columns",
@@ -31,12 +31,12 @@ __all__ = [
 
 
 def expected_columns() -> dict[str, frozenset[str]]:
-    """Each table the migrations build, with its columns."""
+    """Each table the schema builds, with its columns."""
     return _expected()[0]
 
 
 def expected_indexes() -> dict[str, str]:
-    """The indexes the migrations create, by name, with their table (CREATE INDEX; not
+    """The indexes the schema creates, by name, with their table (CREATE INDEX; not
     the ones a primary key or UNIQUE column brings, which each dialect names its own way)."""
     return _expected()[1]
 
@@ -89,12 +89,8 @@ def require_current(db: Database) -> None:
     """For a command that only reads (`events`, `history`): refuse a schema older than this
     sebridge's rather than write it, e.g. after an upgrade while the old daemon still runs
     (docs/ARCHITECTURE.md, "Seams")."""
-    version, current = db.schema_version(), len(MIGRATIONS)
-    if version > current:
-        raise StoreError(
-            f"the store at {db.location} has schema version {version}, newer than this "
-            f"sebridge knows ({current}): upgrade sebridge"
-        )
+    version, current = db.schema_version(), VERSION
+    refuse_unknown(version, db.location)  # newer, or older than the baseline: nothing moves it
     if version < current:
         has = "has no tables yet" if version == 0 else f"has schema version {version}"
         raise StoreError(

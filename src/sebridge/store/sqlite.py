@@ -40,7 +40,7 @@ class SqliteDatabase(Database):
     `sebridge events`) read and write beside the daemon.
     """
 
-    ID_COLUMN = "INTEGER PRIMARY KEY AUTOINCREMENT"
+    DIALECT = "sqlite"
     COLUMNS_SQL = (
         "SELECT m.name, c.name FROM sqlite_master m, pragma_table_info(m.name) c "
         "WHERE m.type = 'table'"
