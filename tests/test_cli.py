@@ -26,7 +26,18 @@ from sebridge import __version__
 from sebridge.cli.main import main
 from sebridge.imds.simulator import Simulator
 
-COMMANDS = ("run", "once", "events", "approve", "history", "check", "policy", "simulate", "demo")
+COMMANDS = (
+    "run",
+    "once",
+    "events",
+    "approve",
+    "history",
+    "check",
+    "policy",
+    "calendar-url",
+    "simulate",
+    "demo",
+)
 WITH_CONFIG = ("run", "once", "events", "approve", "history", "check")
 WITH_JSON = ("once", "events", "approve", "history", "check")
 # Where a real process looks when neither --config nor $SEBRIDGE_CONFIG is given

@@ -41,6 +41,7 @@ from sebridge.store import Store
 
 if TYPE_CHECKING:
     from sebridge.hooks.gate import ReadinessGate
+    from sebridge.store.hook_retries import RetryAnswer
     from sebridge.web.links import LinkSigner
 
 # What only some configurations use (the HTTP server, approval links, /metrics, the CLI's
@@ -56,6 +57,7 @@ __all__ = [
     "build_runner",
     "build_sinks",
     "configure_logging",
+    "link_key",
     "link_signer",
     "missing_store",
     "open_store",
@@ -378,10 +380,18 @@ def link_signer(config: Config, store: Store) -> LinkSigner | None:
     under a key generated once and kept in the store (a fleet sharing the store shares it)."""
     if not config.http.public_url:
         return None
-    from sebridge.web.links import LINK_KEY_SETTING, LinkSigner, new_link_key
+    from sebridge.web.links import LinkSigner
+
+    return LinkSigner(link_key(config, store))
+
+
+def link_key(config: Config, store: Store) -> str:
+    """The link key: `[http] link_secret`, else the key generated once and kept in the store
+    (made now when there is none yet). It signs approval links and the fleet page's tokens."""
+    from sebridge.web.links import LINK_KEY_SETTING, new_link_key
 
     key = config.http.link_secret.reveal() or store.setting(LINK_KEY_SETTING)
-    return LinkSigner(key or store.remember_first(LINK_KEY_SETTING, new_link_key()))
+    return key or store.remember_first(LINK_KEY_SETTING, new_link_key())
 
 
 def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
@@ -403,6 +413,8 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
         )
         page.check_templates()
         routes[PREFIX] = page
+    if config.web.page:  # the fleet page and its calendar feed (docs/fleet-page.md)
+        routes.update(_fleet_routes(config, renderer, daemon))
     jobs = []
     for instance in registry.enabled(config):
         ctx = registry.context(instance, config, renderer)
@@ -418,6 +430,37 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
     runner.add_jobs(jobs)
     if routes or "http.listen" in config.given or config.http.probe_listen:
         _serve(config, runner, routes, owners)
+
+
+def _fleet_routes(config: Config, renderer: Renderer, daemon: Daemon) -> dict[str, WsgiApp]:
+    """/fleet, /fleet.json and /calendar/: approvals through the daemon's use case, a retry
+    as `sebridge hooks retry` asks it (its agents woken as by another process's commit)."""
+    from sebridge.web.fleet_page import VIA
+    from sebridge.web.fleet_wiring import fleet_routes
+
+    store = daemon.store
+
+    def retry(event_id: str, person: str) -> RetryAnswer:
+        answer = store.request_hook_retry(
+            event_id,
+            actor=person,
+            via=VIA,
+            now=utcnow(),
+            sinks_for=lambda record: daemon.sinks_for(record.decision),
+        )
+        daemon.heard(frozenset({"hook_retries", "outbox"}))
+        return answer
+
+    return fleet_routes(
+        config,
+        store.db,
+        renderer,
+        link_key(config, store),
+        approve=daemon.approvals.request,
+        retry=retry,
+        vm_name=daemon.vm_name,
+        mask=daemon.hook_mask,
+    )
 
 
 def _serve(
