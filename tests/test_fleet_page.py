@@ -9,6 +9,7 @@ requests come from 127.0.0.1, the default trusted proxy, unless a test says othe
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -195,3 +196,82 @@ def test_a_fleet_shows_an_event_only_the_other_agents_vm_lists(pg_url: str, tmp_
         finally:
             here.stop()
             other.stop()
+
+
+def test_a_held_event_offers_retry_and_approve_anyway_behind_a_confirmation(
+    sim: Simulator, tmp_path: Path
+) -> None:
+    fails = tmp_path / "drain.py"
+    fails.write_text("import sys\nprint('drain refused: token=hunter2hunter2')\nsys.exit(1)\n")
+    sections = {
+        **WEB,
+        "policy": {
+            "rules": [{"name": "drain", "action": "ask", "prepare": ["drain"]}],
+            "prepare_lead_seconds": 3600,  # the hook runs at once: nobody approved it yet
+        },
+        "hooks": {"drain": {"command": [sys.executable, str(fails)]}},
+    }
+    bridge = LinkBridge(sim, tmp_path, sections)
+    try:
+        event_id = bridge.schedule("Reboot", resources=["vm0"])
+        wait_until(lambda: "drain refused" in page(bridge).text, 15, message="the failed hook")
+        (event,) = page(bridge, "/fleet.json").json()["events"]
+        assert event["held"] and event["offers"] == ["anyway", "retry"]
+        (hook,) = event["hooks"]
+        assert (hook["vm"], hook["hook"], hook["state"]) == ("vm0", "drain", "failed")
+        shown = page(bridge).text
+        assert 'class="danger">Approve anyway' in shown and "Approve: let it start now" not in shown
+        assert "sebridge hooks retry" in shown  # the ways out
+
+        url, token = bridge.base + "/fleet", csrf(shown)
+        form = {"csrf_token": token, "event_id": event_id}
+        retried = bridge.http.post(url, data={**form, "action": "retry"}, headers=ANN, timeout=10)
+        assert "hooks retry requested by ann@example.net: drain on vm0" in retried.text
+
+        def failed_again() -> bool:
+            (again,) = page(bridge, "/fleet.json").json()["events"]
+            return [(h["attempt"], h["state"]) for h in again["hooks"]] == [(2, "failed")]
+
+        wait_until(failed_again, 15, message="the hook's second run failed")
+
+        confirm = bridge.http.post(url, data={**form, "action": "anyway"}, headers=ANN, timeout=10)
+        assert 'name="confirm"' in confirm.text and 'class="danger"' in confirm.text
+        wait_polls(sim, 3)
+        assert sim.start_requests == []  # the first POST only asks to confirm
+        done = bridge.http.post(
+            url, data={**form, "action": "anyway", "confirm": "1"}, headers=ANN, timeout=10
+        )
+        assert "Approved anyway by ann@example.net" in done.text, done.text
+        wait_until(lambda: sim.start_requests == [event_id], 10)
+        approval = bridge.daemon.store.approval(event_id)
+        assert approval is not None and (approval.anyway_by, approval.anyway_via) == (
+            "ann@example.net",
+            "page",
+        )
+    finally:
+        bridge.stop()
+
+
+@pytest.mark.parametrize(
+    ("web", "said"),
+    [
+        ({"trusted_proxies": ["10.0.0.1/8"]}, 'web.trusted_proxies: "10.0.0.1/8" is not a CIDR'),
+        ({"trusted_proxies": ["proxy.local"]}, 'web.trusted_proxies: "proxy.local" is not a CIDR'),
+        ({"page": True, "trusted_proxies": []}, "web.trusted_proxies: empty"),
+        ({"user_header": "X User"}, 'web.user_header: "X User" is not an HTTP header name'),
+        ({"recent_days": 0}, "web.recent_days"),
+    ],
+)
+def test_a_bad_web_section_is_refused_naming_the_key(web: dict[str, Any], said: str) -> None:
+    from sebridge.integrations.registry import config_from_mapping
+    from sebridge.kernel.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        config_from_mapping({"web": web}, environ={})
+
+
+def test_trusted_proxies_are_kept_in_their_canonical_spelling() -> None:
+    from sebridge.integrations.registry import config_from_mapping
+
+    config = config_from_mapping({"web": {"trusted_proxies": ["10.1.0.0/16", "::1"]}}, environ={})
+    assert config.web.trusted_proxies == ("10.1.0.0/16", "::1/128")
