@@ -7,68 +7,105 @@ page shows (web/fleet_rows.py), built with the `icalendar` library: UID
 `<event id>@sebridge`, DTSTART NotBefore (a started event's: when it started),
 DTEND NotBefore plus DurationInSeconds (unknown: 15 min), SUMMARY "Reboot:
 web1, web2 (ask)", DESCRIPTION its state, decision and approval and a link to
-the page, STATUS CANCELLED once it left IMDS without starting, SEQUENCE and
-LAST-MODIFIED from its transitions (each change of its record is one), so a
-calendar updates the entry in place. See docs/fleet-page.md.
+the page (nothing relative to now), STATUS CANCELLED once it left IMDS without
+starting, SEQUENCE and LAST-MODIFIED from its transitions (each change of its
+record is one), so a calendar updates the entry in place. Each VEVENT is
+written once per content and kept (Calendars). See docs/fleet-page.md.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from icalendar import Calendar, Event
 
-from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.text import displayable
 from sebridge.kernel.wsgi import StartResponse
 from sebridge.model.title import title_vms
 from sebridge.web.fleet_rows import FleetEvent
 from sebridge.web.fleet_tokens import FleetTokens
 
-__all__ = ["PREFIX", "UNKNOWN_DURATION", "CalendarFeed", "calendar"]
+__all__ = ["PREFIX", "UNKNOWN_DURATION", "CalendarFeed", "Calendars"]
 
 PREFIX = "/calendar/"
 UNKNOWN_DURATION = timedelta(minutes=15)
 REFRESH = timedelta(minutes=5)  # what the feed asks of a calendar app (RFC 7986)
 
 
-def calendar(rows: Sequence[FleetEvent], now: datetime, page_url: str = "") -> bytes:
-    """The feed of `rows`, as of `now`; `page_url`: the fleet page's address ("": none)."""
+@dataclass(frozen=True)
+class _Entry:
+    """What one VEVENT says: all of it, so equal entries make equal bytes (cached)."""
+
+    uid: str
+    start: datetime
+    end: datetime
+    summary: str
+    description: str
+    status: str
+    sequence: int
+    modified: datetime
+    url: str
+
+
+def _entry(row: FleetEvent, page_url: str) -> _Entry:
+    r, e = row.record, row.record.event
+    start = row.not_before or r.first_seen
+    seconds = e.duration_seconds
+    length = timedelta(seconds=seconds) if seconds is not None and seconds > 0 else UNKNOWN_DURATION
+    return _Entry(
+        uid=f"{e.event_id}@sebridge",
+        start=start,
+        end=start + length,
+        summary=_text(f"{e.event_type}: {title_vms(e.resources)} ({r.policy})"),
+        description=_text("\n".join(_description(row, page_url))),
+        status="CANCELLED" if r.state == "cancelled" else "CONFIRMED",
+        sequence=row.changes.count,
+        modified=row.changes.last,
+        url=f"{page_url}#{e.event_id}" if page_url else "",
+    )
+
+
+def _vevent(entry: _Entry) -> bytes:
+    """One VEVENT, as icalendar writes it. DTSTAMP is when the store's record of the event
+    last changed (RFC 5545: for a feed without METHOD, when the information was last
+    revised), so a VEVENT is the same bytes until the event changes."""
+    vevent = Event()
+    vevent.add("uid", entry.uid)
+    vevent.add("dtstamp", entry.modified)
+    vevent.add("dtstart", entry.start)
+    vevent.add("dtend", entry.end)
+    vevent.add("summary", entry.summary)
+    vevent.add("description", entry.description)
+    vevent.add("status", entry.status)
+    vevent.add("sequence", entry.sequence)
+    vevent.add("last-modified", entry.modified)
+    vevent.add("transp", "TRANSPARENT")  # maintenance, not a meeting: nobody is busy
+    if entry.url:
+        vevent.add("url", entry.url)
+    data: bytes = vevent.to_ical()
+    return data
+
+
+def _wrapper() -> tuple[bytes, bytes]:
+    """The VCALENDAR around the events, as icalendar writes it: (its head, its end)."""
     cal = Calendar()
     cal.add("prodid", "-//sebridge//fleet maintenance//EN")
     cal.add("version", "2.0")
     cal.add("x-wr-calname", "Azure maintenance (sebridge)")
     cal.add("refresh-interval", REFRESH, parameters={"VALUE": "DURATION"})
-    for row in rows:
-        cal.add_component(_vevent(row, now, page_url))
-    feed: bytes = cal.to_ical()
-    return feed
-
-
-def _vevent(row: FleetEvent, now: datetime, page_url: str) -> Event:
-    r, e = row.record, row.record.event
-    start = row.not_before or r.first_seen
-    seconds = e.duration_seconds
-    length = timedelta(seconds=seconds) if seconds is not None and seconds > 0 else UNKNOWN_DURATION
-    vevent = Event()
-    vevent.add("uid", f"{e.event_id}@sebridge")
-    vevent.add("dtstamp", now)
-    vevent.add("dtstart", start)
-    vevent.add("dtend", start + length)
-    vevent.add("summary", _text(f"{e.event_type}: {title_vms(e.resources)} ({r.policy})"))
-    vevent.add("description", _text("\n".join(_description(row, page_url))))
-    vevent.add("status", "CANCELLED" if r.state == "cancelled" else "CONFIRMED")
-    vevent.add("sequence", row.changes.count)
-    vevent.add("last-modified", row.changes.last)
-    vevent.add("transp", "TRANSPARENT")  # maintenance, not a meeting: nobody is busy
-    if page_url:
-        vevent.add("url", f"{page_url}#{e.event_id}")
-    return vevent
+    whole: bytes = cal.to_ical()
+    end = b"END:VCALENDAR\r\n"
+    assert whole.endswith(end)
+    return whole[: -len(end)], end
 
 
 def _description(row: FleetEvent, page_url: str) -> list[str]:
+    """State, decision, approval, the VMs and what is not ready: nothing relative to now
+    ("in 12 min"), which would change the VEVENT at every poll; DTSTART says when."""
     r, e = row.record, row.record.event
     lines = [
         f"State: {r.state}{'' if r.present else ' (left IMDS)'}{', held' if row.held else ''}",
@@ -76,7 +113,9 @@ def _description(row: FleetEvent, page_url: str) -> list[str]:
         f"Approval: {row.approved_by + ' (' + r.approval.state + ')' if r.approval else 'nobody'}",
         f"VMs: {', '.join(f'{v.vm} (agent {v.agent})' for v in row.vms) or 'none listed'}",
     ]
-    lines += row.next.lines()
+    if row.next.not_ready:
+        lines.append("Not ready: " + "; ".join(row.next.not_ready))
+    lines += [f"Way out: {command} ({what})" for command, what in row.next.ways_out]
     if e.description:
         lines.append(e.description)
     lines.append(f"Event: {e.event_id}")
@@ -90,6 +129,28 @@ def _text(text: str) -> str:
     return displayable(text)
 
 
+class Calendars:
+    """Writes feeds, each VEVENT written once per content: icalendar takes about a
+    millisecond an event, and calendar apps poll (bench/fleet_page.py)."""
+
+    def __init__(self, page_url: str = "") -> None:
+        self._page_url = page_url
+        self._head, self._end = _wrapper()
+        self._written: dict[str, tuple[_Entry, bytes]] = {}
+        self._lock = threading.Lock()
+
+    def feed(self, rows: Sequence[FleetEvent]) -> bytes:
+        """The feed of `rows` (RFC 5545)."""
+        with self._lock:
+            before, written = self._written, {}
+            for row in rows:
+                entry = _entry(row, self._page_url)
+                kept = before.get(entry.uid)
+                written[entry.uid] = kept if kept and kept[0] == entry else (entry, _vevent(entry))
+            self._written = written  # events no longer shown are let go
+        return b"".join([self._head, *(data for _, data in written.values()), self._end])
+
+
 class CalendarFeed:
     """The WSGI app of the `/calendar/` prefix route."""
 
@@ -99,9 +160,9 @@ class CalendarFeed:
         tokens: FleetTokens,
         *,
         page_url: str = "",
-        clock: Clock = utcnow,
     ) -> None:
-        self._rows, self._tokens, self._page_url, self._clock = rows, tokens, page_url, clock
+        self._rows, self._tokens = rows, tokens
+        self._calendars = Calendars(page_url)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         method = environ.get("REQUEST_METHOD", "")
@@ -113,7 +174,7 @@ class CalendarFeed:
         if not name.endswith(".ics") or not self._tokens.calendar_ok(token):
             start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
             return [b"no such path\n"]
-        body = calendar(self._rows(), self._clock(), self._page_url)
+        body = self._calendars.feed(self._rows())
         start_response(
             "200 OK",
             [
