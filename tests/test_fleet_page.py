@@ -9,7 +9,9 @@ requests come from 127.0.0.1, the default trusted proxy, unless a test says othe
 from __future__ import annotations
 
 import re
+import shlex
 import sys
+import tomllib
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -19,6 +21,8 @@ import pytest
 from icalendar import Calendar
 from tests.helpers import cli_main, wait_polls, wait_until
 from tests.link_bridge import PUBLIC, LinkBridge
+from tests.pages import blocks
+from tests.pages import page as page_text
 
 from sebridge.imds.simulator import Simulator
 
@@ -135,7 +139,12 @@ def test_the_calendar_feed_parses_and_a_cancelled_event_moves_its_sequence(
 ) -> None:
     kept = bridge.schedule("Reboot", resources=["vm0", "web2"], duration=600)
     gone = bridge.schedule("Freeze", resources=["vm0"])
-    code, out, err = cli_main("calendar-url", "--config", _config_file(bridge))
+    # The command as docs/fleet-page.md shows it, with this test's config.
+    (block,) = blocks(page_text("fleet-page.md"), "sh")
+    line = block.text.strip().replace("/etc/sebridge/sebridge.toml", _config_file(bridge))
+    program, *argv = shlex.split(line)
+    assert program == "sebridge"
+    code, out, err = cli_main(*argv)
     assert code == 0, err
     url = out.strip()
     assert url.startswith(f"{PUBLIC}/calendar/") and url.endswith(".ics")
@@ -275,3 +284,14 @@ def test_trusted_proxies_are_kept_in_their_canonical_spelling() -> None:
 
     config = config_from_mapping({"web": {"trusted_proxies": ["10.1.0.0/16", "::1"]}}, environ={})
     assert config.web.trusted_proxies == ("10.1.0.0/16", "::1/128")
+
+
+@pytest.mark.parametrize("name", ["fleet-page.md", "operations/health.md"])
+def test_the_configs_the_docs_show_for_the_page_load(name: str) -> None:
+    from sebridge.integrations.registry import config_from_mapping
+
+    shown = [b for b in blocks(page_text(name), "toml") if "[web]" in b.text]
+    assert shown, name
+    for block in shown:
+        config = config_from_mapping(tomllib.loads(block.text), environ={})
+        assert config.web.page and config.web.trusted_proxies[0] == "127.0.0.1/32"

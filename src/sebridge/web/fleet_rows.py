@@ -25,7 +25,7 @@ from sebridge.model import ScheduledEvent
 from sebridge.model.approval import CARRIED_OUT, ApprovalState, Blocker, anyway_offered, would_hold
 from sebridge.model.decision import offers_anyway, offers_approval
 from sebridge.model.outlook import Outlook, decided, decider, outlook, until
-from sebridge.model.readiness import VmReadiness
+from sebridge.model.readiness import VmReadiness, VmState
 from sebridge.model.records import EventRecord, HookRunRecord
 from sebridge.model.title import title
 from sebridge.store.fleet_view import Changes, FleetRead
@@ -35,13 +35,15 @@ __all__ = ["LIFECYCLE", "STATES", "FleetEvent", "FleetRows", "HookRow", "VmRow",
 TAIL_LINES, TAIL_LIMIT = 10, 2000  # a hook's output shown: its tail (as the approval page)
 # `state` filters beyond the lifecycle's own states (scheduled, started, completed, ...).
 STATES = ("open", "ended", "held")
+_ABSENT = (VmState.NO_AGENT, VmState.AGENT_SILENT)
 LIFECYCLE = ("scheduled", "changed", "unplanned", "started", "completed", "cancelled")
 
 
 @dataclass(frozen=True)
 class VmRow:
-    """One listed VM: its agent ("live", "silent since 08:02 UTC", "no agent") and its
-    readiness line ("" when the rule names no prepare hooks)."""
+    """One listed VM: its agent ("live", "silent since 2026-05-04 08:02 UTC", "no agent")
+    and its readiness ("failed: drain exit 1"; "" when the rule names no prepare hooks, or
+    its agent is missing) and readiness state."""
 
     vm: str
     agent: str
@@ -263,7 +265,9 @@ def _vms(event: ScheduledEvent, ready: Sequence[VmReadiness], fleet: Agents) -> 
         else:
             agent = "no agent"
         v = lines.get(vm)
-        rows.append(VmRow(vm, agent, v.line() if v else "", str(v.state) if v else ""))
+        # Its readiness without its name; where its agent is missing, `agent` says it all.
+        said = v.line().removeprefix(f"{vm}: ") if v and v.state not in _ABSENT else ""
+        rows.append(VmRow(vm, agent, said, str(v.state) if v else ""))
     return tuple(rows)
 
 
