@@ -7,7 +7,9 @@ whose run on the agent's VM has succeeded (every tenth failed, with some output)
 have a person's approval. Then the page's routes are served by the daemon's own HTTP server
 (waitress, web/server.py), as `[web] page = true` serves them, and fetched over a kept-alive
 connection from 127.0.0.1, the trusted proxy, with the proxy's header: `GET /fleet`,
-`GET /fleet.json` and `GET /calendar/<token>.ics`, `--rounds` times each, in turns.
+`GET /fleet.json` and `GET /calendar/<token>.ics`, `--rounds` times each, in turns. Printed:
+each one's wall-clock p50 and p99, and the CPU this process spent per request (the server's
+threads and the client; not PostgreSQL's), which a loaded machine inflates less.
 
 Budget (issue 38): calendar apps poll the feed, so it answers in under 100 ms at p99.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import os
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -39,7 +42,7 @@ from sebridge.model.approval import OutcomeKind  # noqa: E402
 from sebridge.model.decision import Decision  # noqa: E402
 from sebridge.store import Store  # noqa: E402
 from sebridge.store.hook_retries import RetryAnswer  # noqa: E402
-from sebridge.web.fleet_wiring import calendar_url, fleet_routes  # noqa: E402
+from sebridge.web.fleet_wiring import calendar_url, routes  # noqa: E402
 from sebridge.web.server import HttpServer  # noqa: E402
 
 AGENTS = 5
@@ -129,7 +132,7 @@ def measure(url: str, args: argparse.Namespace, report: harness.Report) -> None:
     def retry(event_id: str, person: str) -> RetryAnswer:
         return RetryAnswer(event_id, refused="not in this benchmark")
 
-    routes = fleet_routes(
+    served = routes(
         config,
         store.db,
         Renderer(),
@@ -139,7 +142,7 @@ def measure(url: str, args: argparse.Namespace, report: harness.Report) -> None:
         vm_name=lambda: "vm0",
         mask=Masker(),
     )
-    server = HttpServer("127.0.0.1", 0, routes)
+    server = HttpServer("127.0.0.1", 0, served)
     server.start()
     http = requests.Session()
     http.trust_env = False
@@ -147,6 +150,7 @@ def measure(url: str, args: argparse.Namespace, report: harness.Report) -> None:
     feed = calendar_url(base, KEY)
     paths = {"page": base + "/fleet", "json": base + "/fleet.json", "feed": feed}
     times: dict[str, list[float]] = {name: [] for name in paths}
+    cpu: dict[str, list[float]] = {name: [] for name in paths}
     try:
         sizes = {}
         for name, where in paths.items():  # warm: templates compiled, plans cached
@@ -157,9 +161,10 @@ def measure(url: str, args: argparse.Namespace, report: harness.Report) -> None:
             sizes[name] = len(answer.content)
         for _ in range(args.rounds):
             for name, where in paths.items():
-                began = time.perf_counter()
+                began, used = time.perf_counter(), time.process_time()
                 answer = http.get(where, headers=HEADERS, timeout=30)
                 times[name].append(time.perf_counter() - began)
+                cpu[name].append(time.process_time() - used)
                 assert answer.status_code == 200
         events = http.get(paths["json"], headers=HEADERS, timeout=30).json()["events"]
         report.section(f"{len(events)} events, {AGENTS} agents, PostgreSQL, {args.rounds} rounds")
@@ -168,6 +173,11 @@ def measure(url: str, args: argparse.Namespace, report: harness.Report) -> None:
         report.percentiles(times["json"], (50, 99), label="GET /fleet.json ")
         report.row("GET /calendar/<token>.ics bytes", str(sizes["feed"]))
         report.percentiles(times["feed"], (50, 99), FEED_BUDGET, label="GET /calendar/...ics ")
+        report.section("CPU per request in this process (the server's threads and the client)")
+        for name, label in (("page", "/fleet"), ("json", "/fleet.json"), ("feed", "calendar")):
+            report.row(f"{label} CPU p50", harness.ms(harness.percentile(cpu[name], 50)))
+        load = os.getloadavg()[0]
+        report.notes.append(f"load average (1 min) at the end: {load:.1f} on {os.cpu_count()} CPUs")
     finally:
         http.close()
         server.stop()

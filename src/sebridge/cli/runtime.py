@@ -41,7 +41,6 @@ from sebridge.store import Store
 
 if TYPE_CHECKING:
     from sebridge.hooks.gate import ReadinessGate
-    from sebridge.store.hook_retries import RetryAnswer
     from sebridge.web.links import LinkSigner
 
 # What only some configurations use (the HTTP server, approval links, /metrics, the CLI's
@@ -414,7 +413,9 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
         page.check_templates()
         routes[PREFIX] = page
     if config.web.page:  # the fleet page and its calendar feed (docs/fleet-page.md)
-        routes.update(_fleet_routes(config, renderer, daemon))
+        from sebridge.web.fleet_wiring import fleet_routes
+
+        routes.update(fleet_routes(config, renderer, daemon, link_key(config, daemon.store)))
     jobs = []
     for instance in registry.enabled(config):
         ctx = registry.context(instance, config, renderer)
@@ -430,37 +431,6 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
     runner.add_jobs(jobs)
     if routes or "http.listen" in config.given or config.http.probe_listen:
         _serve(config, runner, routes, owners)
-
-
-def _fleet_routes(config: Config, renderer: Renderer, daemon: Daemon) -> dict[str, WsgiApp]:
-    """/fleet, /fleet.json and /calendar/: approvals through the daemon's use case, a retry
-    as `sebridge hooks retry` asks it (its agents woken as by another process's commit)."""
-    from sebridge.web.fleet_page import VIA
-    from sebridge.web.fleet_wiring import fleet_routes
-
-    store = daemon.store
-
-    def retry(event_id: str, person: str) -> RetryAnswer:
-        answer = store.request_hook_retry(
-            event_id,
-            actor=person,
-            via=VIA,
-            now=utcnow(),
-            sinks_for=lambda record: daemon.sinks_for(record.decision),
-        )
-        daemon.heard(frozenset({"hook_retries", "outbox"}))
-        return answer
-
-    return fleet_routes(
-        config,
-        store.db,
-        renderer,
-        link_key(config, store),
-        approve=daemon.approvals.request,
-        retry=retry,
-        vm_name=daemon.vm_name,
-        mask=daemon.hook_mask,
-    )
 
 
 def _serve(
