@@ -16,7 +16,7 @@ written once per content and kept (Calendars). See docs/fleet-page.md.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -26,7 +26,8 @@ from icalendar import Calendar, Event
 from sebridge.kernel.text import displayable
 from sebridge.kernel.wsgi import StartResponse
 from sebridge.model.title import title_vms
-from sebridge.web.fleet_rows import FleetEvent
+from sebridge.store.fleet_view import FleetRead
+from sebridge.web.fleet_rows import FleetEvent, FleetRows, inputs
 from sebridge.web.fleet_tokens import FleetTokens
 
 __all__ = ["PREFIX", "UNKNOWN_DURATION", "CalendarFeed", "Calendars"]
@@ -130,25 +131,36 @@ def _text(text: str) -> str:
 
 
 class Calendars:
-    """Writes feeds, each VEVENT written once per content: icalendar takes about a
-    millisecond an event, and calendar apps poll (bench/fleet_page.py)."""
+    """Writes feeds, each event's entry worked out and written once per what it says:
+    icalendar takes about a millisecond a VEVENT and a row's wording about a tenth of
+    that, and calendar apps poll (bench/fleet_page.py). An event whose inputs (what the
+    store holds of it and its VMs' agents: web/fleet_rows.py inputs) are unchanged
+    keeps its bytes."""
 
-    def __init__(self, page_url: str = "") -> None:
+    def __init__(self, rows: FleetRows, page_url: str = "") -> None:
+        self._rows = rows
         self._page_url = page_url
         self._head, self._end = _wrapper()
-        self._written: dict[str, tuple[_Entry, bytes]] = {}
+        self._written: dict[str, tuple[object, _Entry, bytes]] = {}
         self._lock = threading.Lock()
 
-    def feed(self, rows: Sequence[FleetEvent]) -> bytes:
-        """The feed of `rows` (RFC 5545)."""
+    def feed(self, read: FleetRead, now: datetime) -> bytes:
+        """The feed of the events `read` holds, as of `now` (RFC 5545)."""
+        fleet = self._rows.fleet(read, now)
         with self._lock:
             before, written = self._written, {}
-            for row in rows:
-                entry = _entry(row, self._page_url)
-                kept = before.get(entry.uid)
-                written[entry.uid] = kept if kept and kept[0] == entry else (entry, _vevent(entry))
+            for record in read.events:
+                key = inputs(record, read, fleet)
+                kept = before.get(record.event.event_id)
+                if kept is not None and key is not None and kept[0] == key:
+                    written[record.event.event_id] = kept
+                    continue
+                entry = _entry(self._rows.row(record, read, fleet, now), self._page_url)
+                same = kept is not None and kept[1] == entry
+                data = kept[2] if kept is not None and same else _vevent(entry)
+                written[record.event.event_id] = (key, entry, data)
             self._written = written  # events no longer shown are let go
-        return b"".join([self._head, *(data for _, data in written.values()), self._end])
+        return b"".join([self._head, *(data for _, _, data in written.values()), self._end])
 
 
 class CalendarFeed:
@@ -156,13 +168,14 @@ class CalendarFeed:
 
     def __init__(
         self,
-        rows: Callable[[], list[FleetEvent]],
+        read: Callable[[], tuple[FleetRead, datetime]],
+        rows: FleetRows,
         tokens: FleetTokens,
         *,
         page_url: str = "",
     ) -> None:
-        self._rows, self._tokens = rows, tokens
-        self._calendars = Calendars(page_url)
+        self._read, self._tokens = read, tokens
+        self._calendars = Calendars(rows, page_url)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         method = environ.get("REQUEST_METHOD", "")
@@ -174,7 +187,7 @@ class CalendarFeed:
         if not name.endswith(".ics") or not self._tokens.calendar_ok(token):
             start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
             return [b"no such path\n"]
-        body = self._calendars.feed(self._rows())
+        body = self._calendars.feed(*self._read())
         start_response(
             "200 OK",
             [

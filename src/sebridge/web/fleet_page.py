@@ -21,7 +21,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -30,7 +30,7 @@ from sebridge.integrations.render import Renderer
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.wsgi import StartResponse
 from sebridge.model.approval import OutcomeKind
-from sebridge.store.fleet_view import FleetView
+from sebridge.store.fleet_view import FleetRead, FleetView
 from sebridge.store.hook_retries import RetryAnswer
 from sebridge.web.approval_page import HEADERS
 from sebridge.web.fleet_rows import LIFECYCLE, STATES, FleetEvent, FleetRows, known_state, matches
@@ -121,11 +121,15 @@ class FleetPage:
         for name in (TEMPLATE, DONE):
             self._renderer.load(name)
 
-    def rows(self) -> list[FleetEvent]:
-        """Every event the page shows, as of now (the calendar reads the same)."""
+    def read(self) -> tuple[FleetRead, datetime]:
+        """The store's events the page shows, read now (the calendar reads the same)."""
         now = self._clock()
         read = self._view.read(now, ended_since=now - self._recent, known_for=self._known_for)
-        return self._rows.rows(read, now)
+        return read, now
+
+    def rows(self) -> list[FleetEvent]:
+        """Every event the page shows, as of now."""
+        return self._rows.rows(*self.read())
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         method = environ.get("REQUEST_METHOD", "")

@@ -30,7 +30,17 @@ from sebridge.model.records import EventRecord, HookRunRecord
 from sebridge.model.title import title
 from sebridge.store.fleet_view import Changes, FleetRead
 
-__all__ = ["LIFECYCLE", "STATES", "FleetEvent", "FleetRows", "HookRow", "VmRow", "matches"]
+__all__ = [
+    "LIFECYCLE",
+    "STATES",
+    "FleetEvent",
+    "FleetRows",
+    "HookRow",
+    "VmRow",
+    "agent_of",
+    "inputs",
+    "matches",
+]
 
 TAIL_LINES, TAIL_LIMIT = 10, 2000  # a hook's output shown: its tail (as the approval page)
 # `state` filters beyond the lifecycle's own states (scheduled, started, completed, ...).
@@ -187,10 +197,16 @@ class FleetRows:
         self._mask = mask or Masker()
 
     def rows(self, read: FleetRead, now: datetime) -> list[FleetEvent]:
-        fleet = agents(read.agents, self._me(), now, self._silent_after)
-        return [self._row(r, read, fleet, now) for r in read.events]
+        """Every event of `read`, as of `now`."""
+        fleet = self.fleet(read, now)
+        return [self.row(r, read, fleet, now) for r in read.events]
 
-    def _row(self, r: EventRecord, read: FleetRead, fleet: Agents, now: datetime) -> FleetEvent:
+    def fleet(self, read: FleetRead, now: datetime) -> Agents:
+        """The fleet's agents, live or silent as of `now`, as the readiness gate sorts them."""
+        return agents(read.agents, self._me(), now, self._silent_after)
+
+    def row(self, r: EventRecord, read: FleetRead, fleet: Agents, now: datetime) -> FleetEvent:
+        """One event's row."""
         e = r.event
         runs = read.runs.get(e.event_id, [])
         ready = readiness(
@@ -258,17 +274,44 @@ def _vms(event: ScheduledEvent, ready: Sequence[VmReadiness], fleet: Agents) -> 
     lines = {v.vm: v for v in ready}
     rows = []
     for vm in listed_vms(event):
-        if vm in fleet.live:
-            agent = "live"
-        elif vm in fleet.silent:
-            agent = f"silent since {fleet.silent[vm].astimezone(UTC):%Y-%m-%d %H:%M} UTC"
-        else:
-            agent = "no agent"
+        agent = agent_of(vm, fleet)
         v = lines.get(vm)
         # Its readiness without its name; where its agent is missing, `agent` says it all.
         said = v.line().removeprefix(f"{vm}: ") if v and v.state not in _ABSENT else ""
         rows.append(VmRow(vm, agent, said, str(v.state) if v else ""))
     return tuple(rows)
+
+
+def agent_of(vm: str, fleet: Agents) -> str:
+    """ "live", "silent since 2026-05-04 08:02 UTC" (its last beat), or "no agent"."""
+    if vm in fleet.live:
+        return "live"
+    if vm in fleet.silent:
+        return f"silent since {fleet.silent[vm].astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    return "no agent"
+
+
+def inputs(r: EventRecord, read: FleetRead, fleet: Agents) -> tuple[object, ...] | None:
+    """All a row of `r` says but the times relative to now ("in 14 min"): equal inputs, equal
+    calendar entries (web/calendar_feed.py keeps them). None when the row also depends on the
+    time: a prepare hook running on a VM whose agent is not live is waited for until a time,
+    then holds (hooks/readiness.py)."""
+    e = r.event
+    runs = tuple(read.runs.get(e.event_id, ()))
+    if any(h.state == "running" and h.run.vm not in fleet.live for h in runs):
+        return None
+    return (
+        e,
+        r.state,
+        r.decision,
+        r.present,
+        r.first_seen,
+        r.gone_at,
+        r.approval,
+        runs,
+        tuple(agent_of(vm, fleet) for vm in listed_vms(e)),
+        read.changes.get(e.event_id),
+    )
 
 
 def _retry(r: EventRecord, runs: Sequence[HookRunRecord]) -> bool:

@@ -124,5 +124,5 @@ def routes(
     )
     page.check_templates()
     public = config.http.public_url
-    feed = CalendarFeed(page.rows, tokens, page_url=f"{public}{PAGE}" if public else "")
+    feed = CalendarFeed(page.read, rows, tokens, page_url=f"{public}{PAGE}" if public else "")
     return {PAGE: page, PAGE_JSON: page, PREFIX: feed}
