@@ -178,6 +178,15 @@ def test_the_calendar_feed_parses_and_a_cancelled_event_moves_its_sequence(
     assert str(after["status"]) == "CANCELLED"
     assert int(after["sequence"]) > int(freeze["sequence"])
     assert after.decoded("last-modified") >= freeze.decoded("last-modified")
+    assert "Approval: nobody" in str(feed()[f"{kept}@sebridge"]["description"])
+
+    # Approved on the page: the kept entry is written again, saying who.
+    form = {"csrf_token": csrf(page(bridge).text), "event_id": kept, "action": "approve"}
+    assert bridge.http.post(bridge.base + "/fleet", data=form, headers=ANN, timeout=10).ok
+    wait_until(lambda: sim.start_requests == [kept], 10)
+    approved = feed()[f"{kept}@sebridge"]
+    assert "Approval: ann@example.net via page (posted)" in str(approved["description"])
+    assert int(approved["sequence"]) > int(reboot["sequence"])
 
 
 def _config_file(bridge: LinkBridge) -> str:
