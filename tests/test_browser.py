@@ -290,6 +290,7 @@ def test_the_held_page_fits_a_phone_and_approve_anyway_looks_dangerous(
 DESKTOP = (1280, 900)
 
 
+@pytest.mark.slow  # chromium, a daemon, a failing hook and two pages: about 2 s each
 @pytest.mark.parametrize("size", [IPHONE, DESKTOP], ids=["390px", "desktop"])
 def test_the_fleet_page_fits_the_screen_and_approves_anyway_after_a_confirmation(
     tmp_path: Path, size: tuple[int, int]
