@@ -33,7 +33,8 @@ from sebridge.model.approval import OutcomeKind
 from sebridge.store.fleet_view import FleetRead, FleetView
 from sebridge.store.hook_retries import RetryAnswer
 from sebridge.web.approval_page import HEADERS
-from sebridge.web.fleet_rows import LIFECYCLE, STATES, FleetEvent, FleetRows, known_state, matches
+from sebridge.web.fleet_filters import STATES, bad_state, matches
+from sebridge.web.fleet_rows import FleetEvent, FleetRows
 from sebridge.web.fleet_tokens import FleetTokens
 
 __all__ = ["PAGE", "PAGE_JSON", "VIA", "Access", "FleetPage"]
@@ -145,7 +146,7 @@ class FleetPage:
             return _answer(start_response, status, body)
         query = {k: v[0] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
         kind, vm, state = (query.get(k, "").strip() for k in ("type", "vm", "state"))
-        problem = "" if known_state(state) else _bad_state(state)
+        problem = bad_state(state)
         rows = [] if problem else self.rows()
         shown = [r for r in rows if matches(r, kind=kind, vm=vm, state=state)]
         if path == PAGE_JSON:
@@ -235,10 +236,6 @@ class FleetPage:
             vm=self._vm_name(),
             now=self._clock(),
         )
-
-
-def _bad_state(state: str) -> str:
-    return f'state "{state}" is none of: {", ".join((*STATES, *LIFECYCLE))}'
 
 
 def _form(environ: dict[str, Any]) -> dict[str, str] | None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from fnmatch import fnmatchcase
 from typing import Any
 
 from sebridge.hooks.readiness import Agents, agents, listed_vms, readiness
@@ -31,22 +30,16 @@ from sebridge.model.title import title
 from sebridge.store.fleet_view import Changes, FleetRead
 
 __all__ = [
-    "LIFECYCLE",
-    "STATES",
     "FleetEvent",
     "FleetRows",
     "HookRow",
     "VmRow",
     "agent_of",
     "inputs",
-    "matches",
 ]
 
 TAIL_LINES, TAIL_LIMIT = 10, 2000  # a hook's output shown: its tail (as the approval page)
-# `state` filters beyond the lifecycle's own states (scheduled, started, completed, ...).
-STATES = ("open", "ended", "held")
 _ABSENT = (VmState.NO_AGENT, VmState.AGENT_SILENT)
-LIFECYCLE = ("scheduled", "changed", "unplanned", "started", "completed", "cancelled")
 
 
 @dataclass(frozen=True)
@@ -145,29 +138,6 @@ class FleetEvent:
                 if on
             ],
         }
-
-
-def matches(row: FleetEvent, *, kind: str, vm: str, state: str) -> bool:
-    """The page's filters: `type` (any case), `vm` (a shell pattern, any case, matched
-    against every listed VM), `state` (a lifecycle state, or open, ended, held)."""
-    r = row.record
-    if kind and r.event.event_type.lower() != kind.lower():
-        return False
-    if vm and not any(fnmatchcase(v.vm.lower(), vm.lower()) for v in row.vms):
-        return False
-    state = state.lower()
-    if state == "open":
-        return r.present
-    if state == "ended":
-        return not r.present
-    if state == "held":
-        return row.held
-    return not state or r.state == state
-
-
-def known_state(state: str) -> bool:
-    """Whether the `state` filter names something (else the page says which it takes)."""
-    return not state or state.lower() in (*STATES, *LIFECYCLE)
 
 
 class FleetRows:
