@@ -211,6 +211,11 @@ def test_a_fleet_shows_an_event_only_the_other_agents_vm_lists(pg_url: str, tmp_
             (event,) = [e for e in data["events"] if e["event_id"] == theirs]
             assert [(v["vm"], v["agent"]) for v in event["vms"]] == [("vm1", "live")]
             assert theirs in page(here).text
+            other.stop()  # a clean stop: the fleet takes vm1's agent for silent at once
+            data = page(here, "/fleet.json").json()
+            (event,) = [e for e in data["events"] if e["event_id"] == theirs]
+            ((vm, agent),) = [(v["vm"], v["agent"]) for v in event["vms"]]
+            assert vm == "vm1" and agent.startswith("silent since "), agent
         finally:
             here.stop()
             other.stop()
