@@ -13,6 +13,9 @@ web2's drain fails, the approval is held, and the three are taken again (held):
 - teams-ask.png, teams-held.png: the Adaptive Cards sebridge posted (the event's card, then
   the held one), drawn by Microsoft's renderer (npm adaptivecards, as the browser tests do).
 - page-ask.png, page-held.png: the approval page, whole, at a phone's width (390 CSS pixels).
+- fleet-page.png: the fleet page (`[web] page`), whole, at 390 px, once the Reboot is held and
+  a Redeploy of web2 and web4 waits for a person; asked for as the proxy in front would ask
+  (X-Forwarded-User from 127.0.0.1).
 
 Needs what the browser tests need (tests/browser.py): /usr/bin/chromium, /usr/bin/chromedriver,
 npm, and the test extra (selenium). Rerun it after changing a template and the pictures are
@@ -47,6 +50,8 @@ VMS = ["web1", "web2", "web3"]
 THIS_VM = "web2"
 # One EventId every run, so a rerun changes only the times in the pictures.
 EVENT_ID = "5C6F1E2A-8B3D-4F7A-9E21-0D4B6A8C2F13"
+SECOND_ID = "9A1D7B3C-2E4F-4A6B-8C0D-1E2F3A4B5C6D"  # the fleet page's second event
+PERSON = "alice@example.net"  # whom the proxy in front of the fleet page names
 DESCRIPTION = "Host server is undergoing maintenance."
 NOTICE = 15 * 60  # seconds from now to NotBefore
 DRAIN_OUTPUT = "drain refused: 3 sessions still open on web2 (lb pool web-frontend)"
@@ -99,6 +104,7 @@ class Delivered:
     slack: list[dict[str, Any]]  # the message's blocks in the channel
     teams: dict[str, Any]  # the latest Adaptive Card
     page: str  # the approval page's URL on the daemon
+    fleet: str = ""  # the fleet page's URL on the daemon (held: with a second event)
 
 
 def _wait(predicate: Callable[[], Any], what: str) -> Any:
@@ -136,6 +142,7 @@ def _daemon(folder: Path) -> Iterator[tuple[Any, Any, Any]]:
             "teams": {"webhook_url": teams.workflows_url},
             "policy": {"rules": [{**rule, "prepare": ["drain"]}]},
             "hooks": {"drain": {"command": [sys.executable, str(drain)]}},
+            "web": {"page": True},
         }
         bridge = LinkBridge(sim, folder, sections, vm_name=THIS_VM)
         try:
@@ -173,7 +180,9 @@ def play(folder: Path) -> Iterator[tuple[str, Delivered]]:
         _wait(lambda: (a := store.approval(event_id)) and a.state == "held", "the hold")
         blocks = _wait(lambda: _blocks(slack, event_id, "Held"), "the held Slack message")
         cards = teams.wait_shown(2, WAIT)
-        yield "held", Delivered(blocks, cards[-1].card, bridge.base + link)
+        bridge.schedule("Redeploy", event_id=SECOND_ID, resources=[THIS_VM, "web4"], notice=NOTICE)
+        fleet = bridge.base + "/fleet"
+        yield "held", Delivered(blocks, cards[-1].card, bridge.base + link, fleet)
 
 
 def _require_browser() -> None:
@@ -195,6 +204,7 @@ def _shot(
     width: int,
     crop: str = "",
     script: tuple[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Picture:
     """A picture of the page at `url` shown `width` CSS pixels wide, the viewport as tall as
     the page (nothing cut off), cropped to the element `crop` or else the whole page. A window
@@ -202,11 +212,14 @@ def _shot(
 
     Args:
         script: JavaScript to run once the page is loaded, and its argument (a card to draw).
+        headers: sent with the request (what a proxy in front would add).
     """
     from selenium.webdriver.common.by import By
 
     metrics = {**PHONE, "width": width, "mobile": width == PHONE["width"]}
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": headers or {}})
     driver.get(url)
     if script:
         driver.execute_script(*script)
@@ -226,7 +239,7 @@ def _shot(
 
 
 def take(out: Path) -> dict[str, Picture]:
-    """Write the six pictures into `out`; returns each by its file name."""
+    """Write the seven pictures into `out`; returns each by its file name."""
     from browser import npm_packages, start_chromium
 
     _require_browser()
@@ -260,6 +273,15 @@ def take(out: Path) -> dict[str, Picture]:
                 )
                 name = f"page-{state}.png"
                 pictures[name] = _shot(driver, shown.page, out / name, width=PHONE["width"])
+                if shown.fleet:
+                    name = "fleet-page.png"
+                    pictures[name] = _shot(
+                        driver,
+                        shown.fleet,
+                        out / name,
+                        width=PHONE["width"],
+                        headers={"X-Forwarded-User": PERSON},
+                    )
         finally:
             driver.quit()
     return pictures
@@ -268,7 +290,8 @@ def take(out: Path) -> dict[str, Picture]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python scripts/pictures.py",
-        description="Take the docs' pictures of Slack, Teams and the approval page in Chromium.",
+        description="Take the docs' pictures of Slack, Teams, the approval page and the fleet"
+        " page in Chromium.",
     )
     parser.add_argument("--out", type=Path, default=OUT, help=f"the folder (default: {OUT})")
     args = parser.parse_args(argv)

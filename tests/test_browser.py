@@ -285,3 +285,88 @@ def test_the_held_page_fits_a_phone_and_approve_anyway_looks_dangerous(
         finally:
             bridge.stop()
             driver.quit()
+
+
+DESKTOP = (1280, 900)
+
+
+@pytest.mark.slow  # chromium, a daemon, a failing hook and two pages: about 2 s each
+@pytest.mark.parametrize("size", [IPHONE, DESKTOP], ids=["390px", "desktop"])
+def test_the_fleet_page_fits_the_screen_and_approves_anyway_after_a_confirmation(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    """Issue 38: the fleet page, signed in through the proxy's header, at 390 px and at a
+    desktop's width: nothing wider than the screen, Approve green and Approve anyway red, and
+    its forms (no script) carry the CSRF token through a confirmation to one StartRequests."""
+    from selenium.webdriver.common.by import By
+
+    require_chromium()
+    fails = tmp_path / "drain.py"
+    fails.write_text(f"import sys\nprint({DRAIN_OUTPUT!r})\nsys.exit(1)\n")
+    sections = {
+        "policy": {
+            "rules": [
+                {"name": "drain", "event_types": ["Reboot"], "action": "ask", "prepare": ["drain"]},
+                {"name": "people", "action": "ask"},
+            ],
+            "prepare_lead_seconds": 3600,  # the drain runs (and fails) before anyone approves
+        },
+        "hooks": {"drain": {"command": [sys.executable, str(fails)]}},
+        "web": {"page": True},
+    }
+    driver = start_chromium(*DESKTOP)
+    width, height = size
+    metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 500}
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd(
+        "Network.setExtraHTTPHeaders", {"headers": {"X-Forwarded-User": "carol@example.net"}}
+    )
+    with Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim:
+        bridge = LinkBridge(sim, tmp_path, sections)
+        try:
+            held = bridge.schedule("Reboot", resources=["vm0", "web9"])
+            plain = bridge.schedule("Redeploy", resources=["vm0"])
+            fleet = bridge.base + "/fleet"
+            driver.get(fleet)
+            wait_until(lambda: driver.get(fleet) or "drain refused" in driver.page_source, 15)
+            scroll = "return document.documentElement.scrollWidth"
+            assert driver.execute_script("return window.innerWidth") == width
+            assert driver.execute_script(scroll) <= width, "the fleet page is wider than the screen"
+            body = driver.find_element(By.TAG_NAME, "body").text
+            assert "Signed in as carol@example.net" in body
+            assert "web9: agent no agent" in body and "vm0: agent live" in body
+            for pre in driver.find_elements(By.TAG_NAME, "pre"):
+                assert pre.rect["x"] + pre.rect["width"] <= width  # a hook's output wraps
+            cards = driver.find_elements(By.CSS_SELECTOR, "section.event")
+            assert len(cards) == 2
+            if width > 1000:  # side by side on a desktop, one above the other on a phone
+                assert cards[0].rect["y"] == cards[1].rect["y"]
+            else:
+                assert cards[1].rect["y"] > cards[0].rect["y"] + cards[0].rect["height"] - 1
+            approve = driver.find_element(By.XPATH, "//button[starts-with(., 'Approve: let')]")
+            anyway = driver.find_element(By.XPATH, "//button[. = 'Approve anyway…']")
+            r, g, b = _rgb(anyway.value_of_css_property("background-color"))
+            assert r - max(g, b) >= RED_ENOUGH, "Approve anyway is not red"
+            safe = _rgb(approve.value_of_css_property("background-color"))
+            assert safe[1] > safe[0], "Approve is not green"
+            driver.save_screenshot(str(tmp_path / f"fleet-{width}.png"))
+
+            anyway.click()  # the confirmation: what is not ready, a red button again
+            wait_until(lambda: 'name="confirm"' in driver.page_source, 10)
+            assert driver.execute_script(scroll) <= width
+            confirm = driver.find_element(By.CSS_SELECTOR, "button.danger")
+            r, g, b = _rgb(confirm.value_of_css_property("background-color"))
+            assert r - max(g, b) >= RED_ENOUGH
+            assert sim.start_requests == []
+            confirm.click()
+            wait_until(lambda: "Approved anyway by carol@example.net" in driver.page_source, 10)
+            wait_until(lambda: sim.start_requests == [held], 10)
+            approval = bridge.daemon.store.approval(held)
+            assert approval is not None and approval.anyway_via == "page"
+            assert bridge.daemon.store.approval(plain) is None
+            errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+            assert errors == []  # no CSP violation, no failed load
+        finally:
+            bridge.stop()
+            driver.quit()

@@ -1,6 +1,6 @@
-"""scripts/pictures.py in a real browser (headless chromium): the docs' six pictures, each a
+"""scripts/pictures.py in a real browser (headless chromium): the docs' seven pictures, each a
 PNG of a sensible size, and what each showed when it was taken: the ask event's Approve, the
-held event's hold, its drain's output and Approve anyway."""
+held event's hold, its drain's output and Approve anyway; the fleet page with both events."""
 
 from __future__ import annotations
 
@@ -35,6 +35,20 @@ SHOWS = {
     "teams-held.png": (["Held", DRAIN, "Open the approval page…"], ["Approve…"]),
     "page-ask.png": (["Reboot of web1, web2, web3", "Approve: let it start now"], ["anyway"]),
     "page-held.png": (["Held, not approved", DRAIN, "Approve anyway…"], ["let it start now"]),
+    "fleet-page.png": (
+        [
+            "Maintenance in the fleet",
+            "alice@example.net",
+            "Reboot of web1, web2, web3",
+            "Redeploy of web2, web4",
+            "web4: agent no agent",
+            DRAIN,
+            "Approve anyway…",
+            "Retry the failed hooks",
+            "Approve: let it start now",
+        ],
+        [],
+    ),
 }
 
 
@@ -55,7 +69,7 @@ def _png_size(path: Path) -> tuple[int, int]:
     return width, height
 
 
-def test_the_six_pictures_show_an_ask_and_a_held_event(tmp_path: Path) -> None:
+def test_the_seven_pictures_show_an_ask_and_a_held_event(tmp_path: Path) -> None:
     require_chromium()
     out = tmp_path / "images"
     pictures = _load().take(out)
@@ -73,7 +87,7 @@ def test_the_six_pictures_show_an_ask_and_a_held_event(tmp_path: Path) -> None:
             assert text in picture.text, (name, text, picture.text)
         for text in hidden:
             assert text not in picture.text, (name, text)
-        if name.startswith("page-"):
+        if name.startswith(("page-", "fleet-")):
             assert width == 390  # the phone's width the page is taken at
         elif name.startswith("teams-"):
             assert width == 460  # the card, cropped to it

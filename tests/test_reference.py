@@ -131,7 +131,7 @@ def test_the_configuration_reference_lists_every_key_the_loader_knows() -> None:
         assert shown | routed == known, table
     integrations = {i.name for i in REGISTRY if i.settings is not None}
     assert integrations <= set(listed)
-    core = {"imds", "store", "policy", "dispatch", "http", "fleet", "templates", "log"}
+    core = {"imds", "store", "policy", "dispatch", "http", "fleet", "web", "templates", "log"}
     assert set(listed) == core | integrations | set(asked)
 
 

@@ -30,6 +30,7 @@ NEVER = {
     "pymsteams": "[teams]",
     "requests": "the sinks whose libraries use it",
     "standardwebhooks": "[webhook]",
+    "icalendar": "[web] page (the calendar feed)",
     "psycopg": "a PostgreSQL store",
     "pythonjsonlogger": "log_format = json",
     # the standard library's heavier parts, each loaded where it is used
@@ -43,6 +44,7 @@ NEVER = {
     "sebridge.hooks.process": "the first hook run",
     "sebridge.store.postgres": "a PostgreSQL store",
     "sebridge.store.pg_listen": "a PostgreSQL store",
+    "sebridge.store.fleet_view": "[web] page",
     "sebridge.policy.explain": "`sebridge policy explain`",
     "sebridge.imds.simulator": "`sebridge simulate`",
     "sebridge.cli.doctor": "`sebridge check`",

@@ -199,6 +199,14 @@ def build_parser() -> argparse.ArgumentParser:
         as_json,
     )
 
+    command(
+        "calendar-url",
+        "the fleet calendar feed's URL ([web] page), for a team calendar to subscribe to",
+        shell,
+        exits="Exit 0 printed; 1 the store failed; 2 [web] page is off or [http] public_url "
+        "is empty.",
+    ).set_defaults(run=_with_config(_calendar_url))
+
     simulate = command("simulate", "run the IMDS Scheduled Events simulator (test drain logic)")
     simulate.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     simulate.add_argument("--port", type=int, default=8080, help="port (8080; 0 = any free)")
@@ -421,6 +429,12 @@ def _policy_explain(_commands: object, config: Config, args: argparse.Namespace)
         now=args.now,
         as_json=args.json,
     )
+
+
+def _calendar_url(_commands: object, config: Config, _args: argparse.Namespace) -> int:
+    from sebridge.cli.calendar import calendar_url
+
+    return calendar_url(config)
 
 
 def _simulate(args: argparse.Namespace) -> int:

@@ -56,6 +56,7 @@ __all__ = [
     "build_runner",
     "build_sinks",
     "configure_logging",
+    "link_key",
     "link_signer",
     "missing_store",
     "open_store",
@@ -378,10 +379,18 @@ def link_signer(config: Config, store: Store) -> LinkSigner | None:
     under a key generated once and kept in the store (a fleet sharing the store shares it)."""
     if not config.http.public_url:
         return None
-    from sebridge.web.links import LINK_KEY_SETTING, LinkSigner, new_link_key
+    from sebridge.web.links import LinkSigner
+
+    return LinkSigner(link_key(config, store))
+
+
+def link_key(config: Config, store: Store) -> str:
+    """The link key: `[http] link_secret`, else the key generated once and kept in the store
+    (made now when there is none yet). It signs approval links and the fleet page's tokens."""
+    from sebridge.web.links import LINK_KEY_SETTING, new_link_key
 
     key = config.http.link_secret.reveal() or store.setting(LINK_KEY_SETTING)
-    return LinkSigner(key or store.remember_first(LINK_KEY_SETTING, new_link_key()))
+    return key or store.remember_first(LINK_KEY_SETTING, new_link_key())
 
 
 def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
@@ -403,6 +412,10 @@ def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
         )
         page.check_templates()
         routes[PREFIX] = page
+    if config.web.page:  # the fleet page and its calendar feed (docs/fleet-page.md)
+        from sebridge.web.fleet_wiring import fleet_routes
+
+        routes.update(fleet_routes(config, renderer, daemon, link_key(config, daemon.store)))
     jobs = []
     for instance in registry.enabled(config):
         ctx = registry.context(instance, config, renderer)

@@ -19,6 +19,7 @@ from sebridge.config.durations import Seconds, WholeSeconds
 from sebridge.config.policy import RuleSettings
 from sebridge.config.reader import Reader, option
 from sebridge.config.secrets import Secret
+from sebridge.config.web import WebConfig, check_web
 from sebridge.imds.client import API_VERSIONS, DEFAULT_API_VERSION
 
 __all__ = [
@@ -225,6 +226,7 @@ CORE_SECTIONS: dict[str, type[Any]] = {
     "dispatch": DispatchConfig,
     "http": HttpConfig,
     "fleet": FleetConfig,
+    "web": WebConfig,
     "templates": TemplatesConfig,
     "log": LogConfig,
 }
@@ -292,4 +294,5 @@ def check_core(sections: dict[str, Any], rd: Reader) -> dict[str, Any]:
                 )
     if templates.dir and not os.path.isdir(templates.dir):
         rd.error("templates.dir", f'"{templates.dir}" is not a directory')
-    return {**sections, "imds": imds, "http": http}
+    web = check_web(sections["web"], rd)
+    return {**sections, "imds": imds, "http": http, "web": web}

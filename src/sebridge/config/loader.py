@@ -38,6 +38,7 @@ from sebridge.config.instances import INSTANCE_KEYS, split
 from sebridge.config.policy import HookSettings, check_rules, read_hooks
 from sebridge.config.reader import Reader, did_you_mean, key_name
 from sebridge.config.secrets import Secret
+from sebridge.config.web import WebConfig
 from sebridge.kernel.errors import ConfigError
 from sebridge.model.decision import NAMED
 
@@ -107,6 +108,7 @@ class Config:
     dispatch: DispatchConfig = field(default_factory=DispatchConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
     fleet: FleetConfig = field(default_factory=FleetConfig)
+    web: WebConfig = field(default_factory=WebConfig)
     templates: TemplatesConfig = field(default_factory=TemplatesConfig)
     log: LogConfig = field(default_factory=LogConfig)
     sections: Mapping[str, Any] = field(default_factory=dict)

@@ -36,7 +36,7 @@ __all__ = [
 
 POLL_OUTCOMES = ("changed", "unchanged", "error")
 DELIVERY_OUTCOMES = ("delivered", "retry", "failed")
-VIAS = ("slack", "link", "jira", "cli", "policy", "demo")
+VIAS = ("slack", "link", "page", "jira", "cli", "policy", "demo")
 APPROVAL_OUTCOMES = tuple(kind.value for kind in OutcomeKind)
 HOOK_STAGES = ("prepare", "recover")
 HOOK_OUTCOMES = ("succeeded", "failed", "timeout")
