@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pymsteams
-
 from sebridge.integrations.render import Renderer
 from sebridge.integrations.teams.card import ADAPTIVE_TYPE, PAGE_LINK, CardBuilder
 from sebridge.integrations.teams.errors import answer_error, transport_error
@@ -127,6 +125,8 @@ class TeamsSink:
 
     def _post_messagecard(self, fields: dict[str, Any], link: tuple[str, str] | None) -> int:
         """link: the action's title and URL (Approve…, or the held event's page), if any."""
+        import pymsteams  # only for this format: an Adaptive Card needs no library
+
         card = pymsteams.connectorcard(self._url)  # builds the card; the sink posts it
         card.title(str(fields.get("title") or ""))
         card.summary(str(fields.get("summary") or ""))
