@@ -1,12 +1,12 @@
 """sebridge's one HTTP client, over urllib3: IMDS, the webhook, Teams and Kubernetes.
 
 (slack_sdk, jira and pymsteams keep their own; docs/ARCHITECTURE.md, "HTTP clients".)
-An `HttpClient` is a PoolManager of keep-alive connections: no retries (IMDS's client
-and the dispatcher retry, after Retry-After), no redirects, TLS verified against the
-system's CAs or a CA file, `User-Agent: sebridge/VERSION`. Proxies come from the
-usual variables (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY; NO_PROXY's hosts, domains and
-networks go direct), read at each call, unless `proxies=False` (IMDS: link-local; a
-proxy in between is what its `Metadata: true` header exists to catch).
+An `HttpClient` keeps its connections alive, a urllib3 pool per origin (through a
+proxy: a ProxyManager's): no retries (IMDS's client and the dispatcher retry, after
+Retry-After), no redirects, TLS verified against the system's CAs or a CA file,
+`User-Agent: sebridge/VERSION`. Proxies as the environment names them, read at each
+call (kernel/proxies.py), unless `proxies=False` (IMDS: link-local, a proxy in
+between is what its `Metadata: true` header exists to catch; in-cluster Kubernetes).
 
 Bounds: the connect, each read, and with `whole_call` the whole call, connect to the
 answer's last byte, by a Deadline (kernel/deadline.py): a receiver dripping its answer
@@ -20,7 +20,6 @@ urllib3's log lines are scrubbed of `secret_urls` while the client is open.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import threading
 import urllib.parse
@@ -29,7 +28,6 @@ from contextlib import nullcontext
 from typing import Any
 
 import urllib3
-from urllib3 import HTTPHeaderDict
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import NewConnectionError
@@ -38,6 +36,7 @@ from urllib3.exceptions import TimeoutError as Urllib3Timeout
 from sebridge import __version__
 from sebridge.kernel import redact
 from sebridge.kernel.deadline import Cutoff, Deadline, tell
+from sebridge.kernel.proxies import proxy_for
 
 __all__ = ["POOLS", "Answer", "HttpClient", "NoAnswer", "TimedOut", "TooLarge"]
 
@@ -151,16 +150,13 @@ class HttpClient:
         self._whole = timeout if whole_call else None
         self._proxies = proxies
         self._headers = {"User-Agent": f"sebridge/{__version__}"}
-        # Every pool of every manager: its size, TLS, no retries (urllib3's connection_pool_kw).
-        self._pool_kw: dict[str, Any] = {
-            "maxsize": maxsize,
-            "block": False,
-            "retries": False,
-            "cert_reqs": "CERT_REQUIRED",
-            "ca_certs": ca_file,
-        }
-        self._direct = self._manager(None)
-        self._via: dict[str, urllib3.PoolManager] = {}  # proxy URL -> its manager
+        # Every pool's size and no retries; a TLS pool's certificate check.
+        self._plain_kw: dict[str, Any] = {"maxsize": maxsize, "block": False, "retries": False}
+        self._tls_kw = {**self._plain_kw, "cert_reqs": "CERT_REQUIRED", "ca_certs": ca_file}
+        # Direct: a pool per origin, found by the origin alone (a PoolManager's URL parse
+        # and pool key would add some 30 µs to every IMDS poll); proxied: a ProxyManager.
+        self._pools: dict[tuple[str, str], urllib3.HTTPConnectionPool] = {}
+        self._via: dict[str, urllib3.ProxyManager] = {}  # proxy URL -> its manager
         self._lock = threading.Lock()
         self._cutoff = Cutoff()
         self._timeouts: dict[float, urllib3.Timeout] = {}  # built once per read timeout
@@ -194,12 +190,19 @@ class HttpClient:
             TooLarge: as `limit` says.
         """
         timeout = self._timeout_of(self._timeout if read_timeout is None else read_timeout)
-        manager = self._manager_for(url)
+        parts = urllib.parse.urlsplit(url)  # cached for a URL seen before
+        proxy = proxy_for(url) if self._proxies else None
+        opener: urllib3.HTTPConnectionPool | urllib3.ProxyManager
+        if proxy is None:
+            opener = self._pool(parts)
+            url = (parts.path or "/") + ("?" + parts.query if parts.query else "")
+        else:
+            opener = self._proxy(proxy)
         deadline = Deadline(self._whole) if self._whole is not None else None
         _sent.sent = False
         with self._cutoff.watching(), deadline or nullcontext():
             try:
-                response = manager.urlopen(
+                response = opener.urlopen(
                     method,
                     url,
                     body=body,
@@ -222,39 +225,47 @@ class HttpClient:
 
     def close(self) -> None:
         """Close the kept-alive connections; urllib3's log lines are no longer scrubbed."""
-        self._direct.clear()
         with self._lock:
+            for pool in self._pools.values():
+                pool.close()
             for manager in self._via.values():
                 manager.clear()
         for name in _URLLIB3_LOGGERS:
             logging.getLogger(name).removeFilter(self._quiet)
 
-    def _manager(self, proxy: str | None) -> urllib3.PoolManager:
-        manager: urllib3.PoolManager
-        if proxy is None:
-            manager = urllib3.PoolManager(num_pools=4, **self._pool_kw)
-        else:
-            parts = urllib.parse.urlsplit(proxy)
-            auth = ":".join(urllib.parse.unquote(p or "") for p in (parts.username, parts.password))
-            said = urllib3.make_headers(proxy_basic_auth=auth) if parts.username else None
-            manager = urllib3.ProxyManager(proxy, num_pools=4, proxy_headers=said, **self._pool_kw)
-        manager.pool_classes_by_scheme = POOLS
-        return manager
+    def _pool(self, parts: urllib.parse.SplitResult) -> urllib3.HTTPConnectionPool:
+        pool = self._pools.get((parts.scheme, parts.netloc))
+        if pool is None:
+            with self._lock:
+                pool = self._pools.get((parts.scheme, parts.netloc))
+                if pool is None:
+                    kw = self._tls_kw if parts.scheme == "https" else self._plain_kw
+                    pool = POOLS[parts.scheme](parts.hostname or "", parts.port, **kw)
+                    self._pools[parts.scheme, parts.netloc] = pool
+        return pool
 
-    def _manager_for(self, url: str) -> urllib3.PoolManager:
-        proxy = _proxy_for(url) if self._proxies else None
-        if proxy is None:
-            return self._direct
+    def _proxy(self, proxy: str) -> urllib3.ProxyManager:
         with self._lock:
             manager = self._via.get(proxy)
             if manager is None:
-                manager = self._via[proxy] = self._manager(proxy)
+                parts = urllib.parse.urlsplit(proxy)
+                auth = ":".join(
+                    urllib.parse.unquote(p or "") for p in (parts.username, parts.password)
+                )
+                said = urllib3.make_headers(proxy_basic_auth=auth) if parts.username else None
+                manager = urllib3.ProxyManager(
+                    proxy, num_pools=4, proxy_headers=said, **self._tls_kw
+                )
+                manager.pool_classes_by_scheme = POOLS
+                self._via[proxy] = manager
         return manager
 
-    def _headers_with(self, headers: Mapping[str, str] | None) -> HTTPHeaderDict:
+    def _headers_with(self, headers: Mapping[str, str] | None) -> dict[str, str]:
         """Ours, then the caller's in order, a later one replacing any of its name in any case."""
-        merged = HTTPHeaderDict(self._headers)
+        merged = dict(self._headers)
         for name, value in (headers or {}).items():
+            for same in [key for key in merged if key.lower() == name.lower()]:
+                del merged[same]
             merged[name] = value
         return merged
 
@@ -300,31 +311,6 @@ def _under(exc: BaseException) -> BaseException:
             break
         exc = inner
     return exc
-
-
-def _proxy_for(url: str) -> str | None:
-    """The proxy the environment names for `url`, unless NO_PROXY sends it direct; as
-    urllib and requests read them."""
-    import urllib.request  # only where a proxy may be used: not on IMDS's path
-
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    proxies = urllib.request.getproxies()
-    proxy = proxies.get(parts.scheme) or proxies.get("all")
-    if not proxy or not host or urllib.request.proxy_bypass(host):
-        return None
-    for entry in proxies.get("no", "").replace(" ", "").split(","):
-        if "/" in entry and _in_network(host, entry):
-            return None
-    return proxy
-
-
-def _in_network(host: str, network: str) -> bool:
-    """NO_PROXY's `10.0.0.0/8` covers 10.1.2.3 (requests reads it so; urllib does not)."""
-    try:
-        return ipaddress.ip_address(host) in ipaddress.ip_network(network, strict=False)
-    except ValueError:
-        return False
 
 
 class _Scrub(logging.Filter):
