@@ -1,4 +1,4 @@
-"""kernel/http_client.py, sebridge's one HTTP client: proxies and NO_PROXY as the
+"""imds/http_client.py, sebridge's one HTTP client: proxies and NO_PROXY as the
 environment says, our User-Agent, a caller's header in any case replacing ours, bounded
 answers, and errors that say what happened without quoting a URL.
 
@@ -17,7 +17,7 @@ import pytest
 
 from helpers import free_port
 from sebridge import __version__
-from sebridge.kernel.http_client import HttpClient, NoAnswer, TooLarge
+from sebridge.imds.http_client import HttpClient, NoAnswer, TooLarge
 
 pytestmark = pytest.mark.usefixtures("no_proxy")
 

@@ -1,6 +1,6 @@
 """ImdsClient: the only code that talks to the Instance Metadata Service.
 
-Every call over sebridge's HTTP client (kernel/http_client.py), the poll's connection
+Every call over sebridge's HTTP client (imds/http_client.py), the poll's connection
 kept alive from poll to poll, never through a proxy (IMDS is link-local and a proxy in
 between is exactly what the `Metadata: true` header exists to catch). An unchanged
 body is not parsed again: the previous Document object is returned as is,
@@ -20,6 +20,7 @@ from typing import Any
 
 from sebridge.imds.answers import check_status, failure_reason, too_large
 from sebridge.imds.endpoint import split_endpoint
+from sebridge.imds.http_client import HttpClient, NoAnswer, TimedOut, TooLarge
 from sebridge.imds.parse import parse_document
 from sebridge.kernel.backoff import backoff_delay
 from sebridge.kernel.errors import (
@@ -29,7 +30,6 @@ from sebridge.kernel.errors import (
     ImdsUnavailableError,
     MalformedDocumentError,
 )
-from sebridge.kernel.http_client import HttpClient, NoAnswer, TimedOut, TooLarge
 from sebridge.model import Document, Incarnation
 
 __all__ = [

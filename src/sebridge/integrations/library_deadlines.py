@@ -2,10 +2,10 @@
 
 A `Deadline` (kernel/deadline.py) shuts a call's socket down when its time is up; this
 module gets it the socket when a library, not sebridge, opens the connection, through
-the hooks the libraries document. (Our own calls go through kernel/http_client.py.)
+the hooks the libraries document. (Our own calls go through imds/http_client.py.)
 
 - requests (jira): `DeadlineAdapter`, a transport adapter whose pool managers build
-  kernel/http_client.py's pools (`pool_classes_by_scheme`), whose connections tell the
+  imds/http_client.py's pools (`pool_classes_by_scheme`), whose connections tell the
   calling thread's deadline their socket as they connect and as they send; it runs
   every request, body read included, under its deadline.
 - ssl (urllib, and so slack_sdk's WebClient, which takes an `ssl` context): a context
@@ -25,8 +25,8 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3 import PoolManager
 
+from sebridge.imds.http_client import POOLS
 from sebridge.kernel.deadline import Deadline, tell
-from sebridge.kernel.http_client import POOLS
 
 __all__ = ["CallExpired", "DeadlineAdapter", "reporting_context"]
 

@@ -10,7 +10,7 @@ call: deliveries are seconds apart, and the thread sleeps until it fires or
 the call ends.
 
 The deadline learns the call's sockets from the connections themselves: ours
-(kernel/http_client.py) and the libraries' (integrations/library_deadlines.py)
+(imds/http_client.py) and the libraries' (integrations/library_deadlines.py)
 `tell()` the thread's watching `Cutoff`s each time they connect or send; the
 SMTP client hands its socket over (`sockets`). IMDS's client ends its calls at
 stop with a `Cutoff` of its own (docs/ARCHITECTURE.md, "Threads").

@@ -6,7 +6,7 @@ request: the kubelet rotates it). Not the official `kubernetes` package: it is
 about 30 MB and slow to import, and the VM agent never loads this module (it is
 imported only when `[kubernetes]` is on). One attempt per call; the sink decides
 what an answer means (409 is not always an error). No message carries the token.
-Over sebridge's HTTP client (kernel/http_client.py), never through a proxy (an
+Over sebridge's HTTP client (imds/http_client.py), never through a proxy (an
 in-cluster call). `timeout` bounds each whole call, connect to the answer's last byte
 (kernel/deadline.py): an API server (or a proxy before it) that drips its
 answer holds the sink no longer.
@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sebridge.imds.http_client import HttpClient, NoAnswer, TimedOut
 from sebridge.kernel import redact
 from sebridge.kernel.delivery_status import UNANSWERED, StatusRules
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
-from sebridge.kernel.http_client import HttpClient, NoAnswer, TimedOut
 from sebridge.kernel.text import clip
 
 __all__ = ["RULES", "Answer", "KubeApi"]

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from sebridge.imds.http_client import NoAnswer, TimedOut
 from sebridge.kernel import redact
 from sebridge.kernel.delivery_status import UNANSWERED, StatusRules
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError
-from sebridge.kernel.http_client import NoAnswer, TimedOut
 from sebridge.kernel.net_cause import no_answer_cause
 
 __all__ = ["RULES", "answer_error", "scrub", "transport_error"]

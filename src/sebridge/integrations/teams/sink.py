@@ -3,7 +3,7 @@
 Adaptive (the default): POST the card in a message envelope; Workflows answers 202
 before its flow runs. MessageCard: pymsteams builds it, the sink posts it; a
 connector answers 200 with the body "1". One attempt per `send()` (the dispatcher
-retries), over sebridge's HTTP client (kernel/http_client.py). Teams keeps nothing
+retries), over sebridge's HTTP client (imds/http_client.py). Teams keeps nothing
 we can read back, so a retry after a lost answer may repeat one card
 (docs/how-it-works.md: delivery guarantees). Proxies come from the usual environment
 variables. The URL is never logged: urllib3's log lines are scrubbed of it. `timeout`
@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sebridge.imds.http_client import Answer, HttpClient, NoAnswer
 from sebridge.integrations.render import Renderer
 from sebridge.integrations.teams.card import ADAPTIVE_TYPE, PAGE_LINK, CardBuilder
 from sebridge.integrations.teams.errors import answer_error, transport_error
 from sebridge.integrations.teams.settings import ADAPTIVE
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import PermanentDeliveryError
-from sebridge.kernel.http_client import Answer, HttpClient, NoAnswer
 from sebridge.model import Receipt
 from sebridge.model.message import Message, shown
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from sebridge.imds.http_client import NoAnswer, TimedOut
 from sebridge.kernel import redact
 from sebridge.kernel.delivery_status import UNANSWERED, StatusRules
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError
-from sebridge.kernel.http_client import NoAnswer, TimedOut
 from sebridge.kernel.text import clip, displayable
 
 __all__ = ["RULES", "SHOWN", "Scrubber", "answer_error", "transport_error"]

@@ -11,7 +11,7 @@ under the same id). The timestamp is the attempt's own: a receiver refuses one
 more than 5 minutes off, and a retry an hour later must still pass.
 
 One attempt per `send()` (the dispatcher retries), over sebridge's HTTP client
-(kernel/http_client.py): urllib3's log lines never show the URL (a secret); redirects
+(imds/http_client.py): urllib3's log lines never show the URL (a secret); redirects
 are not followed. Proxies come from the usual environment variables. `timeout` bounds
 the whole attempt, connect to the answer's last byte read (kernel/deadline.py): a
 receiver that drips its answer holds the sink no longer.
@@ -24,10 +24,10 @@ from collections.abc import Mapping, Sequence
 
 from standardwebhooks import Webhook as Signer
 
+from sebridge.imds.http_client import HttpClient, NoAnswer
 from sebridge.integrations.webhook.body import JSON, Body
 from sebridge.integrations.webhook.errors import Scrubber, answer_error, transport_error
 from sebridge.kernel.clock import Clock, utcnow
-from sebridge.kernel.http_client import HttpClient, NoAnswer
 from sebridge.model import Receipt
 from sebridge.model.message import Message
 

@@ -1,6 +1,8 @@
 """sebridge's one HTTP client, over urllib3: IMDS, the webhook, Teams and Kubernetes.
 
 (slack_sdk, jira and pymsteams keep their own; docs/ARCHITECTURE.md, "HTTP clients".)
+It lives under imds/, its first user: the lowest unit that may use a library (kernel/
+imports only the standard library), below the integrations that share it.
 An `HttpClient` keeps its connections alive, a urllib3 pool per origin (through a
 proxy: a ProxyManager's): no retries (IMDS's client and the dispatcher retry, after
 Retry-After), no redirects, TLS verified against the system's CAs or a CA file,
@@ -224,12 +226,15 @@ class HttpClient:
         self._cutoff.cut()
 
     def close(self) -> None:
-        """Close the kept-alive connections; urllib3's log lines are no longer scrubbed."""
+        """Close the kept-alive connections (a later call opens new ones); urllib3's log
+        lines are no longer scrubbed."""
         with self._lock:
             for pool in self._pools.values():
                 pool.close()
             for manager in self._via.values():
                 manager.clear()
+            self._pools.clear()
+            self._via.clear()
         for name in _URLLIB3_LOGGERS:
             logging.getLogger(name).removeFilter(self._quiet)
 
