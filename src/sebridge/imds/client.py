@@ -126,7 +126,7 @@ class ImdsClient:
         self._answered = False
         self._timeout = timeout
         self._origin = f"{scheme}://[{host}]:{port}" if ":" in host else self.endpoint
-        # Two connections: a poll and an approval may overlap.
+        # Two connections kept (the client's pool): a poll and an approval may overlap.
         self._http = HttpClient(
             timeout=timeout, connect_timeout=connect_timeout, whole_call=False, proxies=False
         )
