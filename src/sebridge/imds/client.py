@@ -1,7 +1,7 @@
 """ImdsClient: the only code that talks to the Instance Metadata Service.
 
-Every call over urllib3's keep-alive pool (imds/pooled.py), the poll's connection
-reused across polls, never through a proxy (IMDS is link-local and a proxy in
+Every call over sebridge's HTTP client (kernel/http_client.py), the poll's connection
+kept alive from poll to poll, never through a proxy (IMDS is link-local and a proxy in
 between is exactly what the `Metadata: true` header exists to catch). An unchanged
 body is not parsed again: the previous Document object is returned as is,
 so callers can tell "nothing changed" by identity. Each attempt's outcome is
@@ -21,7 +21,6 @@ from typing import Any
 from sebridge.imds.answers import check_status, failure_reason, too_large
 from sebridge.imds.endpoint import split_endpoint
 from sebridge.imds.parse import parse_document
-from sebridge.imds.pooled import Pool, TimedOut, TooLarge, Unreachable
 from sebridge.kernel.backoff import backoff_delay
 from sebridge.kernel.errors import (
     ImdsError,
@@ -30,6 +29,7 @@ from sebridge.kernel.errors import (
     ImdsUnavailableError,
     MalformedDocumentError,
 )
+from sebridge.kernel.http_client import HttpClient, NoAnswer, TimedOut, TooLarge
 from sebridge.model import Document, Incarnation
 
 __all__ = [
@@ -125,7 +125,11 @@ class ImdsClient:
         self._jitter = jitter
         self._answered = False
         self._timeout = timeout
-        self._pool = Pool(scheme, host, port, connect_timeout)
+        self._origin = f"{scheme}://[{host}]:{port}" if ":" in host else self.endpoint
+        # Two connections kept (the client's pool): a poll and an approval may overlap.
+        self._http = HttpClient(
+            timeout=timeout, connect_timeout=connect_timeout, whole_call=False, proxies=False
+        )
         self._last_body: bytes | None = None
         self._last_document: Document | None = None
         self._cache_lock = threading.Lock()
@@ -191,11 +195,11 @@ class ImdsClient:
 
         Safe from any thread."""
         self._interrupted = True
-        self._pool.interrupt()
+        self._http.interrupt()
 
     def close(self) -> None:
         """Close the kept-alive connections."""
-        self._pool.close()
+        self._http.close()
 
     def _call(self, method: str, path: str, version: str, body: bytes | None = None) -> bytes:
         attempt = 0
@@ -229,21 +233,26 @@ class ImdsClient:
     def _once(self, method: str, path: str, version: str, body: bytes | None) -> bytes:
         read_timeout = self._timeout if self._answered else self._first_timeout
         self._check_interrupted(method, path)
-        url = f"{path}?api-version={version}"
+        url = f"{self._origin}{path}?api-version={version}"
         headers = _POST_HEADERS if body is not None else _GET_HEADERS
         try:
-            status, answer_headers, data = self._pool.request(
-                method, url, body, headers, read_timeout=read_timeout, limit=MAX_DOCUMENT
+            answer = self._http.request(
+                method,
+                url,
+                body=body,
+                headers=headers,
+                read_timeout=read_timeout,
+                limit=MAX_DOCUMENT,
             )
-        except Unreachable as exc:
-            self._check_interrupted(method, path)  # cut short by interrupt(): not an outage
-            raise self._unreachable(exc.cause) from None
         except TimedOut:
             raise self._timed_out(method, path, read_timeout) from None
+        except NoAnswer as exc:
+            self._check_interrupted(method, path)  # cut short by interrupt(): not an outage
+            raise self._unreachable(exc.cause) from None
         except TooLarge as exc:
             raise too_large(method, path, exc.length, MAX_DOCUMENT) from None
         self._answered = True
-        return check_status(method, path, status, answer_headers, data)
+        return check_status(method, path, answer.status, answer.headers, answer.body)
 
     def _check_interrupted(self, method: str, path: str) -> None:
         if self._interrupted:

@@ -2,9 +2,11 @@
 
 HTTP clients' own messages quote the URL they asked (a Teams webhook's URL
 carries the signature that grants posting), so a message about a failed
-request says the kind of failure found along the exception's chain (its
-causes, and the `reason` urllib3 keeps): refused, reset, timed out, a name
-that does not resolve, TLS; else the exception's type.
+request says the kind of failure found along the exception's chain: refused,
+reset, timed out, a name that does not resolve, TLS; else the exception's
+type. The chains are urllib3's (ours: kernel/http_client.py hands over the
+error under its wrappers, so only the kinds are read) and requests' (jira's:
+an error holding urllib3's, which keeps the socket's as its `reason` or cause).
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ _KINDS: tuple[tuple[type[BaseException], str], ...] = (
 
 def _kind(exc: BaseException) -> str:
     said = next((words for kind, words in _KINDS if isinstance(exc, kind)), "")
-    # urllib3's ReadTimeoutError and requests' ReadTimeout are no TimeoutError.
+    # urllib3's ReadTimeoutError and requests' ReadTimeout are no TimeoutError (the kernel
+    # imports only the standard library: by name).
     if not said and "Timeout" in type(exc).__name__:
         said = "timed out"
     return said

@@ -5,7 +5,7 @@ TLS always gets `ssl.create_default_context()` (the system's CAs, or
 encrypt to anyone and check nothing. The session is opened per delivery and
 closed after it: a mail every few minutes keeps no idle connection, which
 servers drop after a minute or so anyway. `timeout` bounds the whole session,
-connect to QUIT (integrations/deadline.py): a server that drips its banner or
+connect to QUIT (kernel/deadline.py): a server that drips its banner or
 its answers cannot hold the sink longer.
 """
 
@@ -19,9 +19,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from email.message import EmailMessage
 
-from sebridge.integrations.deadline import Deadline
 from sebridge.integrations.email.errors import Said, smtp_error, too_slow
 from sebridge.integrations.email.settings import EmailSettings, address
+from sebridge.kernel.deadline import Deadline
 
 __all__ = ["Session", "SmtpServer"]
 

@@ -8,7 +8,7 @@ answer was lost makes a second issue. The dispatcher retries instead, and
 the sink looks for what a lost attempt left before it tries again.
 Requests honour HTTP(S)_PROXY and NO_PROXY (requests' `trust_env`). Each request's
 whole answer, connect to its last byte, is bounded by the read timeout
-(integrations/bounded.py): a Jira, or a proxy before it, that drips its answer
+(integrations/library_deadlines.py): a Jira, or a proxy before it, that drips its answer
 holds the sink no longer. The library keeps its requests session in `_session`,
 with no public way to give it a transport adapter: the adapter is mounted there
 before the first request (the server-info call, made here rather than by the
@@ -22,9 +22,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sebridge.integrations.bounded import DeadlineAdapter
 from sebridge.integrations.jira.errors import delivery_error
 from sebridge.integrations.jira.settings import JiraSettings
+from sebridge.integrations.library_deadlines import DeadlineAdapter
 from sebridge.kernel.errors import DeliveryError
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sebridge.integrations.bounded import CallExpired
+from sebridge.integrations.library_deadlines import CallExpired
 from sebridge.kernel.delivery_status import NO_ANSWER, UNANSWERED, StatusRules
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
 from sebridge.kernel.net_cause import no_answer_cause

@@ -2,8 +2,8 @@
 `ScheduledMaintenance` while an event is open, for `kubectl describe node`.
 
 Through the in-cluster API as the pod's service account (client.py). Nothing of
-it, `requests` included, is imported unless `[kubernetes] enabled = true`, so an
-agent on a VM loads none of it. See docs/ARCHITECTURE.md, "Integrations".
+it is imported unless `[kubernetes] enabled = true`, so an agent on a VM loads
+none of it. See docs/ARCHITECTURE.md, "Integrations".
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ request: the kubelet rotates it). Not the official `kubernetes` package: it is
 about 30 MB and slow to import, and the VM agent never loads this module (it is
 imported only when `[kubernetes]` is on). One attempt per call; the sink decides
 what an answer means (409 is not always an error). No message carries the token.
-`timeout` bounds each whole call, connect to the answer's last byte
-(integrations/bounded.py): an API server (or a proxy before it) that drips its
+Over sebridge's HTTP client (kernel/http_client.py), never through a proxy (an
+in-cluster call). `timeout` bounds each whole call, connect to the answer's last byte
+(kernel/deadline.py): an API server (or a proxy before it) that drips its
 answer holds the sink no longer.
 """
 
@@ -15,16 +16,15 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import requests
-
-from sebridge.integrations.bounded import CallExpired, DeadlineAdapter
 from sebridge.kernel import redact
 from sebridge.kernel.delivery_status import UNANSWERED, StatusRules
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
+from sebridge.kernel.http_client import HttpClient, NoAnswer, TimedOut
 from sebridge.kernel.text import clip
 
 __all__ = ["RULES", "Answer", "KubeApi"]
@@ -79,9 +79,9 @@ class KubeApi:
         self._ca_file = ca_file
         self._timeout = timeout
         self._token = ""  # the last token read, scrubbed from anything quoted
-        self._session = requests.Session()
-        self._session.trust_env = False  # an in-cluster call never goes through a proxy
-        DeadlineAdapter(timeout).mount(self._session)
+        self._http = HttpClient(
+            timeout=timeout, connect_timeout=CONNECT_TIMEOUT, proxies=False, ca_file=ca_file
+        )
 
     def call(
         self, method: str, path: str, body: Any = None, *, content_type: str = "application/json"
@@ -89,7 +89,7 @@ class KubeApi:
         """One request. Raises RetryableDeliveryError when no answer came (or the token
         cannot be read); any answer is returned, whatever its status."""
         headers = {"Authorization": f"Bearer {self._read_token()}", "Accept": "application/json"}
-        if not os.path.isfile(self._ca_file):  # requests would call it a connection failure
+        if not os.path.isfile(self._ca_file):  # else a TLS failure, said as one
             raise RetryableDeliveryError(
                 f"kubernetes: the CA file {self._ca_file} (kubernetes.ca_file) is missing"
             )
@@ -98,34 +98,30 @@ class KubeApi:
             data = json.dumps(body, separators=(",", ":")).encode()
             headers["Content-Type"] = content_type
         try:
-            response = self._session.request(
-                method,
-                self.server + path,
-                data=data,
-                headers=headers,
-                verify=self._ca_file,
-                timeout=(CONNECT_TIMEOUT, self._timeout),
-            )
-        except CallExpired:
-            raise UNANSWERED.error(
-                f"kubernetes: the API server {self.server} did not answer within"
-                f" {self._timeout:g} s (kubernetes.timeout); will retry"
-            ) from None
-        except requests.exceptions.SSLError:
-            raise UNANSWERED.error(
-                f"kubernetes: {self.server}'s certificate is not signed by kubernetes.ca_file"
-                f" ({self._ca_file}), or TLS failed; will retry"
-            ) from None
-        except (requests.RequestException, OSError) as exc:
-            raise UNANSWERED.error(
-                f"kubernetes: cannot reach the API server {self.server} ({type(exc).__name__});"
-                " will retry"
-            ) from None
+            response = self._http.request(method, self.server + path, body=data, headers=headers)
+        except NoAnswer as exc:
+            raise self._unanswered(exc) from None
         try:
-            parsed = response.json()
+            parsed = json.loads(response.body)
         except ValueError:
             parsed = None
-        return Answer(response.status_code, parsed, dict(response.headers))
+        return Answer(response.status, parsed, response.headers)
+
+    def _unanswered(self, exc: NoAnswer) -> DeliveryError:
+        if exc.sent and isinstance(exc, TimedOut):
+            return UNANSWERED.error(
+                f"kubernetes: the API server {self.server} did not answer within"
+                f" {self._timeout:g} s (kubernetes.timeout); will retry"
+            )
+        if isinstance(exc.cause, ssl.SSLError):
+            return UNANSWERED.error(
+                f"kubernetes: {self.server}'s certificate is not signed by kubernetes.ca_file"
+                f" ({self._ca_file}), or TLS failed; will retry"
+            )
+        return UNANSWERED.error(
+            f"kubernetes: cannot reach the API server {self.server}"
+            f" ({type(exc.cause).__name__}); will retry"
+        )
 
     def error(self, answer: Answer, what: str) -> DeliveryError:
         """The error for an answer that is not a success: retried or not by the one
@@ -148,7 +144,7 @@ class KubeApi:
         return PermanentDeliveryError(f"kubernetes: {text}" + (f": {said}" if said else ""))
 
     def close(self) -> None:
-        self._session.close()
+        self._http.close()
 
     def _read_token(self) -> str:
         try:

@@ -15,7 +15,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-from sebridge.integrations.bounded import CallExpired
+from sebridge.integrations.library_deadlines import CallExpired
 from sebridge.kernel.delivery_status import NO_ANSWER, UNANSWERED, StatusRules
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError, RetryableDeliveryError
 from sebridge.kernel.redact import scrub

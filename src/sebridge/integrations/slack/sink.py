@@ -20,13 +20,14 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web import SlackResponse
 
-from sebridge.integrations.bounded import CallExpired, bounded, reporting_context
+from sebridge.integrations.library_deadlines import CallExpired, reporting_context
 from sebridge.integrations.render import Renderer
 from sebridge.integrations.samples import sample_messages
 from sebridge.integrations.slack.errors import delivery_error
 from sebridge.integrations.slack.limits import MAX_TEXT, fit_blocks
 from sebridge.integrations.slack.lookup import PARENT_TYPE, REPLY_TYPE, find_parent, reply_posted
 from sebridge.kernel.clock import Clock, utcnow
+from sebridge.kernel.deadline import Deadline
 from sebridge.kernel.errors import PermanentDeliveryError
 from sebridge.kernel.text import clip
 from sebridge.model import Receipt, TransitionKind
@@ -105,12 +106,12 @@ def build_slack_client(
 class _BoundedClient(WebClient):
     """Each Web API call (every method goes through `api_call`) answered whole within the
     client's `timeout`, connect to the last byte read, not each read within it: the TLS
-    socket reports itself to the call's deadline (integrations/bounded.py), which shuts it
+    socket reports itself to the call's deadline (integrations/library_deadlines.py), which shuts it
     down when the time is up. Slack's Web API is https only; an http `api_url` (a test's
     fake) is bounded per read only. A call cut short raises CallExpired."""
 
     def api_call(self, api_method: str, **kwargs: Any) -> SlackResponse:
-        with bounded(self.timeout) as deadline:
+        with Deadline(self.timeout) as deadline:
             try:
                 return super().api_call(api_method, **kwargs)
             except (OSError, http.client.HTTPException) as exc:

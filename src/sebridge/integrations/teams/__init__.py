@@ -24,7 +24,7 @@ __all__ = ["Teams", "TeamsSettings"]
 
 
 class Teams(Integration[TeamsSettings]):
-    """requests and pymsteams are imported only when Teams is on."""
+    """The sink is imported only when Teams is on (pymsteams only for MessageCards)."""
 
     name = "teams"
     title = "Microsoft Teams"

@@ -112,7 +112,7 @@ class CardBuilder:
         for shown, description_limit, resource_limit in tries:
             card = self._render(name, shown, description_limit, resource_limit)
             payload = wrap(card)
-            # Measured as requests and pymsteams send it: JSON with ASCII escapes, where
+            # Measured as the sink sends it: JSON with ASCII escapes, where
             # "é" takes 6 bytes and an emoji 12 (UTF-8 would say 2 and 4).
             if len(json.dumps(payload).encode()) <= MAX_PAYLOAD:
                 return payload

@@ -5,19 +5,17 @@ The kernel's one mapping decides (kernel/delivery_status.py): 408, 429 and
 Retry-After (a throttle without one waits 5 s); 400, 401/403, 404 and 413
 need a person and say what to fix. No message ever carries the webhook URL
 (its `sig` grants posting): answers are scrubbed of it, transport errors are
-named by kind only (requests' own messages quote the URL).
+named by kind only (kernel/net_cause.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-import requests
-
-from sebridge.integrations.bounded import CallExpired
 from sebridge.kernel import redact
 from sebridge.kernel.delivery_status import UNANSWERED, StatusRules
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError
+from sebridge.kernel.http_client import NoAnswer, TimedOut
 from sebridge.kernel.net_cause import no_answer_cause
 
 __all__ = ["RULES", "answer_error", "scrub", "transport_error"]
@@ -71,14 +69,15 @@ def answer_error(
     )
 
 
-def transport_error(exc: BaseException, timeout: float | None = None) -> DeliveryError:
+def transport_error(exc: NoAnswer, timeout: float) -> DeliveryError:
     """Timeouts, refused or reset connections, TLS trouble: retried. Named by kind only
-    (kernel/net_cause.py): requests' own text quotes the URL. A read timeout is the
-    receiver's: it took the card and did not answer within `timeout` seconds; so is an
-    answer not whole within them (dripped: the deadline cut it short, CallExpired)."""
-    if timeout is not None and isinstance(exc, requests.ReadTimeout | CallExpired):
+    (kernel/net_cause.py): a library's text may quote the URL. A timeout after the card went
+    out is the receiver's: it took the card and did not answer, whole, within `timeout`
+    seconds (a dripped answer included: the deadline cut it short)."""
+    if exc.sent and isinstance(exc, TimedOut):
         return UNANSWERED.error(
             f"teams: the webhook took the card and did not answer within {timeout:g} s"
             " (teams.timeout); will retry"
         )
-    return UNANSWERED.error(f"teams: cannot reach the webhook ({no_answer_cause(exc)}); will retry")
+    cause = no_answer_cause(exc.cause)
+    return UNANSWERED.error(f"teams: cannot reach the webhook ({cause}); will retry")

@@ -1,55 +1,36 @@
 """Teams sink: one card per transition through a Workflows webhook (or a MessageCard connector).
 
-Adaptive (the default): POST the card in a message envelope with requests;
-Workflows answers 202 before its flow runs. MessageCard: pymsteams posts
-it; a connector answers 200 with the body "1". One attempt per `send()`
-(the dispatcher retries). Teams keeps nothing we can read back, so a retry
-after a lost answer may repeat one card (docs/how-it-works.md: delivery guarantees).
-Proxies come from the usual environment variables. The URL is never logged:
-urllib3's debug lines are redacted while the sink lives. `timeout` bounds the whole
-post, connect to the answer's last byte (integrations/bounded.py): a webhook that
-drips its answer holds the sink no longer. Both formats go through the sink's own
-session (pymsteams builds the MessageCard; its own `send()` would open a session the
-deadline cannot reach).
+Adaptive (the default): POST the card in a message envelope; Workflows answers 202
+before its flow runs. MessageCard: pymsteams builds it, the sink posts it; a
+connector answers 200 with the body "1". One attempt per `send()` (the dispatcher
+retries), over sebridge's HTTP client (kernel/http_client.py). Teams keeps nothing
+we can read back, so a retry after a lost answer may repeat one card
+(docs/how-it-works.md: delivery guarantees). Proxies come from the usual environment
+variables. The URL is never logged: urllib3's log lines are scrubbed of it. `timeout`
+bounds the whole post, connect to the answer's last byte (kernel/deadline.py): a
+webhook that drips its answer holds the sink no longer.
 """
 
 from __future__ import annotations
 
-import logging
+import json
 from typing import Any
 
-import pymsteams
-import requests
-
-from sebridge.integrations.bounded import DeadlineAdapter
 from sebridge.integrations.render import Renderer
 from sebridge.integrations.teams.card import ADAPTIVE_TYPE, PAGE_LINK, CardBuilder
-from sebridge.integrations.teams.errors import answer_error, scrub, transport_error
+from sebridge.integrations.teams.errors import answer_error, transport_error
 from sebridge.integrations.teams.settings import ADAPTIVE
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import PermanentDeliveryError
+from sebridge.kernel.http_client import Answer, HttpClient, NoAnswer
 from sebridge.model import Receipt
 from sebridge.model.message import Message, shown
 
 __all__ = ["TeamsSink"]
 
 CONNECT_TIMEOUT = 5.0
-_URLLIB3_LOGGERS = ("urllib3.connectionpool", "urllib3.util.retry")
-
-
-class _RedactUrl(logging.Filter):
-    """Removes the webhook URL (path and query) from log records that mention it."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__()
-        self._url = url
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        clean = scrub(text, self._url)
-        if clean != text:
-            record.msg, record.args = clean, None
-        return True
+_JSON = {"Content-Type": "application/json"}
+_READ = 64 * 1024  # bytes of an answer taken: a few are expected ("1", a JSON error)
 
 
 class TeamsSink:
@@ -74,11 +55,9 @@ class TeamsSink:
         self._format = format
         self._timeout = timeout
         self.cards = CardBuilder(renderer, clock)
-        self._session = requests.Session()  # keeps the TLS connection between posts
-        DeadlineAdapter(timeout).mount(self._session)
-        self._redact = _RedactUrl(webhook_url)
-        for name in _URLLIB3_LOGGERS:
-            logging.getLogger(name).addFilter(self._redact)
+        self._http = HttpClient(
+            timeout=timeout, connect_timeout=CONNECT_TIMEOUT, secret_urls=[webhook_url]
+        )
 
     def check_templates(self) -> None:
         """Render every template against sample messages; a broken one raises now."""
@@ -123,34 +102,31 @@ class TeamsSink:
         )
 
     def close(self) -> None:
-        """Close the kept-alive connection and stop redacting the logs."""
-        self._session.close()
-        for name in _URLLIB3_LOGGERS:
-            logging.getLogger(name).removeFilter(self._redact)
+        """Close the kept-alive connection and stop scrubbing the logs."""
+        self._http.close()
 
-    def _post(self, payload: dict[str, Any]) -> requests.Response:
+    def _post(self, payload: dict[str, Any]) -> Answer:
+        body = json.dumps(payload).encode()
         try:
-            return self._session.post(
-                self._url, json=payload, timeout=(CONNECT_TIMEOUT, self._timeout)
+            return self._http.request(
+                "POST", self._url, body=body, headers=_JSON, limit=_READ, excerpt=True
             )
-        except requests.RequestException as exc:
+        except NoAnswer as exc:
             raise transport_error(exc, self._timeout) from None
 
     def _post_adaptive(self, payload: dict[str, Any]) -> int:
         response = self._post(payload)
         error = answer_error(
-            response.status_code,
-            response.text,
-            response.headers,
-            url=self._url,
-            what="Adaptive Card",
+            response.status, response.text, response.headers, url=self._url, what="Adaptive Card"
         )
         if error is not None:
             raise error
-        return response.status_code
+        return response.status
 
     def _post_messagecard(self, fields: dict[str, Any], link: tuple[str, str] | None) -> int:
         """link: the action's title and URL (Approve…, or the held event's page), if any."""
+        import pymsteams  # only for this format: an Adaptive Card needs no library
+
         card = pymsteams.connectorcard(self._url)  # builds the card; the sink posts it
         card.title(str(fields.get("title") or ""))
         card.summary(str(fields.get("summary") or ""))
@@ -168,7 +144,7 @@ class TeamsSink:
             action.addOpenURI(title, [{"os": "default", "uri": url}])
             card.addPotentialAction(action)
         response = self._post(card.payload)
-        status = response.status_code
+        status = response.status
         # A connector answers 2xx even when it did not post: only its "1" says it did.
         refused = 200 <= status <= 299 and response.text.strip() != "1"
         error = answer_error(

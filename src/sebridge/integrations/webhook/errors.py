@@ -12,12 +12,12 @@ pieces, the signing keys, the extra headers' and the template variables' values.
 
 from __future__ import annotations
 
-import urllib.error
 from collections.abc import Iterable, Mapping
 
 from sebridge.kernel import redact
 from sebridge.kernel.delivery_status import UNANSWERED, StatusRules
 from sebridge.kernel.errors import DeliveryError, PermanentDeliveryError
+from sebridge.kernel.http_client import NoAnswer, TimedOut
 from sebridge.kernel.text import clip, displayable
 
 __all__ = ["RULES", "SHOWN", "Scrubber", "answer_error", "transport_error"]
@@ -67,21 +67,17 @@ def answer_error(
     return PermanentDeliveryError(f"{name}: the webhook refused it (HTTP {status}){said}{fix}")
 
 
-def transport_error(
-    name: str, exc: BaseException, scrub: Scrubber, timeout: float
-) -> DeliveryError:
-    """No whole answer came: retried, said as what happened. urllib wraps in a URLError what
-    fails before the request is sent (refused, no route, TLS, a connect timeout): the webhook
-    cannot be reached. What fails after is the receiver's: it took the request and did not
-    answer within `timeout` seconds, or closed the connection without a whole answer (it may
-    have acted on it: the retry carries the same webhook-id)."""
-    reason = getattr(exc, "reason", exc)
-    detail = clip(displayable(scrub(str(reason))), SHOWN)
-    kind = type(reason).__name__ if isinstance(reason, BaseException) else type(exc).__name__
-    said = f"{kind}{': ' + detail if detail else ''}"
-    if isinstance(exc, urllib.error.URLError):
+def transport_error(name: str, exc: NoAnswer, scrub: Scrubber, timeout: float) -> DeliveryError:
+    """No whole answer came: retried, said as what happened. What fails before the request
+    is sent (refused, no route, TLS, a connect timeout): the webhook cannot be reached. What
+    fails after is the receiver's: it took the request and did not answer within `timeout`
+    seconds, or closed the connection without a whole answer (it may have acted on it: the
+    retry carries the same webhook-id)."""
+    detail = clip(displayable(scrub(str(exc.cause))), SHOWN)
+    said = f"{type(exc.cause).__name__}{': ' + detail if detail else ''}"
+    if not exc.sent:
         return UNANSWERED.error(f"{name}: cannot reach the webhook ({said}); will retry")
-    if isinstance(exc, TimeoutError):
+    if isinstance(exc, TimedOut):
         return UNANSWERED.error(
             f"{name}: the webhook took the request and did not answer within {timeout:g} s"
             f" ({name}.timeout); will retry"
