@@ -144,27 +144,22 @@ def test_two_daemons_in_one_process_count_apart() -> None:
 
 
 def test_a_scrape_does_not_wait_for_a_frozen_store(store: Store) -> None:
-    """The store's connection is held by a transaction that does not end (a frozen database
-    holds it the same way): the scrape answers without the store's figures, and however
-    many scrapes come meanwhile, one read waits on the store."""
+    """The store's read does not end (as on a frozen database, whose statement waits for
+    its deadline): the scrape answers without the store's figures, and however many
+    scrapes come meanwhile, one read waits on the store."""
     metrics = Metrics(["jsonl"])
     reads = []
+    holding, release = threading.Event(), threading.Event()
 
     def read() -> Tallies:
         reads.append(1)
+        holding.set()
+        release.wait(30)
         return read_tallies(store.db, ["jsonl"])
 
     registry_of(metrics).register(StoreGauges(read, ["jsonl"], wait=0.05))
-    holding, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with store.db.transaction():
-            holding.set()
-            release.wait(30)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
     try:
+        samples(metrics)  # the first scrape starts the read, which hangs
         assert holding.wait(10)
         for _ in range(3):
             found = samples(metrics)
@@ -173,7 +168,6 @@ def test_a_scrape_does_not_wait_for_a_frozen_store(store: Store) -> None:
         assert len(reads) == 1
     finally:
         release.set()
-        holder.join(10)
     store.apply(
         Document(1, (event("A"),)),
         [(Transition(TransitionKind.SCHEDULED, event("A"), NOW), ["jsonl"])],

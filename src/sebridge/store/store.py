@@ -233,9 +233,8 @@ class Store(
         outbox rows due that nobody claims (a dead agent's among them: nothing else
         tells the living of a death), an approval put back after a failed POST, or
         one whose claimant died or whose lease ended."""
-        self.db.keep_name()  # before the beat: a live agent should hold its name
         at = iso(now)
-        row = self.db.one(
+        row = self.db.beat(
             "UPDATE documents SET seen_at = ?, stopped_at = NULL WHERE agent = ? RETURNING "
             f"{self.outbox.stranded()} OR {self.approvals_stranded()}",
             (at, self.agent, at, at, at),
