@@ -241,7 +241,9 @@ def test_the_held_page_fits_a_phone_and_approve_anyway_looks_dangerous(
             held_page = bridge.base + bridge.link(held)
             assert bridge.post(bridge.link(held), name="Bob").status_code == 200
             store = bridge.daemon.store
-            wait_until(lambda: (a := store.approval(held)) is not None and a.state == "held", 10)
+            wait_until(
+                lambda: (a := store.approvals.get(held)) is not None and a.state == "held", 10
+            )
 
             width = "return document.documentElement.scrollWidth"
             driver.get(bridge.base + bridge.link(plain))

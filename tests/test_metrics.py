@@ -60,16 +60,16 @@ def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], f
 
 def test_transitions_are_counted_once_committed_and_not_after_a_rollback(store: Store) -> None:
     metrics = Metrics(["jsonl"])
-    store.on_transition(metrics.transition_recorded)
+    store.transitions.on_recorded(metrics.transition_recorded)
     scheduled = Transition(TransitionKind.SCHEDULED, event("A"), NOW)
     with pytest.raises(RuntimeError), store.db.transaction():
-        store.apply(Document(1, (event("A"),)), [(scheduled, ["jsonl"])], NOW)
+        store.documents.apply(Document(1, (event("A"),)), [(scheduled, ["jsonl"])], NOW)
         raise RuntimeError("the tick failed after the insert")
     assert samples(metrics)[("sebridge_transitions_total", (("kind", "scheduled"),))] == 0
-    store.apply(Document(1, (event("A"),)), [(scheduled, ["jsonl"])], NOW)
+    store.documents.apply(Document(1, (event("A"),)), [(scheduled, ["jsonl"])], NOW)
     assert samples(metrics)[("sebridge_transitions_total", (("kind", "scheduled"),))] == 1
     # The same transition again (another agent's, or a repeated tick) is not recorded twice.
-    store.apply(Document(2, (event("A"),)), [(scheduled, ["jsonl"])], NOW)
+    store.documents.apply(Document(2, (event("A"),)), [(scheduled, ["jsonl"])], NOW)
     assert samples(metrics)[("sebridge_transitions_total", (("kind", "scheduled"),))] == 1
 
 
@@ -77,7 +77,7 @@ def test_store_figures_are_read_in_one_statement(store: Store) -> None:
     transitions = [
         (Transition(TransitionKind.SCHEDULED, event(i), NOW), ["jsonl", "slack"]) for i in "AB"
     ]
-    store.apply(Document(1, (event("A"), event("B"))), transitions, NOW)
+    store.documents.apply(Document(1, (event("A"), event("B"))), transitions, NOW)
     tallies = read_tallies(store.db, ["jsonl"])
     assert tallies.events == {"scheduled": 2}
     assert tallies.pending == {"jsonl": 2}  # slack's rows are not this agent's sinks'
@@ -168,7 +168,7 @@ def test_a_scrape_does_not_wait_for_a_frozen_store(store: Store) -> None:
         assert len(reads) == 1
     finally:
         release.set()
-    store.apply(
+    store.documents.apply(
         Document(1, (event("A"),)),
         [(Transition(TransitionKind.SCHEDULED, event("A"), NOW), ["jsonl"])],
         NOW,

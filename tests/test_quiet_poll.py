@@ -97,7 +97,7 @@ def test_another_process_write_is_handed_on_and_acted_on(
     assert _step(daemon)
     other = Store(store_url)  # `sebridge approve` beside the daemon, recording only
     try:
-        assert other.record_approval(Approval(eid, "alice", "cli", daemon.clock()))
+        assert other.approvals.record(Approval(eid, "alice", "cli", daemon.clock()))
     finally:
         other.close()
     polled = daemon.poll()
@@ -134,9 +134,10 @@ def test_a_due_prepare_lead_is_handed_on(sim: Simulator, store_url: str, tmp_pat
         polled = d.poll()
         assert not d.quiet(polled)
         d.act(polled)
-        assert [run.run.hook for run in d.store.hook_runs(d.store.events()[0].event.event_id)] == [
-            "drain"
-        ]
+        assert [
+            run.run.hook
+            for run in d.store.hook_runs.of_event(d.store.events.current()[0].event.event_id)
+        ] == ["drain"]
     finally:
         d.imds.close()
         d.store.close()

@@ -31,16 +31,18 @@ def test_a_transaction_tells_the_tables_it_wrote_once_committed(store_url: str) 
     try:
         told = heard(store)
         e = ScheduledEvent("E1", "Reboot", "Scheduled", ("vm0",))
-        store.apply(Document(1, (e,)), [(Transition(TransitionKind.SCHEDULED, e, NOW), ["x"])], NOW)
+        store.documents.apply(
+            Document(1, (e,)), [(Transition(TransitionKind.SCHEDULED, e, NOW), ["x"])], NOW
+        )
         assert told == [frozenset({"documents", "events", "sightings", "transitions", "outbox"})]
         told.clear()
         with pytest.raises(StoreError), store.db.transaction():
-            store.record_approval(Approval("E1", "alice", "cli", NOW))
+            store.approvals.record(Approval("E1", "alice", "cli", NOW))
             raise StoreError("rolled back")
         assert told == []  # never committed: nobody hears of it
-        store.record_approval(Approval("E1", "alice", "cli", NOW))  # a lone statement
-        store.record_approval(Approval("E1", "bob", "cli", NOW))  # changes nothing
-        store.events()  # a read
+        store.approvals.record(Approval("E1", "alice", "cli", NOW))  # a lone statement
+        store.approvals.record(Approval("E1", "bob", "cli", NOW))  # changes nothing
+        store.events.current()  # a read
         assert told == [frozenset({"approvals"})]
     finally:
         store.close()
@@ -55,8 +57,8 @@ def test_a_callback_that_fails_does_not_undo_the_commit(store_url: str) -> None:
             raise RuntimeError("a subscriber's bug")
 
         store.db.on_commit(broken)
-        store.remember("k", "v")
-        assert store.setting("k") == "v" and told == [frozenset({"meta"})]
+        store.settings.remember("k", "v")
+        assert store.settings.get("k") == "v" and told == [frozenset({"meta"})]
     finally:
         store.close()
 
@@ -67,7 +69,7 @@ def test_the_name_is_free_the_moment_the_store_is_closed(pg_url: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as restarted:
         for _ in range(10):
             store = Store(pg_url, agent="vm0", exclusive=True)
-            store.heartbeat(NOW)
+            store.agents.heartbeat(NOW)
             store.close()
             taken = restarted.execute("SELECT pg_try_advisory_lock(%s)", (agent_key("vm0"),))
             assert taken.fetchone() == (True,)

@@ -125,7 +125,7 @@ def test_after_a_freeze_the_agent_takes_its_name_back_from_its_own_old_session(
         caplog.set_level(logging.INFO, logger="sebridge.store")
         relay.freeze()
         with pytest.raises(StoreError):
-            store.heartbeat(utcnow())  # frozen: cut at the deadline, reconnecting begins
+            store.agents.heartbeat(utcnow())  # frozen: cut at the deadline, reconnecting begins
         wait_until(lambda: _beats(store), 30, message="the store reconnected")
         assert _holder(pg_url, key) == first  # the frozen old session still holds the name
         said = caplog.text
@@ -135,7 +135,7 @@ def test_after_a_freeze_the_agent_takes_its_name_back_from_its_own_old_session(
         wait_until(lambda: _holder(pg_url, key) != first, 15, message="the old session ended")
         wait_until(lambda: _beats(store) and _holder(pg_url, key) is not None, 15)
         assert _holder(pg_url, key) not in (None, first)  # the name's new session
-        store.heartbeat(utcnow())  # held: nothing more is said
+        store.agents.heartbeat(utcnow())  # held: nothing more is said
         assert caplog.text.count("holds its name 'simvm' again") == 1, caplog.text
     finally:
         store.close()
@@ -143,7 +143,7 @@ def test_after_a_freeze_the_agent_takes_its_name_back_from_its_own_old_session(
 
 def _beats(store: Store) -> bool:
     try:
-        store.heartbeat(utcnow())
+        store.agents.heartbeat(utcnow())
     except StoreError:
         return False
     return True

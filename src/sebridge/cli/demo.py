@@ -77,7 +77,9 @@ def _follow(
     asked = False
     deadline = time.monotonic() + MAX_SECONDS
     while time.monotonic() < deadline:
-        records = {r.event.event_id: r for r in daemon.store.events(include_gone_since=started)}
+        records = {
+            r.event.event_id: r for r in daemon.store.events.current(include_gone_since=started)
+        }
         if len(records) == len(event_ids) and not any(r.present for r in records.values()):
             daemon.dispatcher.flush(2.0)
             return True
@@ -157,7 +159,7 @@ def _summary(store_url: str, event_ids: list[str], start_requests: list[str]) ->
     try:
         records = {
             r.event.event_id: r
-            for r in store.events(include_gone_since=datetime.min.replace(tzinfo=UTC))
+            for r in store.events.current(include_gone_since=datetime.min.replace(tzinfo=UTC))
         }
     finally:
         store.close()

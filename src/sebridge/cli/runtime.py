@@ -259,7 +259,7 @@ def build_daemon(
     if signer is not None:
         from sebridge.web.links import LINK_KEY_SETTING
 
-        generated = store.setting(LINK_KEY_SETTING) or ""
+        generated = store.settings.get(LINK_KEY_SETTING) or ""
     mask = Masker((*secret_values(config), generated))
     return Daemon(
         build_imds(config),
@@ -380,8 +380,8 @@ def link_signer(config: Config, store: Store) -> LinkSigner | None:
         return None
     from sebridge.web.links import LINK_KEY_SETTING, LinkSigner, new_link_key
 
-    key = config.http.link_secret.reveal() or store.setting(LINK_KEY_SETTING)
-    return LinkSigner(key or store.remember_first(LINK_KEY_SETTING, new_link_key()))
+    key = config.http.link_secret.reveal() or store.settings.get(LINK_KEY_SETTING)
+    return LinkSigner(key or store.settings.remember_first(LINK_KEY_SETTING, new_link_key()))
 
 
 def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
@@ -468,13 +468,12 @@ def _metrics_route(daemon: Daemon, runner: Runner) -> WsgiApp:
     imported here: a daemon that serves no HTTP never loads it (docs/ARCHITECTURE.md,
     "Metrics and probes")."""
     from sebridge.engine.store_gauges import StoreGauges
-    from sebridge.store.tallies import read_tallies
     from sebridge.web.metrics_export import registry_of
     from sebridge.web.metrics_page import MetricsPage
 
     metrics = daemon.metrics
     store = daemon.store
-    gauges = StoreGauges(lambda: read_tallies(store.db, metrics.sinks), metrics.sinks)
+    gauges = StoreGauges(lambda: store.tallies(metrics.sinks), metrics.sinks)
     registry = registry_of(metrics)
     registry.register(gauges)
     runner.add_service(gauges)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from sebridge.model.records import DeliveryStatus, EventRecord
 from sebridge.store.approvals import APPROVAL_COLUMNS, approval_record
@@ -43,9 +42,6 @@ class Events:
     def __init__(self, db: Database, agent: str) -> None:
         self._db = db
         self._agent = agent
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:  # Store.events(): compat
-        return self.current(*args, **kwargs)
 
     def left_here(self, event_ids: Sequence[str]) -> frozenset[str]:
         """Which of these events this agent's own latest document no longer lists (its

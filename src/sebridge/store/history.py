@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from sebridge.model.records import AuditEntry, DeliveryStatus, HistoryEntry
 from sebridge.store.codec import from_iso, iso, transition_from_json
@@ -18,11 +17,6 @@ class History:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-
-    def __call__(
-        self, *args: Any, **kwargs: Any
-    ) -> Any:  # Store.history(): compat
-        return self.entries(*args, **kwargs)
 
     def audit(self, entry: AuditEntry) -> None:
         """Record a refused or otherwise noteworthy action."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from sebridge.model import (
     AGAIN_RESTART,
@@ -41,11 +40,6 @@ class HookRuns:
     def __init__(self, db: Database, transitions: Transitions) -> None:
         self._db = db
         self._transitions = transitions
-
-    def __call__(
-        self, *args: Any, **kwargs: Any
-    ) -> Any:  # Store.hook_runs(): compat
-        return self.of_event(*args, **kwargs)
 
     def begin(
         self,

@@ -9,7 +9,6 @@ docs/ARCHITECTURE.md, "Seams".
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from sebridge.store.agents import HEARTBEAT, STALE, Agents, AgentSeen
 from sebridge.store.approvals import Approvals
@@ -125,50 +124,3 @@ class Store:
     def tallies(self, sinks: Sequence[str]) -> Tallies:
         """Events by state and pending outbox rows by sink, for /metrics (store/tallies.py)."""
         return read_tallies(self.db, sinks)
-
-    # -- the old names, until rename_callers.sh's commit ---------------------------------------
-
-    def __getattr__(self, name: str) -> Any:
-        found = _OLD_NAMES.get(name)
-        if found is None:
-            raise AttributeError(name)
-        repository, method = found
-        return getattr(self.__dict__[repository], method)
-
-
-_OLD_NAMES = {
-    "last_document": ("documents", "last"),
-    "polled": ("documents", "any_recorded"),
-    "apply": ("documents", "apply"),
-    "heartbeat": ("agents", "heartbeat"),
-    "known_agents": ("agents", "known"),
-    "agent_stopped": ("agents", "stopped"),
-    "record_transition": ("transitions", "record"),
-    "on_transition": ("transitions", "on_recorded"),
-    "event": ("events", "get"),
-    "left_here": ("events", "left_here"),
-    "approved_ids": ("approvals", "approved_ids"),
-    "record_approval": ("approvals", "record"),
-    "approve_anyway": ("approvals", "anyway"),
-    "wait_again": ("approvals", "wait_again"),
-    "approval": ("approvals", "get"),
-    "claim_approvals": ("approvals", "claim"),
-    "begin_post": ("approvals", "begin_post"),
-    "has_pending_approvals": ("approvals", "has_pending"),
-    "release_own_approvals": ("approvals", "release_own"),
-    "put_back": ("approvals", "put_back"),
-    "finish_approval": ("approvals", "finish"),
-    "begin_hook_run": ("hook_runs", "begin"),
-    "finish_hook_run": ("hook_runs", "finish"),
-    "record_hook_group": ("hook_runs", "record_group"),
-    "hook_group": ("hook_runs", "group"),
-    "interrupted_hook_runs": ("hook_runs", "interrupted"),
-    "request_hook_retry": ("hook_retries", "request"),
-    "audit": ("history", "audit"),
-    "history_size": ("history", "size"),
-    "audit_entries": ("history", "audit_entries"),
-    "prune": ("history", "prune"),
-    "setting": ("settings", "get"),
-    "remember": ("settings", "remember"),
-    "remember_first": ("settings", "remember_first"),
-}
