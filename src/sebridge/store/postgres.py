@@ -124,8 +124,18 @@ class PostgresDatabase(Database):
             reconnect_timeout=RECONNECT_SECONDS,
             num_workers=1,
             name="store",
-            open=True,
+            open=False,
         )
+        # Its first connection made before the first statement: one asked for meanwhile
+        # would grow the pool by a second one, opened later, for nothing.
+        try:
+            self._pool.open(wait=True, timeout=float(connect_options(url)["connect_timeout"]))
+        except PoolTimeout:
+            self._pool.close(timeout=1.0)
+            raise StoreError(
+                f"cannot connect to the store at {self.location}: no connection within "
+                f"{connect_options(url)['connect_timeout']} s"
+            ) from None
 
     # -- connections ---------------------------------------------------------------------------
 

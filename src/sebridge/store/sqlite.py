@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sebridge.kernel.errors import StoreError
-from sebridge.store.database import Database, Held
+from sebridge.store.database import Database, Held, written_table
 from sebridge.store.lock import StoreLock
 
 __all__ = ["SqliteDatabase", "sqlite_path"]
@@ -70,6 +70,10 @@ class SqliteDatabase(Database):
         self._closed = False
         # In memory: one database, one connection, one thread at a time.
         self._turn = threading.Semaphore(1) if path == ":memory:" else None
+        # This process's writers take turns here, not on the file's lock: SQLite's busy
+        # handler sleeps 1, 2, 5, 10... ms between tries, a lock hands over at once.
+        # Readers do not take it (WAL).
+        self._writing = threading.Lock()
         # write_marker()'s state (its caller's thread only): the last marker, when its
         # data_version was read (wall clock, as file times), its own connection.
         self._marker: tuple[int, ...] = ()
@@ -203,22 +207,35 @@ class SqliteDatabase(Database):
     def _begin(self, exclusive: bool) -> None:
         # IMMEDIATE takes the write lock up front: no upgrade deadlock with
         # another process writing at the same moment.
+        self._writing.acquire()
         self._run("BEGIN IMMEDIATE")
 
     def _commit(self) -> None:
-        self._run("COMMIT")
+        try:
+            self._run("COMMIT")
+        finally:
+            self._writing.release()
 
     def _rollback(self) -> None:
-        with contextlib.suppress(sqlite3.Error):
-            self._conn().rollback()
+        try:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn().rollback()
+        finally:
+            self._writing.release()
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         translated = self._sql.get(sql)
         if translated is None:
             # No row locks in SQLite: the IMMEDIATE transaction holds the whole file.
             translated = self._sql[sql] = _ROW_LOCK.sub("", sql)
+        conn: sqlite3.Connection = self._conn()
+        # A write outside a transaction takes this process's turn too (its transaction's
+        # writes hold it already).
+        lone_write = not conn.in_transaction and written_table(sql) is not None
         try:
-            conn: sqlite3.Connection = self._conn()
+            if lone_write:
+                with self._writing:
+                    return conn.execute(translated, params)
             return conn.execute(translated, params)
         except sqlite3.Error as exc:
             raise StoreError(f"store error ({self.path}): {exc}") from exc
