@@ -229,7 +229,7 @@ def claim_ms_per_row(url: str, pending: int) -> float:
             ScheduledEvent(f"E{i:06d}", "Reboot", "Scheduled", ("vm0",)) for i in range(pending)
         )
         deliveries = [(Transition(TransitionKind.SCHEDULED, e, now), ("jsonl",)) for e in events]
-        store.apply(Document(1, events), deliveries, now)
+        store.documents.apply(Document(1, events), deliveries, now)
         later = now + timedelta(seconds=1)
         start, rows = time.perf_counter(), 0
         for _ in range(5):

@@ -1,6 +1,6 @@
 """The fleet page and its calendar feed with 500 events on PostgreSQL: p50 and p99 per request.
 
-A store is filled the way a fleet writes one (Store.apply): five agents (vm0 .. vm4), each
+A store is filled the way a fleet writes one (Store.documents.apply): five agents (vm0 .. vm4), each
 recording a document of `--events / 5` events, every event listing three VMs (one of them
 the agent's, one web VM no agent runs on); half the events' rule names a prepare hook,
 whose run on the agent's VM has succeeded (every tenth failed, with some output); a tenth
@@ -73,13 +73,13 @@ def fill(url: str, count: int, now: datetime) -> None:
                 for i in range(per)
             )
             decisions = {e.event_id: drain if i % 2 else plain for i, e in enumerate(events)}
-            store.apply(Document(1, events), [], now, decisions=decisions)
+            store.documents.apply(Document(1, events), [], now, decisions=decisions)
             for i, e in enumerate(events):
                 if i % 10 == 0:
-                    store.record_approval(Approval(e.event_id, f"person{i}", "slack", now))
+                    store.approvals.record(Approval(e.event_id, f"person{i}", "slack", now))
                 if not i % 2:
                     continue
-                run = store.begin_hook_run(
+                run = store.hook_runs.begin(
                     e, vm=f"vm{a}", stage="prepare", hook="drain", now=now, sinks=()
                 )
                 assert run is not None
@@ -93,7 +93,7 @@ def fill(url: str, count: int, now: datetime) -> None:
                     output="draining pool web-frontend\n" * 5 + ("lb refused" if failed else "ok"),
                     why="exit 1" if failed else "",
                 )
-                store.finish_hook_run(e, ended, now=now, sinks=())
+                store.hook_runs.finish(e, ended, now=now, sinks=())
         finally:
             store.close()
 

@@ -117,12 +117,12 @@ def reminder_lateness(count: int, poll: float, *, threaded: bool) -> list[float]
         d.reminders.stop(1.0)
         late = []
         for event_id in ids:
-            record = d.store.event(event_id)
+            record = d.store.events.get(event_id)
             assert record is not None and record.event.not_before is not None
             due = record.event.not_before - timedelta(seconds=897)
             said = [
                 h.transition.at
-                for h in d.store.history(event_id=event_id)
+                for h in d.store.history.entries(event_id=event_id)
                 if h.transition.kind == TransitionKind.REMINDER
             ]
             if len(said) != 1:

@@ -1,6 +1,6 @@
 """One idle round of each periodic part, with 20 and with 20,000 past events in the store.
 
-A store is built the way the daemon writes one (Store.apply): `--past` events that came
+A store is built the way the daemon writes one (Store.documents.apply): `--past` events that came
 and went three days ago (Reboots listing vm0; every other one approved, its approval posted
 and the event completed, the rest cancelled), each with its transitions and its outbox rows
 for two sinks, all delivered; then 3 present `ask` events nobody approved, their first
@@ -20,8 +20,8 @@ of each part a periodic round makes when there is nothing to do:
 - reminders round (Reminders.record_due);
 - the Jira watcher's search of approvable events (Approvals.open_events: no Jira call);
 - the dispatcher's claim of a sink's due rows, and its next_due;
-- the heartbeat (Store.heartbeat) and the health probe's write;
-- a changed document recorded (approved_ids, diff, Store.apply): one present event comes
+- the heartbeat (Store.agents.heartbeat) and the health probe's write;
+- a changed document recorded (approved_ids, diff, Store.documents.apply): one present event comes
   or goes, no sink.
 
 Then, in rounds of their own, the /metrics gauges' read: it counts every event the store
@@ -76,7 +76,7 @@ from sebridge.store.tallies import read_tallies  # noqa: E402
 
 SINKS = ("console", "jsonl")
 OPEN = 3  # present events nobody approved: the same in both stores
-BATCH = 1000  # past events per Store.apply while filling
+BATCH = 1000  # past events per Store.documents.apply while filling
 TMP = "/dev/shm" if Path("/dev/shm").is_dir() else None
 LEASE = timedelta(minutes=2)
 
@@ -113,7 +113,7 @@ def fill(store: Store, past: int, now: datetime, *, vacuum: bool = True) -> None
         events = tuple(past_event(i, at) for i in range(start, min(past, start + BATCH)))
         approved = {e.event_id for i, e in enumerate(events, start) if i % 2 == 0}
         incarnation += 1
-        store.apply(
+        store.documents.apply(
             Document(incarnation, events),
             [(Transition(TransitionKind.SCHEDULED, e, at), SINKS) for e in events],
             at,
@@ -134,20 +134,20 @@ def fill(store: Store, past: int, now: datetime, *, vacuum: bool = True) -> None
             else:
                 gone.append((Transition(TransitionKind.CANCELLED, e, later), SINKS))
         incarnation += 1
-        store.apply(Document(incarnation, ()), gone, later)
+        store.documents.apply(Document(incarnation, ()), gone, later)
         delivered(store, later)
     opened = now - timedelta(hours=1)
     events = tuple(
         ScheduledEvent(f"O{i:06d}", "Freeze", "Scheduled", ("vm0",), not_before=now + timedelta(2))
         for i in range(OPEN)
     )
-    store.apply(
+    store.documents.apply(
         Document(incarnation + 1, events),
         [(Transition(TransitionKind.SCHEDULED, e, opened), SINKS) for e in events],
         opened,
     )
     delivered(store, opened)
-    if store.db.location.startswith("postgresql"):
+    if store.location.startswith("postgresql"):
         store.db.execute("VACUUM ANALYZE" if vacuum else "ANALYZE")
 
 
@@ -174,9 +174,9 @@ class Rig:
     def record_change(self, now: datetime) -> None:
         """What a tick does with a changed document (Daemon._record without the policy)."""
         document = self.documents[1] if self.previous is self.documents[0] else self.documents[0]
-        approved = self.store.approved_ids()
+        approved = self.store.approvals.approved_ids()
         transitions = diff(self.previous, document, now, approved)
-        self.store.apply(document, [(t, ()) for t in transitions], now)
+        self.store.documents.apply(document, [(t, ()) for t in transitions], now)
         self.previous = document
 
 
@@ -190,7 +190,7 @@ def rig(url: str, past: int, now: datetime, *, vacuum: bool = True) -> Rig:
         vm_name="vm0",
         hooks={"drain": HookSpec("drain", ("true",))},  # a hook, so the worker reads events
     )
-    last = store.last_document()
+    last = store.documents.last()
     assert last is not None and len(last.events) == OPEN
     flip = ScheduledEvent("F000000", "Freeze", "Scheduled", ("vm0",), "VirtualMachine")
     with_flip = Document(last.incarnation, (*last.events, flip))
@@ -204,8 +204,11 @@ PARTS: tuple[tuple[str, Callable[[Rig, datetime], object]], ...] = (
     ("Jira: open events", lambda r, now: r.daemon.approvals.open_events()),
     ("dispatcher claim", lambda r, now: r.store.outbox.claim("jsonl", now, now + LEASE)),
     ("dispatcher next_due", lambda r, now: r.store.outbox.next_due("jsonl")),
-    ("heartbeat", lambda r, now: r.store.heartbeat(now)),
-    ("health probe write", lambda r, now: r.store.remember("health_probe", now.isoformat())),
+    ("heartbeat", lambda r, now: r.store.agents.heartbeat(now)),
+    (
+        "health probe write",
+        lambda r, now: r.store.settings.remember("health_probe", now.isoformat()),
+    ),
     ("changed document recorded", lambda r, now: r.record_change(now)),
 )
 # Timed in rounds of its own, after the others: it reads every event (the gauge counts what

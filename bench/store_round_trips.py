@@ -93,7 +93,7 @@ def main() -> None:
                 after.append(cost(daemon.tick))
             baseline = cost(
                 lambda: [
-                    daemon.store.has_pending_approvals(daemon.clock()) for _ in range(args.ticks)
+                    daemon.store.approvals.has_pending(daemon.clock()) for _ in range(args.ticks)
                 ]
             )
         finally:

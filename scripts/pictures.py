@@ -177,7 +177,7 @@ def play(folder: Path) -> Iterator[tuple[str, Delivered]]:
         if answer.status_code != 200:
             raise SystemExit(f"pictures: approving through the link answered {answer.status_code}")
         store = bridge.daemon.store
-        _wait(lambda: (a := store.approval(event_id)) and a.state == "held", "the hold")
+        _wait(lambda: (a := store.approvals.get(event_id)) and a.state == "held", "the hold")
         blocks = _wait(lambda: _blocks(slack, event_id, "Held"), "the held Slack message")
         cards = teams.wait_shown(2, WAIT)
         bridge.schedule("Redeploy", event_id=SECOND_ID, resources=[THIS_VM, "web4"], notice=NOTICE)

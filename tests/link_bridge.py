@@ -69,12 +69,12 @@ class LinkBridge:
 
     def schedule(self, event_type: str = "Redeploy", **options: Any) -> str:
         event_id = self.sim.schedule(event_type, **options)
-        wait_until(lambda: self.daemon.store.event(event_id), 10, message=f"{event_id} stored")
+        wait_until(lambda: self.daemon.store.events.get(event_id), 10, message=f"{event_id} stored")
         return event_id
 
     def link(self, event_id: str) -> str:
         """The path of the event's link, as a sink's message carries it after public_url."""
-        record = self.daemon.store.event(event_id)
+        record = self.daemon.store.events.get(event_id)
         assert record is not None
         return f"/approve/{self.signer.token_for(record.event)}"
 

@@ -1,9 +1,9 @@
 """A store with history, for the tests of what periodic rounds read (test_store_scans.py,
 test_store_open_rows.py): events that came and went, with everything they left behind.
 
-The rows are written the way the daemon writes them (Store.apply), then copied in bulk
+The rows are written the way the daemon writes them (Store.documents.apply), then copied in bulk
 under new event ids: a planner judges a table by its size (PostgreSQL's reads a table of a
-few hundred rows whole, rightly), and Store.apply takes seconds per thousand events there.
+few hundred rows whole, rightly), and Store.documents.apply takes seconds per thousand events there.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ CLOSED = (
 
 def past(store: Store, copies: int = COPIES) -> None:
     """Events that came and went a day ago, with all they left behind: ten written the way
-    the daemon writes them (Store.apply; every other one approved, its approval closed in
+    the daemon writes them (Store.documents.apply; every other one approved, its approval closed in
     each closed state in turn, and completed; the rest cancelled; every transition delivered
     to both sinks), then each of their rows copied `copies` times under new event ids, in
     bulk (a planner judges a table by its size: PostgreSQL's reads a table of a few hundred
@@ -39,7 +39,7 @@ def past(store: Store, copies: int = COPIES) -> None:
         for i in range(2 * len(CLOSED))
     )
     approved = {e.event_id: CLOSED[i // 2] for i, e in enumerate(events) if i % 2 == 0}
-    store.apply(
+    store.documents.apply(
         Document("past", events),
         [(Transition(TransitionKind.SCHEDULED, e, at), SINKS) for e in events],
         at,
@@ -52,7 +52,7 @@ def past(store: Store, copies: int = COPIES) -> None:
         )
     kinds = {True: TransitionKind.COMPLETED, False: TransitionKind.CANCELLED}
     gone = [Transition(kinds[e.event_id in approved], e, at) for e in events]
-    store.apply(Document("past-gone", ()), [(t, SINKS) for t in gone], at)
+    store.documents.apply(Document("past-gone", ()), [(t, SINKS) for t in gone], at)
     store.db.execute("UPDATE outbox SET state = 'delivered', delivered_at = ?", (at.isoformat(),))
     store.db.execute(  # what each sink answered (a Slack message's ts, a Jira key)
         "INSERT INTO receipts (event_id, sink, external_id, data) "
@@ -113,7 +113,7 @@ def present(store: Store, count: int = 3) -> Document:
     )
     document = Document("now", events)
     opened = NOW - timedelta(hours=2)
-    store.apply(
+    store.documents.apply(
         document, [(Transition(TransitionKind.SCHEDULED, e, opened), SINKS) for e in events], opened
     )
     store.db.execute("UPDATE outbox SET state = 'delivered' WHERE state = 'pending'")

@@ -146,11 +146,11 @@ def _seen(url: str) -> Iterator[dict[str, Seen]]:
         scheduled = [
             (Transition(TransitionKind.SCHEDULED, e, T0), ["list"]) for e in first.values()
         ]
-        store.apply(before, scheduled, T0)
-        store.apply(after, [(t, ["list"]) for t in diff(before, after, T1)], T1)
+        store.documents.apply(before, scheduled, T0)
+        store.documents.apply(after, [(t, ["list"]) for t in diff(before, after, T1)], T1)
         for state, situation in cases:
             if state is not None:
-                store.record_approval(Approval(event_id(state, situation), "alice", "cli", T1))
+                store.approvals.record(Approval(event_id(state, situation), "alice", "cli", T1))
                 store.db.execute(
                     "UPDATE approvals SET state = ? WHERE event_id = ?",
                     (state, event_id(state, situation)),
@@ -169,7 +169,7 @@ def _seen(url: str) -> Iterator[dict[str, Seen]]:
         open_ids = {r.event.event_id for r in approvals.open_events()}
         found: dict[str, Seen] = {}
         for eid, e in first.items():
-            record = store.event(eid)
+            record = store.events.get(eid)
             assert record is not None
             last = sink.by_event(eid)[-1]
             status, body = get(page, PREFIX + signer.token_for(e))
@@ -265,7 +265,9 @@ def test_an_approval_held_or_waiting_is_offered_nowhere(
             gate=lambda r: gate,
         )
         before = Document(1, (event,))
-        store.apply(before, [(Transition(TransitionKind.SCHEDULED, event, now), list(sinks))], now)
+        store.documents.apply(
+            before, [(Transition(TransitionKind.SCHEDULED, event, now), list(sinks))], now
+        )
         deliver()
         (parent,) = slack.fake.messages.values()
         assert "approve" in buttons(parent)  # offered while nobody approved it
@@ -274,7 +276,7 @@ def test_an_approval_held_or_waiting_is_offered_nowhere(
         outcome = approvals.request(ApprovalRequest("E1", "alice", "slack"), wait=5.0)
         assert outcome.approval is not None and outcome.approval.state == state
         after = Document(2, (moved,))
-        store.apply(after, [(t, list(sinks)) for t in diff(before, after, now)], now)
+        store.documents.apply(after, [(t, list(sinks)) for t in diff(before, after, now)], now)
         deliver()
 
         (parent,) = slack.fake.messages.values()

@@ -35,7 +35,7 @@ POLL = 60.0  # no poll between the approval and the kill: IMDS's next request is
 def _approval_state(url: str, event_id: str) -> str:
     store = Store(url)
     try:
-        approval = store.approval(event_id)
+        approval = store.approvals.get(event_id)
         return approval.state if approval else ""
     finally:
         store.close()
@@ -124,7 +124,9 @@ def test_a_post_imds_took_before_kill_9_is_recorded_as_sent_after_the_restart(
     assert lines_of(jsonl, event_id, "problem") == []  # never "not sent to Azure"
     store = Store(store_url)
     try:
-        history = [h.transition for h in store.history() if h.transition.event_id == event_id]
+        history = [
+            h.transition for h in store.history.entries() if h.transition.event_id == event_id
+        ]
     finally:
         store.close()
     assert [t.note for t in history if t.kind == "approved"] == [approved["note"]]
@@ -156,7 +158,7 @@ def _link(daemon: DaemonProcess, jsonl: Path, store_url: str, event_id: str, por
     )
     store = Store(store_url)
     try:
-        record = store.event(event_id)
+        record = store.events.get(event_id)
     finally:
         store.close()
     assert record is not None

@@ -75,7 +75,7 @@ def test_get_shows_the_event_and_never_approves(bridge: Bridge, sim: Simulator) 
     assert "<script" not in page.text and "http" not in page.text.split("<body>")[1]
     bridge.sim.refresh()
     assert sim.start_requests == []
-    assert bridge.daemon.store.approval(event_id) is None
+    assert bridge.daemon.store.approvals.get(event_id) is None
 
 
 def test_post_approves_once_then_says_who(bridge: Bridge, sim: Simulator) -> None:
@@ -88,7 +88,7 @@ def test_post_approves_once_then_says_who(bridge: Bridge, sim: Simulator) -> Non
     assert "Approved by Alice evil via approval link" in text_of(done.text)
     assert "Azure was told it may start now" in text_of(done.text)
     assert sim.start_requests == [event_id]
-    approval = bridge.daemon.store.approval(event_id)
+    approval = bridge.daemon.store.approvals.get(event_id)
     assert approval is not None
     assert (approval.actor, approval.via, approval.state) == (
         "approval link (Alice evil)",
@@ -110,7 +110,7 @@ def test_post_approves_once_then_says_who(bridge: Bridge, sim: Simulator) -> Non
 def test_post_without_a_name(bridge: Bridge, sim: Simulator) -> None:
     event_id = bridge.schedule("Reboot")
     assert bridge.post(bridge.link(event_id)).status_code == 200
-    approval = bridge.daemon.store.approval(event_id)
+    approval = bridge.daemon.store.approvals.get(event_id)
     assert approval is not None and approval.actor == "approval link"
     assert sim.start_requests == [event_id]
 
@@ -119,7 +119,7 @@ def _tampered(bridge: Bridge, event_id: str) -> list[str]:
     link = bridge.link(event_id)
     body, mac = link.rsplit("/", 1)[1].split(".")
     flipped = mac[:-2] + ("AA" if mac[-2:] != "AA" else "BB")
-    record = bridge.daemon.store.event(event_id)
+    record = bridge.daemon.store.events.get(event_id)
     assert record is not None
     past = datetime.now(UTC) - timedelta(seconds=5)
     return [
@@ -138,7 +138,7 @@ def test_tampered_expired_and_unknown_links_get_a_bare_403(bridge: Bridge, sim: 
             assert answer.status_code == 403, path
             assert answer.text == "Forbidden"
             assert_hardened(answer)
-    assert bridge.daemon.store.approval(event_id) is None
+    assert bridge.daemon.store.approvals.get(event_id) is None
     assert sim.start_requests == [] and sim.posts == []
 
 
@@ -146,12 +146,12 @@ def test_a_gone_event_cannot_be_approved(bridge: Bridge, sim: Simulator) -> None
     event_id = bridge.schedule()
     link = bridge.link(event_id)
     sim.complete(event_id)
-    wait_until(lambda: not bridge.daemon.store.event(event_id).present, 10)  # type: ignore[union-attr]
+    wait_until(lambda: not bridge.daemon.store.events.get(event_id).present, 10)  # type: ignore[union-attr]
     for answer in (bridge.get(link), bridge.post(link, name="late")):
         assert answer.status_code == 410
         assert "This event is over (cancelled): there is nothing to approve" in text_of(answer.text)
         assert "<form" not in answer.text
-    assert bridge.daemon.store.approval(event_id) is None
+    assert bridge.daemon.store.approvals.get(event_id) is None
     assert sim.posts == []
 
 
@@ -159,11 +159,11 @@ def test_a_started_event_cannot_be_approved(bridge: Bridge, sim: Simulator) -> N
     event_id = bridge.schedule("Freeze")
     link = bridge.link(event_id)
     sim.start_event(event_id)
-    wait_until(lambda: bridge.daemon.store.event(event_id).event.started, 10)  # type: ignore[union-attr]
+    wait_until(lambda: bridge.daemon.store.events.get(event_id).event.started, 10)  # type: ignore[union-attr]
     answer = bridge.post(link)
     assert answer.status_code == 409
     assert "already started" in text_of(answer.text)
-    assert bridge.daemon.store.approval(event_id) is None
+    assert bridge.daemon.store.approvals.get(event_id) is None
     assert sim.posts == []
 
 
@@ -181,7 +181,7 @@ def test_other_methods_and_big_bodies_are_refused(bridge: Bridge, sim: Simulator
         headers={"Content-Type": "application/x-www-form-urlencoded"},
     )
     assert many.status_code == 200  # not our form's fields: approved without a name
-    approval = bridge.daemon.store.approval(event_id)
+    approval = bridge.daemon.store.approvals.get(event_id)
     assert approval is not None and approval.actor == "approval link"
     assert bridge.get("/approve/").status_code == 403
 
@@ -190,7 +190,7 @@ def test_check_reports_links_without_the_key(
     make_bridge: Callable[..., Bridge], tmp_path: Path
 ) -> None:
     bridge = make_bridge()
-    key = bridge.daemon.store.setting("link_secret")
+    key = bridge.daemon.store.settings.get("link_secret")
     assert key
     out = io.StringIO()
     assert commands.check(bridge.config, as_json=False, out=out) == 0
@@ -229,7 +229,7 @@ def test_imds_down_the_page_says_it_keeps_trying(bridge: Bridge, sim: Simulator)
     wait_until(lambda: sim.start_requests == [event_id], 10, message="the retried StartRequest")
     # Recorded just after IMDS answered the POST: wait for that commit, not only the POST.
     wait_until(
-        lambda: getattr(bridge.daemon.store.approval(event_id), "state", None) == "posted",
+        lambda: getattr(bridge.daemon.store.approvals.get(event_id), "state", None) == "posted",
         message="the approval recorded as posted",
     )
     assert "Azure was told it may start now" in text_of(bridge.get(link).text)
@@ -243,7 +243,7 @@ def test_dry_run_records_and_sends_nothing(sim: Simulator, tmp_path: Path) -> No
         assert "Dry run: nothing will be sent to Azure" in text_of(bridge.get(link).text)
         done = bridge.post(link)
         assert "Approval recorded (dry run): nothing was sent to Azure" in text_of(done.text)
-        approval = bridge.daemon.store.approval(event_id)
+        approval = bridge.daemon.store.approvals.get(event_id)
         assert approval is not None and approval.state == "dry_run"
         sim.refresh()
         assert sim.posts == []
@@ -258,12 +258,12 @@ def test_the_page_reopened_later_says_where_the_event_is_now(
     link = bridge.link(event_id)
     assert "Azure was told it may start now" in text_of(bridge.post(link, name="Ann").text)
     sim.start_event(event_id)
-    wait_until(lambda: bridge.daemon.store.event(event_id).event.started, 10)  # type: ignore[union-attr]
+    wait_until(lambda: bridge.daemon.store.events.get(event_id).event.started, 10)  # type: ignore[union-attr]
     said = text_of(bridge.get(link).text)
     assert "the Reboot has started" in said
     assert "may start now" not in said
     sim.complete(event_id)
-    wait_until(lambda: not bridge.daemon.store.event(event_id).present, 10)  # type: ignore[union-attr]
+    wait_until(lambda: not bridge.daemon.store.events.get(event_id).present, 10)  # type: ignore[union-attr]
     said = text_of(bridge.get(link).text)
     assert re.search(r"the Reboot is over: Azure no longer lists it \(since \d{4}-", said), said
     assert "may start now" not in said and "has started" not in said
@@ -288,7 +288,9 @@ def test_a_held_approval_is_not_approved_and_says_what_happens_next(
     path = bridge.link(event_id)
     bridge.post(path, name="carol (on-call)")
     wait_until(
-        lambda: (a := bridge.daemon.store.approval(event_id)) is not None and a.state == "held",
+        lambda: (
+            (a := bridge.daemon.store.approvals.get(event_id)) is not None and a.state == "held"
+        ),
         10,
         message="the approval held",
     )
@@ -321,7 +323,7 @@ def test_a_held_event_offers_approve_anyway_behind_a_confirming_post(
     )
     event_id = bridge.schedule("Reboot")
     store = bridge.daemon.store
-    wait_until(lambda: (a := store.approval(event_id)) is not None and a.state == "held", 10)
+    wait_until(lambda: (a := store.approvals.get(event_id)) is not None and a.state == "held", 10)
     link = bridge.link(event_id)
 
     shown = bridge.get(link)
@@ -343,13 +345,13 @@ def test_a_held_event_offers_approve_anyway_behind_a_confirming_post(
     assert "Approving anyway lets the Reboot start now" in text_of(confirming.text)
     bridge.sim.refresh()
     assert sim.start_requests == []
-    assert store.approval(event_id).state == "held"  # type: ignore[union-attr]
+    assert store.approvals.get(event_id).state == "held"  # type: ignore[union-attr]
 
     done = bridge.post(link, anyway="1", confirm="1", name="Carol")
     assert done.status_code == 200
     assert "Azure was told it may start now" in text_of(done.text)
     assert sim.start_requests == [event_id]
-    approval = store.approval(event_id)
+    approval = store.approvals.get(event_id)
     assert approval is not None
     assert (approval.state, approval.anyway_by) == ("posted", "approval link (Carol)")
     again = bridge.get(link)

@@ -65,7 +65,7 @@ def test_an_approval_anyway_after_a_held_one_names_who_did_it_everywhere(
     tick(d)
 
     # The store keeps both: the held approver and the one who approved anyway.
-    approval = d.store.approval(event_id)
+    approval = d.store.approvals.get(event_id)
     assert approval is not None
     assert (approval.actor, approval.via, approval.actor_id) == ("bob", "slack", "U0BOB")
     assert (approval.anyway_by, approval.anyway_via, approval.anyway_id) == ("alice", "cli", None)

@@ -241,7 +241,9 @@ def test_the_held_page_fits_a_phone_and_approve_anyway_looks_dangerous(
             held_page = bridge.base + bridge.link(held)
             assert bridge.post(bridge.link(held), name="Bob").status_code == 200
             store = bridge.daemon.store
-            wait_until(lambda: (a := store.approval(held)) is not None and a.state == "held", 10)
+            wait_until(
+                lambda: (a := store.approvals.get(held)) is not None and a.state == "held", 10
+            )
 
             width = "return document.documentElement.scrollWidth"
             driver.get(bridge.base + bridge.link(plain))
@@ -362,9 +364,9 @@ def test_the_fleet_page_fits_the_screen_and_approves_anyway_after_a_confirmation
             confirm.click()
             wait_until(lambda: "Approved anyway by carol@example.net" in driver.page_source, 10)
             wait_until(lambda: sim.start_requests == [held], 10)
-            approval = bridge.daemon.store.approval(held)
+            approval = bridge.daemon.store.approvals.get(held)
             assert approval is not None and approval.anyway_via == "page"
-            assert bridge.daemon.store.approval(plain) is None
+            assert bridge.daemon.store.approvals.get(plain) is None
             errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
             assert errors == []  # no CSP violation, no failed load
         finally:

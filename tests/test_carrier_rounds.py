@@ -41,7 +41,7 @@ class FailsOnce:
 
 
 def states(store: Store, *event_ids: str) -> list[str]:
-    return [a.state if (a := store.approval(e)) else "" for e in event_ids]
+    return [a.state if (a := store.approvals.get(e)) else "" for e in event_ids]
 
 
 @pytest.fixture
@@ -52,9 +52,9 @@ def rig(store_url: str) -> Iterator[tuple[Simulator, ImdsClient, Store, list[str
         imds = ImdsClient(sim.url, timeout=2.0)
         store = Store(store_url, agent="vm0")
         try:
-            store.apply(imds.get_document(), [], T0)
-            store.record_approval(Approval(first, "alice", "cli", T0))
-            store.record_approval(Approval(second, "bob", "cli", T0 + timedelta(seconds=1)))
+            store.documents.apply(imds.get_document(), [], T0)
+            store.approvals.record(Approval(first, "alice", "cli", T0))
+            store.approvals.record(Approval(second, "bob", "cli", T0 + timedelta(seconds=1)))
             yield sim, imds, store, [first, second]
         finally:
             store.close()

@@ -217,7 +217,7 @@ def test_each_event_reaches_exactly_its_instances_and_the_mail_link_approves_onc
     for rule, events in by_rule.items():
         for event_id in events:
             assert {s for e, s in rows if e == event_id} == ROUTES[rule], (rule, event_id)
-            record = daemon.store.event(event_id)
+            record = daemon.store.events.get(event_id)
             assert record is not None and record.decision.rule == rule
     assert not daemon.store.db.all("SELECT id FROM outbox WHERE delivered_at IS NULL")
 
@@ -256,7 +256,7 @@ def test_each_event_reaches_exactly_its_instances_and_the_mail_link_approves_onc
         page = bridge.http.get(link, timeout=10)
         assert page.status_code == 200 and 'method="post"' in page.text.lower()
     sim.refresh()
-    assert sim.posts == [] and daemon.store.approval(db) is None
+    assert sim.posts == [] and daemon.store.approvals.get(db) is None
 
     done = bridge.http.post(link, data={"name": "Alice"}, timeout=10)
     assert done.status_code == 200 and "Approved by Alice via approval link" in done.text

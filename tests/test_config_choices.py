@@ -214,7 +214,7 @@ def test_a_terminate_rule_in_lower_case_decides_a_real_terminate(
     assert sim.start_requests == [reboot]  # the Terminate waits for a person
     store = Store(store_url)
     try:
-        asked, approved = store.event(terminate), store.event(reboot)
+        asked, approved = store.events.get(terminate), store.events.get(reboot)
     finally:
         store.close()
     assert asked is not None and approved is not None

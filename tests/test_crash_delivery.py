@@ -92,7 +92,7 @@ def queue(url: str, sink: str, *transitions: Transition) -> None:
     store = Store(url, agent="vm0")
     try:
         for t in transitions:
-            store.apply(Document(1, (t.event,)), [(t, [sink])], T0)
+            store.documents.apply(Document(1, (t.event,)), [(t, [sink])], T0)
     finally:
         store.close()
 
@@ -100,7 +100,9 @@ def queue(url: str, sink: str, *transitions: Transition) -> None:
 def delivered(url: str) -> list[tuple[str, int]]:
     store = Store(url)
     try:
-        return [(e.transition.kind, d.attempts) for e in store.history() for d in e.deliveries]
+        return [
+            (e.transition.kind, d.attempts) for e in store.history.entries() for d in e.deliveries
+        ]
     finally:
         store.close()
 
@@ -196,7 +198,7 @@ def test_slack_killed_after_posting_posts_no_second_message(url: str, slack: Fak
     # The message found again is the receipt: the next transition updates it.
     store = Store(url)
     try:
-        store.apply(
+        store.documents.apply(
             Document(2, (STARTED,)),
             [(Transition(TransitionKind.STARTED, STARTED, T0), ["slack"])],
             T0,

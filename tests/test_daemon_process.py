@@ -366,7 +366,9 @@ def test_imds_down_for_a_minute_invents_no_transition(tmp_path: Path) -> None:
             daemon.dispatcher.deliver_due(name)
 
     def history() -> list[tuple[int, str, str]]:
-        return [(h.id, h.transition.kind, h.transition.event_id) for h in daemon.store.history()]
+        return [
+            (h.id, h.transition.kind, h.transition.event_id) for h in daemon.store.history.entries()
+        ]
 
     try:
         event_id = sim.schedule("Reboot")
@@ -395,7 +397,7 @@ def test_imds_down_for_a_minute_invents_no_transition(tmp_path: Path) -> None:
         deliver()
         assert history() == before
         assert jsonl.read_text() == lines
-        record = daemon.store.event(event_id)
+        record = daemon.store.events.get(event_id)
         assert record is not None
         assert (record.present, record.state) == (True, "scheduled")
 
@@ -411,7 +413,7 @@ def test_imds_down_for_a_minute_invents_no_transition(tmp_path: Path) -> None:
         deliver()
         assert history() == before
         assert jsonl.read_text() == lines
-        assert [r.event.event_id for r in daemon.store.events()] == [event_id]
+        assert [r.event.event_id for r in daemon.store.events.current()] == [event_id]
 
         # And it still sees real changes: gone before NotBefore, unapproved -> cancelled.
         sim.complete(event_id)

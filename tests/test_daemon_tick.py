@@ -158,7 +158,7 @@ def test_a_failed_post_is_retried_on_the_next_tick(h: Harness) -> None:
     held = h.daemon.approvals.request(ApprovalRequest(eid, "alice", "cli"))
     assert held.kind == OutcomeKind.HELD and "500" in held.reason
     assert h.sim.start_requests == []
-    record = h.daemon.store.approval(eid)
+    record = h.daemon.store.approvals.get(eid)
     assert record is not None and record.state == "pending" and "500" in (record.last_error or "")
     h.tick()
     assert h.sim.start_requests == [eid]
@@ -202,7 +202,7 @@ def test_malformed_document_keeps_the_previous_state(h: Harness) -> None:
         h.sim.inject(kind)
         h.tick()
     assert h.sink.pairs() == [("scheduled", eid)]
-    record = h.daemon.store.event(eid)
+    record = h.daemon.store.events.get(eid)
     assert record is not None and record.present
     h.tick()
     assert h.sink.pairs() == [("scheduled", eid)]
@@ -218,7 +218,7 @@ def test_an_outage_is_not_all_events_completed(h: Harness) -> None:
     h.sim.clear_faults()
     h.tick()
     assert h.sink.pairs() == [("scheduled", eid)]
-    record = h.daemon.store.event(eid)
+    record = h.daemon.store.events.get(eid)
     assert record is not None and record.present and record.state == "scheduled"
 
 
@@ -261,14 +261,14 @@ def test_an_approval_too_late_is_reported_not_posted(h: Harness) -> None:
     h.sim.start_event(eid)
     h.tick()  # the daemon sees it started ...
     # ... when an approval made just before (a click in flight) is carried out:
-    h.daemon.store.record_approval(Approval(eid, "bob", "slack", h.clock.now()))
+    h.daemon.store.approvals.record(Approval(eid, "bob", "slack", h.clock.now()))
     # A tick acts on it once the write is heard (PostgreSQL: its NOTIFY, on a thread).
     wait_until(lambda: h.tick() or h.sink.sent[-1].transition.kind == "problem")
     assert h.sim.start_requests == []
     problem = h.sink.sent[-1].transition
     assert (problem.kind, problem.actor) == ("problem", "bob")
     assert "started first" in problem.note
-    record = h.daemon.store.event(eid)
+    record = h.daemon.store.events.get(eid)
     assert record is not None and record.state == "started"
 
 
@@ -279,7 +279,7 @@ def test_an_approval_imds_refuses_is_reported(h: Harness) -> None:
     refused = h.daemon.approvals.request(ApprovalRequest(eid, "alice", "cli"))
     assert refused.kind == OutcomeKind.REFUSED and "IMDS refused it" in refused.reason
     h.daemon.dispatcher.deliver_due(h.sink.name)
-    approval = h.daemon.store.approval(eid)
+    approval = h.daemon.store.approvals.get(eid)
     assert approval is not None and approval.state == "failed"
     problem = h.sink.sent[-1].transition
     assert problem.kind == "problem" and "IMDS refused" in problem.note

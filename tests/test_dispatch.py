@@ -73,7 +73,9 @@ def dispatcher(store: Store, sinks: list[RecordingSink], clock: Clock) -> Dispat
 
 def schedule(store: Store, sinks: list[str], event_id: str = "E1", at: datetime = T0) -> None:
     e = event(event_id)
-    store.apply(Document(1, (e,)), [(Transition(TransitionKind.SCHEDULED, e, at), sinks)], at)
+    store.documents.apply(
+        Document(1, (e,)), [(Transition(TransitionKind.SCHEDULED, e, at), sinks)], at
+    )
 
 
 def test_each_row_is_delivered_once_with_the_message_data(store: Store, clock: Clock) -> None:
@@ -118,7 +120,7 @@ def test_permanent_failure_is_recorded_and_not_retried(store: Store, clock: Cloc
     d.deliver_due(sink.name)
     clock.now += timedelta(hours=1)
     assert d.deliver_due(sink.name) == 0
-    record = store.event("E1")
+    record = store.events.get("E1")
     assert record is not None
     assert record.deliveries[0].state == "failed"
     assert "invite the bot" in (record.deliveries[0].last_error or "")
@@ -138,7 +140,7 @@ def test_a_sink_bug_is_retried_not_fatal(store: Store, clock: Clock) -> None:
 def test_retries_stop_an_hour_after_the_event_is_gone(store: Store, clock: Clock) -> None:
     sink = RecordingSink("jira")
     schedule(store, ["jira"])
-    store.apply(Document(2, ()), [], T0)  # gone at T0
+    store.documents.apply(Document(2, ()), [], T0)  # gone at T0
     sink.failures = [RetryableDeliveryError("down")] * 2
     clock.now = T0 + timedelta(minutes=59)
     d = dispatcher(store, [sink], clock)
@@ -147,7 +149,7 @@ def test_retries_stop_an_hour_after_the_event_is_gone(store: Store, clock: Clock
     clock.now = T0 + timedelta(hours=2)
     d.deliver_due(sink.name)
     assert store.outbox.pending_count() == 0
-    record = store.event("E1")
+    record = store.events.get("E1")
     assert record is not None and "gave up" in (record.deliveries[0].last_error or "")
 
 
@@ -158,7 +160,9 @@ def test_the_receipt_reaches_later_transitions(store: Store, clock: Clock) -> No
     d = dispatcher(store, [sink], clock)
     d.deliver_due(sink.name)
     started = event(status="Started")
-    store.apply(Document(2, (started,)), [(Transition("started", started, T0), ["slack"])], T0)
+    store.documents.apply(
+        Document(2, (started,)), [(Transition("started", started, T0), ["slack"])], T0
+    )
     d.deliver_due(sink.name)
     assert sink.sent[0].receipt is None
     assert sink.sent[1].receipt == Receipt("C1:1.2", {"channel": "C1", "ts": "1.2"})
@@ -214,10 +218,10 @@ def test_messages_carry_the_approval_link_only_while_approvable(store: Store, cl
     )
     schedule(store, ["teams"])
     started = event(status="Started")
-    store.record_transition(
+    store.transitions.record(
         Transition(TransitionKind.APPROVED, event(), T0, actor="x"), ["teams"], T0
     )
-    store.record_transition(Transition(TransitionKind.STARTED, started, T0), ["teams"], T0)
+    store.transitions.record(Transition(TransitionKind.STARTED, started, T0), ["teams"], T0)
     d.deliver_due(sink.name)
     assert [(m.transition.kind, m.approve_url) for m in sink.sent] == [
         ("scheduled", "https://vm0.example.net/approve/E1-token"),

@@ -74,7 +74,7 @@ def test_a_scanners_get_approves_nothing_and_the_persons_post_approves_once(
         assert page.status_code == 200 and "Planned host maintenance" in page.text
         assert 'method="post"' in page.text.lower()
     sim.refresh()
-    assert sim.posts == [] and bridge.daemon.store.approval(event_id) is None
+    assert sim.posts == [] and bridge.daemon.store.approvals.get(event_id) is None
 
     done = bridge.post(path, name="Alice")
     assert done.status_code == 200 and "Approved by Alice via approval link" in done.text

@@ -125,7 +125,7 @@ def test_a_form_without_its_csrf_token_is_refused_with_it_one_start_requests(
     assert done.status_code == 200, done.text
     assert "Approved by ann@example.net" in done.text
     wait_until(lambda: sim.start_requests == [event_id], 10)
-    approval = bridge.daemon.store.approval(event_id)
+    approval = bridge.daemon.store.approvals.get(event_id)
     assert approval is not None
     assert (approval.actor, approval.via, approval.state) == ("ann@example.net", "page", "posted")
     again = bridge.http.post(url, data=mine, headers=ANN, timeout=10)
@@ -162,7 +162,7 @@ def test_the_calendar_feed_parses_and_a_cancelled_event_moves_its_sequence(
     before = feed()
     assert set(before) == {f"{kept}@sebridge", f"{gone}@sebridge"}
     reboot = before[f"{kept}@sebridge"]
-    record = bridge.daemon.store.event(kept)
+    record = bridge.daemon.store.events.get(kept)
     assert record is not None and record.event.not_before is not None
     assert reboot.decoded("dtstart") == record.event.not_before
     assert reboot.decoded("dtend") - reboot.decoded("dtstart") == timedelta(seconds=600)
@@ -173,7 +173,7 @@ def test_the_calendar_feed_parses_and_a_cancelled_event_moves_its_sequence(
     assert freeze.decoded("dtend") - freeze.decoded("dtstart") == timedelta(minutes=15)
 
     sim.complete(gone)  # it leaves IMDS without starting
-    wait_until(lambda: (r := bridge.daemon.store.event(gone)) and r.state == "cancelled", 10)
+    wait_until(lambda: (r := bridge.daemon.store.events.get(gone)) and r.state == "cancelled", 10)
     after = feed()[f"{gone}@sebridge"]
     assert str(after["status"]) == "CANCELLED"
     assert int(after["sequence"]) > int(freeze["sequence"])
@@ -266,7 +266,7 @@ def test_a_held_event_offers_retry_and_approve_anyway_behind_a_confirmation(
         )
         assert "Approved anyway by ann@example.net" in done.text, done.text
         wait_until(lambda: sim.start_requests == [event_id], 10)
-        approval = bridge.daemon.store.approval(event_id)
+        approval = bridge.daemon.store.approvals.get(event_id)
         assert approval is not None and (approval.anyway_by, approval.anyway_via) == (
             "ann@example.net",
             "page",

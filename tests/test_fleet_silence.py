@@ -242,7 +242,7 @@ def test_an_agent_that_goes_quiet_while_awaited_holds_at_its_beat_plus_silent_af
     vm0 = fleet_agent("vm0", sink, rules, clock=lambda: now[0])
     event_id = sim.schedule("Reboot", resources=["vm0", "vm2"], notice=1800)
     deliver(vm0)
-    approval = vm0.store.approval(event_id)
+    approval = vm0.store.approvals.get(event_id)
     assert approval is not None and approval.state == ApprovalState.WAITING
     assert approval.last_error == "waiting for prepare hooks: vm2: waiting (drain not started)"
     assert vm0.carrier.carry_out_due() == t0 + 2 * HEARTBEAT  # when vm2 turns silent
@@ -284,9 +284,9 @@ def test_a_stopped_agent_is_silent_at_once_and_holds_until_it_comes_back_and_pre
     vm2.start()
     store = Store(pg_url, agent="")
     try:
-        wait_until(lambda: "vm2" in store.known_agents(utcnow(), timedelta(days=1)), 10)
+        wait_until(lambda: "vm2" in store.agents.known(utcnow(), timedelta(days=1)), 10)
         vm2.stop()
-        stopped = store.known_agents(utcnow(), timedelta(days=1))["vm2"]
+        stopped = store.agents.known(utcnow(), timedelta(days=1))["vm2"]
         assert stopped.stopped
 
         sink = ListSink()
@@ -319,7 +319,9 @@ def test_a_stopped_agent_is_silent_at_once_and_holds_until_it_comes_back_and_pre
             try:
                 wait_until(lambda: sim.start_requests == [event_id], 20, message="StartRequests")
                 wait_until(
-                    lambda: getattr(store.approval(event_id), "state", "") == ApprovalState.POSTED,
+                    lambda: (
+                        getattr(store.approvals.get(event_id), "state", "") == ApprovalState.POSTED
+                    ),
                     message="the approval recorded as posted",
                 )
             finally:

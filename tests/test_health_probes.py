@@ -74,13 +74,13 @@ def running(sim: Simulator) -> Iterator[Callable[[str], tuple[Daemon, Runner]]]:
 def counting_writes(daemon: Daemon) -> list[str]:
     """The probe's writes, as the store receives them."""
     writes: list[str] = []
-    remember = daemon.store.remember
+    remember = daemon.store.settings.remember
 
     def counted(key: str, value: str) -> None:
         writes.append(key)
         remember(key, value)
 
-    daemon.store.remember = counted  # type: ignore[method-assign]
+    daemon.store.settings.remember = counted  # type: ignore[method-assign]
     return writes
 
 
@@ -123,13 +123,13 @@ def test_a_steady_prober_never_waits_the_finding_is_renewed_behind_it(
     daemon, writes, clock, health = probed(running(store_url))
     assert health.report()[0] == 200 and writes == ["health_probe"]
     held = threading.Event()
-    remember = daemon.store.remember
+    remember = daemon.store.settings.remember
 
     def slow(key: str, value: str) -> None:
         held.wait(10)  # a check that takes its time (a busy daemon)
         remember(key, value)
 
-    daemon.store.remember = slow  # type: ignore[method-assign]
+    daemon.store.settings.remember = slow  # type: ignore[method-assign]
     clock.now += 1.5  # past half its freshness: renewed in the background
     assert health.report()[0] == 200  # answered from the finding it has, not waiting
     assert writes == ["health_probe"]  # the renewal's write is still held

@@ -28,8 +28,10 @@ def test_history_says_when_it_shows_only_the_newest(
         for n in range(7):  # seven events, one transition each, and one refused click
             e = ScheduledEvent(f"E{n}", "Reboot", "Scheduled", ("vm0",), not_before=T0)
             at = T0 + timedelta(seconds=n)
-            store.apply(Document(n, (e,)), [(Transition(TransitionKind.SCHEDULED, e, at), [])], at)
-        store.audit(AuditEntry(T0, "E0", "mallory", "slack", "refused", "not an approver"))
+            store.documents.apply(
+                Document(n, (e,)), [(Transition(TransitionKind.SCHEDULED, e, at), [])], at
+            )
+        store.history.audit(AuditEntry(T0, "E0", "mallory", "slack", "refused", "not an approver"))
     finally:
         store.close()
     config = from_mapping({"store": {"url": store_url}})

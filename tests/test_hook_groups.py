@@ -107,19 +107,23 @@ def test_each_attempt_records_its_group_and_a_restart_finds_the_last(store_url: 
     store = Store(store_url, agent="vm0", exclusive=True)
     try:
         now = datetime.now(UTC)
-        store.apply(Document(1, (EVENT,)), [(Transition("scheduled", EVENT, now), ["s"])], now)
+        store.documents.apply(
+            Document(1, (EVENT,)), [(Transition("scheduled", EVENT, now), ["s"])], now
+        )
         key = {"vm": "vm0", "stage": "prepare", "hook": "drain"}
-        first = store.begin_hook_run(EVENT, now=now, sinks=["s"], **key)
+        first = store.hook_runs.begin(EVENT, now=now, sinks=["s"], **key)
         assert first is not None
-        assert store.hook_group(EVENT.event_id, **key) is None  # not started yet
-        store.record_hook_group(EVENT.event_id, first, 4242, "boot:100")
-        assert store.hook_group(EVENT.event_id, **key) == (4242, "boot:100")
+        assert store.hook_runs.group(EVENT.event_id, **key) is None  # not started yet
+        store.hook_runs.record_group(EVENT.event_id, first, 4242, "boot:100")
+        assert store.hook_runs.group(EVENT.event_id, **key) == (4242, "boot:100")
         # A crash; the restart begins attempt 2 and still finds what attempt 1 started.
-        second = store.begin_hook_run(EVENT, now=now, sinks=["s"], **key)
+        second = store.hook_runs.begin(EVENT, now=now, sinks=["s"], **key)
         assert second is not None and second.attempt == 2
-        assert store.hook_group(EVENT.event_id, **key) == (4242, "boot:100")
-        store.record_hook_group(EVENT.event_id, second, 5151, "boot:200")
-        assert store.hook_group(EVENT.event_id, **key) == (5151, "boot:200")
-        assert store.hook_group(EVENT.event_id, vm="vm1", stage="prepare", hook="drain") is None
+        assert store.hook_runs.group(EVENT.event_id, **key) == (4242, "boot:100")
+        store.hook_runs.record_group(EVENT.event_id, second, 5151, "boot:200")
+        assert store.hook_runs.group(EVENT.event_id, **key) == (5151, "boot:200")
+        assert (
+            store.hook_runs.group(EVENT.event_id, vm="vm1", stage="prepare", hook="drain") is None
+        )
     finally:
         store.close()

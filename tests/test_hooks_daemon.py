@@ -212,7 +212,7 @@ def test_a_store_that_refuses_a_hook_run_is_not_asked_again_in_a_loop(
         asked.append(time.monotonic())
         raise StoreError("the store does not answer")
 
-    monkeypatch.setattr(d.store, "begin_hook_run", refuse)
+    monkeypatch.setattr(d.store.hook_runs, "begin", refuse)
     d.hooks.worker.start()
     try:
         sim.schedule("Reboot")
@@ -279,7 +279,7 @@ def test_a_persons_approval_waits_for_the_prepare_hooks(
     tick(d)  # the approval starts the hooks; once they succeeded, StartRequests goes
     assert ran(tmp_path) == ["drain:prepare:vm0"]
     assert sim.start_requests == [event_id]
-    approval = d.store.approval(event_id)
+    approval = d.store.approvals.get(event_id)
     assert approval is not None and approval.state == ApprovalState.POSTED
 
 
@@ -332,9 +332,9 @@ def test_a_run_cut_short_by_a_crash_runs_again_and_says_so(
     first = make_daemon(rules, sink, lead=60)  # not due yet: the test begins the run itself
     event_id = sim.schedule("Reboot")
     first.tick()  # records the event; then "crash" between begin and end of the run
-    record = first.store.event(event_id)
+    record = first.store.events.get(event_id)
     assert record is not None
-    first.store.begin_hook_run(
+    first.store.hook_runs.begin(
         record.event, vm="vm0", stage="prepare", hook="drain", now=first.clock(), sinks=["list"]
     )
     first.store.close()
@@ -468,7 +468,7 @@ def test_remind_after_and_remind_of_the_same_seconds_are_two_reminders(
     said = [(m.transition.remind_before, m.transition.remind_after) for m in reminders]
     assert said == [(None, 120), (120, None)]
     assert not any(m.transition.while_held for m in reminders)
-    history = [h for h in d.store.history() if h.transition.kind == "reminder"]
+    history = [h for h in d.store.history.entries() if h.transition.kind == "reminder"]
     assert len(history) == 2
 
 
@@ -568,7 +568,7 @@ def test_every_agent_recovers_at_its_own_tick_after_the_end(
         d.tick()  # this agent's document lost the event (the others' may not have yet)
         recovered = sorted(r for r in ran(tmp_path) if r.startswith("undrain"))
         assert recovered == [f"undrain:recover:{a.vm_name()}" for a in agents[:n]]
-    record = d.store.event(event_id)
+    record = d.store.events.get(event_id)
     assert record is not None and not record.present  # the last agent's document lost it too
 
 
@@ -610,7 +610,9 @@ def test_approve_anyway_carries_out_a_held_approval_and_the_start_is_an_alarm(
     )
     assert f"Ways out: sebridge hooks retry {event_id} (runs the failed" in note.transition.note
     assert f"; or sebridge approve {event_id} --anyway (starts it now" in note.transition.note
-    assert [h.transition.kind for h in d.store.history(event_id=event_id)].count("problem") == 1
+    assert [h.transition.kind for h in d.store.history.entries(event_id=event_id)].count(
+        "problem"
+    ) == 1
     assert sim.start_requests == []
 
     outcome = d.approvals.request(ApprovalRequest(event_id, "carol", "cli", anyway=True), wait=1.0)
@@ -622,7 +624,7 @@ def test_approve_anyway_carries_out_a_held_approval_and_the_start_is_an_alarm(
     assert approved.transition.note == (
         "approved anyway by carol; not ready: vm0: failed: fails exit 1"
     )
-    approval = d.store.approval(event_id)
+    approval = d.store.approvals.get(event_id)
     assert approval is not None
     assert (approval.state, approval.actor, approval.anyway_by) == ("posted", "policy", "carol")
     # Messages name who made it happen (Slack's redrawn message, cards): carol, not "policy".
@@ -658,7 +660,7 @@ def test_approve_anyway_on_an_event_nothing_holds_or_delays_is_refused_with_the_
     )
     assert sim.start_requests == []
     assert ran(tmp_path) == []
-    assert d.store.event(event_id).approval is None  # type: ignore[union-attr]
+    assert d.store.events.get(event_id).approval is None  # type: ignore[union-attr]
 
 
 def test_an_event_that_starts_ready_raises_no_alarm(
@@ -708,7 +710,7 @@ def test_a_failed_prepare_hook_runs_again_and_only_its_final_outcome_counts(
     event_id = sim.schedule("Reboot", notice=1800)
     tick(d)  # the first run fails: another try comes, so the approval waits, not held
     assert ran(tmp_path) == ["flaky:prepare:vm0"]
-    approval = d.store.approval(event_id)
+    approval = d.store.approvals.get(event_id)
     assert approval is not None and approval.state == ApprovalState.WAITING
     assert sim.start_requests == []
     tick(d)  # the second fails too
@@ -782,7 +784,7 @@ def test_a_hooks_retry_runs_again_on_the_agent_where_it_failed_only(
     assert len(sink.of(event_id, "held")) == 1
     assert sorted(ran(tmp_path)) == ["check:prepare:vm0", "check:prepare:vm1"]
     # What `sebridge hooks retry` records (tests/test_hooks_retry.py runs the command).
-    answer = vm0.store.request_hook_retry(
+    answer = vm0.store.hook_retries.request(
         event_id, actor="alice", via="cli", now=utcnow(), sinks_for=lambda r: ("list",)
     )
     assert answer.runs == (("vm1", "check"),) and answer.released

@@ -58,7 +58,7 @@ def test_a_retry_runs_the_failed_hook_again_and_carries_the_held_approval_out(
     assert "A running daemon on each of these VMs picks it up" in out
     store = Store(store_url)
     try:  # back to waiting for readiness: no longer held
-        approval = store.approval(event_id)
+        approval = store.approvals.get(event_id)
         assert approval is not None and approval.state == ApprovalState.WAITING
     finally:
         store.close()
@@ -142,7 +142,7 @@ def test_approve_anyway_on_an_event_nobody_approved_is_refused_with_exit_3(
     assert not (tmp_path / "ran").exists()
     store = Store(store_url)
     try:
-        record = store.event(event_id)
+        record = store.events.get(event_id)
         assert record is not None and record.approval is None
     finally:
         store.close()

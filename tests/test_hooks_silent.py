@@ -99,11 +99,11 @@ def test_an_agent_that_dies_mid_hook_is_waited_for_until_its_timeout_plus_the_ma
     vm2.tick()  # vm2's agent is alive (its document recorded at t0) ...
     event_id = sim.schedule("Reboot", resources=["vm0", "vm2"], notice=1800)
     vm0.tick()  # ... vm0 records the event and the policy's approval, and prepares
-    event = vm0.store.event(event_id)
+    event = vm0.store.events.get(event_id)
     assert event is not None
     # ... and vm2 began its hook at t0 + 1 s, then died: nothing more from it.
     clock.at(t0 + timedelta(seconds=1))
-    assert vm2.store.begin_hook_run(
+    assert vm2.store.hook_runs.begin(
         event.event, vm="vm2", stage="prepare", hook="check", now=clock(), sinks=("list",)
     )
     until = clock() + timedelta(seconds=TIMEOUT) + SILENT_MARGIN
@@ -125,7 +125,7 @@ def test_an_agent_that_dies_mid_hook_is_waited_for_until_its_timeout_plus_the_ma
         "held: sebridge cannot drain it"
     )
     assert [v.line() for v in problems[0].readiness][1] == line
-    approval = vm0.store.event(event_id)
+    approval = vm0.store.events.get(event_id)
     assert approval is not None and approval.approval is not None
     assert approval.approval.state == ApprovalState.WAITING
     assert line in str(approval.approval.last_error)
@@ -174,13 +174,13 @@ def test_a_live_agents_running_hook_is_waited_for_past_the_bound(
     vm2.tick()
     event_id = sim.schedule("Reboot", resources=["vm0", "vm2"], notice=1800)
     vm0.tick()
-    event = vm0.store.event(event_id)
+    event = vm0.store.events.get(event_id)
     assert event is not None
-    assert vm2.store.begin_hook_run(
+    assert vm2.store.hook_runs.begin(
         event.event, vm="vm2", stage="prepare", hook="check", now=t0, sinks=("list",)
     )
     clock.at(t0 + timedelta(seconds=TIMEOUT) + SILENT_MARGIN + timedelta(seconds=30))
-    vm2.store.heartbeat(clock())  # vm2's agent beats: alive
+    vm2.store.agents.heartbeat(clock())  # vm2's agent beats: alive
     look(vm0)
     assert sim.start_requests == []
     assert vm0.hooks.shown(event_id)[0][1].line() == "vm2: preparing (check running)"

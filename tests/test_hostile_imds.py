@@ -93,7 +93,7 @@ def test_an_id_that_cannot_be_stored_stops_only_its_own_event(
         for _ in range(3):  # the same document again: nothing said again
             assert daemon.tick().error is None
         deliver(daemon)
-        events = {r.event.event_id: r.event for r in daemon.store.events()}
+        events = {r.event.event_id: r.event for r in daemon.store.events.current()}
         rows = daemon.store.db.all("SELECT event_id, sink, state FROM outbox")
     finally:
         daemon.imds.close()
@@ -204,7 +204,7 @@ def test_odd_events_are_read_and_said_once(
         try:
             for _ in range(3):  # the same document again: nothing said again
                 daemon.tick()
-            ids = {r.event.event_id: r.event.resources for r in daemon.store.events()}
+            ids = {r.event.event_id: r.event.resources for r in daemon.store.events.current()}
         finally:
             daemon.imds.close()
             daemon.store.close()

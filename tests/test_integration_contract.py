@@ -199,7 +199,7 @@ def test_its_name_is_its_folder_its_config_section_and_its_outbox_key(
     try:
         e = event()
         transition = Transition(TransitionKind.SCHEDULED, e, NOW)
-        store.apply(Document(1, (e,)), [(transition, [name])], NOW)
+        store.documents.apply(Document(1, (e,)), [(transition, [name])], NOW)
         dispatcher = Dispatcher(store, {name: sink}, vm_name=lambda: "vm0")
         assert dispatcher.deliver_due(name) == 1
     finally:

@@ -216,7 +216,7 @@ def test_a_configured_key_wins_and_is_not_stored(tmp_path: Path) -> None:
     assert configured is not None
     token = configured.token(EVENT_ID, datetime.now(UTC) + timedelta(minutes=5))
     assert LinkSigner("configured-key-Vq3t9Lk2Xw7Rp4Zs8Mn1").verify(token) == EVENT_ID
-    assert store.setting("link_secret") is None
+    assert store.settings.get("link_secret") is None
     store.close()
     assert b"configured-key" not in (tmp_path / "state.db").read_bytes()
 
@@ -297,5 +297,5 @@ def test_no_public_url_no_links(tmp_path: Path) -> None:
     config = from_mapping(_config(tmp_path), environ={})
     store = Store(config.store.url)
     assert link_signer(config, store) is None
-    assert store.setting("link_secret") is None
+    assert store.settings.get("link_secret") is None
     store.close()

@@ -56,16 +56,16 @@ def test_transitions_are_counted_once_committed_and_not_after_a_rollback(
 ) -> None:
     store = make_store(agent="vm0")
     metrics = Metrics(["jsonl"])
-    store.on_transition(metrics.transition_recorded)
+    store.transitions.on_recorded(metrics.transition_recorded)
     scheduled = Transition(TransitionKind.SCHEDULED, event("A"), NOW)
     with pytest.raises(RuntimeError), store.db.transaction():
-        store.apply(Document(1, (event("A"),)), [(scheduled, ["jsonl"])], NOW)
+        store.documents.apply(Document(1, (event("A"),)), [(scheduled, ["jsonl"])], NOW)
         raise RuntimeError("the tick failed after the insert")
     assert samples(metrics)[("sebridge_transitions_total", (("kind", "scheduled"),))] == 0
-    store.apply(Document(1, (event("A"),)), [(scheduled, ["jsonl"])], NOW)
+    store.documents.apply(Document(1, (event("A"),)), [(scheduled, ["jsonl"])], NOW)
     assert samples(metrics)[("sebridge_transitions_total", (("kind", "scheduled"),))] == 1
     # The same transition again (another agent's, or a repeated tick) is not recorded twice.
-    store.apply(Document(2, (event("A"),)), [(scheduled, ["jsonl"])], NOW)
+    store.documents.apply(Document(2, (event("A"),)), [(scheduled, ["jsonl"])], NOW)
     assert samples(metrics)[("sebridge_transitions_total", (("kind", "scheduled"),))] == 1
 
 
@@ -74,7 +74,7 @@ def test_store_figures_are_read_in_one_statement(make_store: Callable[..., Store
     transitions = [
         (Transition(TransitionKind.SCHEDULED, event(i), NOW), ["jsonl", "slack"]) for i in "AB"
     ]
-    store.apply(Document(1, (event("A"), event("B"))), transitions, NOW)
+    store.documents.apply(Document(1, (event("A"), event("B"))), transitions, NOW)
     tallies = read_tallies(store.db, ["jsonl"])
     assert tallies.events == {"scheduled": 2}
     assert tallies.pending == {"jsonl": 2}  # slack's rows are not this agent's sinks'
@@ -141,28 +141,23 @@ def test_two_daemons_in_one_process_count_apart() -> None:
 
 
 def test_a_scrape_does_not_wait_for_a_frozen_store(make_store: Callable[..., Store]) -> None:
-    """The store's connection is held by a transaction that does not end (a frozen database
-    holds it the same way): the scrape answers without the store's figures, and however
-    many scrapes come meanwhile, one read waits on the store."""
+    """The store's read does not end (as on a frozen database, whose statement waits for
+    its deadline): the scrape answers without the store's figures, and however many
+    scrapes come meanwhile, one read waits on the store."""
     store = make_store(agent="vm0")
     metrics = Metrics(["jsonl"])
     reads = []
+    holding, release = threading.Event(), threading.Event()
 
     def read() -> Tallies:
         reads.append(1)
+        holding.set()
+        release.wait(30)
         return read_tallies(store.db, ["jsonl"])
 
     registry_of(metrics).register(StoreGauges(read, ["jsonl"], wait=0.05))
-    holding, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with store.db.transaction():
-            holding.set()
-            release.wait(30)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
     try:
+        samples(metrics)  # the first scrape starts the read, which hangs
         assert holding.wait(10)
         for _ in range(3):
             found = samples(metrics)
@@ -171,8 +166,7 @@ def test_a_scrape_does_not_wait_for_a_frozen_store(make_store: Callable[..., Sto
         assert len(reads) == 1
     finally:
         release.set()
-        holder.join(10)
-    store.apply(
+    store.documents.apply(
         Document(1, (event("A"),)),
         [(Transition(TransitionKind.SCHEDULED, event("A"), NOW), ["jsonl"])],
         NOW,

@@ -34,8 +34,12 @@ def event(event_id: str = "E1", status: str = "Scheduled") -> ScheduledEvent:
 def two_rows(store: Store, at: datetime, event_id: str = "E1") -> None:
     """The event's `scheduled` row and its `started` row behind it, both due at `at`."""
     scheduled, started = event(event_id), event(event_id, "Started")
-    store.apply(Document(1, (scheduled,)), [(Transition("scheduled", scheduled, at), ["s"])], at)
-    store.apply(Document(2, (started,)), [(Transition("started", started, at), ["s"])], at)
+    store.documents.apply(
+        Document(1, (scheduled,)), [(Transition("scheduled", scheduled, at), ["s"])], at
+    )
+    store.documents.apply(
+        Document(2, (started,)), [(Transition("started", started, at), ["s"])], at
+    )
 
 
 # -- the store's answer ---------------------------------------------------------------------
@@ -86,11 +90,11 @@ def test_a_claim_ending_before_the_rows_retry_leaves_the_retry_time(store: Store
 
 def test_the_heartbeat_wakes_nobody_for_a_row_behind_its_events_back_off(store: Store) -> None:
     two_rows(store, T0)
-    assert store.heartbeat(T0)  # r1 due and claimed by nobody: the workers are woken
+    assert store.agents.heartbeat(T0)  # r1 due and claimed by nobody: the workers are woken
     (first,) = store.outbox.claim("s", T0, T0 + LEASE)
     assert store.outbox.retry(first, "503", T0 + BACKING_OFF)
-    assert not store.heartbeat(T0)  # r2 is due, but no claim can take it
-    assert store.heartbeat(T0 + BACKING_OFF)
+    assert not store.agents.heartbeat(T0)  # r2 is due, but no claim can take it
+    assert store.agents.heartbeat(T0 + BACKING_OFF)
 
 
 # -- flush()'s question ---------------------------------------------------------------------

@@ -35,14 +35,14 @@ def backlog(store: Store, count: int = EVENTS) -> None:
         (Transition(TransitionKind.CHANGED, e, T0, changes=("resources",)), ("jsonl",))
         for e in moved
     ]
-    store.apply(Document(1, tuple(events)), scheduled, T0)
-    store.apply(Document(2, tuple(moved)), changed, T0)
+    store.documents.apply(Document(1, tuple(events)), scheduled, T0)
+    store.documents.apply(Document(2, tuple(moved)), changed, T0)
 
 
 def plan(store: Store) -> str:
     """The claim's plan as the dialect prints it, one node per line."""
     sql, params = store.outbox.claim_sql, store.outbox.claim_params("jsonl", T0 + timedelta(1))
-    if store.db.location.startswith("postgresql"):
+    if store.location.startswith("postgresql"):
         return "\n".join(str(r[0]) for r in store.db.all("EXPLAIN " + sql, params))
     return "\n".join(str(r[-1]) for r in store.db.all("EXPLAIN QUERY PLAN " + sql, params))
 
@@ -64,7 +64,7 @@ def assert_index_backed(text: str, postgres: bool) -> None:
 @pytest.mark.slow
 def test_the_claim_walks_the_pending_index_in_order(store: Store) -> None:
     backlog(store)
-    postgres = store.db.location.startswith("postgresql")
+    postgres = store.location.startswith("postgresql")
     assert_index_backed(plan(store), postgres)
     store.db.execute("ANALYZE")  # and once the planner knows the table
     assert_index_backed(plan(store), postgres)
@@ -77,7 +77,7 @@ def test_delivered_history_is_outside_the_walk(store: Store) -> None:
     backlog(store)
     store.db.execute("UPDATE outbox SET state = 'delivered' WHERE id % 50 <> 0")
     store.db.execute("ANALYZE")
-    assert_index_backed(plan(store), store.db.location.startswith("postgresql"))
+    assert_index_backed(plan(store), store.location.startswith("postgresql"))
     store.close()
 
 

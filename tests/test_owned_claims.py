@@ -53,7 +53,7 @@ def agents(store_url: str) -> Iterator[tuple[Store, Store]]:
     a = Store(store_url, agent="vm0", exclusive=daemons)
     b = Store(store_url, agent="vm1", exclusive=daemons)
     for store in (a, b):
-        store.apply(Document(1, (event(),)), [scheduled(event())], T0)
+        store.documents.apply(Document(1, (event(),)), [scheduled(event())], T0)
     yield a, b
     a.close()
     b.close()
@@ -93,38 +93,38 @@ def test_a_restarted_agents_new_claim_voids_its_old_one(agents: tuple[Store, Sto
 
 def test_a_stale_approval_claim_neither_posts_nor_records(agents: tuple[Store, Store]) -> None:
     a, b = agents
-    a.record_approval(Approval("E1", "alice", "slack", T0))
-    (stale,) = a.claim_approvals(T0, CLAIM_LEASE)
+    a.approvals.record(Approval("E1", "alice", "slack", T0))
+    (stale,) = a.approvals.claim(T0, CLAIM_LEASE)
     later = T0 + CLAIM_LEASE + timedelta(seconds=1)
-    (live,) = b.claim_approvals(later, CLAIM_LEASE)
+    (live,) = b.approvals.claim(later, CLAIM_LEASE)
     approved = Transition(TransitionKind.APPROVED, event(), later, actor="alice", via="slack")
-    assert not a.begin_post(stale, later + CLAIM_LEASE)  # so a never POSTs it
-    assert not a.finish_approval(stale, "failed", later, error="400", transition=approved)
-    assert [h.transition.kind for h in a.history()] == ["scheduled"]
-    assert b.begin_post(live, later + CLAIM_LEASE)
-    assert b.finish_approval(
+    assert not a.approvals.begin_post(stale, later + CLAIM_LEASE)  # so a never POSTs it
+    assert not a.approvals.finish(stale, "failed", later, error="400", transition=approved)
+    assert [h.transition.kind for h in a.history.entries()] == ["scheduled"]
+    assert b.approvals.begin_post(live, later + CLAIM_LEASE)
+    assert b.approvals.finish(
         live, "posted", later, transition=approved, sinks=["slack"], answered=True
     )
-    assert not a.finish_approval(stale, "abandoned", later)
-    record = a.approval("E1")
+    assert not a.approvals.finish(stale, "abandoned", later)
+    record = a.approvals.get("E1")
     assert record is not None and (record.state, record.unanswered) == ("posted", 0)
-    assert [h.transition.kind for h in a.history()] == ["scheduled", "approved"]
+    assert [h.transition.kind for h in a.history.entries()] == ["scheduled", "approved"]
 
 
 def test_a_post_begun_is_remembered_across_the_restart(agents: tuple[Store, Store]) -> None:
     a, _ = agents
-    a.record_approval(Approval("E1", "alice", "slack", T0))
-    (claim,) = a.claim_approvals(T0, CLAIM_LEASE)
+    a.approvals.record(Approval("E1", "alice", "slack", T0))
+    (claim,) = a.approvals.claim(T0, CLAIM_LEASE)
     assert not claim.maybe_sent  # nothing was POSTed yet
-    assert a.begin_post(claim, T0 + CLAIM_LEASE)
-    a.release_own_approvals()  # the process died in the POST; the daemon, at start
-    (again,) = a.claim_approvals(T0, CLAIM_LEASE)
+    assert a.approvals.begin_post(claim, T0 + CLAIM_LEASE)
+    a.approvals.release_own()  # the process died in the POST; the daemon, at start
+    (again,) = a.approvals.claim(T0, CLAIM_LEASE)
     assert (again.state, again.maybe_sent) == ("pending", True)
-    assert not a.finish_approval(claim, "posted", T0)  # the dead process's claim is void
+    assert not a.approvals.finish(claim, "posted", T0)  # the dead process's claim is void
     # IMDS answered the next POST (503): that one did not reach it, the first still may have.
-    assert a.begin_post(again, T0 + CLAIM_LEASE)
-    assert a.finish_approval(again, "pending", T0, error="503", answered=True)
-    (third,) = a.claim_approvals(T0, CLAIM_LEASE)
+    assert a.approvals.begin_post(again, T0 + CLAIM_LEASE)
+    assert a.approvals.finish(again, "pending", T0, error="503", answered=True)
+    (third,) = a.approvals.claim(T0, CLAIM_LEASE)
     assert (third.attempts, third.maybe_sent) == (1, True)
 
 
@@ -149,25 +149,27 @@ def test_the_restart_announces_what_an_earlier_attempt_did(
         store = Store(store_url, agent="vm0")
         try:
             now = datetime.now(UTC)
-            store.apply(imds.get_document(), [], now)
-            store.record_approval(Approval(event_id, "alice", "cli", now))
-            (claim,) = store.claim_approvals(now, CLAIM_LEASE)
+            store.documents.apply(imds.get_document(), [], now)
+            store.approvals.record(Approval(event_id, "alice", "cli", now))
+            (claim,) = store.approvals.claim(now, CLAIM_LEASE)
             if posted_before:
-                assert store.begin_post(claim, now + CLAIM_LEASE)
+                assert store.approvals.begin_post(claim, now + CLAIM_LEASE)
                 imds.start([event_id])  # IMDS took it; the process died before recording it
         finally:
             store.close()
         sim.start_event(event_id)
         restarted = Store(store_url, agent="vm0")
         try:
-            restarted.release_own_approvals()  # `sebridge run`, at start
-            restarted.apply(imds.get_document(), [], datetime.now(UTC))  # Started
+            restarted.approvals.release_own()  # `sebridge run`, at start
+            restarted.documents.apply(imds.get_document(), [], datetime.now(UTC))  # Started
             metrics = Metrics(["list"])
             carrier = Carrier(restarted, imds, lambda policy: ["list"], metrics=metrics)
             assert carrier.wake() == 1
-            record = restarted.approval(event_id)
+            record = restarted.approvals.get(event_id)
             assert record is not None and record.state == state
-            (news,) = [h.transition for h in restarted.history() if h.transition.kind == kind]
+            (news,) = [
+                h.transition for h in restarted.history.entries() if h.transition.kind == kind
+            ]
             assert said in news.note and news.actor == "alice"
             assert sim.start_requests == ([event_id] if posted_before else [])
             outcome = {"via": "cli", "outcome": counted}
@@ -194,17 +196,17 @@ def test_after_a_post_imds_never_answered_the_approval_counts_as_sent(
         imds = ImdsClient(sim.url, timeout=0.5, retries=0)
         store = Store(store_url, agent="vm0")
         try:
-            store.apply(imds.get_document(), [], datetime.now(UTC))
-            store.record_approval(Approval(event_id, "alice", "cli", datetime.now(UTC)))
+            store.documents.apply(imds.get_document(), [], datetime.now(UTC))
+            store.approvals.record(Approval(event_id, "alice", "cli", datetime.now(UTC)))
             carrier = Carrier(store, imds, lambda policy: ["list"])
             sim.inject(fault, seconds=2.0 if fault == "hang_after" else None)
             assert carrier.wake() == 0  # put back: retried at the next tick
             sim.start_event(event_id)
-            store.apply(imds.get_document(), [], datetime.now(UTC))  # Started
+            store.documents.apply(imds.get_document(), [], datetime.now(UTC))  # Started
             assert carrier.wake() == 1
-            record = store.approval(event_id)
+            record = store.approvals.get(event_id)
             assert record is not None and (record.state, record.attempts) == (state, 2)
-            notes = [h.transition.note for h in store.history()]
+            notes = [h.transition.note for h in store.history.entries()]
             assert len(notes) == 1 and said in notes[0]
         finally:
             store.close()
@@ -245,7 +247,7 @@ def test_two_agents_with_a_sink_slower_than_the_lease_deliver_each_row_once(
     b = Store(pg_url, agent="vm1", exclusive=True)
     events = [event(f"E{n}") for n in range(4)]
     now = datetime.now(UTC)
-    a.apply(
+    a.documents.apply(
         Document(1, tuple(events)),
         [(Transition(TransitionKind.SCHEDULED, e, now), ["slow"]) for e in events],
         now,

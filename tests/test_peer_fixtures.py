@@ -75,8 +75,8 @@ def test_the_store_gives_back_the_incarnation_it_was_given(token: Any) -> None:
     store = Store("sqlite://")
     try:
         event = ScheduledEvent("E1", "Reboot", "Scheduled", ("vm0",), not_before_text="20170702")
-        store.apply(Document(token, (event,)), [], datetime.now(UTC))
-        back = store.last_document()
+        store.documents.apply(Document(token, (event,)), [], datetime.now(UTC))
+        back = store.documents.last()
     finally:
         store.close()
     assert back is not None

@@ -76,7 +76,7 @@ def test_each_agent_records_its_vms_tags_and_every_agent_matches_them(
         daemon.tick()
     finally:
         daemon.imds.close()
-    decided = {e: store.event(e).decision for e in (both, web3, db)}  # type: ignore[union-attr]
+    decided = {e: store.events.get(e).decision for e in (both, web3, db)}  # type: ignore[union-attr]
     assert decided == {
         both: Decision("approve", "payments"),
         # web3 has no recorded tags (no agent read them): the tags rule passes it by.

@@ -76,7 +76,7 @@ def test_each_action_reaches_sinks_and_imds_as_its_rule_says(
 
     # ignore: recorded, sent nowhere
     assert sink.by_event(other) == []
-    record = daemon.store.event(other)
+    record = daemon.store.events.get(other)
     assert record is not None and record.decision == Decision("ignore", "other VMs")
     # approve: StartRequests went to IMDS, the sink hears "approved by policy"
     assert sim.start_requests == [freeze]
@@ -91,13 +91,13 @@ def test_each_action_reaches_sinks_and_imds_as_its_rule_says(
     # no rule matched: ask
     (fallback,) = sink.by_event(long_freeze)
     assert fallback.policy == "ask" and fallback.approvable
-    assert daemon.store.event(long_freeze).decision == Decision("ask", "no rule matched")  # type: ignore[union-attr]
+    assert daemon.store.events.get(long_freeze).decision == Decision("ask", "no rule matched")  # type: ignore[union-attr]
 
     # The whole decision is stored with the event, hooks and reminders included.
-    assert daemon.store.event(freeze).decision == Decision(  # type: ignore[union-attr]
+    assert daemon.store.events.get(freeze).decision == Decision(  # type: ignore[union-attr]
         "approve", "quick freezes", recover=("check",)
     )
-    assert daemon.store.event(reboot).decision == Decision(  # type: ignore[union-attr]
+    assert daemon.store.events.get(reboot).decision == Decision(  # type: ignore[union-attr]
         "ask", "reboots", remind=(600, 120)
     )
 

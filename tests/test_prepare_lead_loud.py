@@ -82,7 +82,7 @@ class Bridge:
 
     def page(self, event_id: str) -> tuple[int, str]:
         """The approval page's GET for the event's signed link, on this server."""
-        record = self.daemon.store.event(event_id)
+        record = self.daemon.store.events.get(event_id)
         assert record is not None
         url = approval_link(PUBLIC, LinkSigner(LINK_KEY))(record.event)
         got = self.http.get(f"http://127.0.0.1:{self.server.port}{url[len(PUBLIC) :]}")
@@ -325,7 +325,7 @@ def test_moving_the_jira_issue_of_a_held_event_is_told_once_and_kept_in_history(
     # history keeps the attempt: who moved it, held, and why.
     notes = [
         e.transition
-        for e in bridge.daemon.store.history(event_id=event_id, limit=100)
+        for e in bridge.daemon.store.history.entries(event_id=event_id, limit=100)
         if e.transition.actor == "Alice Example"
     ]
     assert [(t.kind, t.via) for t in notes] == [("problem", "jira")]
@@ -355,7 +355,7 @@ def test_moving_the_jira_issue_of_an_event_that_would_be_held_holds_it_once(
     assert "Azure starts it anyway at " in new[0]
     held = [
         e.transition
-        for e in bridge.daemon.store.history(event_id=event_id, limit=100)
+        for e in bridge.daemon.store.history.entries(event_id=event_id, limit=100)
         if e.transition.kind == "held"
     ]
     assert [(t.actor, t.via) for t in held] == [("Alice Example", "jira")]

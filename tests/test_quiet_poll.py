@@ -68,10 +68,10 @@ def _first_record(d: Daemon, url: str) -> None:
     (Daemon.watch_store). quiet() counts the record's write when the listener has heard it,
     so wait for that before the next poll, which must hand the write on. A SQLite file's
     marker sees the commit at once (and is read by the poll thread alone)."""
-    heard = d.store.db.write_marker() if url.startswith("postgresql") else ()
+    heard = d.store.write_marker() if url.startswith("postgresql") else ()
     assert not _step(d)
     if heard:
-        wait_until(lambda: d.store.db.write_marker() != heard, message="the record's NOTIFY")
+        wait_until(lambda: d.store.write_marker() != heard, message="the record's NOTIFY")
 
 
 def test_an_unchanged_document_is_quiet_and_counted(
@@ -114,7 +114,7 @@ def test_another_process_write_is_handed_on_and_acted_on(
     assert _step(daemon)
     other = Store(store_url)  # `sebridge approve` beside the daemon, recording only
     try:
-        assert other.record_approval(Approval(eid, "alice", "cli", daemon.clock()))
+        assert other.approvals.record(Approval(eid, "alice", "cli", daemon.clock()))
     finally:
         other.close()
 
@@ -149,9 +149,10 @@ def test_a_due_prepare_lead_is_handed_on(sim: Simulator, store_url: str, tmp_pat
         polled = d.poll()
         assert not d.quiet(polled)
         d.act(polled)
-        assert [run.run.hook for run in d.store.hook_runs(d.store.events()[0].event.event_id)] == [
-            "drain"
-        ]
+        assert [
+            run.run.hook
+            for run in d.store.hook_runs.of_event(d.store.events.current()[0].event.event_id)
+        ] == ["drain"]
     finally:
         d.imds.close()
         d.store.close()

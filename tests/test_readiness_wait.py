@@ -83,13 +83,13 @@ def test_the_page_says_it_waits_for_the_vms_readiness_not_that_azure_did_not_ans
         other = Store(bridge.config.store.url, agent="vm0")
         try:
             wait_until(lambda: "running" in text_of(bridge.get(link).text), 10)
-            claimed = other.claim_approvals(utcnow(), timedelta(seconds=60))
+            claimed = other.approvals.claim(utcnow(), timedelta(seconds=60))
             assert [c.state for c in claimed] == ["waiting"]
             for _ in ("claimed", "put back"):
                 seen = text_of(bridge.get(link).text)
                 assert "waiting for the VMs' readiness: vm0: preparing (slow running)" in seen
                 assert "did not answer" not in seen and "keeps trying" not in seen
-                other.put_back(claimed)
+                other.approvals.put_back(claimed)
         finally:
             other.close()
         release(tmp_path)

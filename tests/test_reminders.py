@@ -9,7 +9,7 @@ A real store (both dialects) behind a small class that can fail the next read of
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -23,6 +23,7 @@ from sebridge.model.decision import ASK, Decision
 from sebridge.model.leads import REMIND, REMIND_AFTER, Lead, lead_due
 from sebridge.model.records import EventRecord
 from sebridge.store import Store
+from sebridge.store.transitions import Transitions
 
 T0 = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
 NOT_BEFORE = T0 + timedelta(minutes=15)
@@ -38,17 +39,20 @@ class Flaky:
         self.fail = 0
         self.failed = 0
 
-    def events(self) -> list[EventRecord]:
+    @property
+    def events(self) -> Flaky:
+        return self
+
+    @property
+    def transitions(self) -> Transitions:
+        return self.store.transitions
+
+    def current(self) -> list[EventRecord]:
         if self.fail:
             self.fail -= 1
             self.failed += 1
             raise StoreError("the store went away")
-        return self.store.events()
-
-    def record_transition(
-        self, transition: Transition, sinks: Sequence[str], now: datetime
-    ) -> int | None:
-        return self.store.record_transition(transition, sinks, now)
+        return self.store.events.current()
 
 
 @pytest.fixture
@@ -56,7 +60,7 @@ def store(store_url: str) -> Iterator[Store]:
     """An `ask` event reminded 300 s before its NotBefore, first seen 15 minutes before it."""
     s = Store(store_url, agent="vm0")
     event = ScheduledEvent("E1", "Redeploy", "Scheduled", ("vm0",), not_before=NOT_BEFORE)
-    s.apply(
+    s.documents.apply(
         Document(1, (event,)),
         [(Transition(TransitionKind.SCHEDULED, event, T0), ["list"])],
         T0,
@@ -69,7 +73,7 @@ def store(store_url: str) -> Iterator[Store]:
 def reminders_in(store: Store) -> list[int | None]:
     return [
         h.transition.remind_before
-        for h in store.history()
+        for h in store.history.entries()
         if h.transition.kind == TransitionKind.REMINDER
     ]
 
@@ -120,7 +124,7 @@ def test_a_store_error_at_a_remind_after_lead_delays_it_once(store: Store) -> No
     """The same for a `remind_after` lead (seconds after the event was first announced):
     the store fails at the lead, comes back later; the reminder is recorded once, late."""
     event = ScheduledEvent("E2", "Reboot", "Scheduled", ("vm0",), not_before=NOT_BEFORE)
-    store.apply(
+    store.documents.apply(
         Document(2, (event,)),
         [(Transition(TransitionKind.SCHEDULED, event, T0), ["list"])],
         T0,
@@ -138,7 +142,11 @@ def test_a_store_error_at_a_remind_after_lead_delays_it_once(store: Store) -> No
     later = at_lead + timedelta(seconds=90)  # back: said late, once
     assert reminders.due(later) and reminders.record_due(later) == 1
     assert not reminders.due(later + timedelta(seconds=1))
-    said = [h.transition for h in store.history() if h.transition.kind == TransitionKind.REMINDER]
+    said = [
+        h.transition
+        for h in store.history.entries()
+        if h.transition.kind == TransitionKind.REMINDER
+    ]
     assert [(t.event_id, t.remind_after, t.remind_before, t.at) for t in said] == [
         ("E2", 120, None, later)
     ]
@@ -161,7 +169,7 @@ def test_only_a_held_approval_is_reminded_of(store: Store, state: str, reminded:
     """An approved event is reminded of only while its approval is held (Azure starts it at
     NotBefore all the same), from the hold on; not while it is carried out, under way or
     waiting for hooks."""
-    store.record_approval(Approval("E1", "alice", "slack", T0))
+    store.approvals.record(Approval("E1", "alice", "slack", T0))
     held_at = T0 + timedelta(seconds=5)
     store.db.execute(
         "UPDATE approvals SET state = ?, done_at = ? WHERE event_id = ?",
@@ -169,7 +177,11 @@ def test_only_a_held_approval_is_reminded_of(store: Store, state: str, reminded:
     )
     reminders = Reminders(store, lambda action: ["list"])
     assert reminders.record_due(AT_LEAD) == int(reminded)
-    said = [h.transition for h in store.history() if h.transition.kind == TransitionKind.REMINDER]
+    said = [
+        h.transition
+        for h in store.history.entries()
+        if h.transition.kind == TransitionKind.REMINDER
+    ]
     assert [(t.remind_before, t.while_held) for t in said] == ([(LEAD, True)] if reminded else [])
 
 

@@ -148,7 +148,7 @@ def test_each_event_reaches_exactly_the_instances_its_rule_names(
     assert {(e, s) for e, s in rows if e == db} == {(db, "slack.dba")}
     assert {(e, s) for e, s in rows if e == web} == {(web, "slack"), (web, "teams.web")}
     assert {s for e, s in rows if e == other} == {"slack", "slack.dba", "teams"}
-    record = daemon.store.event(db)
+    record = daemon.store.events.get(db)
     assert record is not None and record.decision.notify == ("slack.dba",)
 
 

@@ -152,10 +152,10 @@ def test_a_store_the_migrations_brought_to_18_opens_as_it_is(
     before = described(url)
     store = Store(url, agent="vm0", exclusive=True)
     try:
-        assert store.db.migrated_from is None  # nothing to move
+        assert store.migrated_from is None  # nothing to move
         assert store.db.schema_version() == BASELINE_VERSION == VERSION
-        store.remember("vm_name", "vm0")
-        assert store.setting("vm_name") == "vm0"
+        store.settings.remember("vm_name", "vm0")
+        assert store.settings.get("vm_name") == "vm0"
     finally:
         store.close()
     assert described(url) == before

@@ -328,7 +328,7 @@ def test_a_member_of_an_approver_group_may_approve(bridge: Bridge) -> None:
     bridge.wait_reply(message, r"approved by <@U0BBB>")
     (lookup,) = bridge.slack.calls_to("usergroups.users.list")
     assert lookup.params["usergroup"] == ONCALL
-    approval = bridge.daemon.store.approval(event_id)
+    approval = bridge.daemon.store.approvals.get(event_id)
     # Kept by name (the click's), beside the member id Slack mentions.
     assert approval is not None
     assert (approval.actor, approval.via, approval.actor_id) == ("bob", "slack", "U0BBB")
@@ -345,7 +345,7 @@ def test_an_outsider_is_refused_privately_and_audited(bridge: Bridge, tmp_path: 
     for ephemeral in bridge.slack.ephemerals:
         assert (ephemeral.channel, ephemeral.user) == (OPS, "U0ZZZ")
         assert "not one of sebridge's approvers" in ephemeral.text
-    audit = bridge.daemon.store.audit_entries()
+    audit = bridge.daemon.store.history.audit_entries()
     assert (
         sorted((a.event_id, a.actor, a.via, a.action) for a in audit)
         == [(event_id, "mallory", "slack", "refused")] * 2
@@ -357,7 +357,7 @@ def test_an_outsider_is_refused_privately_and_audited(bridge: Bridge, tmp_path: 
 
     bridge.settle()
     assert bridge.sim.posts == []
-    assert bridge.daemon.store.approval(event_id) is None
+    assert bridge.daemon.store.approvals.get(event_id) is None
     assert buttons(message) == ["approve", "take"]  # still waiting for a real approver
     assert bridge.replies(message) == []  # nobody "took" it either
 
@@ -415,7 +415,7 @@ def test_approvers_are_named_in_every_channel_and_mentioned_in_slack(
     assert taken["actor"] == "bob"
 
     # `events` and `history` name people too; the store keeps each name beside its id.
-    approval = bridge.daemon.store.approval(event_id)
+    approval = bridge.daemon.store.approvals.get(event_id)
     assert approval is not None
     assert (approval.actor, approval.actor_id) == ("alice", "U0AAA")
     assert (approval.anyway_by, approval.anyway_id) == ("bob", "U0BBB")
@@ -485,7 +485,7 @@ def test_http_mode_rejects_unsigned_forged_and_stale_requests(
         assert _post_raw(bridge.events_url, sent, headers) == 401, name
 
     bridge.settle()
-    assert bridge.daemon.store.approval(event_id) is None
+    assert bridge.daemon.store.approvals.get(event_id) is None
     assert sim.posts == []
     assert len(slack.calls) == calls_before  # no ephemeral, no group lookup, no update
     assert buttons(message) == ["approve", "take"] and bridge.replies(message) == []
@@ -561,7 +561,7 @@ def test_a_click_on_an_event_gone_or_started_only_says_so(
     assert buttons(message) == []
     bridge.settle()
     assert bridge.sim.posts == []
-    approval = bridge.daemon.store.approval(event_id)
+    approval = bridge.daemon.store.approvals.get(event_id)
     assert approval is None
     assert len(bridge.parents(event_id)) == 1
 
@@ -581,7 +581,7 @@ def test_im_on_it_names_the_user_and_approves_nothing(bridge: Bridge) -> None:
     assert buttons(message) == ["approve", "take"]  # still approvable
     bridge.settle()
     assert bridge.sim.posts == []
-    assert bridge.daemon.store.approval(event_id) is None
+    assert bridge.daemon.store.approvals.get(event_id) is None
     assert len(bridge.parents(event_id)) == 1
 
 
@@ -718,7 +718,7 @@ def test_a_user_initiated_event_shows_approved_by_policy_without_a_click(
     # Nobody was ever offered a button for it: no version of the message had one.
     assert all(not buttons(old) for old in message.history)
     assert "sebridge will approve this at once" in texts(message)
-    assert bridge.slack.ephemerals == [] and bridge.daemon.store.audit_entries() == []
+    assert bridge.slack.ephemerals == [] and bridge.daemon.store.history.audit_entries() == []
 
 
 # -------------------------------------------------------------------- stopping

@@ -36,67 +36,69 @@ def scheduled(e: ScheduledEvent, at: datetime = T0) -> Transition:
 
 
 def test_fresh_store_has_no_document(store: Store) -> None:
-    assert store.last_document() is None
+    assert store.documents.last() is None
 
 
 def test_apply_writes_document_events_transitions_and_outbox(store: Store) -> None:
     e = event()
-    store.apply(
+    store.documents.apply(
         Document(2, (e,)),
         [(scheduled(e), ["console", "jsonl"])],
         T0,
         decisions={"E1": Decision("inform", "tests", prepare=("drain",), remind=(600, 60))},
     )
-    assert store.last_document() == Document(2, (e,))
-    record = store.event("E1")
+    assert store.documents.last() == Document(2, (e,))
+    record = store.events.get("E1")
     assert record is not None and record.present and record.state == "scheduled"
     assert record.decision == Decision("inform", "tests", prepare=("drain",), remind=(600, 60))
     assert record.policy == "inform"
     assert {d.sink for d in record.deliveries} == {"console", "jsonl"}
     assert store.outbox.pending_count() == 2
-    (entry,) = store.history()
+    (entry,) = store.history.entries()
     assert entry.transition == scheduled(e)
 
 
 def test_event_lookup_ignores_case(store: Store) -> None:
     e = event("ABC-DEF")
-    store.apply(Document(1, (e,)), [], T0)
-    record = store.event("abc-def")
+    store.documents.apply(Document(1, (e,)), [], T0)
+    record = store.events.get("abc-def")
     assert record is not None and record.event.event_id == "ABC-DEF"
 
 
 def test_gone_events_leave_the_latest_document_but_stay_in_history(store: Store) -> None:
     e = event()
-    store.apply(Document(1, (e,)), [(scheduled(e), ["console"])], T0)
+    store.documents.apply(Document(1, (e,)), [(scheduled(e), ["console"])], T0)
     later = T0 + timedelta(minutes=1)
-    store.apply(
+    store.documents.apply(
         Document(2, ()), [(Transition(TransitionKind.CANCELLED, e, later), ["console"])], later
     )
-    assert store.last_document() == Document(2, ())
-    record = store.event("E1")
+    assert store.documents.last() == Document(2, ())
+    record = store.events.get("E1")
     assert record is not None and not record.present and record.gone_at == later
     assert record.state == "cancelled"
-    assert [h.transition.kind for h in store.history()] == ["scheduled", "cancelled"]
+    assert [h.transition.kind for h in store.history.entries()] == ["scheduled", "cancelled"]
 
 
 def test_a_failing_tick_writes_nothing(store: Store) -> None:
     e = event()
     bad = Transition(TransitionKind.SCHEDULED, event("NOT-IN-DOC"), T0)  # no event row: FK fails
     with pytest.raises(StoreError):
-        store.apply(Document(1, (e,)), [(scheduled(e), ["console"]), (bad, ["console"])], T0)
-    assert store.last_document() is None
-    assert store.event("E1") is None
-    assert store.history() == []
+        store.documents.apply(
+            Document(1, (e,)), [(scheduled(e), ["console"]), (bad, ["console"])], T0
+        )
+    assert store.documents.last() is None
+    assert store.events.get("E1") is None
+    assert store.history.entries() == []
     assert store.outbox.pending_count() == 0
 
 
 def test_state_survives_reopening(store_url: str) -> None:
     first = Store(store_url)
     e = event()
-    first.apply(Document(7, (e,)), [(scheduled(e), ["console"])], T0)
+    first.documents.apply(Document(7, (e,)), [(scheduled(e), ["console"])], T0)
     first.close()
     again = Store(store_url)
-    assert again.last_document() == Document(7, (e,))
+    assert again.documents.last() == Document(7, (e,))
     assert again.outbox.pending_count() == 1
     again.close()
 
@@ -118,9 +120,11 @@ def test_unwritable_location_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_outbox_delivers_an_events_rows_in_order(store: Store) -> None:
     e = event()
-    store.apply(Document(1, (e,)), [(scheduled(e), ["slack"])], T0)
+    store.documents.apply(Document(1, (e,)), [(scheduled(e), ["slack"])], T0)
     started = event(status="Started")
-    store.apply(Document(2, (started,)), [(Transition("started", started, T0), ["slack"])], T0)
+    store.documents.apply(
+        Document(2, (started,)), [(Transition("started", started, T0), ["slack"])], T0
+    )
     first = store.outbox.claim("slack", T0, T0 + timedelta(minutes=2))
     assert [d.transition.kind for d in first] == ["scheduled"]  # "started" waits behind it
     store.outbox.retry(first[0], "boom", T0 + timedelta(seconds=5))
@@ -135,7 +139,7 @@ def test_outbox_delivers_an_events_rows_in_order(store: Store) -> None:
 
 def test_claimed_rows_are_not_claimed_twice_until_the_lease_ends(store: Store) -> None:
     e = event()
-    store.apply(Document(1, (e,)), [(scheduled(e), ["console"])], T0)
+    store.documents.apply(Document(1, (e,)), [(scheduled(e), ["console"])], T0)
     assert len(store.outbox.claim("console", T0, T0 + timedelta(seconds=60))) == 1
     assert (
         store.outbox.claim("console", T0 + timedelta(seconds=30), T0 + timedelta(seconds=90)) == []
@@ -148,7 +152,7 @@ def test_claimed_rows_are_not_claimed_twice_until_the_lease_ends(store: Store) -
 
 def test_own_claims_are_released_after_a_restart(store: Store) -> None:
     e = event()
-    store.apply(Document(1, (e,)), [(scheduled(e), ["console"])], T0)
+    store.documents.apply(Document(1, (e,)), [(scheduled(e), ["console"])], T0)
     store.outbox.claim("console", T0, T0 + timedelta(minutes=2))
     assert store.outbox.release_own_claims() == 1
     assert len(store.outbox.claim("console", T0, T0 + timedelta(minutes=2))) == 1
@@ -156,70 +160,76 @@ def test_own_claims_are_released_after_a_restart(store: Store) -> None:
 
 def test_permanent_failure_is_kept_visible_and_unblocks_later_rows(store: Store) -> None:
     e = event()
-    store.apply(Document(1, (e,)), [(scheduled(e), ["slack"])], T0)
+    store.documents.apply(Document(1, (e,)), [(scheduled(e), ["slack"])], T0)
     started = event(status="Started")
-    store.apply(Document(2, (started,)), [(Transition("started", started, T0), ["slack"])], T0)
+    store.documents.apply(
+        Document(2, (started,)), [(Transition("started", started, T0), ["slack"])], T0
+    )
     (first,) = store.outbox.claim("slack", T0, T0 + timedelta(minutes=2))
     store.outbox.fail(first, "channel_not_found: invite the bot")
     (second,) = store.outbox.claim("slack", T0, T0 + timedelta(minutes=2))
     assert second.transition.kind == "started"
-    record = store.event("E1")
+    record = store.events.get("E1")
     assert record is not None
     (status,) = record.deliveries
     assert status.state == "failed" and "channel_not_found" in (status.last_error or "")
 
 
 def test_approval_is_recorded_once(store: Store) -> None:
-    store.apply(Document(1, (event(),)), [], T0)
-    assert store.record_approval(Approval("E1", "alice", "cli", T0)) is True
-    assert store.record_approval(Approval("E1", "bob", "slack", T0)) is False
-    approval = store.approval("E1")
+    store.documents.apply(Document(1, (event(),)), [], T0)
+    assert store.approvals.record(Approval("E1", "alice", "cli", T0)) is True
+    assert store.approvals.record(Approval("E1", "bob", "slack", T0)) is False
+    approval = store.approvals.get("E1")
     assert approval is not None and approval.actor == "alice" and approval.state == "pending"
 
 
 def test_approval_claims_and_outcomes(store: Store) -> None:
     e = event()
-    store.apply(Document(1, (e,)), [], T0, approvals=[Approval("E1", "policy", "policy", T0)])
-    assert store.has_pending_approvals(T0)
-    (claimed,) = store.claim_approvals(T0, timedelta(seconds=60))
+    store.documents.apply(
+        Document(1, (e,)), [], T0, approvals=[Approval("E1", "policy", "policy", T0)]
+    )
+    assert store.approvals.has_pending(T0)
+    (claimed,) = store.approvals.claim(T0, timedelta(seconds=60))
     assert claimed.actor == "policy"
-    assert store.claim_approvals(T0, timedelta(seconds=60)) == []  # held
-    store.finish_approval(claimed, "pending", T0, error="IMDS down")  # put back: retried next tick
-    (again,) = store.claim_approvals(T0, timedelta(seconds=60))
+    assert store.approvals.claim(T0, timedelta(seconds=60)) == []  # held
+    store.approvals.finish(claimed, "pending", T0, error="IMDS down")  # put back: retried next tick
+    (again,) = store.approvals.claim(T0, timedelta(seconds=60))
     assert again.attempts == 1 and again.last_error == "IMDS down"
     approved = Transition(TransitionKind.APPROVED, e, T0, actor="policy", via="policy")
-    store.finish_approval(again, "posted", T0, transition=approved, sinks=["console"])
-    assert not store.has_pending_approvals(T0)
-    assert store.approved_ids() == {"E1"}
-    assert [h.transition.kind for h in store.history()] == ["approved"]
-    record = store.event("E1")
+    store.approvals.finish(again, "posted", T0, transition=approved, sinks=["console"])
+    assert not store.approvals.has_pending(T0)
+    assert store.approvals.approved_ids() == {"E1"}
+    assert [h.transition.kind for h in store.history.entries()] == ["approved"]
+    record = store.events.get("E1")
     assert record is not None and record.state == "approved"
 
 
 def test_a_dead_claimers_approval_is_taken_up_again(store: Store) -> None:
-    store.apply(Document(1, (event(),)), [], T0, approvals=[Approval("E1", "a", "cli", T0)])
-    store.claim_approvals(T0, timedelta(seconds=60))
-    assert len(store.claim_approvals(T0 + timedelta(seconds=61), timedelta(seconds=60))) == 1
+    store.documents.apply(
+        Document(1, (event(),)), [], T0, approvals=[Approval("E1", "a", "cli", T0)]
+    )
+    store.approvals.claim(T0, timedelta(seconds=60))
+    assert len(store.approvals.claim(T0 + timedelta(seconds=61), timedelta(seconds=60))) == 1
 
 
 def test_prune_forgets_old_gone_events_only(store: Store) -> None:
     old, current = event("OLD"), event("NOW")
-    store.apply(
+    store.documents.apply(
         Document(1, (old, current)), [(scheduled(old), ["c"]), (scheduled(current), ["c"])], T0
     )
-    store.apply(Document(2, (current,)), [], T0 + timedelta(days=1))
-    assert store.prune(T0 + timedelta(days=2)) == 1
-    assert store.event("OLD") is None and store.event("NOW") is not None
-    assert [h.transition.event_id for h in store.history()] == ["NOW"]
+    store.documents.apply(Document(2, (current,)), [], T0 + timedelta(days=1))
+    assert store.history.prune(T0 + timedelta(days=2)) == 1
+    assert store.events.get("OLD") is None and store.events.get("NOW") is not None
+    assert [h.transition.event_id for h in store.history.entries()] == ["NOW"]
     assert store.outbox.pending_count() == 1
 
 
 def test_events_lists_present_and_recently_gone(store: Store) -> None:
     a, b = event("A"), event("B")
-    store.apply(Document(1, (a, b)), [], T0)
-    store.apply(Document(2, (a,)), [], T0 + timedelta(hours=1))
-    assert [r.event.event_id for r in store.events()] == ["A"]
-    recent = store.events(include_gone_since=T0)
+    store.documents.apply(Document(1, (a, b)), [], T0)
+    store.documents.apply(Document(2, (a,)), [], T0 + timedelta(hours=1))
+    assert [r.event.event_id for r in store.events.current()] == ["A"]
+    recent = store.events.current(include_gone_since=T0)
     assert [r.event.event_id for r in recent] == ["A", "B"]
 
 
@@ -228,9 +238,9 @@ def test_an_opaque_incarnation_is_kept_as_it_came(store: Store, token: object) -
     # DocumentIncarnation may be any JSON scalar (peers send "abc123"): PostgreSQL's
     # columns must take it too, and it must compare equal after a restart.
     e = event()
-    store.apply(Document(token, (e,)), [(scheduled(e), ["console"])], T0)  # type: ignore[arg-type]
-    back = store.last_document()
+    store.documents.apply(Document(token, (e,)), [(scheduled(e), ["console"])], T0)  # type: ignore[arg-type]
+    back = store.documents.last()
     assert back is not None
     assert back.incarnation == token and type(back.incarnation) is type(token)
-    store.apply(Document(token, (e,)), [], T0 + timedelta(seconds=1))  # type: ignore[arg-type]
-    assert store.last_document() == back
+    store.documents.apply(Document(token, (e,)), [], T0 + timedelta(seconds=1))  # type: ignore[arg-type]
+    assert store.documents.last() == back

@@ -25,7 +25,7 @@ def corrupt_store(db: Path) -> None:
         ScheduledEvent(f"E{i}", "Reboot", "Scheduled", ("vm0",), description="x" * 400)
         for i in range(200)
     )
-    store.apply(Document(1, events), [], datetime.now(UTC))
+    store.documents.apply(Document(1, events), [], datetime.now(UTC))
     store.close()
     size = db.stat().st_size
     with open(db, "r+b") as fh:

@@ -49,27 +49,27 @@ def _agent(store: Store, start: threading.Barrier, errors: list[str]) -> None:
         ]
         start.wait()
         try:
-            store.apply(
+            store.documents.apply(
                 Document(n, tuple(events)),
                 [(Transition(TransitionKind.SCHEDULED, e, now), ["slack"]) for e in events],
                 now,
                 approvals=[Approval(e.event_id, "policy", "policy", now) for e in events],
             )
             for attempt in range(2):
-                for claimed in store.claim_approvals(now, LEASE):
+                for claimed in store.approvals.claim(now, LEASE):
                     event = next(e for e in events if e.event_id == claimed.event_id)
                     if attempt == 0:
                         note = Transition(TransitionKind.TAKEN, event, now, actor=store.agent)
-                        store.record_transition(note, ["slack"], now)
-                        store.finish_approval(claimed, "pending", now, error="503")
+                        store.transitions.record(note, ["slack"], now)
+                        store.approvals.finish(claimed, "pending", now, error="503")
                         continue
                     approved = Transition(
                         TransitionKind.APPROVED, event, now, actor="policy", via="policy"
                     )
-                    store.finish_approval(
+                    store.approvals.finish(
                         claimed, "posted", now, transition=approved, sinks=["slack"]
                     )
-            store.apply(Document(f"gone-{n}", ()), [], now)  # it loses sight of them
+            store.documents.apply(Document(f"gone-{n}", ()), [], now)  # it loses sight of them
         except StoreError as exc:
             errors.append(f"{store.agent} round {n}: {exc}")
 

@@ -20,7 +20,9 @@ from store_history import CLOSED, NOW, SINKS, past
 def approval_in(store: Store, state: str, *, lease_over: bool = False) -> None:
     """E1 present, its approval in `state` (posting: claimed by us, lease over or not)."""
     e = ScheduledEvent("E1", "Reboot", "Scheduled", ("vm0",), not_before=NOW + timedelta(1))
-    store.apply(Document(1, (e,)), [], NOW, approvals=[Approval("E1", "alice", "slack", NOW)])
+    store.documents.apply(
+        Document(1, (e,)), [], NOW, approvals=[Approval("E1", "alice", "slack", NOW)]
+    )
     until = NOW + (timedelta(seconds=-1) if lease_over else timedelta(minutes=2))
     store.db.execute(
         "UPDATE approvals SET state = ?, claimed_by = ?, claimed_until = ? WHERE event_id = 'E1'",
@@ -43,10 +45,10 @@ def test_open_approvals_are_found_and_closed_ones_are_not(
 ) -> None:
     past(store, 2)
     approval_in(store, state, lease_over=lease_over)
-    assert store.has_pending_approvals(NOW) is open_now
-    assert store.has_pending_approvals(NOW, waiting=True) is open_or_waiting
-    assert store.heartbeat(NOW) is open_or_waiting  # the heartbeat's look: no outbox row due
-    claimed = [a.event_id for a in store.claim_approvals(NOW, timedelta(minutes=2))]
+    assert store.approvals.has_pending(NOW) is open_now
+    assert store.approvals.has_pending(NOW, waiting=True) is open_or_waiting
+    assert store.agents.heartbeat(NOW) is open_or_waiting  # the heartbeat's look: no outbox row due
+    claimed = [a.event_id for a in store.approvals.claim(NOW, timedelta(minutes=2))]
     assert claimed == (["E1"] if open_or_waiting else [])
 
 
@@ -56,10 +58,10 @@ def test_claims_take_open_approvals_oldest_first(store: Store) -> None:
         ScheduledEvent(f"E{i}", "Reboot", "Scheduled", ("vm0",), not_before=NOW + timedelta(1))
         for i in range(3)
     )
-    store.apply(Document(1, events), [], NOW)
+    store.documents.apply(Document(1, events), [], NOW)
     for i, when in ((2, 0), (0, 1), (1, 2)):  # recorded in this order
-        store.record_approval(Approval(f"E{i}", "alice", "cli", NOW + timedelta(seconds=when)))
-    claimed = store.claim_approvals(NOW + timedelta(seconds=5), timedelta(minutes=2))
+        store.approvals.record(Approval(f"E{i}", "alice", "cli", NOW + timedelta(seconds=when)))
+    claimed = store.approvals.claim(NOW + timedelta(seconds=5), timedelta(minutes=2))
     assert [a.event_id for a in claimed] == ["E2", "E0", "E1"]
 
 
@@ -72,7 +74,7 @@ def test_events_reads_present_and_recently_gone_with_approval_and_deliveries(
         for i in (1, 2, 3)
     )
     t0 = NOW - timedelta(minutes=30)
-    store.apply(
+    store.documents.apply(
         Document(1, (e1, e2, e3)),
         [(Transition(TransitionKind.SCHEDULED, e, t0), SINKS) for e in (e1, e2, e3)],
         t0,
@@ -83,15 +85,15 @@ def test_events_reads_present_and_recently_gone_with_approval_and_deliveries(
         "UPDATE outbox SET state = 'failed', last_error = 'no' "
         "WHERE event_id = 'E2' AND sink = 'jsonl'"
     )
-    store.apply(
+    store.documents.apply(
         Document(2, (e1, e2)), [(Transition(TransitionKind.CANCELLED, e3, NOW), SINKS)], NOW
     )
 
-    now_ids = [r.event.event_id for r in store.events()]
+    now_ids = [r.event.event_id for r in store.events.current()]
     assert now_ids == ["E1", "E2"]
-    recent = store.events(include_gone_since=NOW - timedelta(hours=1))
+    recent = store.events.current(include_gone_since=NOW - timedelta(hours=1))
     assert [r.event.event_id for r in recent] == ["E1", "E2", "E3"]
-    assert recent == [store.event(r.event.event_id) for r in recent]  # one record, either way
+    assert recent == [store.events.get(r.event.event_id) for r in recent]  # one record, either way
     e1_record, e2_record, e3_record = recent
     assert e1_record.approval is None
     assert {(s.sink, s.state) for s in e1_record.deliveries} == {
@@ -109,7 +111,7 @@ def test_events_reads_present_and_recently_gone_with_approval_and_deliveries(
         ("console", "pending"),
         ("jsonl", "pending"),
     ]
-    everything = store.events(include_gone_since=NOW - timedelta(days=2))
+    everything = store.events.current(include_gone_since=NOW - timedelta(days=2))
     assert len(everything) == 10 * 3 + 3  # the history (template and copies), when asked
 
 
@@ -121,16 +123,18 @@ def test_approved_ids_are_those_of_events_in_our_document(store: Store, store_ur
         ScheduledEvent(f"E{i}", "Reboot", "Scheduled", ("vm0",), not_before=NOW + timedelta(1))
         for i in (1, 2)
     )
-    store.apply(Document(1, (e1, e2)), [], NOW, approvals=[Approval("E1", "alice", "cli", NOW)])
-    assert store.approved_ids() == frozenset()  # recorded, not carried out yet
+    store.documents.apply(
+        Document(1, (e1, e2)), [], NOW, approvals=[Approval("E1", "alice", "cli", NOW)]
+    )
+    assert store.approvals.approved_ids() == frozenset()  # recorded, not carried out yet
     store.db.execute(
         "UPDATE approvals SET state = ? WHERE event_id = 'E1'", (ApprovalState.POSTED,)
     )
-    assert store.approved_ids() == {"E1"}
+    assert store.approvals.approved_ids() == {"E1"}
     other = Store(store_url, "vm1")
     try:
-        assert other.approved_ids() == frozenset()  # vm1's document lists nothing
+        assert other.approvals.approved_ids() == frozenset()  # vm1's document lists nothing
     finally:
         other.close()
-    store.apply(Document(2, (e2,)), [], NOW)
-    assert store.approved_ids() == frozenset()
+    store.documents.apply(Document(2, (e2,)), [], NOW)
+    assert store.approvals.approved_ids() == frozenset()

@@ -34,19 +34,38 @@ def tap() -> Iterator[pg.RoundTripTap]:
     t.close()
 
 
-def cut_off(store: Store, url: str) -> None:
-    """End the store's work connection on the server's side."""
-    pid = store.db.one("SELECT pg_backend_pid()")
-    assert pid is not None
+def cut_off(url: str) -> None:
+    """End every session of the test's database on the server's side, as a server restart
+    does (the store's pooled connections, its name's, its listener's)."""
     with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", (pid[0],))
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 def answers(store: Store) -> bool:
     try:
-        return store.events() == []
+        return store.events.current() == []
     except StoreError:
         return False
+
+
+def beats(store: Store) -> bool:
+    try:
+        store.agents.heartbeat(datetime.now(UTC))
+    except StoreError:
+        return False
+    return True
+
+
+def failure(d: Daemon) -> str:
+    """What a tick that fails says ("": it did not fail)."""
+    try:
+        d.tick()
+    except StoreError as exc:
+        return str(exc)
+    return ""
 
 
 def ticks(d: Daemon) -> bool:
@@ -116,10 +135,10 @@ def test_a_second_daemon_of_the_same_name_is_refused_naming_the_first(pg_url: st
 def test_a_reopened_connection_holds_the_name_again(pg_url: str) -> None:
     first = Store(pg_url, agent="vm0", exclusive=True)
     try:
-        cut_off(first, pg_url)  # as a server restart or a network cut does
+        cut_off(pg_url)  # as a server restart or a network cut does
         with pytest.raises(StoreError):
-            first.events()
-        assert wait_until(lambda: answers(first), message="the store to answer again")
+            first.agents.heartbeat(datetime.now(UTC))  # the beat runs on the name's connection
+        assert wait_until(lambda: beats(first), message="the store to answer again")
         with pytest.raises(StoreError, match="another sebridge daemon named 'vm0'"):
             Store(pg_url, agent="vm0", exclusive=True)
     finally:
@@ -131,8 +150,8 @@ def test_several_daemons_share_the_database(pg_url: str) -> None:
     first = Store(pg_url, agent="vm0", exclusive=True)
     second = Store(pg_url, agent="vm1", exclusive=True)
     try:
-        second.remember("k", "v")
-        assert first.setting("k") == "v"
+        second.settings.remember("k", "v")
+        assert first.settings.get("k") == "v"
     finally:
         first.close()
         second.close()
@@ -143,22 +162,26 @@ def test_commits_to_the_outbox_and_approvals_are_heard_by_name_nothing_else_is(p
     heard: list[frozenset[str]] = []
     try:
         assert mine.db.watch(heard.append)
-        marker = mine.db.write_marker()
+        marker = mine.write_marker()
         e = ScheduledEvent("E1", "Reboot", "Scheduled", ("vm0",))
         seen = Document(2, (e,))
-        other.remember("vm_name", "x")  # meta: nothing anyone waits for
-        other.audit_entries()  # a read
+        other.settings.remember("vm_name", "x")  # meta: nothing anyone waits for
+        other.history.audit_entries()  # a read
         with pytest.raises(StoreError), other.db.transaction():
-            other.apply(seen, [(scheduled(e), ["list"])], datetime.now(UTC))
+            other.documents.apply(seen, [(scheduled(e), ["list"])], datetime.now(UTC))
             raise StoreError("rolled back")  # never committed: never heard
-        other.heartbeat(datetime.now(UTC))  # every 30 s per agent: wakes no one
-        other.apply(seen, [], datetime.now(UTC))  # events and sightings: nobody waits on them
-        mine.events()
-        other.apply(Document(3, seen.events), [(scheduled(e), ["list"])], datetime.now(UTC))
+        other.agents.heartbeat(datetime.now(UTC))  # every 30 s per agent: wakes no one
+        other.documents.apply(
+            seen, [], datetime.now(UTC)
+        )  # events and sightings: nobody waits on them
+        mine.events.current()
+        other.documents.apply(
+            Document(3, seen.events), [(scheduled(e), ["list"])], datetime.now(UTC)
+        )
         # Notifications arrive in commit order: once this one is here, no other is coming.
         wait_until(lambda: heard, message="the NOTIFY of another process's commit")
         assert heard == [frozenset({"outbox"})]
-        assert mine.db.write_marker() == (marker[0] + 1,)
+        assert mine.write_marker() == (marker[0] + 1,)
         # Claiming, marking an attempt begun and acking give no one else anything to do:
         # silent. A row released for anyone (a retry) is heard.
         now = datetime.now(UTC)
@@ -174,12 +197,14 @@ def test_commits_to_the_outbox_and_approvals_are_heard_by_name_nothing_else_is(p
         mine.outbox.ack(delivery, None, now)
         # A new approval is heard (ours too); one put back after a failed POST is not (its
         # agent retries at the next poll: woken by it, it would retry at once, again and again).
-        mine.record_approval(Approval("E1", "alice", "cli", now))
+        mine.approvals.record(Approval("E1", "alice", "cli", now))
         wait_until(lambda: len(heard) == 3, message=lambda: f"the approval's NOTIFY; heard {heard}")
-        (approval,) = other.claim_approvals(now, timedelta(seconds=60))  # other sees E1
-        other.finish_approval(approval, "pending", now, error="IMDS down")
+        (approval,) = other.approvals.claim(now, timedelta(seconds=60))  # other sees E1
+        other.approvals.finish(approval, "pending", now, error="IMDS down")
         e2 = ScheduledEvent("E2", "Reboot", "Scheduled", ("vm0",))
-        other.apply(Document(4, (e, e2)), [(scheduled(e2), ["list"])], now)  # the last one
+        other.documents.apply(
+            Document(4, (e, e2)), [(scheduled(e2), ["list"])], now
+        )  # the last one
         wait_until(lambda: len(heard) == 4, message=lambda: f"the last NOTIFY; heard {heard}")
         assert heard == [frozenset({t}) for t in ("outbox", "outbox", "approvals", "outbox")]
     finally:
@@ -205,8 +230,8 @@ def test_a_lost_listen_connection_comes_back_and_counts_every_table_as_written(p
         assert heard == [frozenset({"outbox", "approvals", "hook_runs", "hook_retries"})]
         other = Store(pg_url, agent="cli")
         e = ScheduledEvent("E9", "Reboot", "Scheduled", ("vm0",))
-        other.apply(Document(1, (e,)), [], datetime.now(UTC))
-        other.record_approval(Approval("E9", "alice", "cli", datetime.now(UTC)))
+        other.documents.apply(Document(1, (e,)), [], datetime.now(UTC))
+        other.approvals.record(Approval("E9", "alice", "cli", datetime.now(UTC)))
         other.close()
         wait_until(lambda: len(heard) == 2, message="a NOTIFY on the new connection")
         assert heard[1] == frozenset({"approvals"})
@@ -232,7 +257,7 @@ def test_an_unchanged_document_costs_no_round_trip_and_an_approval_elsewhere_wak
         assert tap.round_trips == before, tap.sql[-10:]
         # `sebridge approve` elsewhere, whose POST did not reach IMDS: the approval is stored ...
         cli = Store(pg_url, agent="cli")
-        cli.record_approval(Approval(event_id, "alice", "cli", datetime.now(UTC)))
+        cli.approvals.record(Approval(event_id, "alice", "cli", datetime.now(UTC)))
         cli.close()
         assert sim.start_requests == []
         # ... and the daemon, told by NOTIFY, carries it out at its next tick.
@@ -253,11 +278,11 @@ def test_a_watching_daemon_posts_an_approval_stored_elsewhere_without_waiting_fo
         d.tick()
         d.watch_store()  # as `sebridge run` does; no tick from here on
         cli = Store(pg_url, agent="cli")  # a Slack click on another agent, say
-        cli.record_approval(Approval(event_id, "alice", "slack", datetime.now(UTC)))
+        cli.approvals.record(Approval(event_id, "alice", "slack", datetime.now(UTC)))
         cli.close()
         wait_until(lambda: sim.start_requests, message="the StartRequests POST")
         assert sim.start_requests == [event_id]
-        assert d.store.approval(event_id).state == "posted"  # type: ignore[union-attr]
+        assert d.store.approvals.get(event_id).state == "posted"  # type: ignore[union-attr]
     finally:
         d.imds.close()
         d.store.close()
@@ -282,7 +307,7 @@ def test_one_commit_of_outbox_rows_and_an_approval_wakes_the_dispatcher_too(
         d.watch_store()
         e = ScheduledEvent("E7", "Reboot", "Scheduled", ("vm1",))
         now = datetime.now(UTC)
-        other.apply(
+        other.documents.apply(
             Document(1, (e,)),
             [(scheduled(e), [sink.name])],
             now,
@@ -304,9 +329,9 @@ def test_one_commit_of_outbox_rows_and_an_approval_wakes_the_dispatcher_too(
 def test_a_dropped_connection_is_opened_again(pg_url: str) -> None:
     store = Store(pg_url, exclusive=True)
     try:
-        cut_off(store, pg_url)  # as a server restart or a network cut does
+        cut_off(pg_url)  # as a server restart or a network cut does
         with pytest.raises(StoreError):
-            store.events()  # the statement that finds the connection gone
+            store.events.current()  # the statement that finds the connection gone
         # Connecting again happens on a thread of its own; meanwhile statements fail at once.
         assert wait_until(lambda: answers(store), message="the store to answer again")
     finally:
@@ -325,9 +350,13 @@ def test_while_connecting_again_hangs_ticks_fail_at_once_and_nothing_waits_for_i
         d.tick()
         event_id = sim.schedule("Reboot")
         relay.hang()
-        with pytest.raises(StoreError):
-            d.tick()  # finds the connection gone; an attempt starts in the background
-        # Two attempts, each on a thread of its own: the work connection's and the listener's.
+        # Each pooled connection the hang closed is found gone by a tick of its own; then
+        # the pool has none, and its worker connects in the background.
+        wait_until(
+            lambda: "connecting again in the background" in failure(d),
+            message="the pool to be connecting again",
+        )
+        # Two attempts, each on a thread of its own: the pool worker's and the listener's.
         wait_until(lambda: relay.held() == 2, message="the background connection attempts")
         attempts, polls = relay.held(), len(sim.requests)
         for _ in range(5):
@@ -366,7 +395,7 @@ def test_what_imds_showed_while_the_database_was_away_is_recorded_when_it_return
     try:
         d.tick()
         event_id = sim.schedule("Reboot")
-        cut_off(d.store, pg_url)  # as a server restart or a network cut does
+        cut_off(pg_url)  # as a server restart or a network cut does
         with pytest.raises(StoreError):
             d.tick()  # the document changed; the store cannot take it
         # The same document, unchanged at IMDS, recorded once the store is back.

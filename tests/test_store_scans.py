@@ -84,7 +84,7 @@ def plan(store: Store, sql: str, params: tuple[Any, ...]) -> list[str]:
 
 
 def postgres(store: Store) -> bool:
-    return store.db.location.startswith("postgresql")
+    return store.location.startswith("postgresql")
 
 
 def full_reads(store: Store, lines: list[str]) -> list[str]:
@@ -127,8 +127,8 @@ def rounds(d: Daemon, document: Document) -> dict[str, Callable[[], object]]:
         "jira search": d.approvals.open_events,
         "dispatcher claim": lambda: store.outbox.claim("jsonl", NOW, NOW + timedelta(minutes=2)),
         "dispatcher next_due": lambda: store.outbox.next_due("jsonl"),
-        "heartbeat": lambda: store.heartbeat(NOW),
-        "health probe": lambda: store.remember("health_probe", NOW.isoformat()),
+        "heartbeat": lambda: store.agents.heartbeat(NOW),
+        "health probe": lambda: store.settings.remember("health_probe", NOW.isoformat()),
         "changed tick": lambda: d.act(Polled(changed, NOW, TickResult())),
         "claim after it": lambda: store.outbox.claim("jsonl", NOW, NOW + timedelta(minutes=2)),
     }

@@ -143,7 +143,7 @@ def test_tampered_links_and_gone_events_send_nothing(
     assert gone.status_code == 410 and "nothing to approve" in gone.text
     sim.refresh()
     assert sim.posts == [] and sim.start_requests == []
-    assert bridge.daemon.store.approval(event_id) is None
+    assert bridge.daemon.store.approvals.get(event_id) is None
 
 
 def test_an_unplanned_event_gets_a_card_without_a_button(
@@ -173,7 +173,7 @@ def test_throttled_then_delivered_once_and_failures_keep_no_url(
     lost = sim.schedule("Freeze")
 
     def failed() -> Any:
-        record = bridge.daemon.store.event(lost)
+        record = bridge.daemon.store.events.get(lost)
         return record and [
             d for d in record.deliveries if d.sink == "teams" and d.state == "failed"
         ]

@@ -203,7 +203,7 @@ def test_the_thread_table_is_the_threads_of_a_daemon_with_every_part(
         store = runner.daemon.store
 
         def delivered() -> list[str]:
-            record = store.event(event_id)
+            record = store.events.get(event_id)
             deliveries = record.deliveries if record else ()
             return sorted(d.sink for d in deliveries if d.state == "delivered")
 

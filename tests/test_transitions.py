@@ -122,7 +122,7 @@ def test_mail_and_teams_get_a_handful_and_one_readiness_message(
     ]
     assert ready.note == "ready: web1, web2, web3 prepared"
     # Recorded once in the fleet, though each agent judged the readiness after its hooks.
-    history = daemons[0].store.history(event_id=event)
+    history = daemons[0].store.history.entries(event_id=event)
     assert [e.transition.kind for e in history].count("ready") == 1
 
     assert daemons[0].approvals.request(ApprovalRequest(event, "alice", "cli")).kind == "approved"

@@ -195,7 +195,7 @@ def known_event(tmp_path: Path) -> tuple[Path, str]:
     store = Store(f"sqlite:///{db}", agent="vm0")
     event = ScheduledEvent("E-1", "Redeploy", "Scheduled", ("vm0",))
     now = datetime.now(UTC)
-    store.apply(
+    store.documents.apply(
         Document(1, (event,)), [(Transition(TransitionKind.SCHEDULED, event, now), ())], now
     )
     store.close()

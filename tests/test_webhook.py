@@ -141,7 +141,7 @@ def test_retries_keep_the_webhook_id_and_honour_retry_after(
     store, clock = Store(store_url), Clock()
     try:
         e = event()
-        store.apply(
+        store.documents.apply(
             Document(1, (e,)), [(Transition(TransitionKind.SCHEDULED, e, T0), ["webhook"])], T0
         )
         sink = build({"url": hook.url, "secret": KEY})
@@ -156,7 +156,7 @@ def test_retries_keep_the_webhook_id_and_honour_retry_after(
         assert d.deliver_due("webhook") == 1
         clock.now += timedelta(hours=1)
         assert d.deliver_due("webhook") == 0
-        record_ = store.event("E1")
+        record_ = store.events.get("E1")
         assert record_ is not None
         assert [(s.sink, s.state, s.attempts) for s in record_.deliveries] == [
             ("webhook", "delivered", 3)
@@ -183,7 +183,7 @@ def test_a_400_fails_for_good_saying_the_status_and_a_scrubbed_excerpt(
     store, clock = Store(store_url), Clock()
     try:
         e = event()
-        store.apply(
+        store.documents.apply(
             Document(1, (e,)), [(Transition(TransitionKind.SCHEDULED, e, T0), ["webhook"])], T0
         )
         sink = build({"url": hook.url, "secret": KEY})
@@ -192,7 +192,7 @@ def test_a_400_fails_for_good_saying_the_status_and_a_scrubbed_excerpt(
         d.deliver_due("webhook")
         clock.now += timedelta(hours=1)
         assert d.deliver_due("webhook") == 0
-        record_ = store.event("E1")
+        record_ = store.events.get("E1")
         assert record_ is not None
         (delivery,) = record_.deliveries
     finally:

@@ -6,7 +6,7 @@ not started, and records what happened with the transition that announces it
 ("approved by X", "would_approve" in dry run, or a problem), in one
 transaction (outcomes.py). A POST that IMDS did not answer is put back and
 tried again RETRY_DELAY later. Each POST is recorded as begun before it goes
-out, under the claim (Store.begin_post), until IMDS answers it: an approval
+out, under the claim (Store.approvals.begin_post), until IMDS answers it: an approval
 with a POST IMDS never answered (a crash in the middle, a timeout: `maybe_sent`)
 whose event then started or left is announced as sent, since that POST may
 well be what started it; never as "not sent".
@@ -187,8 +187,8 @@ class Carrier:
         now = self._clock()
         claimed = []
         self._recheck = None
-        if self._store.has_pending_approvals(now, waiting=True):
-            claimed = self._store.claim_approvals(now, CLAIM_LEASE)
+        if self._store.approvals.has_pending(now, waiting=True):
+            claimed = self._store.approvals.claim(now, CLAIM_LEASE)
             self._unbegun = {approval.event_id: approval for approval in claimed}
             for approval in claimed:
                 if self._worker.stopping:  # the rest go back now, for the next process
@@ -198,7 +198,7 @@ class Carrier:
         if done or claimed:
             self._on_recorded()
         now = self._clock()
-        retry = self._outcomes.waiting or self._store.has_pending_approvals(now)
+        retry = self._outcomes.waiting or self._store.approvals.has_pending(now)
         due = [now + RETRY_DELAY] if retry else []
         due += [self._recheck] if self._recheck is not None else []
         return done, min(due, default=None)
@@ -207,7 +207,7 @@ class Carrier:
         """Put back the claims whose POST never began (a StoreError keeps them for the next
         round)."""
         if self._unbegun:
-            self._store.put_back(list(self._unbegun.values()))
+            self._store.approvals.put_back(list(self._unbegun.values()))
             self._unbegun.clear()
 
     def _settling(self, approval: ApprovalRecord) -> None:
@@ -216,7 +216,7 @@ class Carrier:
         self._unbegun.pop(approval.event_id, None)
 
     def _carry_out(self, approval: ApprovalRecord) -> int:
-        record = self._store.event(approval.event_id)
+        record = self._store.events.get(approval.event_id)
         if record is None or not record.present or record.event.started:
             self._settling(approval)
             return self._outcomes.too_late(approval, record)
@@ -252,7 +252,7 @@ class Carrier:
         """POST StartRequests under the claim and record what IMDS said."""
         # Committed before the POST: should we die before recording its outcome, the next
         # claim knows it may have reached IMDS.
-        began = self._store.begin_post(approval, self._clock() + CLAIM_LEASE)
+        began = self._store.approvals.begin_post(approval, self._clock() + CLAIM_LEASE)
         self._settling(approval)  # from here on, a POST may reach IMDS: never put back blindly
         if not began:
             log.warning(

@@ -1,5 +1,5 @@
 """Recording what became of a claimed approval: its state and the transition that announces
-it, in one transaction (Store.finish_approval), under the claim that carried it out.
+it, in one transaction (Store.approvals.finish), under the claim that carried it out.
 
 An outcome the store cannot take now (the store away) is kept in memory and recorded at the
 carrier's next round, never carried out again meanwhile. One the store refuses because the
@@ -85,7 +85,7 @@ class Outcomes:
     ) -> int:
         """Record the outcome (with `problem`: a transition of `kind` saying it); if the store
         cannot take it now, at the next round. Returns 1 when it settled the approval.
-        `answered`: the POST this claim began was answered (Store.finish_approval)."""
+        `answered`: the POST this claim began was answered (Store.approvals.finish)."""
         if problem and record is not None:
             transition = Transition(
                 kind,
@@ -143,7 +143,7 @@ class Outcomes:
         return done
 
     def _record(self, finish: _Finish) -> None:
-        taken = self._store.finish_approval(
+        taken = self._store.approvals.finish(
             finish.claim,
             finish.state,
             self._clock(),

@@ -85,7 +85,7 @@ class Approvals:
         An approval that waits for its VMs' prepare hooks is answered at once ("waiting"),
         unless `through_readiness`: then it is waited for too, until carried out, held, or
         `wait` is over (`sebridge approve --wait`)."""
-        record = self._store.event(req.event_id.strip())
+        record = self._store.events.get(req.event_id.strip())
         if record is None:
             return self._refused(req, _refused(req.event_id, Blocker.UNKNOWN, None))
         event_id = record.event.event_id
@@ -96,15 +96,15 @@ class Approvals:
             return self._refused(req, _no_reason_for_anyway(event_id, record))
         if blocked is None:
             asked = Approval(event_id, req.actor, req.via, self._clock(), req.actor_id)
-            new = self._store.record_approval(asked, anyway=req.anyway)
+            new = self._store.approvals.record(asked, anyway=req.anyway)
         else:  # approve anyway turns one held or waiting for readiness into one carried out
-            new = req.anyway and self._store.approve_anyway(
+            new = req.anyway and self._store.approvals.anyway(
                 event_id, req.actor, req.via, req.actor_id
             )
         if new and self._carrier is not None:
             self._carrier.wake()
         approval = self._settled(event_id, wait, anyway=(req.anyway and new) or through_readiness)
-        fresh = self._store.event(event_id) or record
+        fresh = self._store.events.get(event_id) or record
         if not new and approval.state in (ApprovalState.HELD, ApprovalState.WAITING):
             # Held too, and told why; the attempt is news (history, every sink).
             self._note_held(req, approval, fresh)
@@ -125,20 +125,20 @@ class Approvals:
     def take(self, event_id: str, actor: str, via: str, actor_id: str | None = None) -> bool:
         """ "I'm on it": announce that someone handles the event, without approving it.
         False when the event is unknown or gone (nothing to take)."""
-        record = self._store.event(event_id.strip())
+        record = self._store.events.get(event_id.strip())
         if record is None or not record.present:
             return False
         now = self._clock()
         taken = Transition(
             TransitionKind.TAKEN, record.event, now, actor=actor, via=via, actor_id=actor_id
         )
-        self._store.record_transition(taken, self._sinks_for(record.decision), now)
+        self._store.transitions.record(taken, self._sinks_for(record.decision), now)
         self._on_recorded()
         return True
 
     def event(self, event_id: str) -> EventRecord | None:
         """One event as the store holds it (ids match case-insensitively)."""
-        return self._store.event(event_id.strip())
+        return self._store.events.get(event_id.strip())
 
     def open_events(self) -> list[EventRecord]:
         """Events in IMDS's document whose policy offers an approval (not "inform") and that
@@ -148,7 +148,7 @@ class Approvals:
         held and why: _note_held)."""
         return [
             r
-            for r in self._store.events()
+            for r in self._store.events.current()
             if offers_approval(r.policy)
             and (
                 r.blocker() in (None, Blocker.STARTED)
@@ -159,7 +159,7 @@ class Approvals:
     def refuse(self, req: ApprovalRequest, why: str) -> None:
         """Keep a refusal a channel decided on its own (not an approver, a refused CLI call)
         beside the history: `sebridge history` shows it."""
-        self._store.audit(
+        self._store.history.audit(
             AuditEntry(self._clock(), req.event_id, req.actor, req.via, "refused", why)
         )
 
@@ -188,7 +188,7 @@ class Approvals:
             note=note,
             actor_id=req.actor_id,
         )
-        self._store.record_transition(problem, self._sinks_for(record.decision), now)
+        self._store.transitions.record(problem, self._sinks_for(record.decision), now)
         self._on_recorded()
 
     def _settled(self, event_id: str, wait: float, *, anyway: bool = False) -> ApprovalRecord:
@@ -199,7 +199,7 @@ class Approvals:
         deadline = time.monotonic() + wait
         while True:
             rounds = self._carrier.rounds if self._carrier is not None else 0
-            approval = self._store.approval(event_id)
+            approval = self._store.approvals.get(event_id)
             assert approval is not None  # recorded before we got here; approvals are never deleted
             left = deadline - time.monotonic()
             # Done with: carried out or closed, put back after an attempt (IMDS failed), or

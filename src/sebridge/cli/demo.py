@@ -88,7 +88,9 @@ def _follow(
         # event can come and go between two polls (a Preempt's 30 s of notice are 0.05 s at
         # 600x); waiting for the daemon to have seen every one would wait forever.
         played_out = _played_out(sim, event_ids)
-        records = {r.event.event_id: r for r in daemon.store.events(include_gone_since=started)}
+        records = {
+            r.event.event_id: r for r in daemon.store.events.current(include_gone_since=started)
+        }
         if played_out and not any(r.present for r in records.values()):
             daemon.dispatcher.flush(2.0)
             return True
@@ -173,7 +175,7 @@ def _summary(store_url: str, event_ids: list[str], start_requests: list[str]) ->
     try:
         records = {
             r.event.event_id: r
-            for r in store.events(include_gone_since=datetime.min.replace(tzinfo=UTC))
+            for r in store.events.current(include_gone_since=datetime.min.replace(tzinfo=UTC))
         }
     finally:
         store.close()

@@ -293,10 +293,10 @@ def _store(config: Config, say: Say) -> Store | None:
 
 def _say_migration(store: Store, say: Say) -> None:
     """Opening a store brings its schema up to date: when that wrote anything, say so."""
-    was = store.db.migrated_from
+    was = store.migrated_from
     if was is None:
         return
-    where = store.db.location
+    where = store.location
     said = (
         f"created the tables (schema version {VERSION}) in {where}"
         if was == 0

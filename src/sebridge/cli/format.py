@@ -301,7 +301,7 @@ def as_stored(store: Store, typed: str) -> str:
     """The event id as stored, when `typed` is how `events` showed it (escaped: an id
     holding a control or a line break, kernel/text.py visible()); else `typed` as it is.
     `approve` and `hooks retry` take an id either way."""
-    if store.event(typed) is not None:
+    if store.events.get(typed) is not None:
         return typed
-    shown = [r.event.event_id for r in store.events() if visible(r.event.event_id) == typed]
+    shown = [r.event.event_id for r in store.events.current() if visible(r.event.event_id) == typed]
     return shown[0] if len(shown) == 1 else typed

@@ -50,12 +50,14 @@ def retry(
     try:
         store = open_store(config)
         try:
-            answer = store.request_hook_retry(
+            answer = store.hook_retries.request(
                 as_stored(store, event_id), actor=who, via=VIA, now=utcnow(), sinks_for=sinks
             )
             if answer.refused:  # kept beside the history, as a refused approval is
                 detail = f"hooks retry: {answer.refused}"
-                store.audit(AuditEntry(utcnow(), answer.event_id, who, VIA, "refused", detail))
+                store.history.audit(
+                    AuditEntry(utcnow(), answer.event_id, who, VIA, "refused", detail)
+                )
         finally:
             store.close()
     except StoreError as exc:

@@ -30,7 +30,7 @@ def check_links(config: Config, store: Store | None) -> list[Finding]:
     ]
     if http.link_secret:
         findings.append(Finding("http", True, "approval links are signed with http.link_secret"))
-    elif store is not None and store.setting(LINK_KEY_SETTING):
+    elif store is not None and store.settings.get(LINK_KEY_SETTING):
         findings.append(
             Finding("http", True, "approval links are signed with the key kept in the store")
         )

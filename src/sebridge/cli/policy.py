@@ -190,8 +190,10 @@ def _from_store(config: Config, event_id: str) -> _Recorded:
         raise _BadInput(f"{unknown}; sebridge has not run with this store yet")
     store = open_store(config, migrate=False)
     try:
-        record = store.event(event_id.strip())
-        history = store.history(event_id=event_id.strip(), limit=_MAX_HISTORY) if record else []
+        record = store.events.get(event_id.strip())
+        history = (
+            store.history.entries(event_id=event_id.strip(), limit=_MAX_HISTORY) if record else []
+        )
     finally:
         store.close()
     if record is None:

@@ -41,8 +41,10 @@ def events(config: Config, *, as_json: bool, show_all: bool, out: TextIO | None 
     store = open_store(config, migrate=False)  # reads: an older schema is refused, not moved
     now = utcnow()
     try:
-        records = store.events(include_gone_since=now - timedelta(days=1) if show_all else None)
-        polled = store.polled()
+        records = store.events.current(
+            include_gone_since=now - timedelta(days=1) if show_all else None
+        )
+        polled = store.documents.any_recorded()
         vms = _readiness(store, records, now, config)
         link = _approval_link(config, store)
     finally:
@@ -119,12 +121,12 @@ def _readiness(
 
     # As the daemons' gate sees the fleet ([fleet]): live, silent since when, or no agent.
     known_for, silent_after = fleet_timing(config)
-    fleet = agents(store.known_agents(now, known_for), "", now, silent_after)
+    fleet = agents(store.agents.known(now, known_for), "", now, silent_after)
     return {
         r.event.event_id: readiness(
             r.event,
             r.decision.prepare,
-            store.hook_runs(r.event.event_id),
+            store.hook_runs.of_event(r.event.event_id),
             live=fleet.live,
             now=now,
             timeout_of=timeouts(config.hooks),
@@ -151,7 +153,7 @@ def _approval_link(config: Config, store: Store) -> Callable[[ScheduledEvent], s
             secret = load_config(config.source).http.link_secret
         except ConfigError:
             return None
-    key = secret.reveal() or store.setting(LINK_KEY_SETTING)
+    key = secret.reveal() or store.settings.get(LINK_KEY_SETTING)
     return approval_link(config.http.public_url, LinkSigner(key)) if key else None
 
 
@@ -173,10 +175,10 @@ def history(
         return OK
     store = open_store(config, migrate=False)
     try:
-        known = event_id is None or store.event(event_id) is not None
-        entries = store.history(event_id=event_id, limit=limit)
-        audit = store.audit_entries(event_id=event_id, limit=limit)
-        sizes = store.history_size(event_id=event_id)
+        known = event_id is None or store.events.get(event_id) is not None
+        entries = store.history.entries(event_id=event_id, limit=limit)
+        audit = store.history.audit_entries(event_id=event_id, limit=limit)
+        sizes = store.history.size(event_id=event_id)
     finally:
         store.close()
     if not known:

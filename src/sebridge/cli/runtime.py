@@ -260,7 +260,7 @@ def build_daemon(
     if signer is not None:
         from sebridge.web.links import LINK_KEY_SETTING
 
-        generated = store.setting(LINK_KEY_SETTING) or ""
+        generated = store.settings.get(LINK_KEY_SETTING) or ""
     mask = Masker((*secret_values(config), generated))
     return Daemon(
         build_imds(config),
@@ -389,8 +389,8 @@ def link_key(config: Config, store: Store) -> str:
     (made now when there is none yet). It signs approval links and the fleet page's tokens."""
     from sebridge.web.links import LINK_KEY_SETTING, new_link_key
 
-    key = config.http.link_secret.reveal() or store.setting(LINK_KEY_SETTING)
-    return key or store.remember_first(LINK_KEY_SETTING, new_link_key())
+    key = config.http.link_secret.reveal() or store.settings.get(LINK_KEY_SETTING)
+    return key or store.settings.remember_first(LINK_KEY_SETTING, new_link_key())
 
 
 def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
@@ -481,13 +481,12 @@ def _metrics_route(daemon: Daemon, runner: Runner) -> WsgiApp:
     imported here: a daemon that serves no HTTP never loads it (docs/ARCHITECTURE.md,
     "Metrics and probes")."""
     from sebridge.engine.store_gauges import StoreGauges
-    from sebridge.store.tallies import read_tallies
     from sebridge.web.metrics_export import registry_of
     from sebridge.web.metrics_page import MetricsPage
 
     metrics = daemon.metrics
     store = daemon.store
-    gauges = StoreGauges(lambda: read_tallies(store.db, metrics.sinks), metrics.sinks)
+    gauges = StoreGauges(lambda: store.tallies(metrics.sinks), metrics.sinks)
     registry = registry_of(metrics)
     registry.register(gauges)
     runner.add_service(gauges)

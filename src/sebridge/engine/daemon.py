@@ -89,7 +89,7 @@ class Daemon:
         self.imds = imds
         self.store = store
         self.metrics = metrics or Metrics(tuple(sinks))
-        store.on_transition(self.metrics.transition_recorded)
+        store.transitions.on_recorded(self.metrics.transition_recorded)
         imds.on_request(self.metrics.imds_requested)  # each attempt, retries apart
         self._sink_names = tuple(sinks)
         self._routes = dict(routes or {})
@@ -150,11 +150,11 @@ class Daemon:
         assert carrier is not None  # carries=True
         self.carrier = carrier
         self._wakeups.bind(Parts(self.carrier, self.dispatcher, self.hooks.worker, self.reminders))
-        self._previous: Document | None = store.last_document()
+        self._previous: Document | None = store.documents.last()
         self._last_object: Document | None = None
         self._imds_failing: str | None = None
         self.poll_state = PollState()
-        self._write_marker = store.db.write_marker()
+        self._write_marker = store.write_marker()
         # Changes of the write marker: counted by quiet() on the poll thread (the
         # marker's only reader there), acted on by act() on the recorder's, each poll
         # carrying the count it saw (a poll the recorder skips loses no write).
@@ -271,12 +271,12 @@ class Daemon:
         a process that holds the store as this agent does this (`run`, `once`), never a CLI
         beside the daemon."""
         self.store.outbox.release_own_claims()
-        self.store.release_own_approvals()
+        self.store.approvals.release_own()
 
     def watch_store(self) -> None:
         """Act on other processes' writes as they are committed (PostgreSQL: an approval
         stored by another agent is carried out at once), not at the next poll."""
-        self._store_pushes = self.store.db.watch(self.heard)
+        self._store_pushes = self.store.watch(self.heard)
 
     def heard(self, tables: frozenset[str]) -> None:
         """Commits were heard (store listener's thread): wake whoever acts on them."""
@@ -304,7 +304,7 @@ class Daemon:
     def _record(self, document: Document, result: TickResult, now: datetime) -> bool:
         """Write the document's transitions as of `now`, when it was read; True when the
         policy approved something."""
-        approved = self.store.approved_ids() if self._previous else frozenset()
+        approved = self.store.approvals.approved_ids() if self._previous else frozenset()
         transitions = self._with_alarms(diff(self._previous, document, now, approved))
         # Decided once, when an event is first seen (by this agent: in a fleet the first
         # agent's decision is the one the store keeps).
@@ -328,7 +328,7 @@ class Daemon:
         deliveries = [
             (t, self.sinks_for(self._decision(t.event_id, decisions))) for t in transitions
         ]
-        recorded = self.store.apply(
+        recorded = self.store.documents.apply(
             document, deliveries, now, decisions=decisions, approvals=approvals
         )
         self._previous = document
@@ -359,12 +359,12 @@ class Daemon:
     def _decision(self, event_id: str, fresh: dict[str, Decision]) -> Decision:
         if event_id in fresh:
             return fresh[event_id]
-        record = self.store.event(event_id)
+        record = self.store.events.get(event_id)
         return record.decision if record else NO_MATCH
 
     def _store_written(self) -> bool:
         """Whether anyone (this process included) wrote to the store since the last tick."""
-        marker = self.store.db.write_marker()
+        marker = self.store.write_marker()
         changed = marker != self._write_marker
         self._write_marker = marker
         return changed

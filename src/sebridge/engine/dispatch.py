@@ -113,7 +113,7 @@ class Dispatcher:
         self._outcomes: dict[str, SinkOutcome] = {}
         # The idle look is only a safety net: commits wake the workers (the tick, the
         # store's listener, the heartbeat when a row waits unannounced).
-        idle = max(IDLE_WAIT, store.db.IDLE_CHECK_SECONDS)
+        idle = max(IDLE_WAIT, store.idle_check_seconds)
         self._workers = {
             name: Worker(
                 f"sink-{name}",

@@ -49,7 +49,7 @@ def store_probe(runner: Runner, monotonic: Callable[[], float] = time.monotonic)
 
     def write() -> str | None:
         try:
-            store.remember("health_probe", utcnow().isoformat())
+            store.settings.remember("health_probe", utcnow().isoformat())
         except StoreError as exc:
             runner.outage.failed(exc)
             return str(exc)
@@ -62,7 +62,7 @@ def store_probe(runner: Runner, monotonic: Callable[[], float] = time.monotonic)
 def store_finding(runner: Runner, probe: Probe) -> str | None:
     """Why the store is not usable now, or None: a statement in flight that has waited
     past the probe's wait, the probe's own finding, else the last tick's failure."""
-    stuck = runner.daemon.store.db.waiting_for()
+    stuck = runner.daemon.store.waiting_for()
     if stuck > WAIT:  # a statement in flight (a tick's, a sink's) waits already
         return f"the store has not answered a statement for {stuck:.0f} s"
     # The probe first: a write that answers ends an outage a tick had found.

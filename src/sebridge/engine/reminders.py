@@ -43,18 +43,26 @@ __all__ = ["ReminderStore", "Reminders"]
 log = logging.getLogger("sebridge.daemon")
 
 
-class ReminderStore(Protocol):
-    """What reminders read and write of the store (Store)."""
-
-    def events(self) -> list[EventRecord]:
+class _EventReads(Protocol):
+    def current(self) -> list[EventRecord]:
         """Events in the latest document."""
         ...
 
-    def record_transition(
-        self, transition: Transition, sinks: Sequence[str], now: datetime
-    ) -> int | None:
+
+class _TransitionWrites(Protocol):
+    def record(self, transition: Transition, sinks: Sequence[str], now: datetime) -> int | None:
         """Queue a transition once (None: recorded before)."""
         ...
+
+
+class ReminderStore(Protocol):
+    """What reminders read and write of the store (Store's repositories)."""
+
+    @property
+    def events(self) -> _EventReads: ...
+
+    @property
+    def transitions(self) -> _TransitionWrites: ...
 
 
 class Reminders:
@@ -123,7 +131,7 @@ class Reminders:
         StoreError, having changed nothing it would need to try again."""
         upcoming: datetime | None = None
         recorded = 0
-        for record in self._store.events():
+        for record in self._store.events.current():
             since = record.reminded_since()
             leads = record.decision.leads
             lead, coming = lead_due(leads, record.event.not_before, record.first_seen, since, now)
@@ -140,7 +148,7 @@ class Reminders:
                 while_held=self._held(record),
             )
             sinks = self._sinks_for(record.decision)
-            recorded += self._store.record_transition(reminder, sinks, now) is not None
+            recorded += self._store.transitions.record(reminder, sinks, now) is not None
             self._said.add((record.event.event_id, lead))  # the store took it (or had it)
         self._next = upcoming
         if recorded:

@@ -115,11 +115,11 @@ class Runner:
         schedule = self._schedule = Schedule(self._poll, self._poll_interval, d.imds.interrupt)
         # Single-holder duties: one agent of a fleet prunes, runs each such job and
         # service; on SQLite this daemon holds them all (store/duties.py).
-        duties = self.duties = d.store.db.duties()
+        duties = self.duties = d.store.duties()
         prune = duties.duty("prune")
         prune.on_change(lambda _: self._prune_if_held(prune))  # at once when taken
         schedule.every(Job("prune", 6 * 3600.0, lambda: self._prune_if_held(prune)))
-        # Other agents take this one for dead without it (see Store.heartbeat).
+        # Other agents take this one for dead without it (see Store.agents.heartbeat).
         schedule.every(Job("heartbeat", self._heartbeat_every.total_seconds(), self._beat))
         for given in self._jobs:
             job = _held_only(given, duties.duty(given.name)) if given.single_holder else given
@@ -151,7 +151,7 @@ class Runner:
         """Tell the fleet this agent stopped (nothing of ours writes after this): its VM is
         silent at once, and an approval listing it is held, not released un-drained."""
         try:
-            self.daemon.store.agent_stopped(self.daemon.clock())
+            self.daemon.store.agents.stopped(self.daemon.clock())
         except StoreError as exc:  # it goes silent after [fleet] silent_after instead
             log.warning("could not tell the fleet this agent stopped: %s", exc)
 
@@ -201,7 +201,7 @@ class Runner:
 
     def _beat(self) -> None:
         try:
-            waiting = self.daemon.store.heartbeat(self.daemon.clock())
+            waiting = self.daemon.store.agents.heartbeat(self.daemon.clock())
         except StoreError as exc:  # an outage is said once (kernel/outage.py), without a traceback
             self.outage.failed(exc)
             return
@@ -213,7 +213,7 @@ class Runner:
         if not duty.held():
             return
         try:
-            removed = self.daemon.store.prune(self.daemon.clock() - self._retention)
+            removed = self.daemon.store.history.prune(self.daemon.clock() - self._retention)
         except Exception:
             log.exception("pruning history failed")
             return

@@ -97,7 +97,7 @@ class AgentHooks:
 
     def shown(self, event_id: str) -> tuple[tuple[VmReadiness, ...], tuple[str, ...]]:
         """Each listed VM's readiness and the rule's prepare hooks, for a message."""
-        record = self._store.event(event_id)
+        record = self._store.events.get(event_id)
         if record is None or not record.decision.prepare:
             return (), ()
         return self.gate.readiness(record).vms, record.decision.prepare
@@ -115,7 +115,7 @@ class AgentHooks:
         """The alarm for an event that started (at NotBefore, or approved anyway) while a
         listed VM's prepare hooks had failed or not finished: one transition naming those
         VMs and why; None when every VM was ready (or the rule names no prepare hooks)."""
-        record = self._store.event(started.event_id)
+        record = self._store.events.get(started.event_id)
         if record is None or not record.decision.prepare:
             return None
         unready = self.gate.readiness(record).not_ready()
@@ -130,20 +130,20 @@ class AgentHooks:
         sinks = self._sinks_for(record.decision)
         if not any(self._store.outbox.wants(s, TransitionKind.READY) for s in sinks):
             return
-        fresh = self._store.event(record.event.event_id)
+        fresh = self._store.events.get(record.event.event_id)
         if fresh is None:
             return
         news = self.readiness_news if stage == "prepare" else self._recover_news
         folded = news(fresh)
         if folded is not None:
-            self._store.record_transition(folded, sinks, self._clock())
+            self._store.transitions.record(folded, sinks, self._clock())
 
     def _recover_news(self, record: EventRecord) -> Transition | None:
         """A recover hook that failed on a VM (uncordon, back into the load balancer): said
         once per failed run, as the folded channels hear no hook step of their own."""
         failed = [
             f"{r.run.vm}: {r.run.hook} failed ({r.run.why})"
-            for r in self._store.hook_runs(record.event.event_id)
+            for r in self._store.hook_runs.of_event(record.event.event_id)
             if r.run.stage == "recover" and r.state == "failed"
         ]
         if not failed:

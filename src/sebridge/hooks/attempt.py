@@ -78,7 +78,7 @@ class Attempts:
         event = record.event
         spec = self._hooks.get(name)
         try:
-            run = self._store.begin_hook_run(
+            run = self._store.hook_runs.begin(
                 event,
                 vm=vm,
                 stage=stage,
@@ -170,7 +170,7 @@ class Attempts:
         from sebridge.hooks.leftovers import end_environ_leftovers, end_recorded_group
 
         what = f"{run.stage} hook {run.hook}"
-        group = self._store.hook_group(event_id, vm=run.vm, stage=run.stage, hook=run.hook)
+        group = self._store.hook_runs.group(event_id, vm=run.vm, stage=run.stage, hook=run.hook)
         if group is not None:
             end_recorded_group(*group, what=what)
         end_environ_leftovers(event_id, hook=run.hook, stage=run.stage, vm_name=run.vm)
@@ -183,7 +183,7 @@ class Attempts:
         if not identity:  # no /proc: the environment scan alone finds leftovers
             return
         try:
-            self._store.record_hook_group(event_id, run, pgid, identity)
+            self._store.hook_runs.record_group(event_id, run, pgid, identity)
         except StoreError as exc:  # the hook runs on; a crash now leaves the second net
             log.warning("%s hook %s: its process group not recorded: %s", run.stage, run.hook, exc)
 
@@ -204,7 +204,7 @@ class Attempts:
         `running` meanwhile, and a crash makes the run happen again: idempotent hooks)."""
         while not self._stopping():
             try:
-                self._store.finish_hook_run(record.event, run, now=self._clock(), sinks=sinks)
+                self._store.hook_runs.finish(record.event, run, now=self._clock(), sinks=sinks)
                 break
             except StoreError as exc:
                 log.warning("hook %s's end not recorded yet: %s", run.hook, exc)

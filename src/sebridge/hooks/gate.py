@@ -82,7 +82,7 @@ class ReadinessGate:
 
     def agents(self, now: datetime) -> Agents:
         """The fleet's agents as of `now`: live (this one always) and silent ([fleet])."""
-        known = self._store.known_agents(now, self._known_for)
+        known = self._store.agents.known(now, self._known_for)
         return agents(known, self._vm_name(), now, self._silent_after)
 
     def readiness(self, record: EventRecord) -> Readiness:
@@ -94,7 +94,7 @@ class ReadinessGate:
         if not plan.prepare:
             return Readiness(), Agents()
         fleet = self.agents(now)
-        runs = self._store.hook_runs(record.event.event_id)
+        runs = self._store.hook_runs.of_event(record.event.event_id)
         ready = readiness(
             record.event,
             plan.prepare,

@@ -66,7 +66,7 @@ class Agents:
 def agents(
     known: Mapping[str, AgentSeen], me: str, now: datetime, silent_after: timedelta
 ) -> Agents:
-    """Tell the fleet's known agents (Store.known_agents) live from silent as of `now`."""
+    """Tell the fleet's known agents (Store.agents.known) live from silent as of `now`."""
     live = {
         a.agent: a.seen_at
         for a in known.values()

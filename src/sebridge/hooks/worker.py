@@ -181,12 +181,12 @@ class HookWorker:
         next_due: datetime | None = None
         records = [
             (record, self._plan_of(record))
-            for record in self._store.events(include_gone_since=now - _RECOVER_WITHIN)
+            for record in self._store.events.current(include_gone_since=now - _RECOVER_WITHIN)
             if vm in listed_vms(record.event)
         ]
         # Ended for this VM once its own document lost it, not when the fleet's last agent's
         # did: each agent's tick wakes its own worker then (finding: undrain a poll late).
-        left = self._store.left_here(
+        left = self._store.events.left_here(
             [record.event.event_id for record, plan in records if record.present and plan.recover]
         )
         for record, plan in records:
@@ -223,7 +223,7 @@ class HookWorker:
                 return "", ()
             prepared = not plan.prepare or any(
                 r.run.stage == "prepare" and r.run.vm == self._vm_name()
-                for r in self._store.hook_runs(event.event_id)
+                for r in self._store.hook_runs.of_event(event.event_id)
             )
             return ("recover", plan.recover) if prepared else ("", ())
         if not plan.prepare or event.started:
@@ -252,11 +252,11 @@ class HookWorker:
         it waits for readiness again, and the carrier, woken by the run's end, lets it go
         once every VM is ready. Asked at the chain's end, not its start: a chain that began
         beside a hold that stays (another VM's agent still silent) changes nothing."""
-        record = self._store.event(event_id)
+        record = self._store.events.get(event_id)
         approval = record.approval if record is not None else None
         if record is None or approval is None or approval.state != ApprovalState.HELD:
             return
-        if not self._holds(record) and self._store.wait_again(
+        if not self._holds(record) and self._store.approvals.wait_again(
             event_id, f"{vm} prepared: nothing holds the approval any more"
         ):
             log.info("approval of %s is no longer held: %s prepared", event_id, vm)
@@ -272,7 +272,7 @@ class HookWorker:
         hook's success). Also: when the failed hook's retry comes, if later."""
         done = {
             r.run.hook: r
-            for r in self._store.hook_runs(record.event.event_id)
+            for r in self._store.hook_runs.of_event(record.event.event_id)
             if r.run.vm == vm and r.run.stage == stage
         }
         left: list[str] = []

@@ -1,6 +1,5 @@
 """The approvals table: recorded once, claimed by the agent that carries them out.
 
-Part of Store (a mixin: Store provides `db`, `agent`, `lock_events` and `_add_transition`).
 A claim names its claimant; a claim whose claimant died (PostgreSQL: its
 session ended; SQLite: the daemon restarted and let its own claims go) is
 void at once, not after its lease, so an approval whose POST a crash cut
@@ -15,10 +14,9 @@ whatever state the row was put back in, it says a POST may have reached IMDS.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from sebridge.model import Approval, Transition
 from sebridge.model.approval import CARRIED_OUT, OPEN, ApprovalState
@@ -26,8 +24,10 @@ from sebridge.model.records import ApprovalRecord
 from sebridge.store.claims import new_token
 from sebridge.store.codec import from_iso, iso
 from sebridge.store.database import Database, Row
+from sebridge.store.event_locks import lock_events
+from sebridge.store.transitions import Transitions
 
-__all__ = ["APPROVAL_COLUMNS", "ApprovalTable", "approval_record"]
+__all__ = ["APPROVAL_COLUMNS", "Approvals", "approval_record"]
 
 APPROVAL_COLUMNS = (
     "event_id, actor, via, at, state, attempts, last_error, done_at, unanswered, "
@@ -50,25 +50,19 @@ _OURS = (
 )
 
 
-class ApprovalTable:
+class Approvals:
     """Approvals: who approved which event, and what became of it."""
 
-    db: Database
-    agent: str
-
-    if TYPE_CHECKING:  # Store's other parts
-
-        def lock_events(self, event_ids: Iterable[str]) -> None: ...
-
-        def _add_transition(
-            self, transition: Transition, sinks: Sequence[str], now: datetime
-        ) -> int | None: ...
+    def __init__(self, db: Database, agent: str, transitions: Transitions) -> None:
+        self._db = db
+        self._agent = agent
+        self._transitions = transitions
 
     def _claimable(self, *, waiting: bool = True) -> str:
         """SQL (one `?`: now): pending (or waiting for readiness), or claimed by one whose
         lease ended or who is gone. Open approvals only, through approvals_open: closed
         ones (every approval ever carried out) are never read."""
-        gone = self.db.claimant_gone("approvals.claimed_by")
+        gone = self._db.claimant_gone("approvals.claimed_by")
         states = f"'{PENDING}', '{WAITING}'" if waiting else f"'{PENDING}'"
         return (
             f"({OPEN_STATES} AND (approvals.state IN ({states}) OR "
@@ -79,19 +73,19 @@ class ApprovalTable:
         """Events in this agent's latest document whose approval went (or would have gone,
         dry run) to IMDS: what diff() asks of the events the document no longer lists.
         Read from this agent's present sightings (sightings_present), not every approval."""
-        rows = self.db.all(
+        rows = self._db.all(
             "SELECT s.event_id FROM sightings s JOIN approvals a ON a.event_id = s.event_id "
             "WHERE s.agent = ? AND s.present = 1 AND a.state IN (?, ?)",
-            (self.agent, *CARRIED_OUT),
+            (self._agent, *CARRIED_OUT),
         )
         return frozenset(r[0] for r in rows)
 
-    def record_approval(self, approval: Approval, *, anyway: bool = False) -> bool:
+    def record(self, approval: Approval, *, anyway: bool = False) -> bool:
         """Store an approval once; False when the event already had one (idempotent).
         `anyway`: carried out despite unready VMs (approve anyway), as its approver asked."""
         a = approval
         who, via, who_id = (a.actor, a.via, a.actor_id) if anyway else (None, None, None)
-        changed = self.db.execute(
+        changed = self._db.execute(
             "INSERT INTO approvals (event_id, actor, via, at, state, anyway_by, anyway_via, "
             "actor_id, anyway_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (event_id) DO NOTHING",
@@ -99,21 +93,19 @@ class ApprovalTable:
         )
         return changed == 1
 
-    def approve_anyway(
-        self, event_id: str, actor: str, via: str, actor_id: str | None = None
-    ) -> bool:
+    def anyway(self, event_id: str, actor: str, via: str, actor_id: str | None = None) -> bool:
         """Turn an approval not carried out for want of ready VMs (held, or still open:
         waiting for its prepare hooks) into an anyway one: `actor` asks that it be carried
         out despite them. A held one is pending again (claimable: the usual claim rules);
         an open one keeps its state and its claim (the next claim reads the flag). False
         when the approval is in no such state (carried out, closed, anyway already). The
         first approver (`actor`) stays: the one who asked, whose approval was held."""
-        with self.db.transaction():
-            self.lock_events([event_id])
+        with self._db.transaction():
+            lock_events(self._db, [event_id])
             # A held one was closed (done_at, its reason; never POSTed): open again, as
             # recorded anew.
             held = f"state = '{HELD}'"
-            changed = self.db.execute(
+            changed = self._db.execute(
                 "UPDATE approvals SET anyway_by = ?, anyway_via = ?, anyway_id = ?, "
                 f"last_error = CASE WHEN {held} THEN NULL ELSE last_error END, "
                 f"attempts = CASE WHEN {held} THEN 0 ELSE attempts END, "
@@ -129,40 +121,40 @@ class ApprovalTable:
         silent, prepared, and nothing holds the approval any more (hooks/worker.py). The
         carrier's gate then lets it go once every VM is ready. Its attempts start afresh
         (it was never POSTed). False when it was not held."""
-        with self.db.transaction():
-            self.lock_events([event_id])
-            changed = self.db.execute(
+        with self._db.transaction():
+            lock_events(self._db, [event_id])
+            changed = self._db.execute(
                 "UPDATE approvals SET state = ?, done_at = NULL, last_error = ?, attempts = 0 "
                 "WHERE event_id = ? AND state = ?",
                 (WAITING, why, event_id, HELD),
             )
         return changed == 1
 
-    def approval(self, event_id: str) -> ApprovalRecord | None:
+    def get(self, event_id: str) -> ApprovalRecord | None:
         """The approval of an event, if any."""
-        row = self.db.one(
+        row = self._db.one(
             f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE event_id = ?", (event_id,)
         )
         return approval_record(row) if row else None
 
-    def claim_approvals(self, now: datetime, lease: timedelta) -> list[ApprovalRecord]:
+    def claim(self, now: datetime, lease: timedelta) -> list[ApprovalRecord]:
         """Take approvals to carry out: pending ones, and those whose claimant died or whose
         lease ended (a POST of theirs IMDS never answered may have reached it:
         ApprovalRecord.maybe_sent). Only those of events in this agent's latest document
         (its IMDS is the one that can start them), or of events no agent sees any more (to
         close them). Each claim carries a token of its own (store/claims.py)."""
         token = new_token()
-        with self.db.transaction():
-            rows = self.db.all(
+        with self._db.transaction():
+            rows = self._db.all(
                 f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE {self._claimable()} "
                 f"AND {_OURS} ORDER BY at FOR UPDATE SKIP LOCKED",
-                (iso(now), self.agent),
+                (iso(now), self._agent),
             )
             for row in rows:
-                self.db.execute(
+                self._db.execute(
                     "UPDATE approvals SET state = ?, claimed_by = ?, claimed_until = ?, "
                     "claim_token = ? WHERE event_id = ?",
-                    (POSTING, self.agent, iso(now + lease), token, row[0]),
+                    (POSTING, self._agent, iso(now + lease), token, row[0]),
                 )
         return [replace(approval_record(row), token=token) for row in rows]
 
@@ -170,36 +162,36 @@ class ApprovalTable:
         """Record a POST as begun (committed before it goes out) and renew the claim's lease:
         after a crash, the next claim knows a POST may have reached IMDS. False: the claim
         was lost (another claim took the approval): nothing written, do not POST."""
-        changed = self.db.execute(
+        changed = self._db.execute(
             "UPDATE approvals SET unanswered = unanswered + 1, claimed_until = ? "
             "WHERE event_id = ? AND state = ? AND claim_token = ?",
             (iso(lease_until), claim.event_id, POSTING, claim.token),
         )
         return changed == 1
 
-    def has_pending_approvals(self, now: datetime, *, waiting: bool = False) -> bool:
+    def has_pending(self, now: datetime, *, waiting: bool = False) -> bool:
         """Whether claim_approvals could return anything (cheap, for every tick). One that
         waits for readiness counts only with `waiting`: the tick does not look again for
         it at every poll; a hook's end or the heartbeat wakes the carrier for it."""
-        row = self.db.one(
+        row = self._db.one(
             f"SELECT 1 FROM approvals WHERE {self._claimable(waiting=waiting)} AND {_OURS} LIMIT 1",
-            (iso(now), self.agent),
+            (iso(now), self._agent),
         )
         return row is not None
 
-    def approvals_stranded(self) -> str:
+    def stranded(self) -> str:
         """SQL (one `?`: now), true when some approval waits that nobody carries out
-        (Store.heartbeat asks: no NOTIFY tells the living of a death)."""
+        (Agents.heartbeat asks: no NOTIFY tells the living of a death)."""
         return f"EXISTS (SELECT 1 FROM approvals WHERE {self._claimable()})"
 
-    def release_own_approvals(self) -> int:
+    def release_own(self) -> int:
         """Put back the approvals this agent was POSTing when its process ended (the daemon,
         at start): they are sent again at once, not after their lease. Their `unanswered`
         stays: the next claim knows whether a POST went out before the end."""
-        return self.db.execute(
+        return self._db.execute(
             "UPDATE approvals SET state = ?, claimed_by = NULL, claimed_until = NULL, "
             "claim_token = NULL WHERE state = ? AND claimed_by = ?",
-            (PENDING, POSTING, self.agent),
+            (PENDING, POSTING, self._agent),
         )
 
     def put_back(self, claims: Sequence[ApprovalRecord]) -> int:
@@ -211,7 +203,7 @@ class ApprovalTable:
         changed = 0
         for token in {claim.token for claim in claims}:
             ids = [claim.event_id for claim in claims if claim.token == token]
-            changed += self.db.execute(
+            changed += self._db.execute(
                 "UPDATE approvals SET state = ?, claimed_by = NULL, claimed_until = NULL, "
                 f"claim_token = NULL WHERE state = ? AND claim_token = ? "
                 f"AND event_id IN ({', '.join('?' * len(ids))})",
@@ -219,7 +211,7 @@ class ApprovalTable:
             )
         return changed
 
-    def finish_approval(
+    def finish(
         self,
         claim: ApprovalRecord,
         state: str,
@@ -237,12 +229,12 @@ class ApprovalTable:
         VMs are ready (not an attempt: nothing was POSTed). `answered`: this claim's POST
         (begin_post) got IMDS's answer, or never reached IMDS: it did not start the event.
 
-        The event's row is locked first, as every write about an event does (Store.lock_events):
+        The event's row is locked first, as every write about an event does (store/event_locks.py):
         one lock order, so this never deadlocks with another agent's tick.
         """
-        with self.db.transaction():
-            self.lock_events([claim.event_id])
-            changed = self.db.execute(
+        with self._db.transaction():
+            lock_events(self._db, [claim.event_id])
+            changed = self._db.execute(
                 "UPDATE approvals SET state = ?, attempts = attempts + ?, last_error = ?, "
                 "claimed_by = NULL, claimed_until = NULL, claim_token = NULL, done_at = ?, "
                 "unanswered = unanswered - ? WHERE event_id = ? AND state = ? AND claim_token = ?",
@@ -258,7 +250,7 @@ class ApprovalTable:
                 ),
             )
             if changed and transition is not None:
-                self._add_transition(transition, sinks, now)
+                self._transitions.add(transition, sinks, now)
         return changed == 1
 
 

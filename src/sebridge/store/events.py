@@ -1,7 +1,7 @@
 """Reading events as the store knows them: content, state, approval and deliveries.
 
-Part of Store (a mixin: Store provides `db`). The hook worker, reminders and the Jira
-search read events() at every round: two statements whatever the number of events (each
+The hook worker, reminders and the Jira
+search read current() at every round: two statements whatever the number of events (each
 event's approval is joined, the deliveries of all of them are one query), and only the
 open ones, through the partial indexes of schema version 12 (events_present,
 events_gone): past events never slow a round.
@@ -18,7 +18,7 @@ from sebridge.store.approvals import APPROVAL_COLUMNS, approval_record
 from sebridge.store.codec import decision_from_db, event_from_dict, from_iso, iso
 from sebridge.store.database import Database, Row
 
-__all__ = ["EventReads"]
+__all__ = ["Events"]
 
 # An event's columns, then its approval's (NULL when none). The approval's event_id is left
 # out (the event's stands for it): no two result columns share a name the ORDER BY uses.
@@ -36,11 +36,12 @@ _PRESENT = "e.present = 1"
 _GONE_SINCE = "e.present = 0 AND e.gone_at >= ?"
 
 
-class EventReads:
+class Events:
     """Events by id, and the events of the latest document."""
 
-    db: Database
-    agent: str
+    def __init__(self, db: Database, agent: str) -> None:
+        self._db = db
+        self._agent = agent
 
     def left_here(self, event_ids: Sequence[str]) -> frozenset[str]:
         """Which of these events this agent's own latest document no longer lists (its
@@ -49,35 +50,35 @@ class EventReads:
         due as soon as its own document did (docs/ARCHITECTURE.md, "Readiness hooks")."""
         if not event_ids:
             return frozenset()
-        rows = self.db.all(
+        rows = self._db.all(
             "SELECT event_id FROM sightings WHERE agent = ? AND present = 0 "
             f"AND event_id IN ({', '.join('?' * len(event_ids))})",
-            (self.agent, *event_ids),
+            (self._agent, *event_ids),
         )
         return frozenset(r[0] for r in rows)
 
-    def event(self, event_id: str) -> EventRecord | None:
+    def get(self, event_id: str) -> EventRecord | None:
         """One event by id; ids match case-insensitively (people type GUIDs in lower case)."""
-        row = self.db.one(
+        row = self._db.one(
             f"SELECT {_COLUMNS} {_FROM} WHERE lower(e.event_id) = lower(?)", (event_id,)
         )
         if row is None:
             return None
-        deliveries = self.db.all(
+        deliveries = self._db.all(
             "SELECT event_id, sink, state, attempts, last_error FROM outbox "
             "WHERE event_id = ? ORDER BY id",
             (row[0],),
         )
         return _record(row, _summaries(deliveries).get(row[0], ()))
 
-    def events(self, *, include_gone_since: datetime | None = None) -> list[EventRecord]:
+    def current(self, *, include_gone_since: datetime | None = None) -> list[EventRecord]:
         """Events in the latest document, plus those gone since the given time."""
         arms = [_PRESENT]
         params: tuple[str, ...] = ()
         if include_gone_since is not None:
             arms.append(_GONE_SINCE)
             params = (iso(include_gone_since),)
-        rows = self.db.all(
+        rows = self._db.all(
             " UNION ALL ".join(f"SELECT {_COLUMNS} {_FROM} WHERE {arm}" for arm in arms)
             + " ORDER BY 6, 1",  # first_seen, event_id (a compound SELECT's: by position)
             params,
@@ -87,7 +88,7 @@ class EventReads:
         # The events first, then their rows by outbox_event: CROSS JOIN keeps that order in
         # SQLite (its planner without statistics scanned the whole outbox instead); to
         # PostgreSQL it is the inner join it reads.
-        deliveries = self.db.all(
+        deliveries = self._db.all(
             " UNION ALL ".join(
                 "SELECT o.id, o.event_id, o.sink, o.state, o.attempts, o.last_error "
                 f"FROM events e CROSS JOIN outbox o WHERE o.event_id = e.event_id AND {arm}"

@@ -1,6 +1,5 @@
 """The hook_retries table: a person's `sebridge hooks retry EVENT_ID`, for every agent.
 
-Part of Store (a mixin: Store provides `db`, `lock_events`, `event` and `_add_transition`).
 A request is one row per event whose `seq` counts the requests; each VM's agent runs
 again the failed prepare hooks of its own VM whose row has not taken the latest request up
 (hook_runs.retry_asked: store/hook_runs.py), with their retry budget afresh. The request,
@@ -11,18 +10,20 @@ for the hooks' new runs. See docs/ARCHITECTURE.md, "Readiness hooks".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from sebridge.model import Transition, TransitionKind
 from sebridge.model.approval import CARRIED_OUT, ApprovalState
 from sebridge.model.records import EventRecord
 from sebridge.store.codec import iso
 from sebridge.store.database import Database
+from sebridge.store.event_locks import lock_events
+from sebridge.store.events import Events
+from sebridge.store.transitions import Transitions
 
-__all__ = ["HookRetryTable", "RetryAnswer"]
+__all__ = ["HookRetries", "RetryAnswer"]
 
 
 @dataclass(frozen=True)
@@ -36,22 +37,15 @@ class RetryAnswer:
     released: bool = False  # a held approval went back to waiting for readiness
 
 
-class HookRetryTable:
+class HookRetries:
     """Requests to run an event's failed prepare hooks again."""
 
-    db: Database
+    def __init__(self, db: Database, events: Events, transitions: Transitions) -> None:
+        self._db = db
+        self._events = events
+        self._transitions = transitions
 
-    if TYPE_CHECKING:  # Store's other parts
-
-        def lock_events(self, event_ids: Iterable[str]) -> None: ...
-
-        def event(self, event_id: str) -> EventRecord | None: ...
-
-        def _add_transition(
-            self, transition: Transition, sinks: Sequence[str], now: datetime
-        ) -> int | None: ...
-
-    def request_hook_retry(
+    def request(
         self,
         event_id: str,
         *,
@@ -63,13 +57,13 @@ class HookRetryTable:
         """Ask every agent to run the event's failed prepare hooks again (see the module's
         docstring); refused for an unknown, gone or started event, or one with no failed
         prepare hook."""
-        with self.db.transaction():
-            record = self.event(event_id)
+        with self._db.transaction():
+            record = self._events.get(event_id)
             if record is None:
                 return RetryAnswer(event_id, refused=f"unknown event {event_id}")
             event_id = record.event.event_id  # as stored (people type GUIDs in lower case)
-            self.lock_events([event_id])
-            record = self.event(event_id)  # as of the lock
+            lock_events(self._db, [event_id])
+            record = self._events.get(event_id)  # as of the lock
             if record is None or not record.present:
                 return RetryAnswer(event_id, refused=f"{event_id} is gone from IMDS")
             if record.event.started:
@@ -83,7 +77,7 @@ class HookRetryTable:
                     f" {approval.anyway_by or approval.actor}): running its prepare hooks again"
                     " would come too late",
                 )
-            rows = self.db.all(
+            rows = self._db.all(
                 "SELECT vm, hook FROM hook_runs WHERE event_id = ? AND stage = 'prepare' "
                 "AND state = 'failed' ORDER BY vm, hook",
                 (event_id,),
@@ -91,15 +85,15 @@ class HookRetryTable:
             runs = tuple((str(r[0]), str(r[1])) for r in rows)
             if not runs:
                 return RetryAnswer(event_id, refused=f"{event_id} has no failed prepare hook")
-            seq = self.db.one("SELECT seq FROM hook_retries WHERE event_id = ?", (event_id,))
+            seq = self._db.one("SELECT seq FROM hook_retries WHERE event_id = ?", (event_id,))
             number = int(seq[0]) + 1 if seq else 1
-            self.db.execute(
+            self._db.execute(
                 "INSERT INTO hook_retries (event_id, seq, actor, via, at) VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT (event_id) DO UPDATE SET seq = excluded.seq, "
                 "actor = excluded.actor, via = excluded.via, at = excluded.at",
                 (event_id, number, actor, via, iso(now)),
             )
-            released = self.db.execute(
+            released = self._db.execute(
                 # Never POSTed (a held one was not): its attempts start afresh, so what it
                 # says while claimed is the wait, not "IMDS did not answer".
                 "UPDATE approvals SET state = ?, done_at = NULL, last_error = ?, attempts = 0 "
@@ -119,5 +113,5 @@ class HookRetryTable:
             said = Transition(
                 TransitionKind.HOOKS_RETRY, record.event, now, actor=actor, via=via, note=note
             )
-            self._add_transition(said, sinks_for(record), now)
+            self._transitions.add(said, sinks_for(record), now)
         return RetryAnswer(event_id, runs=runs, released=released == 1)

@@ -1,6 +1,5 @@
 """The hook_runs table: which readiness hook ran for which event on which VM, and how.
 
-Part of Store (a mixin: Store provides `db`, `lock_events` and `_add_transition`).
 A VM's rows are written by that VM's agent alone; every agent reads them all
 (the carrier's gate, the messages' readiness lines). Beginning a run and
 announcing it (hook_started) is one transaction, and so is its end: a crash
@@ -9,9 +8,8 @@ leaves a row `running`, which the next start of the agent runs again.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from sebridge.model import (
     AGAIN_RESTART,
@@ -24,8 +22,10 @@ from sebridge.model import (
 from sebridge.model.records import HookRunRecord
 from sebridge.store.codec import from_iso, iso
 from sebridge.store.database import Database, Row
+from sebridge.store.event_locks import lock_events
+from sebridge.store.transitions import Transitions
 
-__all__ = ["HookRunTable"]
+__all__ = ["HookRuns"]
 
 RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
 _COLUMNS = (
@@ -34,20 +34,14 @@ _COLUMNS = (
 )
 
 
-class HookRunTable:
+class HookRuns:
     """Hook runs: begun and ended, each with the transition that says so."""
 
-    db: Database
+    def __init__(self, db: Database, transitions: Transitions) -> None:
+        self._db = db
+        self._transitions = transitions
 
-    if TYPE_CHECKING:  # Store's other parts
-
-        def lock_events(self, event_ids: Iterable[str]) -> None: ...
-
-        def _add_transition(
-            self, transition: Transition, sinks: Sequence[str], now: datetime
-        ) -> int | None: ...
-
-    def begin_hook_run(
+    def begin(
         self,
         event: ScheduledEvent,
         *,
@@ -64,9 +58,9 @@ class HookRunTable:
         `retries` starts afresh). A row found `running` was interrupted by a crash: this is
         its next attempt."""
         key = (event.event_id, vm, stage, hook)
-        with self.db.transaction():
-            self.lock_events([event.event_id])
-            row = self.db.one(
+        with self._db.transaction():
+            lock_events(self._db, [event.event_id])
+            row = self._db.one(
                 "SELECT h.attempt, h.state, h.tries, h.retry_at, h.retry_asked, r.seq, r.actor "
                 "FROM hook_runs h LEFT JOIN hook_retries r ON r.event_id = h.event_id "
                 "WHERE h.event_id = ? AND h.vm = ? AND h.stage = ? AND h.hook = ?",
@@ -93,32 +87,32 @@ class HookRunTable:
                 retries=retries,
             )
             if row is None:
-                self.db.execute(
+                self._db.execute(
                     "INSERT INTO hook_runs (event_id, vm, stage, hook, attempt, state, "
                     "started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (*key, run.attempt, RUNNING, iso(now)),
                 )
             else:
-                self.db.execute(
+                self._db.execute(
                     "UPDATE hook_runs SET attempt = ?, state = ?, started_at = ?, tries = ?, "
                     "retry_at = NULL, retry_asked = ? "
                     "WHERE event_id = ? AND vm = ? AND stage = ? AND hook = ?",
                     (run.attempt, RUNNING, iso(now), tries, asked, *key),
                 )
             started = Transition(TransitionKind.HOOK_STARTED, event, now, hook=run)
-            self._add_transition(started, sinks, now)
+            self._transitions.add(started, sinks, now)
         return run
 
-    def finish_hook_run(
+    def finish(
         self, event: ScheduledEvent, run: HookRun, *, now: datetime, sinks: Sequence[str]
     ) -> None:
         """Record how a run ended (run carries exit code, time, output; a failure that runs
         again, when: `retry_at`) and announce it. A failure counts against the retries."""
         succeeded = run.exit_code == 0 and not run.timed_out and not run.why
         kind = TransitionKind.HOOK_SUCCEEDED if succeeded else TransitionKind.HOOK_FAILED
-        with self.db.transaction():
-            self.lock_events([event.event_id])
-            self.db.execute(
+        with self._db.transaction():
+            lock_events(self._db, [event.event_id])
+            self._db.execute(
                 "UPDATE hook_runs SET state = ?, finished_at = ?, exit_code = ?, timed_out = ?, "
                 "seconds = ?, output = ?, why = ?, tries = tries + ?, retry_at = ? "
                 "WHERE event_id = ? AND vm = ? AND stage = ? AND hook = ? AND attempt = ?",
@@ -139,25 +133,23 @@ class HookRunTable:
                     run.attempt,
                 ),
             )
-            self._add_transition(Transition(kind, event, now, hook=run), sinks, now)
+            self._transitions.add(Transition(kind, event, now, hook=run), sinks, now)
 
-    def record_hook_group(self, event_id: str, run: HookRun, pgid: int, start: str) -> None:
+    def record_group(self, event_id: str, run: HookRun, pgid: int, start: str) -> None:
         """The process group this attempt runs in, and its leader's identity (boot and
         start time): what a restart after a crash ends (hooks/leftovers.py)."""
-        with self.db.transaction():
-            self.db.execute(
+        with self._db.transaction():
+            self._db.execute(
                 "UPDATE hook_runs SET pgid = ?, pgid_start = ? "
                 "WHERE event_id = ? AND vm = ? AND stage = ? AND hook = ? AND attempt = ?",
                 (pgid, start, event_id, run.vm, run.stage, run.hook, run.attempt),
             )
 
-    def hook_group(
-        self, event_id: str, *, vm: str, stage: str, hook: str
-    ) -> tuple[int, str] | None:
+    def group(self, event_id: str, *, vm: str, stage: str, hook: str) -> tuple[int, str] | None:
         """The process group (id, leader's identity) the latest attempt that began one
         recorded; None when none did. Beginning an attempt leaves it as it was: an
         attempt a crash cut short is found by the next."""
-        row = self.db.one(
+        row = self._db.one(
             "SELECT pgid, pgid_start FROM hook_runs "
             "WHERE event_id = ? AND vm = ? AND stage = ? AND hook = ?",
             (event_id, vm, stage, hook),
@@ -166,10 +158,10 @@ class HookRunTable:
             return None
         return int(row[0]), str(row[1])
 
-    def hook_runs(self, event_id: str) -> list[HookRunRecord]:
+    def of_event(self, event_id: str) -> list[HookRunRecord]:
         """Every VM's runs for one event, in the order they began; a failed one says whether
         it runs again (its retry, or a person's `sebridge hooks retry` it has not run for)."""
-        rows = self.db.all(
+        rows = self._db.all(
             f"SELECT {_COLUMNS}, h.tries, h.retry_at, "
             "CASE WHEN r.seq > h.retry_asked THEN 1 ELSE 0 END "
             "FROM hook_runs h LEFT JOIN hook_retries r ON r.event_id = h.event_id "
@@ -178,9 +170,9 @@ class HookRunTable:
         )
         return [_record(r) for r in rows]
 
-    def interrupted_hook_runs(self, vm: str) -> list[tuple[str, str, str]]:
+    def interrupted(self, vm: str) -> list[tuple[str, str, str]]:
         """(event id, stage, hook) of this VM's runs a crash left `running`."""
-        rows = self.db.all(
+        rows = self._db.all(
             "SELECT event_id, stage, hook FROM hook_runs WHERE vm = ? AND state = ?",
             (vm, RUNNING),
         )

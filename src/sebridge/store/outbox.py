@@ -222,7 +222,7 @@ class Outbox:
 
     def stranded(self) -> str:
         """SQL (two `?`: now, now), true when some row a claim could take now waits, yet
-        nobody claims it: unclaimed, its lease ended, or its claimant gone (Store.heartbeat
+        nobody claims it: unclaimed, its lease ended, or its claimant gone (Agents.heartbeat
         asks, so an idle dispatcher need not look). A row behind an earlier row of its event
         is not one: it cannot be taken."""
         return (
@@ -237,7 +237,7 @@ class Outbox:
         be taken, whenever it is due), and a head under a live claim (this agent's too) is
         due when both its retry time and its lease have come: a worker that looked sooner
         would find nothing and look again at once (docs/ARCHITECTURE.md, "Threads"). A
-        claimant's death makes its rows due sooner: Store.heartbeat says so."""
+        claimant's death makes its rows due sooner: Agents.heartbeat says so."""
         row = self._db.one(
             "SELECT MIN(CASE WHEN o.claimed_until > o.next_attempt_at "
             f"AND NOT {self._gone} THEN o.claimed_until ELSE o.next_attempt_at END) "

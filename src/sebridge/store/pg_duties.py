@@ -31,12 +31,15 @@ import psycopg
 
 from sebridge.kernel.worker import AT_ONCE, Worker
 from sebridge.store.duties import LOCK_KEY, Duties, Duty
+from sebridge.store.pg_deadline import BoundedConnection
 
 __all__ = ["AdvisoryDuties"]
 
 log = logging.getLogger(__name__)
 
 WAIT_SECONDS = 120
+# How long past a statement's own wait the server may take to answer (pg_deadline.py).
+_ANSWER_SECONDS = 2.0
 # A lost connection is opened again after this, doubling while it fails, up to the cap.
 RECONNECT_SECONDS = 2.0
 RECONNECT_CAP = 10.0
@@ -61,7 +64,7 @@ class AdvisoryDuties(Duties):
         super().__init__()
         self._url = url
         self._location = location
-        self._conn: psycopg.Connection[Any] | None = None
+        self._conn: BoundedConnection | None = None
         self._failing = False
         self._worker = Worker(
             "duties",
@@ -93,9 +96,10 @@ class AdvisoryDuties(Duties):
         Any failure lets every duty go (its connection closed) before the worker backs off."""
         try:
             if self._conn is None:
-                self._conn = psycopg.connect(
+                self._conn = BoundedConnection.connect(
                     self._url, autocommit=True, connect_timeout=10, **_KEEPALIVE
                 )
+                self._conn.deadline = WAIT_SECONDS + _ANSWER_SECONDS
                 if self._failing:
                     log.info("duties: the store %s answers again", self._location)
                     self._failing = False
@@ -116,9 +120,15 @@ class AdvisoryDuties(Duties):
         return AT_ONCE  # holding is waiting: the next step waits on the connection again
 
     def _let_go(self) -> None:
-        """Close the connection (the server frees its locks) and let every duty go."""
+        """Let go of the locks, close the connection and let every duty go. The locks are
+        let go first (pg_advisory_unlock_all): a closed session's go only as its backend
+        exits, after close() returns, and an agent started again at once would wait."""
         conn, self._conn = self._conn, None
         if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                if not conn.closed:
+                    conn.deadline = _ANSWER_SECONDS
+                    conn.execute("SELECT pg_advisory_unlock_all()")
             with contextlib.suppress(psycopg.Error):
                 conn.close()
         for duty in self.all():

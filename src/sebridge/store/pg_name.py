@@ -1,30 +1,37 @@
-"""The daemon's name on a shared PostgreSQL store: a session advisory lock on its work
-connection, held for as long as the daemon runs.
+"""The daemon's name on a shared PostgreSQL store: a session advisory lock on a connection of
+its own, held for as long as the daemon runs, which also carries its heartbeat.
 
 A second daemon of the same imds.vm_name would share the first's sightings (one's
 empty document would mark the other's events gone), so a start whose name is held
 is refused (StoreInUseError, naming the holder). Claims name their claimant, and a
 claimant whose name is not held is taken for dead (postgres.claimant_gone).
 
-A lost connection is opened again (store/pg_reconnect.py); the name is taken again
-with it. The session that held it may outlive the loss on the server's side (a
-frozen server or network: it ends when the server notices), so a name still held
-then is most likely our own old session, not another daemon: the store says so in
-one line and takes the name again at each heartbeat until it has it, then says so
-once. The holder is waited for, never ended: it could be a live daemon of the same
-name. See docs/ARCHITECTURE.md, "Fleet mode".
+The heartbeat's statement runs on the name's connection: every beat proves the session
+that holds the name alive, at no extra round trip. A beat that fails (the connection
+lost, or frozen past its deadline: store/pg_deadline.py) closes it; the next beat opens
+another and takes the name again. The session that held it may outlive the loss on the
+server's side (a frozen server or network: it ends when the server notices), so a name
+still held then is most likely our own old session, not another daemon: the store says
+so in one line and takes the name again at each heartbeat until it has it, then says
+so once. The holder is waited for, never ended: it could be a live daemon of the same
+name. Closing the store lets the name go first (pg_advisory_unlock_all), so a daemon
+started again at once is never refused by its own ending session. See
+docs/ARCHITECTURE.md, "Fleet mode".
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import threading
+from collections.abc import Callable, Iterator
 from datetime import UTC
 from typing import Any
 
 import psycopg
 
 from sebridge.store.duties import LOCK_KEY, THIS_DATABASE, advisory_key
+from sebridge.store.pg_deadline import BoundedConnection
 
 __all__ = ["AgentName", "agent_key"]
 
@@ -36,6 +43,8 @@ _HOLDER = (
     "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted "
     f"AND {THIS_DATABASE} AND {LOCK_KEY} = %s"
 )
+# Letting go at close: never more than this for a server that no longer answers.
+_RELEASE_SECONDS = 2.0
 
 
 def agent_key(agent: str) -> int:
@@ -44,24 +53,72 @@ def agent_key(agent: str) -> int:
 
 
 class AgentName:
-    """The agent's name lock: whether this process holds it, and taking it (again)."""
+    """The agent's name lock on its own connection: taking it, beating on it, letting go.
 
-    def __init__(self, location: str) -> None:
+    Args:
+        connect: opens a new autocommit connection (a BoundedConnection; raises psycopg.Error).
+        location: the store, for messages (no password).
+    """
+
+    def __init__(self, connect: Callable[[], BoundedConnection], location: str) -> None:
         self.agent: str | None = None  # the daemon's name, once it asked to hold it
         self.held = False
+        self._connect = connect
         self._location = location
+        self._conn: BoundedConnection | None = None
+        self._lock = threading.Lock()  # the heartbeat's thread, and close()
 
-    def take(self, conn: psycopg.Connection[Any], agent: str) -> bool:
-        """At the start: try to hold `agent` on `conn`; False when another session holds it
+    def take(self, agent: str) -> bool:
+        """At the start: try to hold `agent`; False when another session holds it
         (taken_by() says which). psycopg.Error when the store does not answer."""
         self.agent = agent
-        self.held = _try_lock(conn, agent_key(agent))
+        with self._lock:
+            conn = self._conn = self._connect()
+            self.held = _try_lock(conn, agent_key(agent))
         return self.held
 
-    def take_again(self, conn: psycopg.Connection[Any], *, reopened: bool) -> None:
+    @contextlib.contextmanager
+    def session(self) -> Iterator[BoundedConnection]:
+        """The name's connection, for the heartbeat's statement: opened again and the name
+        taken again first when it was lost. Whatever fails in the block closes it, for
+        the next beat to open another (psycopg.Error: the store does not answer)."""
+        with self._lock:
+            try:
+                conn = self._conn
+                if conn is None or conn.closed:
+                    conn = self._conn = self._connect()
+                    self._take_again(conn, reopened=True)
+                elif not self.held:
+                    self._take_again(conn, reopened=False)
+                yield conn
+            except BaseException:
+                self._close()
+                raise
+
+    def release(self) -> None:
+        """Let the name go, then close its connection (idempotent): the server frees a
+        closed session's locks only as its backend exits, after this returns."""
+        with self._lock:
+            conn = self._conn
+            if conn is not None and not conn.closed and self.held:
+                conn.deadline = _RELEASE_SECONDS
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("SELECT pg_advisory_unlock_all()")
+            self.held = False
+            self._close()
+
+    def taken_by(self) -> str:
+        """Why a start was refused: the other daemon of this name, as far as we can tell."""
+        where = _holder(self._conn, self.agent or "") if self._conn is not None else ""
+        return (
+            f"another sebridge daemon named {self.agent!r} is running on the store at "
+            f"{self._location}{where}: give each VM's agent its own imds.vm_name"
+        )
+
+    def _take_again(self, conn: psycopg.Connection[Any], *, reopened: bool) -> None:
         """After a reconnection (`reopened`) or at a heartbeat while not held: try again;
         say when it is still held elsewhere (once per connection) and when it is ours."""
-        if self.agent is None or (self.held and not reopened):
+        if self.agent is None:
             return
         was = self.held
         self.held = _try_lock(conn, agent_key(self.agent))
@@ -77,13 +134,10 @@ class AgentName:
                 _holder(conn, self.agent),
             )
 
-    def taken_by(self, conn: psycopg.Connection[Any]) -> str:
-        """Why a start was refused: the other daemon of this name, as far as we can tell."""
-        return (
-            f"another sebridge daemon named {self.agent!r} is running on the store at "
-            f"{self._location}{_holder(conn, self.agent or '')}: give each VM's agent its own "
-            "imds.vm_name"
-        )
+    def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
 
 
 def _holder(conn: psycopg.Connection[Any], agent: str) -> str:

@@ -7,6 +7,10 @@ claimed row by row, so every delivery and every StartRequests happens once.
 Single-holder duties (Slack's Socket Mode, the Jira search, pruning) are
 session advisory locks on a connection of their own (store/pg_duties.py).
 
+- Connections: a small pool (psycopg_pool): a thread takes one for a statement
+  or a transaction. A connection found lost or frozen is dropped, and the pool's
+  worker opens another in the background; until one is there, statements fail at
+  once instead of waiting for the attempt.
 - Placeholders: the shared SQL's `?` become psycopg's `%s`.
 - Claims lock only the rows they take (`FOR UPDATE SKIP LOCKED`): writers
   do not queue behind each other. Migrations (and the first write of the
@@ -16,47 +20,61 @@ session advisory locks on a connection of their own (store/pg_duties.py).
   triggers on the tables someone waits for (outbox, approvals) send NOTIFY
   naming the table, delivered when the writer commits, and a LISTEN
   connection on a thread of its own (store/pg_listen.py) wakes the daemon.
-- Every statement has deadlines, the server's and our own (store/pg_deadline.py);
-  a lost connection is opened again on a thread of its own (store/pg_reconnect.py):
-  meanwhile statements fail at once, and the daemon says so once.
+- Every statement has deadlines, the server's and our own (store/pg_deadline.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
+import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from sebridge.kernel.errors import StoreError, StoreInUseError
 from sebridge.kernel.redact import redact_url, scrub
-from sebridge.store.database import Database, Held
+from sebridge.store.database import Database, Held, Row
 from sebridge.store.duties import LOCK_KEY, THIS_DATABASE, Duties
 from sebridge.store.pg_deadline import (
     DEADLINE_SECONDS,
     MIGRATION_SECONDS,
-    StatementDeadline,
+    BoundedConnection,
     connect_options,
 )
 from sebridge.store.pg_listen import WriteListener
 from sebridge.store.pg_name import AgentName
-from sebridge.store.pg_reconnect import Reconnect
 from sebridge.store.pg_triggers import renew_triggers
 
 __all__ = ["PostgresDatabase"]
 
 log = logging.getLogger(__name__)
+# The pool's own lines would repeat every failed attempt of an outage with libpq's text:
+# the store says an outage itself, in two lines (kernel/outage.py).
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 # Advisory lock keys (per database): any fixed 64-bit numbers of our own.
 MIGRATE_LOCK = 0x5EB21D6E0001
+# The pool: one connection while idle, a few for threads that use the store at once.
+POOL_MIN, POOL_MAX = 1, 4
+# A connection beyond POOL_MIN unused this long is closed.
+POOL_IDLE_SECONDS = 60.0
+# How long a thread waits for a connection of the pool while all are in use; after a
+# connection was lost, only a moment: the pool's worker opens another in the background,
+# and statements fail at once meanwhile.
+TAKE_SECONDS = DEADLINE_SECONDS
+TAKE_AFTER_LOSS_SECONDS = 0.05
+# How long the pool's worker keeps trying one connection before it starts over (its
+# back-off doubles from 1 s up to this).
+RECONNECT_SECONDS = 8.0
 
 
 class PostgresDatabase(Database):
-    """One psycopg connection (autocommit, explicit transactions) shared by the threads."""
+    """A small pool of psycopg connections (autocommit, explicit transactions)."""
 
     DIALECT = "postgresql"
     COLUMNS_SQL = (
@@ -89,75 +107,118 @@ class PostgresDatabase(Database):
         self._password = _password(url)
         self._sql: dict[str, str] = {}
         self._listener: WriteListener | None = None
+        self._listen_lock = threading.Lock()
         self._on_write: Callable[[frozenset[str]], None] | None = None
         self._heard = 0
-        self._name = AgentName(self.location)  # the daemon's, once held (hold_exclusive)
-        self._reconnect = Reconnect(self._reopen)
-        self._deadline = StatementDeadline(DEADLINE_SECONDS)
-        self._statement_seconds = DEADLINE_SECONDS
-        self._conn = self._open()
+        self._lost = False  # a connection was lost; none answered since
+        self._waits: dict[int, float] = {}  # statements in flight: thread id -> since
+        self._name = AgentName(self._connect, self.location)  # the daemon's (hold_exclusive)
+        self._connect().close()  # an unreachable store fails here, saying why
+        self._pool: ConnectionPool[BoundedConnection] = ConnectionPool(
+            url,
+            connection_class=BoundedConnection,
+            kwargs=connect_options(url),
+            min_size=POOL_MIN,
+            max_size=POOL_MAX,
+            max_idle=POOL_IDLE_SECONDS,
+            reconnect_timeout=RECONNECT_SECONDS,
+            num_workers=1,
+            name="store",
+            open=False,
+        )
+        # Its first connection made before the first statement: one asked for meanwhile
+        # would grow the pool by a second one, opened later, for nothing.
+        try:
+            self._pool.open(wait=True, timeout=float(connect_options(url)["connect_timeout"]))
+        except PoolTimeout:
+            self._pool.close(timeout=1.0)
+            raise StoreError(
+                f"cannot connect to the store at {self.location}: no connection within "
+                f"{connect_options(url)['connect_timeout']} s"
+            ) from None
 
     # -- connections ---------------------------------------------------------------------------
 
-    def _connect(self) -> psycopg.Connection[Any]:
+    def _connect(self) -> BoundedConnection:
         """A new autocommit connection with our defaults and deadlines (store.url may
-        override each: pg_deadline.connect_options)."""
-        return psycopg.connect(self._url, **connect_options(self._url))
-
-    def _open(self) -> psycopg.Connection[Any]:
-        """_connect(), its failure as a StoreError without the password."""
+        override each: pg_deadline.connect_options); StoreError without the password."""
         try:
-            return self._connect()
+            return BoundedConnection.connect(self._url, **connect_options(self._url))
         except psycopg.Error as exc:
             raise StoreError(
                 f"cannot connect to the store at {self.location}: {self._scrub(exc)}"
             ) from None
 
-    def _usable(self) -> psycopg.Connection[Any]:
-        """The connection; if the server dropped it (outside a transaction), the one a
-        background attempt opened since, else StoreError at once (an attempt runs)."""
-        if not self._conn.closed or self._depth:
-            return self._conn
-        fresh = self._reconnect.take()
-        if fresh is None:
-            self._reconnect.start()
-            why = self._reconnect.error or f"store error ({self.location}): the connection was lost"
-            raise StoreError(f"{why}; connecting again in the background")
-        self._conn = fresh
-        return fresh
+    def _take(self) -> BoundedConnection:
+        wait = TAKE_SECONDS
+        if self._lost:
+            # Since a loss: an idle connection if there is one, else fail at once while the
+            # pool's worker connects (asking it to grow only when it gave up: no attempt
+            # piles on another while the database hangs).
+            stats = self._pool.get_stats()
+            if not stats.get("pool_available") and stats.get("pool_size", 0) >= POOL_MIN:
+                raise self._lost_error()
+            wait = TAKE_AFTER_LOSS_SECONDS
+        try:
+            return self._pool.getconn(timeout=wait)
+        except PoolTimeout:
+            if self._lost:
+                raise self._lost_error() from None
+            raise StoreError(
+                f"store error ({self.location}): no connection free within {wait:g} s"
+            ) from None
+        except psycopg.Error as exc:  # the pool is closed
+            raise self._error(exc) from None
+
+    def _lost_error(self) -> StoreError:
+        return StoreError(
+            f"store error ({self.location}): the connection was lost; connecting again in "
+            "the background"
+        )
+
+    def _give(self, conn: BoundedConnection) -> None:
+        if conn.closed:  # lost (or cut at its deadline), not refused
+            self._lost = True
+        conn.deadline = None
+        self._pool.putconn(conn)  # a closed one is dropped, and another one opened
 
     def close(self) -> None:
-        """Close the connections and stop listening."""
-        if self._listener is not None:
-            self._listener.stop()
-        with self._lock:
-            self._conn.close()
-            self._reconnect.discard()
-        self._deadline.stop()
+        """Let the agent's name go, stop listening, close the connections."""
+        self._name.release()
+        with self._listen_lock:
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.stop()
+        self._pool.close(timeout=1.0)
 
     # -- statements ----------------------------------------------------------------------------
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
-        watch = None
+        conn: BoundedConnection = self._conn()
+        translated = self._translate(sql) if params else sql
+        # No placeholders: sent as is (DDL with $$ bodies, BEGIN; ...). Rows are fetched
+        # with the answer, so the deadline covers the whole round trip.
+        me = threading.get_ident()
+        self._waits[me] = time.monotonic()
         try:
-            conn = self._usable()
-            translated = self._sql.get(sql) if params else sql
-            if translated is None:
-                translated = self._sql[sql] = sql.replace("%", "%%").replace("?", "%s")
-            # No placeholders: sent as is (DDL with $$ bodies, BEGIN; ...). Rows are
-            # fetched with the answer, so the deadline covers the whole round trip.
-            with self._deadline.bound(conn.pgconn.socket, self._statement_seconds) as watch:
-                return conn.execute(translated, params or None)
+            cursor = conn.execute(translated, params or None)
         except psycopg.Error as failed:
-            if self._conn.closed:  # lost, not refused: start connecting again now
-                self._reconnect.start()
-            frozen = watch is not None and watch.cut  # the server is taken for frozen
-            why = f"no answer within {self._statement_seconds:g} s" if frozen else failed
-            raise self._error(Exception(why)) from None
+            raise self._error(failed) from None
+        finally:
+            self._waits.pop(me, None)
+        self._lost = False
+        return cursor
+
+    def _translate(self, sql: str) -> str:
+        translated = self._sql.get(sql)
+        if translated is None:
+            translated = self._sql[sql] = sql.replace("%", "%%").replace("?", "%s")
+        return translated
 
     def waiting_for(self) -> float:
-        """Seconds the statement in flight has waited for the server (0: none in flight)."""
-        return self._deadline.longest_wait()
+        """Seconds the longest statement in flight has waited for the server (0: none)."""
+        oldest = min(self._waits.copy().values(), default=None)  # copied whole, at once
+        return 0.0 if oldest is None else time.monotonic() - oldest
 
     def _error(self, exc: Exception) -> StoreError:
         return StoreError(f"store error ({self.location}): {self._scrub(exc)}")
@@ -168,28 +229,27 @@ class PostgresDatabase(Database):
             return
         # Migrations: agents starting at once wait for each other's, and a migration may
         # build an index on a big table; the session's deadlines are for a tick's work.
-        self._statement_seconds = MIGRATION_SECONDS
-        try:  # without parameters psycopg sends one simple query: one round trip
-            self._run(
-                f"BEGIN; SET LOCAL statement_timeout = '{MIGRATION_SECONDS:g}s'; "
-                f"SET LOCAL lock_timeout = '{MIGRATION_SECONDS:g}s'; "
-                f"SELECT pg_advisory_xact_lock({MIGRATE_LOCK})"
-            )
-        except BaseException:
-            self._statement_seconds = DEADLINE_SECONDS
-            raise
+        conn: BoundedConnection = self._conn()
+        conn.deadline = MIGRATION_SECONDS
+        # Without parameters psycopg sends one simple query: one round trip.
+        self._run(
+            f"BEGIN; SET LOCAL statement_timeout = '{MIGRATION_SECONDS:g}s'; "
+            f"SET LOCAL lock_timeout = '{MIGRATION_SECONDS:g}s'; "
+            f"SELECT pg_advisory_xact_lock({MIGRATE_LOCK})"
+        )
 
     def _commit(self) -> None:
-        try:
-            self._run("COMMIT")
-        finally:
-            self._statement_seconds = DEADLINE_SECONDS
+        self._run("COMMIT")
 
     def _rollback(self) -> None:
-        self._statement_seconds = DEADLINE_SECONDS
-        conn = self._conn
-        with contextlib.suppress(psycopg.Error, OSError), self._deadline.bound(conn.pgconn.socket):
+        conn: BoundedConnection = self._conn()
+        if conn.closed:
+            return
+        conn.deadline = _ROLLBACK_SECONDS
+        try:
             conn.execute("ROLLBACK")
+        except psycopg.Error:
+            conn.close()  # the pool drops it
 
     def _migrated(self) -> None:
         renew_triggers(self._run, self.all)
@@ -210,12 +270,16 @@ class PostgresDatabase(Database):
         return True
 
     def _listen(self) -> None:
-        with self._lock:
+        with self._listen_lock:
             if self._listener is None:
                 self._listener = WriteListener(
-                    self._connect, self.location, self._scrub, self._heard_write
+                    self._connect_raw, self.location, self._scrub, self._heard_write
                 )
                 self._listener.start()
+
+    def _connect_raw(self) -> psycopg.Connection[Any]:
+        """A connection for the listener (psycopg.Error as it is: the listener says it)."""
+        return psycopg.connect(self._url, **connect_options(self._url))
 
     def _heard_write(self, tables: frozenset[str]) -> None:
         self._heard += 1
@@ -231,50 +295,37 @@ class PostgresDatabase(Database):
     # -- fleet mode -----------------------------------------------------------------------------
 
     def hold_exclusive(self, agent: str) -> Held | None:
-        """Hold this agent's name (a session advisory lock on the work connection, taken
-        again when it is reopened: store/pg_name.py): a second daemon of the same
+        """Hold this agent's name (a session advisory lock on a connection of its own,
+        taken again when it is reopened: store/pg_name.py): a second daemon of the same
         imds.vm_name would share its sightings, and one's empty document would mark the
         other's events gone. Nothing else is held alone: agents of other names share it."""
         try:
-            with self._deadline.bound(self._conn.pgconn.socket):
-                held = self._name.take(self._conn, agent)
+            held = self._name.take(agent)
         except psycopg.Error as exc:
-            raise StoreError(f"store error ({self.location}): {self._scrub(exc)}") from None
+            raise self._error(exc) from None
         if not held:
-            raise StoreInUseError(self._name.taken_by(self._conn))
-        return None  # let go with the connection
+            raise StoreInUseError(self._name.taken_by())
+        return None  # let go at close()
 
-    def keep_name(self) -> None:
-        """At each heartbeat: take the agent's name again if a reconnection found it still
-        held (most likely by our own old session: store/pg_name.py)."""
-        if self._name.agent is None or self._name.held:
-            return
-        with self._lock:
-            if self._depth:
-                return
-            conn = self._usable()
-            try:
-                with self._deadline.bound(conn.pgconn.socket):
-                    self._name.take_again(conn, reopened=False)
-            except psycopg.Error as exc:
-                raise self._error(exc) from None
-
-    def _reopen(self) -> psycopg.Connection[Any]:
-        """A new work connection, holding the agent's name again if this daemon holds it."""
-        conn = self._open()
-        if self._name.agent is not None:
-            try:
-                with self._deadline.bound(conn.pgconn.socket):
-                    self._name.take_again(conn, reopened=True)
-            except psycopg.Error as exc:
-                conn.close()
-                raise StoreError(f"store error ({self.location}): {self._scrub(exc)}") from None
-        return conn
+    def beat(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        """The heartbeat's statement, on the connection that holds the agent's name (taken
+        again first if it was lost: store/pg_name.py); without a name, as any statement."""
+        if self._name.agent is None:
+            return self.one(sql, params)
+        try:
+            with self._name.session() as conn, self._using(conn):
+                return self.one(sql, params)
+        except psycopg.Error as exc:
+            raise self._error(exc) from None
 
     def _scrub(self, exc: BaseException) -> str:
         """The error's text without the password, should libpq ever quote it."""
         text = " ".join(str(exc).split())  # libpq's messages span lines: logs want one
         return scrub(text, [self._password])
+
+
+# A rollback's answer: a connection that gives none is closed instead.
+_ROLLBACK_SECONDS = 2.0
 
 
 def _password(url: str) -> str:

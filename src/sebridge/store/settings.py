@@ -1,6 +1,6 @@
 """Values sebridge keeps across restarts (this VM's name, a generated link key).
 
-Part of Store (a mixin: Store provides `db`). Kept in the meta table, beside
+Kept in the meta table, beside
 the schema version, under "setting.<key>".
 """
 
@@ -8,22 +8,23 @@ from __future__ import annotations
 
 from sebridge.store.database import Database
 
-__all__ = ["SettingsTable"]
+__all__ = ["Settings"]
 
 
-class SettingsTable:
+class Settings:
     """Small named values, kept across restarts and shared by a fleet."""
 
-    db: Database
+    def __init__(self, db: Database) -> None:
+        self._db = db
 
-    def setting(self, key: str) -> str | None:
+    def get(self, key: str) -> str | None:
         """A value sebridge remembers across restarts (e.g. this VM's name)."""
-        row = self.db.one("SELECT value FROM meta WHERE key = ?", (f"setting.{key}",))
+        row = self._db.one("SELECT value FROM meta WHERE key = ?", (f"setting.{key}",))
         return str(row[0]) if row else None
 
     def remember(self, key: str, value: str) -> None:
         """Keep a value across restarts."""
-        self.db.execute(
+        self._db.execute(
             "INSERT INTO meta (key, value) VALUES (?, ?) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (f"setting.{key}", value),
@@ -32,10 +33,10 @@ class SettingsTable:
     def remember_first(self, key: str, value: str) -> str:
         """Keep `value` unless a value is already kept (another agent may race us); return
         the kept one."""
-        self.db.execute(
+        self._db.execute(
             "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
             (f"setting.{key}", value),
         )
-        kept = self.setting(key)
+        kept = self.get(key)
         assert kept is not None  # just written, or there before
         return kept

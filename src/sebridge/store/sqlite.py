@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sebridge.kernel.errors import StoreError
-from sebridge.store.database import Database, Held
+from sebridge.store.database import Database, Held, written_table
 from sebridge.store.lock import StoreLock
 
 __all__ = ["SqliteDatabase", "sqlite_path"]
@@ -33,11 +35,14 @@ def sqlite_path(url: str) -> str:
 
 
 class SqliteDatabase(Database):
-    """One SQLite connection shared by the process's threads, in WAL mode.
+    """A SQLite file in WAL mode, a connection per thread that uses it at once.
 
-    SQLite serialises writers anyway; one connection behind a lock keeps
-    transactions simple, and WAL lets other processes (`sebridge approve`,
-    `sebridge events`) read and write beside the daemon.
+    A thread takes a connection for a statement (or a transaction) and gives it back: the
+    pool keeps those given back for the next taker, so a connection is opened once per
+    thread using the store at the same moment. WAL lets readers read beside a writer
+    (this process's other threads, `sebridge approve`, `sebridge events`); writers take
+    turns on the file's write lock, each waiting at most the busy timeout. An in-memory
+    store is one database per connection: it has one connection, taken in turn.
     """
 
     DIALECT = "sqlite"
@@ -58,24 +63,60 @@ class SqliteDatabase(Database):
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise StoreError(f"cannot create the folder of {path}: {exc.strerror}") from None
-        try:
-            self._conn = sqlite3.connect(
-                path, timeout=10.0, isolation_level=None, check_same_thread=False
-            )
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            # FULL: a committed tick survives the host losing power, not only a crash.
-            self._conn.execute("PRAGMA synchronous=FULL")
-            self._conn.execute("PRAGMA foreign_keys=ON")
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the store at {path}: {exc}") from None
         self.path = self.location = path
         self._sql: dict[str, str] = {}
+        self._pool_lock = threading.Lock()
+        self._idle: list[sqlite3.Connection] = [self._open()]  # opened now: errors say so now
+        self._closed = False
+        # In memory: one database, one connection, one thread at a time.
+        self._turn = threading.Semaphore(1) if path == ":memory:" else None
+        # This process's writers take turns here, not on the file's lock: SQLite's busy
+        # handler sleeps 1, 2, 5, 10... ms between tries, a lock hands over at once.
+        # Readers do not take it (WAL).
+        self._writing = threading.Lock()
         # write_marker()'s state (its caller's thread only): the last marker, when its
         # data_version was read (wall clock, as file times), its own connection.
         self._marker: tuple[int, ...] = ()
         self._version_read_at = 0
         self._marker_conn: sqlite3.Connection | None = None
         self._marker_failures = 0
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=10.0, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            # FULL: a committed tick survives the host losing power, not only a crash.
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the store at {self.path}: {exc}") from None
+        return conn
+
+    def _take(self) -> sqlite3.Connection:
+        if self._turn is not None:
+            self._turn.acquire()
+        with self._pool_lock:
+            if self._closed:
+                if self._turn is not None:
+                    self._turn.release()
+                raise StoreError(f"store error ({self.path}): the store is closed")
+            if self._idle:
+                return self._idle.pop()
+        return self._open()
+
+    def _give(self, conn: sqlite3.Connection) -> None:
+        if conn.in_transaction:  # a COMMIT that failed (busy): never hand on its transaction
+            with contextlib.suppress(sqlite3.Error):
+                conn.rollback()
+        with self._pool_lock:
+            if self._closed:
+                conn.close()
+            else:
+                self._idle.append(conn)
+        if self._turn is not None:
+            self._turn.release()
 
     def write_marker(self) -> tuple[int, ...]:
         """The database and WAL files' modification times and sizes, and SQLite's
@@ -112,9 +153,9 @@ class SqliteDatabase(Database):
         return self._marker
 
     def _data_version(self) -> int:
-        """PRAGMA data_version on a connection of the marker's own: the shared one waits
-        behind any transaction under way (the store's lock), and the poll thread must
-        not. Its own connection sees this process's commits as another's too, which the
+        """PRAGMA data_version on a connection of the marker's own: a version is a
+        connection's own count, so one connection must read every version. Its own
+        connection sees this process's commits as another's too, which the
         files show anyway. A failure gives a value never seen before (counted as a
         write) and the next call reads again."""
         try:
@@ -154,29 +195,47 @@ class SqliteDatabase(Database):
         return StoreLock.acquire(self.path)
 
     def close(self) -> None:
-        """Close the connections."""
-        with self._lock:
-            self._conn.close()
+        """Close the connections (one in use is closed as it is given back)."""
+        with self._pool_lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
         if self._marker_conn is not None:
             self._marker_conn.close()
 
     def _begin(self, exclusive: bool) -> None:
         # IMMEDIATE takes the write lock up front: no upgrade deadlock with
         # another process writing at the same moment.
+        self._writing.acquire()
         self._run("BEGIN IMMEDIATE")
 
     def _commit(self) -> None:
-        self._run("COMMIT")
+        try:
+            self._run("COMMIT")
+        finally:
+            self._writing.release()
 
     def _rollback(self) -> None:
-        self._conn.rollback()
+        try:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn().rollback()
+        finally:
+            self._writing.release()
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         translated = self._sql.get(sql)
         if translated is None:
             # No row locks in SQLite: the IMMEDIATE transaction holds the whole file.
             translated = self._sql[sql] = _ROW_LOCK.sub("", sql)
+        conn: sqlite3.Connection = self._conn()
+        # A write outside a transaction takes this process's turn too (its transaction's
+        # writes hold it already).
+        lone_write = not conn.in_transaction and written_table(sql) is not None
         try:
-            return self._conn.execute(translated, params)
+            if lone_write:
+                with self._writing:
+                    return conn.execute(translated, params)
+            return conn.execute(translated, params)
         except sqlite3.Error as exc:
             raise StoreError(f"store error ({self.path}): {exc}") from exc

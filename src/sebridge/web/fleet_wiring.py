@@ -67,7 +67,7 @@ def fleet_routes(
     store = host.store
 
     def retry(event_id: str, person: str) -> RetryAnswer:
-        answer = store.request_hook_retry(
+        answer = store.hook_retries.request(
             event_id,
             actor=person,
             via=VIA,
