@@ -33,7 +33,6 @@ def assemble(
     gate: Gate = lambda record: GO,
     clock: Clock = utcnow,
     on_recorded: Callable[[], None] = lambda: None,
-    on_waiting: Callable[[], None] = lambda: None,
     metrics: ApprovalCounts = NOT_COUNTED,
     readiness_of: Callable[[EventRecord], Sequence[VmReadiness]] = lambda record: (),
 ) -> tuple[Approvals, Carrier | None]:
@@ -42,7 +41,6 @@ def assemble(
 
     Args:
         on_recorded: a transition was queued (wakes the dispatcher).
-        on_waiting: an approval waits for readiness hooks (wakes the hook worker).
         readiness_of: an event's listed VMs' readiness (the ways out of a hold name them).
     """
     carrier = (
@@ -54,7 +52,6 @@ def assemble(
             clock=clock,
             on_recorded=on_recorded,
             gate=gate,
-            on_waiting=on_waiting,
             metrics=metrics,
         )
         if carries

@@ -73,6 +73,10 @@ class Schedule:
         """Poll, the first at once. The jobs run once start_jobs() was called."""
         self._poller.start()
 
+    def run_once(self) -> None:
+        """One poll on the caller's thread."""
+        self._poll()
+
     @property
     def polling(self) -> bool:
         """Whether the `poll` thread polls: started, not stopping, not ended (for /livez)."""

@@ -61,6 +61,13 @@ class Chains:
         with self._lock:
             return len(self._groups)
 
+    def wait(self) -> None:
+        """Wait for the chains running now to end (run_once: each hook has its timeout)."""
+        with self._lock:
+            threads = list(self._threads.values())
+        for thread in threads:
+            thread.join()
+
     def stop(self, deadline: float) -> None:
         """End every hook in progress (its process group) and wait for the chains until
         `deadline` (time.monotonic())."""

@@ -13,6 +13,7 @@ duties are held. `connect.open_database()` picks the dialect from store.url.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -65,6 +66,8 @@ class Database:
         self._lock = threading.RLock()
         self._depth = 0
         self._after_commit: list[Callable[[], None]] = []
+        self._on_commit: list[Callable[[frozenset[str]], None]] = []
+        self._written: set[str] = set()  # tables the open transaction changed rows of
         # The schema version migrate() found, when it moved it (0: it created the tables);
         # `sebridge check` says what it wrote.
         self.migrated_from: int | None = None
@@ -90,15 +93,39 @@ class Database:
             except BaseException:
                 self._depth = 0
                 self._after_commit.clear()
+                self._written.clear()
                 self._rollback()
                 raise
             self._depth = 0
             try:
                 self._commit()
+            except BaseException:
+                self._written.clear()
+                raise
             finally:
                 done, self._after_commit = self._after_commit, []
             for action in done:
                 action()
+            self._published()
+
+    def on_commit(self, callback: Callable[[frozenset[str]], None]) -> None:
+        """Call `callback(tables)` after each commit of this connection that changed rows,
+        with the tables it wrote (kernel/subscriptions.py publishes them)."""
+        self._on_commit.append(callback)
+
+    def _note(self, sql: str, changed: bool) -> None:
+        """A statement ran: remember the table it wrote, when it changed rows."""
+        if changed and self._on_commit and (table := written_table(sql)):
+            self._written.add(table)
+
+    def _published(self) -> None:
+        """After a commit (or a lone statement): tell the callbacks what it wrote."""
+        with self._lock:
+            if self._depth or not self._written:
+                return
+            tables, self._written = frozenset(self._written), set()
+        for callback in self._on_commit:
+            callback(tables)
 
     def after_commit(self, action: Callable[[], None]) -> None:
         """Call `action` once the current transaction has committed (never, if it rolls
@@ -112,7 +139,10 @@ class Database:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement; returns the number of rows it changed."""
         with self._lock:
-            return self._run(sql, params).rowcount
+            count: int = self._run(sql, params).rowcount
+            self._note(sql, count != 0)
+        self._published()
+        return count
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         """The first row of a query, or None."""
@@ -124,7 +154,9 @@ class Database:
                 raise
             except Exception as exc:  # rows are read, and may prove corrupt, only now
                 raise self._error(exc) from exc
-            return tuple(row) if row is not None else None
+            self._note(sql, row is not None)
+        self._published()
+        return tuple(row) if row is not None else None
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Every row of a query."""
@@ -136,7 +168,9 @@ class Database:
                 raise
             except Exception as exc:
                 raise self._error(exc) from exc
-            return [tuple(r) for r in rows]
+            self._note(sql, bool(rows))
+        self._published()
+        return [tuple(r) for r in rows]
 
     def migrate(self) -> int:
         """Bring the schema to the newest version; returns that version.
@@ -234,6 +268,22 @@ class Database:
 
     def _rollback(self) -> None:
         raise NotImplementedError
+
+
+_WRITE = re.compile(r"\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNORECASE)
+
+
+def written_table(sql: str) -> str | None:
+    """The table an INSERT, UPDATE or DELETE writes (the last one after a WITH's
+    queries); None for anything else."""
+    head = sql.lstrip()[:6].upper()
+    if head not in ("INSERT", "UPDATE", "DELETE") and not head.startswith("WITH"):
+        return None
+    # Not "FOR UPDATE OF x" nor "ON CONFLICT ... DO UPDATE SET".
+    tables = [t for t in _WRITE.findall(sql) if t.upper() not in ("OF", "SET")]
+    if not tables:
+        return None
+    return str(tables[-1] if head.startswith("WITH") else tables[0])
 
 
 def _schema_version(value: Any, location: str) -> int:
