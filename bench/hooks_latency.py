@@ -63,7 +63,7 @@ def approval_latencies(rules: list[dict[str, Any]], events: int) -> list[float]:
     ):
         d = build(sim, Path(folder), rules)
         d.carrier.start()
-        d.hooks.worker.start()
+        d.hook_worker.start()
         took = []
         try:
             for _ in range(events):
@@ -81,7 +81,7 @@ def approval_latencies(rules: list[dict[str, Any]], events: int) -> list[float]:
                 sim.complete(event_id)
                 d.tick()
         finally:
-            d.hooks.worker.stop(1.0)
+            d.hook_worker.stop(1.0)
             d.carrier.stop(1.0)
             d.imds.close()
             d.store.close()

@@ -115,9 +115,9 @@ def scenario(dsn: str, work: Path, action: str = "ask") -> dict[str, list[str]]:
                 for d in daemons:
                     d.tick()
                 for d in daemons:
-                    d.hooks.worker.round()
+                    d.hook_worker.run_once()
                 for d in daemons:
-                    d.carrier.wake()
+                    d.carrier.run_once()
 
         rounds(1)  # every agent has run (and beaten) before the event comes
         event = sim.schedule("Reboot", resources=list(VMS), notice=900)

@@ -107,7 +107,7 @@ def fleet_agent(sim: Simulator, pg_url: str, tmp_path: Path) -> Iterator[MakeAge
 
 def deliver(d: Daemon) -> None:
     d.tick()
-    d.carrier.wake()
+    d.carrier.run_once()
     d.dispatcher.deliver_due("list")
 
 

@@ -173,7 +173,7 @@ def test_one_events_long_drain_does_not_keep_anothers_hooks_waiting(
         {"event_types": ["Preempt"], "action": "approve", "prepare": ["drain"]},
     ]
     d = make_daemon(rules, sink)
-    d.hooks.worker.start()  # as in `sebridge run`: the worker on threads of its own
+    d.hook_worker.start()  # as in `sebridge run`: the worker on threads of its own
     try:
         reboot = sim.schedule("Reboot", notice=900)
         tick(d)
@@ -197,7 +197,7 @@ def test_one_events_long_drain_does_not_keep_anothers_hooks_waiting(
         wait_until(reboot_released, 15)
     finally:
         (tmp_path / "release").touch()
-        d.hooks.worker.stop(5.0)
+        d.hook_worker.stop(5.0)
     assert sim.start_requests.count(reboot) == sim.start_requests.count(preempt) == 1
 
 
@@ -213,14 +213,14 @@ def test_a_store_that_refuses_a_hook_run_is_not_asked_again_in_a_loop(
         raise StoreError("the store does not answer")
 
     monkeypatch.setattr(d.store, "begin_hook_run", refuse)
-    d.hooks.worker.start()
+    d.hook_worker.start()
     try:
         sim.schedule("Reboot")
         tick(d)
         wait_until(lambda: asked, 10)
         time.sleep(1.0)
     finally:
-        d.hooks.worker.stop(5.0)
+        d.hook_worker.stop(5.0)
     # Looked at again by a wake or the heartbeat, not at once: a failed chain must not spin.
     assert len(asked) <= 2, len(asked)
     assert ran(tmp_path) == []
@@ -512,8 +512,8 @@ def test_a_fleet_posts_once_every_listed_vm_with_an_agent_is_ready(
     vm2.tick()
     outcome = vm0.approvals.request(ApprovalRequest(event_id, "U1", "slack"), wait=1.0)
     assert outcome.kind == OutcomeKind.HELD
-    vm0.hooks.worker.round()  # vm0 is ready; vm2 has not prepared yet
-    vm0.carrier.wake()
+    vm0.hook_worker.run_once()  # vm0 is ready; vm2 has not prepared yet
+    vm0.carrier.run_once()
     assert sim.start_requests == []
     lines = [v.line() for v in vm0.hooks.shown(event_id)[0]]
     assert lines == [
@@ -521,8 +521,8 @@ def test_a_fleet_posts_once_every_listed_vm_with_an_agent_is_ready(
         "vm2: waiting (check not started)",
         "vm9: no agent: sebridge cannot drain it",
     ]
-    vm2.hooks.worker.round()
-    vm0.carrier.wake()
+    vm2.hook_worker.run_once()
+    vm0.carrier.run_once()
     assert sim.start_requests == [event_id]
     assert sorted(ran(tmp_path)) == ["check:prepare:vm0", "check:prepare:vm2"]
 
@@ -537,8 +537,8 @@ def test_one_failed_vm_holds_the_fleets_approval(
     vm1.tick()  # vm1's hook fails at once (the policy approved)
     vm0.tick()
     for d in (vm0, vm1, vm0):
-        d.hooks.worker.round()
-        d.carrier.wake()
+        d.hook_worker.run_once()
+        d.carrier.run_once()
     vm0.dispatcher.deliver_due("list")
     assert sim.start_requests == []
     held = sink.of(event_id, "held")
@@ -789,7 +789,7 @@ def test_a_hooks_retry_runs_again_on_the_agent_where_it_failed_only(
     vm0.heard(frozenset({"hook_retries"}))  # vm0 has nothing to run again
     vm1.heard(frozenset({"hook_retries"}))  # its listener hears the request: check runs again
     for d in (vm0, vm1):
-        d.carrier.wake()
+        d.carrier.run_once()
     vm0.dispatcher.deliver_due("list")
     assert sorted(ran(tmp_path)) == ["check:prepare:vm0", "check:prepare:vm1", "check:prepare:vm1"]
     # It failed again on vm1: held again, and said again (a new attempt, a new hold).

@@ -60,7 +60,7 @@ def daemon(sim: Simulator, store_url: str, sink: ListSink) -> Iterator[Daemon]:
 
 def tick(d: Daemon) -> None:
     d.tick()
-    d.carrier.wake()
+    d.carrier.run_once()
     d.dispatcher.deliver_due("list")
 
 

@@ -278,7 +278,7 @@ def test_one_commit_of_outbox_rows_and_an_approval_wakes_the_dispatcher_too(
         # As `sebridge run` does; no tick from here on.
         d.dispatcher.start()
         d.carrier.start()
-        d.hooks.worker.start()
+        d.hook_worker.start()
         d.watch_store()
         e = ScheduledEvent("E7", "Reboot", "Scheduled", ("vm1",))
         now = datetime.now(UTC)
@@ -294,7 +294,7 @@ def test_one_commit_of_outbox_rows_and_an_approval_wakes_the_dispatcher_too(
         ]
     finally:
         d.carrier.stop(5.0)
-        d.hooks.worker.stop(1.0)
+        d.hook_worker.stop(1.0)
         d.dispatcher.stop(5.0)
         d.imds.close()
         d.store.close()

@@ -96,9 +96,9 @@ def rounds(daemons: list[Daemon], n: int = 4) -> None:
         for d in daemons:
             d.tick()
         for d in daemons:
-            d.hooks.worker.round()
+            d.hook_worker.run_once()
         for d in daemons:
-            d.carrier.wake()
+            d.carrier.run_once()
         for d in daemons:
             for name in SINKS:
                 d.dispatcher.deliver_due(name)
@@ -174,7 +174,7 @@ def test_a_failure_for_good_before_any_approval_is_one_readiness_message(
         event = sim.schedule("Reboot", resources=["web1"], notice=900)
         for _ in range(3):
             daemon.tick()
-            daemon.hooks.worker.round()
+            daemon.hook_worker.run_once()
             daemon.dispatcher.deliver_due("teams")
     finally:
         daemon.imds.close()
@@ -213,7 +213,7 @@ def test_a_failed_recover_hook_reaches_mail_as_one_message(sim: Simulator, store
         sim.complete(event)
         for _ in range(3):
             daemon.tick()
-            daemon.hooks.worker.round()
+            daemon.hook_worker.run_once()
             daemon.dispatcher.deliver_due("email")
     finally:
         daemon.imds.close()
