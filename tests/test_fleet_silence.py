@@ -79,6 +79,7 @@ def agents_on(sim: Simulator, url: str, tmp_path: Path, made: list[Daemon]) -> M
             clock=clock,
         )
         made.append(d)
+        d.carrier.start()  # as in `sebridge run`: approvals carried out on its thread
         d.tick()
         return d
 
@@ -91,6 +92,7 @@ def agent(sim: Simulator, store_url: str, tmp_path: Path) -> Iterator[MakeAgent]
     made: list[Daemon] = []
     yield agents_on(sim, store_url, tmp_path, made)
     for d in made:
+        d.carrier.stop(5.0)
         d.imds.close()
         d.store.close()
 
@@ -101,6 +103,7 @@ def fleet_agent(sim: Simulator, pg_url: str, tmp_path: Path) -> Iterator[MakeAge
     made: list[Daemon] = []
     yield agents_on(sim, pg_url, tmp_path, made)
     for d in made:
+        d.carrier.stop(5.0)
         d.imds.close()
         d.store.close()
 

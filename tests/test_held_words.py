@@ -125,7 +125,9 @@ def daemon(
         hooks=config.hooks,
         approve_url=approval_link(PUBLIC, LinkSigner(KEY)),
     )
+    d.carrier.start()  # as in `sebridge run`: a person's approval is carried out
     yield d, channels
+    d.carrier.stop(5.0)
     d.imds.close()
     d.store.close()
 

@@ -121,10 +121,12 @@ def make_daemon(sim: Simulator, store_url: str, tmp_path: Path) -> Iterator[Make
             clock=clock,
         )
         made.append(d)
+        d.carrier.start()  # as in `sebridge run`: approvals carried out on its thread
         return d
 
     yield make
     for d in made:
+        d.carrier.stop(5.0)
         d.imds.close()
         d.store.close()
 
@@ -492,11 +494,13 @@ def fleet(sim: Simulator, pg_url: str, tmp_path: Path) -> Iterator[Callable[...,
             hooks=config.hooks,
         )
         made.append(d)
+        d.carrier.start()  # as in `sebridge run`: approvals carried out on its thread
         d.tick()  # the fleet knows it from now on (an agent never heard of is "no agent")
         return d
 
     yield agent
     for d in made:
+        d.carrier.stop(5.0)
         d.imds.close()
         d.store.close()
 

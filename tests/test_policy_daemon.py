@@ -53,7 +53,9 @@ def daemon(sim: Simulator, store_url: str, sink: ListSink) -> Iterator[Daemon]:
         vm_name="vm0",
         approve_url=lambda e: LINK + e.event_id,
     )
+    d.carrier.start()  # as in `sebridge run`: a person's approval is carried out
     yield d
+    d.carrier.stop(5.0)
     d.imds.close()
     d.store.close()
 

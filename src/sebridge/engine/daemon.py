@@ -276,6 +276,10 @@ class Daemon:
         stored by another agent is carried out at once), not at the next poll."""
         self._store_pushes = self.store.db.watch(self.subscriptions.publish)
 
+    def heard(self, tables: frozenset[str]) -> None:
+        """Commits to `tables` were heard (the store listener's thread): wake their parts."""
+        self.subscriptions.publish(tables)
+
     def look_again(self) -> None:
         """Work may wait that no NOTIFY announced (the heartbeat says so)."""
         self.subscriptions.publish_all()
