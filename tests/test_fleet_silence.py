@@ -24,6 +24,7 @@ from helpers import (
     DaemonProcess,
     ListSink,
     RunnerThread,
+    carried,
     cli_main,
     lines_of,
     run_cli,
@@ -79,7 +80,6 @@ def agents_on(sim: Simulator, url: str, tmp_path: Path, made: list[Daemon]) -> M
             clock=clock,
         )
         made.append(d)
-        d.carrier.start()  # as in `sebridge run`: approvals carried out on its thread
         d.tick()
         return d
 
@@ -92,7 +92,6 @@ def agent(sim: Simulator, store_url: str, tmp_path: Path) -> Iterator[MakeAgent]
     made: list[Daemon] = []
     yield agents_on(sim, store_url, tmp_path, made)
     for d in made:
-        d.carrier.stop(5.0)
         d.imds.close()
         d.store.close()
 
@@ -103,7 +102,6 @@ def fleet_agent(sim: Simulator, pg_url: str, tmp_path: Path) -> Iterator[MakeAge
     made: list[Daemon] = []
     yield agents_on(sim, pg_url, tmp_path, made)
     for d in made:
-        d.carrier.stop(5.0)
         d.imds.close()
         d.store.close()
 
@@ -178,7 +176,7 @@ def test_require_agents_holds_for_a_vm_no_agent_runs_on(sim: Simulator, agent: M
     )
     # No failed hook to retry: approve anyway is the way out.
     assert record(held)["ways_out"] == [f"sebridge approve {event_id} --anyway"]
-    out = vm0.approvals.request(ApprovalRequest(event_id, "carol", "cli", anyway=True), wait=2)
+    out = carried(vm0, ApprovalRequest(event_id, "carol", "cli", anyway=True), wait=2)
     assert out.kind == OutcomeKind.APPROVED
     assert sim.start_requests == [event_id]
     deliver(vm0)
@@ -305,7 +303,7 @@ def test_a_stopped_agent_is_silent_at_once_and_holds_until_it_comes_back_and_pre
             event_id = sim.schedule("Reboot", resources=["vm0", "vm2"], notice=1800)
             deliver(vm0)
             asked = ApprovalRequest(event_id, "judy", "cli")
-            out = vm0.approvals.request(asked, wait=5, through_readiness=True)
+            out = carried(vm0, asked, wait=5, through_readiness=True)
             assert out.kind == OutcomeKind.HELD
             silent = f"vm2: agent silent since {stopped.seen_at:%H:%M} UTC"
             assert out.reason == f"held: {silent}; nothing sent to Azure"

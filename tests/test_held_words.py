@@ -24,7 +24,7 @@ from tests.fakes.jira import FakeJira
 from tests.fakes.slack import FakeSlack
 from tests.fakes.teams import FakeTeams
 
-from helpers import cli_main, write_config
+from helpers import carried, cli_main, write_config
 from sebridge.approval.request import ApprovalRequest
 from sebridge.config.loader import from_mapping
 from sebridge.config.secrets import Secret
@@ -125,9 +125,7 @@ def daemon(
         hooks=config.hooks,
         approve_url=approval_link(PUBLIC, LinkSigner(KEY)),
     )
-    d.carrier.start()  # as in `sebridge run`: a person's approval is carried out
     yield d, channels
-    d.carrier.stop(5.0)
     d.imds.close()
     d.store.close()
 
@@ -162,7 +160,7 @@ def test_the_decision_the_link_and_a_hold_are_said_in_every_channel(
     assert f'Decided: ask: rule "{RULE}"' in description
 
     # A person approves; the drain fails; the approval is held.
-    outcome = d.approvals.request(ApprovalRequest(event_id, "alice", "cli"), wait=1.0)
+    outcome = carried(d, ApprovalRequest(event_id, "alice", "cli"), wait=1.0)
     assert outcome.kind == OutcomeKind.HELD
     tick(d)
     assert sim.start_requests == []
@@ -216,7 +214,7 @@ def test_sebridge_events_says_what_happens_next_to_a_held_event(
     asked = sim.schedule("Reboot", notice=900)
     held = sim.schedule("Redeploy", notice=900)
     tick(d)
-    d.approvals.request(ApprovalRequest(held, "alice", "cli"), wait=1.0)
+    carried(d, ApprovalRequest(held, "alice", "cli"), wait=1.0)
     tick(d)
     cfg = write_config(
         tmp_path / "c.toml",

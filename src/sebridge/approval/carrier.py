@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
 
 from sebridge.approval.counts import NOT_COUNTED, ApprovalCounts
@@ -64,6 +65,8 @@ class Carrier:
         dry_run: record and announce, never POST.
         on_recorded: called after a round that claimed or recorded something.
         gate: whether an event's VMs are ready for StartRequests (readiness hooks).
+        batch: what a round runs within (the daemon's Subscriptions.batch: its commits wake
+            other parts once, at its end).
         metrics: counts the approvals this carrier settles (default: nothing counts them).
     """
 
@@ -77,10 +80,12 @@ class Carrier:
         clock: Clock = utcnow,
         on_recorded: Callable[[], None] = lambda: None,
         gate: Gate = lambda record: GO,
+        batch: Callable[[], AbstractContextManager[object]] = nullcontext,
         metrics: ApprovalCounts = NOT_COUNTED,
     ) -> None:
         self._store = store
         self._gate = gate
+        self._batch = batch
         self._imds = imds
         self._outcomes = Outcomes(store, sinks_for, clock, metrics)
         self._dry_run = dry_run
@@ -127,11 +132,13 @@ class Carrier:
         return self._worker.on_own_thread()
 
     def run_once(self) -> int:
-        """One round on the caller's thread (`sebridge once`, tests); how many approvals
-        reached an end state."""
+        """One round on the caller's thread (`sebridge once`, tests), counted as one of our
+        rounds (a request waiting for one sees it end); how many approvals reached an end
+        state."""
         self._woken.set()
-        with self._turn:
-            return self._carry()[0]
+        settled = self.settled
+        self._worker.run_once()
+        return self.settled - settled
 
     # -- waiting for an outcome ------------------------------------------------------------------
 
@@ -152,7 +159,7 @@ class Carrier:
         """One round under the turn lock: when the next is due (None: when woken)."""
         if not self._woken.is_set():
             return None
-        with self._turn:
+        with self._batch(), self._turn:
             return self._carry()[1]
 
     def _carry(self) -> tuple[int, datetime | None]:

@@ -102,6 +102,9 @@ class Daemon:
         self._vm_name = vm_name
         self.clock = clock
         self.hook_mask = hook_mask or Masker()
+        # Who is woken by which table's writes: each part says (its WAKES_ON); this
+        # process's commits and, on PostgreSQL, every process's (watch_store) publish.
+        self.subscriptions = Subscriptions()
         self.hooks = AgentHooks(
             store,
             hooks or {},
@@ -140,15 +143,13 @@ class Daemon:
             dry_run=dry_run,
             clock=clock,
             gate=self.hooks.gate,
+            batch=self.subscriptions.batch,
             metrics=self.metrics,
             readiness_of=lambda record: self.hooks.gate.readiness(record).vms,
         )
         assert carrier is not None  # carries=True
         self.carrier = carrier
         self.hook_worker = self.hooks.worker
-        # Who is woken by which table's writes: each part says (its WAKES_ON); this
-        # process's commits and, on PostgreSQL, every process's (watch_store) publish.
-        self.subscriptions = Subscriptions()
         for part in (self.carrier, self.hook_worker, self.reminders, self.dispatcher):
             self.subscriptions.subscribe(part.WAKES_ON, part.wake, own=part.on_own_thread)
         store.db.on_commit(self.subscriptions.publish)
@@ -158,7 +159,7 @@ class Daemon:
         self.parts = Supervisor(
             [("reminders", self.reminders), ("carrier", self.carrier), ("hooks", self.hook_worker)]
         )
-        self._acted = False  # the first act wakes every part (see act)
+        self._acted = False  # the first act wakes the carrier (see act)
         self._previous: Document | None = store.last_document()
         self._last_object: Document | None = None
         self._imds_failing: str | None = None
@@ -255,12 +256,15 @@ class Daemon:
             # Only once recorded: after a store failure the same document is tried again.
             self._last_object = document
         # What this tick wrote woke its parts as it committed (kernel/subscriptions.py).
-        # Every part looks after the first tick (until it, the store's document is the one
-        # from before a restart: the carrier waits for it) and after another process's
-        # write seen only as a changed file (SQLite: what it wrote is unknown).
-        if written or not self._acted:
-            self._acted = True
+        # Another process's write seen only as a changed file (SQLite: what it wrote is
+        # unknown) wakes every part. The carrier's first round waits for the first tick
+        # (until then the store's document is the one from before a restart); the other
+        # parts' first rounds ran at their start.
+        if written:
             self.subscriptions.publish_all()
+        if not self._acted:
+            self._acted = True
+            self.carrier.wake()
         return result
 
     def take_back_claims(self) -> None:

@@ -21,6 +21,7 @@ hooks".
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -159,13 +160,16 @@ class HookWorker:
 
     def run_once(self) -> int:
         """One round on the caller's thread, then wait for the chains it began to end
-        (`sebridge once`, tests); returns how many hooks or chains began."""
-        ran = self.round()
-        self._chains.wait()
+        (`sebridge once`, tests: each hook has its timeout); returns how many began."""
+        began: list[threading.Thread] = []
+        ran = self.round(began)
+        for chain in began:
+            chain.join()
         return ran
 
-    def round(self) -> int:
-        """Run every hook that is due now; returns how many ran."""
+    def round(self, began: list[threading.Thread] | None = None) -> int:
+        """Begin every chain of hooks that is due now, each on its thread (added to
+        `began`); returns how many began."""
         if self._dry_run or not self._hooks:
             # Nothing ever comes due: left at its start value, the worker would spin.
             self._next_due = None
@@ -190,8 +194,11 @@ class HookWorker:
             gone = not record.present or record.event.event_id in left
             stage, names = self._due(record, plan, now, gone=gone)
             if stage:
-                began, retry_at = self._begin_chain(record, stage, names, vm, now)
-                ran += began
+                chain, retry_at = self._begin_chain(record, stage, names, vm, now)
+                if chain is not None:
+                    ran += 1
+                    if began is not None:
+                        began.append(chain)
                 if retry_at is not None:  # a failed prepare hook runs again then
                     next_due = retry_at if next_due is None else min(next_due, retry_at)
             elif (
@@ -229,15 +236,15 @@ class HookWorker:
 
     def _begin_chain(
         self, record: EventRecord, stage: str, names: Sequence[str], vm: str, now: datetime
-    ) -> tuple[int, datetime | None]:
+    ) -> tuple[threading.Thread | None, datetime | None]:
         """Run what is left of the chain on a thread of its own, unless this event's chain
-        runs already; returns how many chains began, and when a failed prepare hook's retry
-        comes (None: none waits)."""
+        runs already; returns the chain's thread (None: none began), and when a failed
+        prepare hook's retry comes (None: none waits)."""
         left, retry_at = self._left(record, stage, names, vm, now)
         if not left:
-            return 0, retry_at
+            return None, retry_at
         args = (record, stage, left, vm)
-        return int(self._chains.begin(record.event.event_id, lambda: self._run_chain(*args))), None
+        return self._chains.begin(record.event.event_id, lambda: self._run_chain(*args)), None
 
     def _wait_again(self, event_id: str, vm: str) -> None:
         """This VM's prepare chain ended while the event's approval is held (its agent was

@@ -12,7 +12,8 @@ ever. See docs/ARCHITECTURE.md, "Threads".
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 __all__ = ["Subscriptions"]
@@ -36,6 +37,7 @@ class Subscriptions:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._subscribers: tuple[_Subscription, ...] = ()
+        self._local = threading.local()  # .tables: what a batch() on this thread collected
 
     def subscribe(
         self,
@@ -54,9 +56,28 @@ class Subscriptions:
         """Every table someone waits for."""
         return frozenset().union(*(s.tables for s in self._subscribers))
 
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """What is published on this thread meanwhile goes out once, together, at the end:
+        a round's many commits (a claim, then its outcome) wake each subscriber once."""
+        if getattr(self._local, "tables", None) is not None:  # within one already
+            yield
+            return
+        self._local.tables = set()
+        try:
+            yield
+        finally:
+            tables, self._local.tables = self._local.tables, None
+            if tables:
+                self.publish(frozenset(tables))
+
     def publish(self, tables: frozenset[str]) -> None:
         """Commits wrote `tables`: wake each subscriber of one of them (on the caller's
-        thread; a wake only sets a flag)."""
+        thread; a wake only sets a flag), or at the end of this thread's batch()."""
+        collected = getattr(self._local, "tables", None)
+        if collected is not None:
+            collected.update(tables)
+            return
         for subscriber in self._subscribers:  # a tuple, replaced whole: read without the lock
             if subscriber.tables & tables and not subscriber.own():
                 subscriber.wake()
