@@ -226,8 +226,8 @@ def test_an_unchanged_document_costs_no_round_trip_and_an_approval_elsewhere_wak
         for _ in range(3):  # settles: the ticks that hear our own commits
             d.tick()
         before = tap.round_trips
-        for _ in range(20):
-            result = d.tick()
+        for _ in range(20):  # as the daemon's recorder acts on a poll (no part's round)
+            result = d.act(d.poll())
             assert result.polled and not result.changed
         assert tap.round_trips == before, tap.sql[-10:]
         # `sebridge approve` elsewhere, whose POST did not reach IMDS: the approval is stored ...
@@ -251,7 +251,8 @@ def test_a_watching_daemon_posts_an_approval_stored_elsewhere_without_waiting_fo
     try:
         event_id = sim.schedule("Reboot")
         d.tick()
-        d.watch_store()  # as `sebridge run` does; no tick from here on
+        d.carrier.start()  # as `sebridge run` does; no tick from here on
+        d.watch_store()
         cli = Store(pg_url, agent="cli")  # a Slack click on another agent, say
         cli.record_approval(Approval(event_id, "alice", "slack", datetime.now(UTC)))
         cli.close()
@@ -259,6 +260,7 @@ def test_a_watching_daemon_posts_an_approval_stored_elsewhere_without_waiting_fo
         assert sim.start_requests == [event_id]
         assert d.store.approval(event_id).state == "posted"  # type: ignore[union-attr]
     finally:
+        d.carrier.stop(5.0)
         d.imds.close()
         d.store.close()
 

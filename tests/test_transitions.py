@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from helpers import ListSink, run_cli
+from helpers import ListSink, carried, run_cli
 from sebridge.approval.request import ApprovalRequest
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
@@ -125,7 +125,7 @@ def test_mail_and_teams_get_a_handful_and_one_readiness_message(
     history = daemons[0].store.history(event_id=event)
     assert [e.transition.kind for e in history].count("ready") == 1
 
-    assert daemons[0].approvals.request(ApprovalRequest(event, "alice", "cli")).kind == "approved"
+    assert carried(daemons[0], ApprovalRequest(event, "alice", "cli")).kind == "approved"
     rounds(daemons, 1)
     sim.start_event(event)
     rounds(daemons)
