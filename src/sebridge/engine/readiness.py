@@ -44,7 +44,7 @@ def imds_probe(
             imds.close()
         return None
 
-    return Probe("IMDS", get, thread="readiness-probe", monotonic=monotonic)
+    return Probe("IMDS", get, monotonic=monotonic)
 
 
 class Readiness:

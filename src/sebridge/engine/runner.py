@@ -57,6 +57,7 @@ class Runner:
         heartbeat: timedelta = HEARTBEAT,
     ) -> None:
         self.daemon = daemon
+        self.store = daemon.store
         self._services = list(services)
         self._jobs = list(jobs)
         self._poll_interval = poll_interval
@@ -74,6 +75,11 @@ class Runner:
     def store_error(self) -> str | None:
         """Why the store does not answer, while it does not (for /healthz, /readyz)."""
         return self.outage.error
+
+    def store_waiting(self) -> float:
+        """Seconds the store's statement in flight has waited for an answer (for /healthz
+        and /readyz)."""
+        return self.store.db.waiting_for()
 
     def stopped_parts(self) -> list[str]:
         """The daemon's main parts that do not run now (for /livez): `poll`, the loop that
