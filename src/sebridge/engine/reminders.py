@@ -98,8 +98,9 @@ class Reminders:
         return self._worker.stop(timeout)
 
     # Woken by these tables' writes (kernel/subscriptions.py): new events and ended ones
-    # (their leads), an approval's outcome (held: reminded from now; carried out: no more).
-    WAKES_ON = frozenset(("events", "approvals"))
+    # (their leads), an approval's outcome, recorded with its transition (held: reminded
+    # from now; carried out: no more). Not a new approval: its carrier goes first.
+    WAKES_ON = frozenset(("events", "transitions"))
 
     def wake(self) -> None:
         """Look at the store again, on our thread now."""

@@ -204,21 +204,20 @@ def _scheduler(thread: _PollThread) -> BackgroundScheduler:
     """APScheduler's scheduler, not started: the pool's threads named, the poll on its own
     thread, and its "skipped" line for a poll still running left out (the poll says what
     IMDS does, once)."""
-    from apscheduler.executors.base import BaseExecutor, run_job
+    from apscheduler.executors.base import BaseExecutor
     from apscheduler.executors.pool import ThreadPoolExecutor
     from apscheduler.schedulers.background import BackgroundScheduler
 
     class PollExecutor(BaseExecutor):  # type: ignore[misc]
-        """Runs the poll job on the `poll` thread."""
+        """Runs the poll job on the `poll` thread: its function alone (it logs its own
+        failures and is never late: no misfire to tell), then the job's instance is over."""
 
         def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:
             def run() -> None:
                 try:
-                    events = run_job(job, job._jobstore_alias, run_times, self._logger.name)
-                except BaseException as exc:
-                    self._run_job_error(job.id, exc, exc.__traceback__)
-                else:
-                    self._run_job_success(job.id, events)
+                    job.func()
+                finally:
+                    self._run_job_success(job.id, [])
 
             thread.submit(run)
 
