@@ -1,9 +1,10 @@
 """The daemon's life from first poll to exit (`sebridge run`): parts, jobs, stop.
 
-The scheduler (engine/schedule.py) polls and runs the heartbeat, pruning and the
-integrations' jobs, single-holder ones only on the agent that holds their duty. The
-dispatcher, the hook worker, the carrier, the duties board, the services (the HTTP server,
-Slack's Socket Mode), the recorder and the scheduler are started in that order by one
+The scheduler (engine/schedule.py, APScheduler) polls and runs the heartbeat, pruning and
+the integrations' jobs, single-holder ones only on the agent that holds their duty. The
+dispatcher, the reminders, the carrier, the hook worker, the store's listener, the duties
+board, the services (the HTTP server, Slack's Socket Mode), the recorder and the
+scheduler are started in that order by one
 Supervisor (kernel/worker.py) and stopped in reverse against one deadline: SIGTERM/SIGINT
 stop it all within the shutdown grace (plus a second), whatever IMDS or a sink does (how
 they are heard: engine/stop_signals.py). See docs/ARCHITECTURE.md, "Threads".
