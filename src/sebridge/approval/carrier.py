@@ -123,8 +123,14 @@ class Carrier:
     WAKES_ON = frozenset(("approvals", "hook_runs"))
 
     def wake(self) -> None:
-        """Carry out what is pending: a round on our thread soon."""
+        """Carry out what is pending: a round on our thread soon (the first tick's wake, a
+        person's request: rounds may begin from now on)."""
         self._woken.set()
+        self._worker.wake()
+
+    def look(self) -> None:
+        """A write to our tables was heard: a round soon, once rounds may begin (a commit
+        before the first tick, e.g. claims taken back at start, begins none)."""
         self._worker.wake()
 
     def on_own_thread(self) -> bool:

@@ -150,8 +150,13 @@ class Daemon:
         assert carrier is not None  # carries=True
         self.carrier = carrier
         self.hook_worker = self.hooks.worker
-        for part in (self.carrier, self.hook_worker, self.reminders, self.dispatcher):
-            self.subscriptions.subscribe(part.WAKES_ON, part.wake, own=part.on_own_thread)
+        for part, wake in (
+            (self.carrier, self.carrier.look),  # its first round waits for the first tick
+            (self.hook_worker, self.hook_worker.wake),
+            (self.reminders, self.reminders.wake),
+            (self.dispatcher, self.dispatcher.wake),
+        ):
+            self.subscriptions.subscribe(part.WAKES_ON, wake, own=part.on_own_thread)
         store.db.on_commit(self.subscriptions.publish)
         # The parts woken by events, in start order (the runner starts them after the
         # dispatcher); run_once() runs them last started first: the hooks an approval
