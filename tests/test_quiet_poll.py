@@ -134,6 +134,7 @@ def test_a_due_prepare_lead_needs_no_poll_handed_on(
         }
     )
     d = _daemon(sim, store_url, policy=build_policy(config.policy), hooks=config.hooks, clock=clock)
+    d.watch_store()  # as `sebridge run` does: commits heard as they are made, not at a poll
     try:
         sim.schedule("Reboot")  # NotBefore in 15 minutes; its prepare lead in 10
         while not _step(d):
