@@ -63,12 +63,12 @@ def approval_latencies(rules: list[dict[str, Any]], events: int) -> list[float]:
     ):
         d = build(sim, Path(folder), rules)
         d.carrier.start()
-        d.hooks.worker.start()
+        d.hook_worker.start()
         took = []
         try:
-            for _ in range(events):
+            for _ in range(events):  # recorded as the daemon's recorder does (act)
                 event_id = sim.schedule("Reboot", notice=3600)
-                d.tick()
+                d.act(d.poll())
                 posts = len(sim.posts)
                 began = sim.clock()
                 d.approvals.request(ApprovalRequest(event_id, "bench", "cli"), wait=0)
@@ -79,18 +79,19 @@ def approval_latencies(rules: list[dict[str, Any]], events: int) -> list[float]:
                     raise SystemExit(f"no StartRequests for {event_id} within 10 s")
                 took.append(sim.posts[posts].at - began)
                 sim.complete(event_id)
-                d.tick()
+                d.act(d.poll())
         finally:
-            d.hooks.worker.stop(1.0)
+            d.hook_worker.stop(1.0)
             d.carrier.stop(1.0)
             d.imds.close()
             d.store.close()
         return took
 
 
-def reminder_lateness(count: int, poll: float, *, threaded: bool) -> list[float]:
+def reminder_lateness(count: int, poll: float, *, own_thread: bool) -> list[float]:
     """Seconds between each reminder's lead and its transition, polling every `poll`;
-    `threaded`: the reminders on their own thread (`sebridge run`), else the tick's."""
+    `own_thread`: the reminders on their own thread (`sebridge run`, each poll acted on as
+    the recorder does), else run once by each tick (`sebridge once`, Daemon.tick)."""
     rules = [{"action": "ask", "remind": [897]}]
     with (
         Simulator(port=0, vm_name="vm0", approval_delay=3600) as sim,
@@ -101,13 +102,16 @@ def reminder_lateness(count: int, poll: float, *, threaded: bool) -> list[float]
 
         def poll_loop() -> None:
             while not stop.wait(poll):
-                d.tick()
+                if own_thread:
+                    d.act(d.poll())
+                else:
+                    d.tick()
 
         ids = []
         for i in range(count):  # leads come 3 s + i * 0.37 s from now
             ids.append(sim.schedule("Reboot", notice=900 + i * 0.37))
         d.tick()
-        if threaded:
+        if own_thread:
             d.reminders.start()
         poller = threading.Thread(target=poll_loop, daemon=True)
         poller.start()
@@ -147,8 +151,8 @@ def main() -> int:
     print(f"  one trivial prepare hook: {ms(percentile(hooked, 50))} / {ms(hook99)}")
     print(f"  added at p99: {ms(hook99 - base99)} (target <= 30 ms); ratio {hook99 / base99:.2f}x")
     print(f"reminder lateness, {args.reminders} reminders, polling every {args.poll:.1f} s:")
-    for threaded, how in ((True, "own thread (run)"), (False, "run by the tick (once)")):
-        late = reminder_lateness(args.reminders, args.poll, threaded=threaded)
+    for own_thread, how in ((True, "own thread (run)"), (False, "run by the tick (once)")):
+        late = reminder_lateness(args.reminders, args.poll, own_thread=own_thread)
         late99 = percentile(late, 99)
         print(
             f"  {how}: p50 {ms(percentile(late, 50))}, p99 {ms(late99)}, max {ms(max(late))}; "

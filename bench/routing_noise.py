@@ -36,6 +36,21 @@ VMS = ("web1", "web2", "web3")
 SINKS = ("console", "jsonl", "slack", "teams", "jira", "email", "webhook")
 
 
+def _hooks_round(d: Any) -> None:
+    """The hook worker's round, waited for: run_once; a tree before it, round() (inline)."""
+    worker = getattr(d, "hook_worker", None)
+    if worker is not None:
+        worker.run_once()
+    else:
+        d.hooks.worker.round()
+
+
+def _carrier_round(d: Any) -> None:
+    """The carrier's round: run_once; a tree before it, wake() (inline without a thread)."""
+    run_once = getattr(d.carrier, "run_once", None)
+    (run_once or d.carrier.wake)()
+
+
 def scenario(dsn: str, work: Path, action: str = "ask") -> dict[str, list[str]]:
     """Run the event on three agents; the kinds of the outbox rows per sink, in order.
     action "approve": the rule approves (after the drains) instead of alice."""
@@ -115,15 +130,16 @@ def scenario(dsn: str, work: Path, action: str = "ask") -> dict[str, list[str]]:
                 for d in daemons:
                     d.tick()
                 for d in daemons:
-                    d.hooks.worker.run_due()
+                    _hooks_round(d)
                 for d in daemons:
-                    d.carrier.wake()
+                    _carrier_round(d)
 
         rounds(1)  # every agent has run (and beaten) before the event comes
         event = sim.schedule("Reboot", resources=list(VMS), notice=900)
         rounds()
         if action == "ask":
-            daemons[0].approvals.request(ApprovalRequest(event, "alice", "cli"))
+            # Recorded; the rounds below carry it out (no carrier thread here to wait for).
+            daemons[0].approvals.request(ApprovalRequest(event, "alice", "cli"), wait=0)
             rounds()
         sim.start_event(event)
         rounds()

@@ -24,7 +24,9 @@ from sebridge.model import Receipt
 from sebridge.model.message import Message
 
 if TYPE_CHECKING:
+    from sebridge.engine.daemon import Daemon
     from sebridge.engine.runner import Runner
+    from sebridge.model.approval_request import ApprovalRequest, Outcome
 
 T = TypeVar("T")
 
@@ -305,6 +307,21 @@ def cli_main(*argv: str) -> tuple[int, str, str]:
         except SystemExit as exc:  # argparse
             code = exc.code if isinstance(exc.code, int) else 2
     return code, out.getvalue(), err.getvalue()
+
+
+def carried(daemon: Daemon, request: ApprovalRequest, **options: Any) -> Outcome:
+    """A channel's request (Approvals.request, on a thread of its own, as a channel's), its
+    approval carried out by the daemon's carrier one round at a time on this thread, as the
+    carrier's own thread would once woken: a test that ticks stays in step."""
+    outcome: list[Outcome] = []
+    asker = threading.Thread(
+        target=lambda: outcome.append(daemon.approvals.request(request, **options))
+    )
+    asker.start()
+    while asker.is_alive():
+        daemon.carrier.run_once()
+        asker.join(0.01)
+    return outcome[0]
 
 
 class ListSink:

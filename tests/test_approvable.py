@@ -256,7 +256,7 @@ def test_an_approval_held_or_waiting_is_offered_nowhere(
             for name in sinks:
                 dispatcher.deliver_due(name)
 
-        approvals, _ = assemble(
+        approvals, carrier = assemble(
             store,
             imds,
             lambda action: list(sinks),
@@ -264,6 +264,9 @@ def test_an_approval_held_or_waiting_is_offered_nowhere(
             dry_run=False,
             gate=lambda r: gate,
         )
+        assert carrier is not None
+        carrier.start()  # carries the approval out on its thread, as the daemon's does
+        stack.callback(carrier.stop, 5.0)
         before = Document(1, (event,))
         store.documents.apply(
             before, [(Transition(TransitionKind.SCHEDULED, event, now), list(sinks))], now

@@ -18,7 +18,7 @@ from dataclasses import replace
 from fakes.jira import FakeJira
 from fakes.slack import FakeSlack
 from fakes.teams import FakeTeams
-from helpers import ListSink
+from helpers import ListSink, carried
 from sebridge.cli import reading
 from sebridge.config.loader import from_mapping
 from sebridge.config.secrets import Secret
@@ -51,14 +51,14 @@ def test_an_approval_anyway_after_a_held_one_names_who_did_it_everywhere(
     tick(d)
     # Bob approves from Slack; vm0's drain fails: his approval is held.
     bob = ApprovalRequest(event_id, "bob", "slack", actor_id="U0BOB")
-    d.approvals.request(bob, wait=0.5)
+    carried(d, bob, wait=0.5)
     tick(d)
     tick(d)
     assert sink.kinds(event_id)[-1] == "held"
     assert sim.start_requests == []
     # Alice approves anyway from the CLI: carried out, the VM not ready.
     alice = ApprovalRequest(event_id, "alice", "cli", anyway=True)
-    assert d.approvals.request(alice, wait=1.0).kind == OutcomeKind.APPROVED
+    assert carried(d, alice, wait=1.0).kind == OutcomeKind.APPROVED
     assert sim.start_requests == [event_id]
     sim.start_event(event_id)
     tick(d)
@@ -157,5 +157,5 @@ def test_an_approval_anyway_after_a_held_one_names_who_did_it_everywhere(
     said = out.getvalue().splitlines()
     (held,) = [s for s in said if " held " in s]
     assert "by bob via slack: Approval by bob held: fails failed (exit 1) on vm0" in held
-    (carried,) = [s for s in said if " approved " in s]
-    assert f"{event_id} anyway by alice via cli: Not ready: {NOT_READY}" in carried
+    (carried_line,) = [s for s in said if " approved " in s]
+    assert f"{event_id} anyway by alice via cli: Not ready: {NOT_READY}" in carried_line

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from fakes.slack import FakeSlack
 from fakes.teams import FakeTeams
+from helpers import carried
 from sebridge.engine.daemon import Daemon
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.render import BUILTIN_TEMPLATES
@@ -34,7 +35,7 @@ def test_a_held_approval_says_nothing_was_sent_to_azure_in_every_channel(
     d, said = daemon
     event_id = sim.schedule("Redeploy", notice=900)
     tick(d)
-    outcome = d.approvals.request(ApprovalRequest(event_id, "alice", "cli"), wait=1.0)
+    outcome = carried(d, ApprovalRequest(event_id, "alice", "cli"), wait=1.0)
     assert outcome.kind == OutcomeKind.HELD
     assert "StartRequests goes to Azure once they succeed" in outcome.reason  # the answer
     tick(d)

@@ -61,17 +61,17 @@ def rig(store_url: str) -> Iterator[tuple[Simulator, ImdsClient, Store, list[str
             imds.close()
 
 
-def test_a_round_cut_short_by_the_store_does_not_strand_what_it_claimed_inline(
+def test_a_round_cut_short_by_the_store_does_not_strand_what_it_claimed_run_once(
     rig: tuple[Simulator, ImdsClient, Store, list[str]],
 ) -> None:
-    """`sebridge once` and the CLI: the error reaches the caller; the next call carries
-    both approvals out."""
+    """`sebridge once` and the tests (run_once): the error reaches the caller; the next
+    round carries both approvals out."""
     sim, imds, store, (first, second) = rig
     carrier = Carrier(store, imds, lambda policy: ["list"], clock=lambda: T0, gate=FailsOnce(first))
     with pytest.raises(StoreError):
-        carrier.wake()
+        carrier.run_once()
     assert sim.start_requests == []  # the gate failed before anything went to IMDS
-    assert carrier.wake() == 2
+    assert carrier.run_once() == 2
     assert sorted(sim.start_requests) == sorted([first, second])
     assert states(store, first, second) == ["posted", "posted"]
 
@@ -84,7 +84,7 @@ def test_a_round_cut_short_by_the_store_does_not_strand_what_it_claimed_threaded
     sim, imds, store, (first, second) = rig
     carrier = Carrier(store, imds, lambda policy: ["list"], clock=lambda: T0, gate=FailsOnce(first))
     carrier.start()
-    carrier.wake()  # as the tick does once the approvals are recorded
+    carrier.wake()  # as the approvals' commit does
     try:
         wait_until(
             lambda: len(sim.start_requests) == 2,

@@ -120,6 +120,7 @@ class Bridge:
         self.daemon: Daemon = runner.daemon
         (self.server,) = (s for s in runner.services if isinstance(s, HttpServer))
         self.server.start()
+        self.daemon.carrier.start()  # as in `sebridge run`: the page's approval is carried out
         self.http = requests.Session()
         self.http.trust_env = False
 
@@ -137,6 +138,7 @@ class Bridge:
     def close(self) -> None:
         self.http.close()
         self.server.stop()
+        self.daemon.carrier.stop(5.0)
         self.daemon.dispatcher.stop(0.0)
         self.daemon.imds.close()
         self.daemon.store.close()

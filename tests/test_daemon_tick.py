@@ -60,20 +60,24 @@ class Harness:
     def _daemon(self) -> Daemon:
         imds = ImdsClient(self.sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None)
         store = Store(self.url, agent="vm0")
-        return Daemon(
+        daemon = Daemon(
             imds, store, {"list": self.sink}, vm_name="vm0", clock=self.clock.now, **self.options
         )  # type: ignore[arg-type]
+        daemon.carrier.start()  # as in `sebridge run`: a person's approval is carried out
+        return daemon
 
     def tick(self) -> None:
         self.daemon.tick()
         self.daemon.dispatcher.deliver_due(self.sink.name)
 
     def restart(self) -> None:
+        self.daemon.carrier.stop(5.0)
         self.daemon.imds.close()
         self.daemon.store.close()
         self.daemon = self._daemon()
 
     def close(self) -> None:
+        self.daemon.carrier.stop(5.0)
         self.daemon.imds.close()
         self.daemon.store.close()
 

@@ -23,6 +23,7 @@ from helpers import (
     DaemonProcess,
     ListSink,
     RunnerThread,
+    carried,
     cli_main,
     lines_of,
     run_cli,
@@ -107,7 +108,7 @@ def fleet_agent(sim: Simulator, pg_url: str, tmp_path: Path) -> Iterator[MakeAge
 
 def deliver(d: Daemon) -> None:
     d.tick()
-    d.carrier.wake()
+    d.carrier.run_once()
     d.dispatcher.deliver_due("list")
 
 
@@ -175,7 +176,7 @@ def test_require_agents_holds_for_a_vm_no_agent_runs_on(sim: Simulator, agent: M
     )
     # No failed hook to retry: approve anyway is the way out.
     assert record(held)["ways_out"] == [f"sebridge approve {event_id} --anyway"]
-    out = vm0.approvals.request(ApprovalRequest(event_id, "carol", "cli", anyway=True), wait=2)
+    out = carried(vm0, ApprovalRequest(event_id, "carol", "cli", anyway=True), wait=2)
     assert out.kind == OutcomeKind.APPROVED
     assert sim.start_requests == [event_id]
     deliver(vm0)
@@ -302,7 +303,7 @@ def test_a_stopped_agent_is_silent_at_once_and_holds_until_it_comes_back_and_pre
             event_id = sim.schedule("Reboot", resources=["vm0", "vm2"], notice=1800)
             deliver(vm0)
             asked = ApprovalRequest(event_id, "judy", "cli")
-            out = vm0.approvals.request(asked, wait=5, through_readiness=True)
+            out = carried(vm0, asked, wait=5, through_readiness=True)
             assert out.kind == OutcomeKind.HELD
             silent = f"vm2: agent silent since {stopped.seen_at:%H:%M} UTC"
             assert out.reason == f"held: {silent}; nothing sent to Azure"

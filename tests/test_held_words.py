@@ -24,7 +24,7 @@ import pytest
 from fakes.jira import FakeJira
 from fakes.slack import FakeSlack
 from fakes.teams import FakeTeams
-from helpers import cli_main, write_config
+from helpers import carried, cli_main, write_config
 from sebridge.config.loader import from_mapping
 from sebridge.config.secrets import Secret
 from sebridge.engine.daemon import Daemon
@@ -160,7 +160,7 @@ def test_the_decision_the_link_and_a_hold_are_said_in_every_channel(
     assert f'Decided: ask: rule "{RULE}"' in description
 
     # A person approves; the drain fails; the approval is held.
-    outcome = d.approvals.request(ApprovalRequest(event_id, "alice", "cli"), wait=1.0)
+    outcome = carried(d, ApprovalRequest(event_id, "alice", "cli"), wait=1.0)
     assert outcome.kind == OutcomeKind.HELD
     tick(d)
     assert sim.start_requests == []
@@ -214,7 +214,7 @@ def test_sebridge_events_says_what_happens_next_to_a_held_event(
     asked = sim.schedule("Reboot", notice=900)
     held = sim.schedule("Redeploy", notice=900)
     tick(d)
-    d.approvals.request(ApprovalRequest(held, "alice", "cli"), wait=1.0)
+    carried(d, ApprovalRequest(held, "alice", "cli"), wait=1.0)
     tick(d)
     cfg = write_config(
         tmp_path / "c.toml",

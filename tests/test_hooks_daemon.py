@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from helpers import ListSink, wait_until
+from helpers import ListSink, carried, wait_until
 from sebridge.config.loader import from_mapping
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
@@ -173,15 +173,18 @@ def test_one_events_long_drain_does_not_keep_anothers_hooks_waiting(
         {"event_types": ["Preempt"], "action": "approve", "prepare": ["drain"]},
     ]
     d = make_daemon(rules, sink)
-    d.hooks.worker.start()  # as in `sebridge run`: the worker on threads of its own
+    # As in `sebridge run`: the worker and the carrier on threads of their own, the
+    # document recorded as the recorder does (no round run by the caller).
+    d.hook_worker.start()
+    d.carrier.start()
     try:
         reboot = sim.schedule("Reboot", notice=900)
-        tick(d)
+        d.act(d.poll())
         wait_until(lambda: "slow:prepare:vm0" in ran(tmp_path), 10)
         preempt = sim.schedule("Preempt", notice=30)
 
         def preempt_released() -> bool:
-            tick(d)
+            d.act(d.poll())
             return preempt in sim.start_requests
 
         # The Reboot's drain is still running; the Preempt's ran beside it and went out.
@@ -191,13 +194,14 @@ def test_one_events_long_drain_does_not_keep_anothers_hooks_waiting(
         (tmp_path / "release").touch()
 
         def reboot_released() -> bool:
-            tick(d)
+            d.act(d.poll())
             return reboot in sim.start_requests
 
         wait_until(reboot_released, 15)
     finally:
         (tmp_path / "release").touch()
-        d.hooks.worker.stop(5.0)
+        d.hook_worker.stop(5.0)
+        d.carrier.stop(5.0)
     assert sim.start_requests.count(reboot) == sim.start_requests.count(preempt) == 1
 
 
@@ -213,14 +217,15 @@ def test_a_store_that_refuses_a_hook_run_is_not_asked_again_in_a_loop(
         raise StoreError("the store does not answer")
 
     monkeypatch.setattr(d.store.hook_runs, "begin", refuse)
-    d.hooks.worker.start()
+    d.hook_worker.start()  # as in `sebridge run`: the worker on threads of its own
     try:
         sim.schedule("Reboot")
-        tick(d)
+        d.act(d.poll())  # recorded; the worker's thread is woken, not run here
+        d.carrier.run_once()  # the approval waits for the hook: the worker is woken again
         wait_until(lambda: asked, 10)
         time.sleep(1.0)
     finally:
-        d.hooks.worker.stop(5.0)
+        d.hook_worker.stop(5.0)
     # Looked at again by a wake or the heartbeat, not at once: a failed chain must not spin.
     assert len(asked) <= 2, len(asked)
     assert ran(tmp_path) == []
@@ -243,7 +248,7 @@ def test_a_failed_prepare_hook_holds_the_approval_and_says_why(
     failed = sink.of(event_id, "hook_failed")[0].transition.hook
     assert failed is not None and failed.exit_code == 1 and failed.why == "exit 1"
     # A person's later approval is held too, and told why.
-    outcome = d.approvals.request(ApprovalRequest(event_id, "U123", "slack"), wait=1.0)
+    outcome = carried(d, ApprovalRequest(event_id, "U123", "slack"), wait=1.0)
     assert outcome.kind == OutcomeKind.HELD
     assert "fails failed (exit 1) on vm0" in outcome.reason
     assert sim.start_requests == []
@@ -272,7 +277,7 @@ def test_a_persons_approval_waits_for_the_prepare_hooks(
     event_id = sim.schedule("Redeploy", notice=900)
     tick(d)
     assert ran(tmp_path) == []  # asked; NotBefore is further away than the lead
-    outcome = d.approvals.request(ApprovalRequest(event_id, "U123", "slack"), wait=1.0)
+    outcome = carried(d, ApprovalRequest(event_id, "U123", "slack"), wait=1.0)
     assert outcome.kind == OutcomeKind.HELD
     assert "waiting for prepare hooks: vm0: waiting (drain not started)" in outcome.reason
     assert sim.start_requests == []
@@ -390,7 +395,7 @@ def test_approved_events_are_not_reminded(sim: Simulator, make_daemon: MakeDaemo
     asked = sim.schedule("Redeploy", notice=1000)
     tick(d)
     assert sink.of(asked, "reminder") == []  # 1000 s ahead: the 900 s lead has not come
-    d.approvals.request(ApprovalRequest(approved, "U1", "slack"), wait=1.0)
+    carried(d, ApprovalRequest(approved, "U1", "slack"), wait=1.0)
     shift[0] = timedelta(seconds=200)
     tick(d)
     assert [m.transition.remind_before for m in sink.of(asked, "reminder")] == [900]
@@ -510,10 +515,10 @@ def test_a_fleet_posts_once_every_listed_vm_with_an_agent_is_ready(
     event_id = sim.schedule("Reboot", resources=["vm0", "vm2", "vm9"], notice=1800)
     vm0.tick()
     vm2.tick()
-    outcome = vm0.approvals.request(ApprovalRequest(event_id, "U1", "slack"), wait=1.0)
+    outcome = carried(vm0, ApprovalRequest(event_id, "U1", "slack"), wait=1.0)
     assert outcome.kind == OutcomeKind.HELD
-    vm0.hooks.worker.run_due()  # vm0 is ready; vm2 has not prepared yet
-    vm0.carrier.wake()
+    vm0.hook_worker.run_once()  # vm0 is ready; vm2 has not prepared yet
+    vm0.carrier.run_once()
     assert sim.start_requests == []
     lines = [v.line() for v in vm0.hooks.shown(event_id)[0]]
     assert lines == [
@@ -521,8 +526,8 @@ def test_a_fleet_posts_once_every_listed_vm_with_an_agent_is_ready(
         "vm2: waiting (check not started)",
         "vm9: no agent: sebridge cannot drain it",
     ]
-    vm2.hooks.worker.run_due()
-    vm0.carrier.wake()
+    vm2.hook_worker.run_once()
+    vm0.carrier.run_once()
     assert sim.start_requests == [event_id]
     assert sorted(ran(tmp_path)) == ["check:prepare:vm0", "check:prepare:vm2"]
 
@@ -537,8 +542,8 @@ def test_one_failed_vm_holds_the_fleets_approval(
     vm1.tick()  # vm1's hook fails at once (the policy approved)
     vm0.tick()
     for d in (vm0, vm1, vm0):
-        d.hooks.worker.run_due()
-        d.carrier.wake()
+        d.hook_worker.run_once()
+        d.carrier.run_once()
     vm0.dispatcher.deliver_due("list")
     assert sim.start_requests == []
     held = sink.of(event_id, "held")
@@ -600,7 +605,7 @@ def test_approve_anyway_carries_out_a_held_approval_and_the_start_is_an_alarm(
     assert sink.kinds(event_id)[-1] == "held"
     # Without --anyway: held, told the two ways out; a double click is one note, to every sink.
     for _ in range(2):
-        outcome = d.approvals.request(ApprovalRequest(event_id, "carol", "cli"), wait=1.0)
+        outcome = carried(d, ApprovalRequest(event_id, "carol", "cli"), wait=1.0)
         assert outcome.kind == OutcomeKind.HELD
     d.dispatcher.deliver_due("list")
     (note,) = sink.of(event_id, "problem")
@@ -615,7 +620,7 @@ def test_approve_anyway_carries_out_a_held_approval_and_the_start_is_an_alarm(
     ) == 1
     assert sim.start_requests == []
 
-    outcome = d.approvals.request(ApprovalRequest(event_id, "carol", "cli", anyway=True), wait=1.0)
+    outcome = carried(d, ApprovalRequest(event_id, "carol", "cli", anyway=True), wait=1.0)
     assert outcome.kind == OutcomeKind.APPROVED
     assert sim.start_requests == [event_id]
     d.dispatcher.deliver_due("list")
@@ -630,7 +635,7 @@ def test_approve_anyway_carries_out_a_held_approval_and_the_start_is_an_alarm(
     # Messages name who made it happen (Slack's redrawn message, cards): carol, not "policy".
     assert approved.approved_by == "carol"
     # A second anyway finds it carried out: already approved.
-    again = d.approvals.request(ApprovalRequest(event_id, "dave", "cli", anyway=True), wait=0.5)
+    again = carried(d, ApprovalRequest(event_id, "dave", "cli", anyway=True), wait=0.5)
     assert again.kind == OutcomeKind.ALREADY
     assert sim.start_requests == [event_id]
 
@@ -651,7 +656,7 @@ def test_approve_anyway_on_an_event_nothing_holds_or_delays_is_refused_with_the_
     d = make_daemon([{"action": "ask", "prepare": ["drain"]}], sink, lead=60)
     event_id = sim.schedule("Redeploy", notice=900)
     tick(d)
-    outcome = d.approvals.request(ApprovalRequest(event_id, "U123", "slack", anyway=True), wait=1.0)
+    outcome = carried(d, ApprovalRequest(event_id, "U123", "slack", anyway=True), wait=1.0)
     assert outcome.kind == OutcomeKind.REFUSED and outcome.approval is None
     assert outcome.reason == (
         f"nothing holds or delays an approval of {event_id}: approve it with"
@@ -790,8 +795,8 @@ def test_a_hooks_retry_runs_again_on_the_agent_where_it_failed_only(
     assert answer.runs == (("vm1", "check"),) and answer.released
     vm0.heard(frozenset({"hook_retries"}))  # vm0 has nothing to run again
     vm1.heard(frozenset({"hook_retries"}))  # its listener hears the request: check runs again
-    for d in (vm0, vm1):
-        d.carrier.wake()
+    for d in (vm0, vm1):  # the rounds the wake asked for, run once (hooks, then the carrier)
+        d.parts.run_once()
     vm0.dispatcher.deliver_due("list")
     assert sorted(ran(tmp_path)) == ["check:prepare:vm0", "check:prepare:vm1", "check:prepare:vm1"]
     # It failed again on vm1: held again, and said again (a new attempt, a new hold).

@@ -87,7 +87,7 @@ def sink_of(d: Daemon) -> ListSink:
 
 def look(d: Daemon) -> None:
     """A round of vm0's carrier (its heartbeat or due time would start one) and deliveries."""
-    d.carrier.wake()
+    d.carrier.run_once()
     d.dispatcher.deliver_due("list")
 
 

@@ -164,7 +164,7 @@ def test_the_restart_announces_what_an_earlier_attempt_did(
             restarted.documents.apply(imds.get_document(), [], datetime.now(UTC))  # Started
             metrics = Metrics(["list"])
             carrier = Carrier(restarted, imds, lambda policy: ["list"], metrics=metrics)
-            assert carrier.wake() == 1
+            assert carrier.run_once() == 1
             record = restarted.approvals.get(event_id)
             assert record is not None and record.state == state
             (news,) = [
@@ -200,10 +200,10 @@ def test_after_a_post_imds_never_answered_the_approval_counts_as_sent(
             store.approvals.record(Approval(event_id, "alice", "cli", datetime.now(UTC)))
             carrier = Carrier(store, imds, lambda policy: ["list"])
             sim.inject(fault, seconds=2.0 if fault == "hang_after" else None)
-            assert carrier.wake() == 0  # put back: retried at the next tick
+            assert carrier.run_once() == 0  # put back: retried at the next tick
             sim.start_event(event_id)
             store.documents.apply(imds.get_document(), [], datetime.now(UTC))  # Started
-            assert carrier.wake() == 1
+            assert carrier.run_once() == 1
             record = store.approvals.get(event_id)
             assert record is not None and (record.state, record.attempts) == (state, 2)
             notes = [h.transition.note for h in store.history.entries()]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from helpers import ListSink
+from helpers import ListSink, carried
 from sebridge.config.loader import from_mapping
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
@@ -60,7 +60,7 @@ def daemon(sim: Simulator, store_url: str, sink: ListSink) -> Iterator[Daemon]:
 
 def tick(d: Daemon) -> None:
     d.tick()
-    d.carrier.wake()
+    d.carrier.run_once()
     d.dispatcher.deliver_due("list")
 
 
@@ -110,7 +110,7 @@ def test_inform_is_not_offered_to_channels_but_a_person_may_still_approve_it(
     tick(daemon)
     # The Jira status search looks only at events that offer an approval.
     assert [r.event.event_id for r in daemon.approvals.open_events()] == [reboot]
-    outcome = daemon.approvals.request(ApprovalRequest(redeploy, "alice", "cli"))
+    outcome = carried(daemon, ApprovalRequest(redeploy, "alice", "cli"))
     assert outcome.kind == OutcomeKind.APPROVED
     assert sim.start_requests == [redeploy]
 

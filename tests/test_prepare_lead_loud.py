@@ -29,7 +29,7 @@ from fakes.slack import FakeSlack
 from fakes.smtp import FakeSmtp
 from fakes.teams import FakeTeams
 from fakes.webhook import FakeWebhook
-from helpers import cli_main, wait_until, write_config
+from helpers import carried, cli_main, wait_until, write_config
 from rigs.webhook import new_key
 from sebridge.cli.runtime import build_runner
 from sebridge.engine.daemon import Daemon
@@ -297,7 +297,7 @@ def test_moving_the_jira_issue_of_a_held_event_is_told_once_and_kept_in_history(
     bridge.tick()
     bridge.tick()
     # bob approves from the CLI: held, the drain failed.
-    held = bridge.daemon.approvals.request(ApprovalRequest(event_id, "bob", "cli"), wait=2.0)
+    held = carried(bridge.daemon, ApprovalRequest(event_id, "bob", "cli"), wait=2.0)
     assert held.kind == OutcomeKind.HELD
     bridge.deliver()
     # Finding 12: a held line says it was said while held.

@@ -251,8 +251,8 @@ def test_an_unchanged_document_costs_no_round_trip_and_an_approval_elsewhere_wak
         for _ in range(3):  # settles: the ticks that hear our own commits
             d.tick()
         before = tap.round_trips
-        for _ in range(20):
-            result = d.tick()
+        for _ in range(20):  # as the daemon's recorder acts on a poll (no part's round)
+            result = d.act(d.poll())
             assert result.polled and not result.changed
         assert tap.round_trips == before, tap.sql[-10:]
         # `sebridge approve` elsewhere, whose POST did not reach IMDS: the approval is stored ...
@@ -276,7 +276,8 @@ def test_a_watching_daemon_posts_an_approval_stored_elsewhere_without_waiting_fo
     try:
         event_id = sim.schedule("Reboot")
         d.tick()
-        d.watch_store()  # as `sebridge run` does; no tick from here on
+        d.carrier.start()  # as `sebridge run` does; no tick from here on
+        d.watch_store()
         cli = Store(pg_url, agent="cli")  # a Slack click on another agent, say
         cli.approvals.record(Approval(event_id, "alice", "slack", datetime.now(UTC)))
         cli.close()
@@ -284,6 +285,7 @@ def test_a_watching_daemon_posts_an_approval_stored_elsewhere_without_waiting_fo
         assert sim.start_requests == [event_id]
         assert d.store.approvals.get(event_id).state == "posted"  # type: ignore[union-attr]
     finally:
+        d.carrier.stop(5.0)
         d.imds.close()
         d.store.close()
 
@@ -303,7 +305,7 @@ def test_one_commit_of_outbox_rows_and_an_approval_wakes_the_dispatcher_too(
         # As `sebridge run` does; no tick from here on.
         d.dispatcher.start()
         d.carrier.start()
-        d.hooks.worker.start()
+        d.hook_worker.start()
         d.watch_store()
         e = ScheduledEvent("E7", "Reboot", "Scheduled", ("vm1",))
         now = datetime.now(UTC)
@@ -319,7 +321,7 @@ def test_one_commit_of_outbox_rows_and_an_approval_wakes_the_dispatcher_too(
         ]
     finally:
         d.carrier.stop(5.0)
-        d.hooks.worker.stop(1.0)
+        d.hook_worker.stop(1.0)
         d.dispatcher.stop(5.0)
         d.imds.close()
         d.store.close()

@@ -121,8 +121,8 @@ def rounds(d: Daemon, document: Document) -> dict[str, Callable[[], object]]:
     flip = ScheduledEvent("F1", "Freeze", "Scheduled", ("vm0",), not_before=NOW + timedelta(1))
     changed = replace(document, incarnation="changed", events=(*document.events, flip))
     return {
-        "carrier": d.carrier.wake,
-        "hook worker": d.hooks.worker.run_due,
+        "carrier": d.carrier.run_once,
+        "hook worker": d.hook_worker.run_once,
         "reminders": lambda: d.reminders.record_due(NOW),
         "jira search": d.approvals.open_events,
         "dispatcher claim": lambda: store.outbox.claim("jsonl", NOW, NOW + timedelta(minutes=2)),

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from helpers import ListSink, run_cli
+from helpers import ListSink, carried, run_cli
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
@@ -96,9 +96,9 @@ def rounds(daemons: list[Daemon], n: int = 4) -> None:
         for d in daemons:
             d.tick()
         for d in daemons:
-            d.hooks.worker.run_due()
+            d.hook_worker.run_once()
         for d in daemons:
-            d.carrier.wake()
+            d.carrier.run_once()
         for d in daemons:
             for name in SINKS:
                 d.dispatcher.deliver_due(name)
@@ -125,7 +125,7 @@ def test_mail_and_teams_get_a_handful_and_one_readiness_message(
     history = daemons[0].store.history.entries(event_id=event)
     assert [e.transition.kind for e in history].count("ready") == 1
 
-    assert daemons[0].approvals.request(ApprovalRequest(event, "alice", "cli")).kind == "approved"
+    assert carried(daemons[0], ApprovalRequest(event, "alice", "cli")).kind == "approved"
     rounds(daemons, 1)
     sim.start_event(event)
     rounds(daemons)
@@ -174,7 +174,7 @@ def test_a_failure_for_good_before_any_approval_is_one_readiness_message(
         event = sim.schedule("Reboot", resources=["web1"], notice=900)
         for _ in range(3):
             daemon.tick()
-            daemon.hooks.worker.run_due()
+            daemon.hook_worker.run_once()
             daemon.dispatcher.deliver_due("teams")
     finally:
         daemon.imds.close()
@@ -213,7 +213,7 @@ def test_a_failed_recover_hook_reaches_mail_as_one_message(sim: Simulator, store
         sim.complete(event)
         for _ in range(3):
             daemon.tick()
-            daemon.hooks.worker.run_due()
+            daemon.hook_worker.run_once()
             daemon.dispatcher.deliver_due("email")
     finally:
         daemon.imds.close()

@@ -394,6 +394,9 @@ class Part:
         self.said.append(f"stop {self.name}")
         return True
 
+    def run_once(self) -> None:
+        self.said.append(f"round {self.name}")
+
 
 def test_the_supervisor_starts_in_order_and_stops_in_reverse() -> None:
     said: list[str] = []
@@ -424,3 +427,47 @@ def test_the_supervisor_tells_every_worker_even_after_one_used_up_the_deadline(
     assert first.join(BOUND)
     release.set()
     assert stuck.join(BOUND)
+
+
+def test_run_once_runs_each_parts_round_on_the_callers_thread_last_started_first() -> None:
+    """`sebridge once` and the tests: the parts that feed others act first (the dispatcher,
+    started first, delivers last); nothing is started."""
+    said: list[str] = []
+    supervisor = Supervisor([("a", Part("a", said)), ("b", Part("b", said))])
+    supervisor.run_once()
+    assert said == ["round b", "round a"]
+
+
+def test_a_round_run_once_never_runs_beside_the_threads_round(workers: list[Worker]) -> None:
+    inside = threading.Event()
+    release = threading.Event()
+    entered = threading.Event()
+    rounds: list[str] = []
+    active: list[int] = [0]
+    beside: list[str] = []
+
+    def round() -> None:
+        active[0] += 1
+        if active[0] > 1:
+            beside.append(threading.current_thread().name)
+        rounds.append(threading.current_thread().name)
+        if len(rounds) == 2:  # the thread's round, woken: it holds the turn until released
+            inside.set()
+            release.wait(BOUND)
+        active[0] -= 1
+
+    def call() -> None:
+        entered.set()
+        worker.run_once()
+
+    worker = kept(workers, Worker("part", round))
+    worker.start()
+    assert worker.wait_round(0, BOUND)
+    worker.wake()
+    assert inside.wait(BOUND)
+    caller = threading.Thread(target=call, name="caller")
+    caller.start()
+    assert entered.wait(BOUND)
+    release.set()
+    caller.join(BOUND)
+    assert rounds == ["part", "part", "caller"] and beside == []

@@ -9,6 +9,7 @@ process carries approvals out, its readiness gate and its wake-ups.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 from sebridge.approval.carrier import Carrier
 from sebridge.approval.counts import NOT_COUNTED, ApprovalCounts
@@ -34,7 +35,7 @@ def assemble(
     gate: Gate = lambda record: GO,
     clock: Clock = utcnow,
     on_recorded: Callable[[], None] = lambda: None,
-    on_waiting: Callable[[], None] = lambda: None,
+    batch: Callable[[], AbstractContextManager[object]] = nullcontext,
     metrics: ApprovalCounts = NOT_COUNTED,
     readiness_of: Callable[[EventRecord], Sequence[VmReadiness]] = lambda record: (),
 ) -> tuple[Approvals, Carrier | None]:
@@ -43,8 +44,8 @@ def assemble(
 
     Args:
         on_recorded: a transition was queued (wakes the dispatcher).
-        on_waiting: an approval waits for readiness hooks (wakes the hook worker).
         readiness_of: an event's listed VMs' readiness (the ways out of a hold name them).
+        batch: what a carrier's round runs within (Carrier).
     """
     carrier = (
         Carrier(
@@ -55,7 +56,7 @@ def assemble(
             clock=clock,
             on_recorded=on_recorded,
             gate=gate,
-            on_waiting=on_waiting,
+            batch=batch,
             metrics=metrics,
         )
         if carries

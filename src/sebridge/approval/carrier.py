@@ -19,9 +19,9 @@ outcome is recorded (outcomes.py keeps it while the store is away), or its
 lease runs out and the next claim knows a POST may have reached IMDS.
 
 Channels never POST: they record an approval and wake the carrier (usecase.py).
-A running daemon gives the carrier its own thread, the kernel's worker named
-`approvals` (start()); `sebridge once` and the CLI, holding the store alone,
-run a round on the caller's thread.
+The carrier runs on its own thread, the kernel's worker named `approvals`
+(start()): in the daemon, and in `sebridge approve` holding the store alone;
+`sebridge once` and the tests run one round on theirs (run_once()).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
 
 from sebridge.approval.counts import NOT_COUNTED, ApprovalCounts
@@ -64,10 +65,10 @@ class Carrier:
         sinks_for: the sinks an event's transitions go to, by its decision (its
             action and the rule's notify).
         dry_run: record and announce, never POST.
-        on_recorded: called after a round that claimed or recorded something (wakes the
-            dispatcher: an event's messages then show its approval as carried out).
+        on_recorded: called after a round that claimed or recorded something.
         gate: whether an event's VMs are ready for StartRequests (readiness hooks).
-        on_waiting: called when an approval waits for readiness (wakes the hook worker).
+        batch: what a round runs within (the daemon's Subscriptions.batch: its commits wake
+            other parts once, at its end).
         metrics: counts the approvals this carrier settles (default: nothing counts them).
     """
 
@@ -81,26 +82,24 @@ class Carrier:
         clock: Clock = utcnow,
         on_recorded: Callable[[], None] = lambda: None,
         gate: Gate = lambda record: GO,
-        on_waiting: Callable[[], None] = lambda: None,
+        batch: Callable[[], AbstractContextManager[object]] = nullcontext,
         metrics: ApprovalCounts = NOT_COUNTED,
     ) -> None:
         self._store = store
         self._gate = gate
-        self._on_waiting = on_waiting
+        self._batch = batch
         self._imds = imds
         self._outcomes = Outcomes(store, sinks_for, clock, metrics)
         self._dry_run = dry_run
         self._clock = clock
         self._on_recorded = on_recorded
-        # Callers on several threads (the tick, the use case, a hook chain ending) take
-        # turns: two rounds at once would claim and POST one approval twice.
+        # Our thread and run_once() take turns: two rounds at once would claim and POST
+        # one approval twice.
         self._turn = threading.Lock()
         # Claimed by a round, their POST not begun: put back by the next round.
         self._unbegun: dict[str, ApprovalRecord] = {}
-        # Whether the next tick owes a round: the first tick does (with our thread, the
-        # worker keeps its own due time from then on); without our thread, every tick after
-        # a round that asked for another (a POST IMDS did not take) or failed.
-        self._owed = True
+        # How many approvals reached an end state here (a tick's `approvals_done`).
+        self.settled = 0
         # No round before the first wake: until the first tick recorded IMDS's document,
         # the store's is the one from before a restart (an event may have started since).
         self._woken = threading.Event()
@@ -121,33 +120,33 @@ class Carrier:
         """Stop the thread; a POST in flight may finish within `timeout`. True once ended."""
         return self._worker.stop(timeout)
 
-    @property
-    def threaded(self) -> bool:
-        """Whether rounds run on our own thread (the daemon), not the caller's."""
-        return self._worker.started
+    # Woken by these tables' writes (kernel/subscriptions.py): an approval stored, a VM's
+    # readiness changed (a hook ran).
+    WAKES_ON = frozenset(("approvals", "hook_runs"))
 
-    def wake(self) -> int:
-        """Carry out what is pending: on our thread once started (returns 0 at once), else
-        here, on the caller's (returns how many approvals reached an end state)."""
+    def wake(self) -> None:
+        """Carry out what is pending: a round on our thread soon (the first tick's wake, a
+        person's request: rounds may begin from now on)."""
         self._woken.set()
-        if self._worker.started:
-            self._worker.wake()
-            return 0
-        return self._inline()
+        self._worker.wake()
 
-    @property
-    def owed(self) -> bool:
-        """Whether poke() would run a round (see _owed); changes nothing."""
-        return self._owed
+    def look(self) -> None:
+        """A write to our tables was heard: a round soon, once rounds may begin (a commit
+        before the first tick, e.g. claims taken back at start, begins none)."""
+        self._worker.wake()
 
-    def poke(self) -> int:
-        """From every tick: a round when the tick owes one (see _owed); else nothing, and
-        no store access. Returns what wake() returns."""
-        if not self._owed:
-            return 0
-        if self._worker.started:
-            self._owed = False
-        return self.wake()
+    def on_own_thread(self) -> bool:
+        """Whether the caller is our thread (its own writes do not wake it)."""
+        return self._worker.on_own_thread()
+
+    def run_once(self) -> int:
+        """One round on the caller's thread (`sebridge once`, tests), counted as one of our
+        rounds (a request waiting for one sees it end); how many approvals reached an end
+        state."""
+        self._woken.set()
+        settled = self.settled
+        self._worker.run_once()
+        return self.settled - settled
 
     # -- waiting for an outcome ------------------------------------------------------------------
 
@@ -169,15 +168,8 @@ class Carrier:
         due (None: when woken)."""
         if not self._woken.is_set():
             return None
-        with self._turn:
+        with self._batch(), self._turn:
             return self._carry()[1]
-
-    def _inline(self) -> int:
-        with self._turn:
-            self._owed = True  # a round that fails is tried again at the next tick
-            done, due = self._carry()
-            self._owed = due is not None
-            return done
 
     def _carry(self) -> tuple[int, datetime | None]:
         """Put back what a cut-short round left claimed, record kept outcomes, claim and
@@ -195,6 +187,7 @@ class Carrier:
                     break
                 done += self._carry_out(approval)
             self._put_back()
+        self.settled += done
         if done or claimed:
             self._on_recorded()
         now = self._clock()
@@ -298,8 +291,7 @@ class Carrier:
             )
             if answer.recheck is not None:
                 self._recheck = min(answer.recheck, self._recheck or answer.recheck)
-            self._on_waiting()
-            return 0
+            return 0  # its `approvals` write wakes the hook worker
         log.warning("approval of %s held: %s", approval.event_id, answer.hold)
         note = f"Approval by {approval.actor} held: {answer.hold}. Nothing was sent to Azure."
         return self._outcomes.finish(

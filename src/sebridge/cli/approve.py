@@ -66,7 +66,7 @@ def approve(
         return REFUSED
     imds = build_imds(config)
     try:
-        desk, store, gate = build_desk(config, imds)
+        desk, store, gate, stop_carrier = build_desk(config, imds)
     except BaseException:
         imds.close()
         raise
@@ -85,6 +85,7 @@ def approve(
             held = outcome.approval.state == ApprovalState.HELD
             ways = ways_out_of(outcome.record.event.event_id, vms, held=held)
     finally:
+        stop_carrier()
         imds.close()
         store.close()
     final = outcome.approval

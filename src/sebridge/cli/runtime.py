@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, TextIO
 
@@ -325,7 +326,9 @@ def _adopt_orphans(runner: Runner) -> None:
     runner.add_jobs([Job("reap", REAP_EVERY, reap)])
 
 
-def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store, ReadinessGate]:
+def build_desk(
+    config: Config, imds: ImdsClient
+) -> tuple[Approvals, Store, ReadinessGate, Callable[[], object]]:
     """The approval use case for a process that is not the daemon (`sebridge approve`).
 
     When no daemon holds the store (SQLite: its lock; PostgreSQL: this agent's
@@ -333,7 +336,9 @@ def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store, Read
     otherwise the daemon does, and the request waits for what it recorded. Carrying
     it out needs this VM's name; when IMDS does not say it within one call, the
     approval is only recorded, for a daemon whose IMDS lists the event. Also returns
-    the readiness gate, so the command can say which VMs hold and the ways out.
+    the readiness gate, so the command can say which VMs hold and the ways out, and
+    what stops this process's carrier (its thread runs while the command holds the
+    store), to be called before the store is closed.
     """
     try:
         name = vm_name(config, wait=config.imds.timeout)
@@ -362,7 +367,7 @@ def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store, Read
         known_for=known_for,
         silent_after=silent_after,
     )
-    approvals, _ = assemble(
+    approvals, carrier = assemble(
         store,
         imds,
         audience,
@@ -371,7 +376,10 @@ def build_desk(config: Config, imds: ImdsClient) -> tuple[Approvals, Store, Read
         gate=gate,
         readiness_of=lambda record: gate.readiness(record).vms,
     )
-    return approvals, store, gate
+    if carrier is None:
+        return approvals, store, gate, lambda: None
+    carrier.start()  # the same carrier as the daemon's, on its thread
+    return approvals, store, gate, lambda: carrier.stop(config.imds.timeout)
 
 
 def link_signer(config: Config, store: Store) -> LinkSigner | None:

@@ -7,9 +7,11 @@ carrier when approvals may wait -> wake the dispatcher. A failed poll is not
 an empty document: no transition is ever invented from an IMDS outage.
 
 The Daemon holds the parts a tick drives (the carrier, the dispatcher, the
-approval use case the channels call); engine/runner.py owns their life (threads,
-scheduler, signals, stop). `sebridge once` and the tests call tick() alone.
-See docs/ARCHITECTURE.md, "Poll".
+approval use case the channels call), each subscribed to the tables whose
+writes wake it (kernel/subscriptions.py); engine/runner.py owns their life
+(threads, scheduler, signals, stop). `sebridge once` and the tests call tick():
+the poll, then each part's round once (Supervisor.run_once). See
+docs/ARCHITECTURE.md, "Poll".
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ from sebridge.engine.dispatch import Dispatcher
 from sebridge.engine.metrics import Metrics
 from sebridge.engine.poll import Polled, PollState, TickResult
 from sebridge.engine.reminders import Reminders
-from sebridge.engine.wakeups import Parts, Wakeups
 from sebridge.hooks.agent import AgentHooks
 from sebridge.hooks.gate import KNOWN_FOR, SILENT_AFTER
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ImdsError
 from sebridge.kernel.redact import Masker
+from sebridge.kernel.subscriptions import Subscriptions
+from sebridge.kernel.worker import Supervisor
 from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
 from sebridge.model.decision import APPROVE, NO_MATCH, UNREADABLE, Decision, sinks_for
 from sebridge.model.diff import diff
@@ -99,7 +102,9 @@ class Daemon:
         self._vm_name = vm_name
         self.clock = clock
         self.hook_mask = hook_mask or Masker()
-        self._wakeups = Wakeups()
+        # Who is woken by which table's writes: each part says (its WAKES_ON); this
+        # process's commits and, on PostgreSQL, every process's (watch_store) publish.
+        self.subscriptions = Subscriptions()
         self.hooks = AgentHooks(
             store,
             hooks or {},
@@ -108,8 +113,6 @@ class Daemon:
             prepare_lead=timedelta(seconds=self.policy.prepare_lead_seconds),
             dry_run=dry_run,
             clock=clock,
-            on_run=self._wakeups.hook_ended,
-            on_begun=self._wakeups.hook_began,
             on_ended=self.metrics.hook_finished,
             mask=self.hook_mask,
             fleet=fleet,
@@ -130,7 +133,6 @@ class Daemon:
             store,
             self.sinks_for,
             clock=clock,
-            on_recorded=self.dispatcher.wake,
             holding=self.hooks.holding,
         )
         self.approvals, carrier = assemble(
@@ -140,16 +142,29 @@ class Daemon:
             carries=True,
             dry_run=dry_run,
             clock=clock,
-            # Also wakes the reminders: a held event is reminded of from now on.
-            on_recorded=self._wakeups.recorded,
             gate=self.hooks.gate,
-            on_waiting=self._wakeups.hooks_awaited,
+            batch=self.subscriptions.batch,
             metrics=self.metrics,
             readiness_of=lambda record: self.hooks.gate.readiness(record).vms,
         )
         assert carrier is not None  # carries=True
         self.carrier = carrier
-        self._wakeups.bind(Parts(self.carrier, self.dispatcher, self.hooks.worker, self.reminders))
+        self.hook_worker = self.hooks.worker
+        for part, wake in (
+            (self.carrier, self.carrier.look),  # its first round waits for the first tick
+            (self.hook_worker, self.hook_worker.wake),
+            (self.reminders, self.reminders.wake),
+            (self.dispatcher, self.dispatcher.wake),
+        ):
+            self.subscriptions.subscribe(part.WAKES_ON, wake, own=part.on_own_thread)
+        store.db.on_commit(self.subscriptions.publish)
+        # The parts woken by events, in start order (the runner starts them after the
+        # dispatcher); run_once() runs them last started first: the hooks an approval
+        # waits for, then the carrier, then the reminders.
+        self.parts = Supervisor(
+            [("reminders", self.reminders), ("carrier", self.carrier), ("hooks", self.hook_worker)]
+        )
+        self._acted = False  # the first act wakes the carrier (see act)
         self._previous: Document | None = store.documents.last()
         self._last_object: Document | None = None
         self._imds_failing: str | None = None
@@ -177,8 +192,14 @@ class Daemon:
         return sinks_for(decision, self._sink_names, self._routes)
 
     def tick(self) -> TickResult:
-        """One poll, end to end."""
-        return self.act(self.poll())
+        """One poll end to end on the caller's thread (`sebridge once`, tests): poll,
+        record, then each part's round once (the hooks, the carrier, the reminders); the
+        rows it queued wait for the dispatcher."""
+        result = self.act(self.poll())
+        settled = self.carrier.settled
+        self.parts.run_once()
+        result.approvals_done = self.carrier.settled - settled
+        return result
 
     def poll(self) -> Polled:
         """A tick's first half: the IMDS GET, and nothing that waits on the store."""
@@ -195,10 +216,10 @@ class Daemon:
         act() (the daemon then does not wake the recorder for it) and was counted here.
 
         Quiet is the same document object as the one last acted on (the client returns
-        the very object for an unchanged body), no write to the store since the last look
-        and no timer due (a prepare lead, a round the carrier owes, a reminder). What
-        the recorder's thread sets may be read stale here: each stale value says "not
-        quiet", never the reverse. Counts the write marker's changes into `polled`, so
+        the very object for an unchanged body) and no other process's write to the store
+        since the last look (the parts keep their own timers). What the recorder's thread
+        sets may be read stale here: each stale value says "not quiet", never the
+        reverse. Counts the write marker's changes into `polled`, so
         act() does not read the marker from another thread. See docs/ARCHITECTURE.md, "Poll".
         """
         if not self._store_pushes and self._store_written():
@@ -211,10 +232,7 @@ class Daemon:
             or self._writes_seen != self._writes_acted
         ):
             return False
-        now = polled.at  # microseconds ago: the timers are looked at as of the poll
-        if self.hooks.worker.due(now) or self.carrier.owed or self.reminders.due(now):
-            return False
-        self.metrics.quiet_poll(now)
+        self.metrics.quiet_poll(polled.at)
         return True
 
     def act(self, polled: Polled) -> TickResult:
@@ -228,7 +246,6 @@ class Daemon:
         else:
             written = polled.writes != self._writes_acted
             self._writes_acted = polled.writes
-        approvals_recorded = False
         changed = (
             document is not None
             and document is not self._last_object
@@ -240,29 +257,19 @@ class Daemon:
         )
         if document is not None and document is not self._last_object:
             if changed:
-                approvals_recorded = self._record(document, result, polled.at)
+                self._record(document, result, polled.at)
             # Only once recorded: after a store failure the same document is tried again.
             self._last_object = document
-        now = self.clock()
-        if result.changed:  # new events, or ones that ended: their leads and hooks
-            self.reminders.wake()
-        # Before the carrier: without threads (`once`) the hooks an approval waits for run
-        # first. With threads, the carrier wakes the worker for an approval that waits; a
-        # write alone (a busy outbox) must not make the worker read every event again.
-        if result.changed or (written and not self.hooks.worker.threaded):
-            self.hooks.worker.wake()
-        else:
-            self.hooks.worker.poke(now)
-        if approvals_recorded or written:
-            result.approvals_done = self.carrier.wake()
-        else:  # without threads, a POST IMDS did not take goes again at each tick
-            result.approvals_done = self.carrier.poke()
-        if self.reminders.due(now):  # without threads; it wakes the dispatcher when it said one
-            self.reminders.record_due(now)
-        # After the policy approved, the carrier wakes the dispatcher once it is done: the
-        # event's first message then says "approved by policy" and offers no button.
-        if (result.changed and not approvals_recorded) or written:
-            self.dispatcher.wake()
+        # What this tick wrote woke its parts as it committed (kernel/subscriptions.py).
+        # Another process's write seen only as a changed file (SQLite: what it wrote is
+        # unknown) wakes every part. The carrier's first round waits for the first tick
+        # (until then the store's document is the one from before a restart); the other
+        # parts' first rounds ran at their start.
+        if written:
+            self.subscriptions.publish_all()
+        if not self._acted:
+            self._acted = True
+            self.carrier.wake()
         return result
 
     def take_back_claims(self) -> None:
@@ -276,15 +283,15 @@ class Daemon:
     def watch_store(self) -> None:
         """Act on other processes' writes as they are committed (PostgreSQL: an approval
         stored by another agent is carried out at once), not at the next poll."""
-        self._store_pushes = self.store.watch(self.heard)
+        self._store_pushes = self.store.watch(self.subscriptions.publish)
 
     def heard(self, tables: frozenset[str]) -> None:
-        """Commits were heard (store listener's thread): wake whoever acts on them."""
-        self._wakeups.heard(tables)
+        """Commits to `tables` were heard (the store listener's thread): wake their parts."""
+        self.subscriptions.publish(tables)
 
     def look_again(self) -> None:
         """Work may wait that no NOTIFY announced (the heartbeat says so)."""
-        self._wakeups.look_again()
+        self.subscriptions.publish_all()
 
     def _poll(self, result: TickResult) -> Document | None:
         try:
@@ -301,9 +308,8 @@ class Daemon:
         result.polled = True
         return document
 
-    def _record(self, document: Document, result: TickResult, now: datetime) -> bool:
-        """Write the document's transitions as of `now`, when it was read; True when the
-        policy approved something."""
+    def _record(self, document: Document, result: TickResult, now: datetime) -> None:
+        """Write the document's transitions as of `now`, when it was read."""
         approved = self.store.approvals.approved_ids() if self._previous else frozenset()
         transitions = self._with_alarms(diff(self._previous, document, now, approved))
         # Decided once, when an event is first seen (by this agent: in a fleet the first
@@ -345,7 +351,6 @@ class Daemon:
                 t.event_id,
                 "" if first else " (recorded by another agent)",
             )
-        return bool(approvals)
 
     def _with_alarms(self, transitions: list[Transition]) -> list[Transition]:
         """Each event that started with unready VMs gets its alarm right after its start."""

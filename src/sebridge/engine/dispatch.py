@@ -142,6 +142,15 @@ class Dispatcher:
         for worker in self._workers.values():
             worker.start()
 
+    # Woken by these tables' writes (kernel/subscriptions.py): rows to deliver.
+    WAKES_ON = frozenset(("outbox",))
+
+    @staticmethod
+    def on_own_thread() -> bool:
+        """Whether the caller is one of our threads (`sink-...`: a claim, an ack, a lease
+        renewed wakes no other sink's worker)."""
+        return threading.current_thread().name.startswith("sink-")
+
     def wake(self) -> None:
         """New rows were committed: every sink's worker looks now, not at its next due time."""
         for worker in self._workers.values():

@@ -45,7 +45,7 @@ def store_probe(runner: Runner, monotonic: Callable[[], float] = time.monotonic)
     """A write to the store (one row, `health_probe`) on demand, for /healthz and /readyz:
     its outcome is the runner's outage too, so the log says an outage the probe found,
     and its end."""
-    store = runner.daemon.store
+    store = runner.store
 
     def write() -> str | None:
         try:
@@ -56,13 +56,13 @@ def store_probe(runner: Runner, monotonic: Callable[[], float] = time.monotonic)
         runner.outage.answered()
         return None
 
-    return Probe("the store", write, thread="health-probe", monotonic=monotonic)
+    return Probe("the store", write, monotonic=monotonic)
 
 
 def store_finding(runner: Runner, probe: Probe) -> str | None:
     """Why the store is not usable now, or None: a statement in flight that has waited
     past the probe's wait, the probe's own finding, else the last tick's failure."""
-    stuck = runner.daemon.store.waiting_for()
+    stuck = runner.store_waiting()
     if stuck > WAIT:  # a statement in flight (a tick's, a sink's) waits already
         return f"the store has not answered a statement for {stuck:.0f} s"
     # The probe first: a write that answers ends an outage a tick had found.
@@ -113,7 +113,7 @@ class Health:
                 "writable": store_error is None,
                 **({"error": store_error} if store_error else {}),
                 # Fleet mode: who this agent is and which single-holder duties it holds.
-                "agent": self._daemon.store.agent,
+                "agent": self._runner.store.agent,
                 "duties": sorted(d.name for d in duties.all() if d.held()) if duties else [],
             },
             "sinks": sinks,

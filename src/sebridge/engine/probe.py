@@ -29,8 +29,8 @@ class Probe:
 
     Args:
         what: what is checked, for the finding of a check that hangs ("the store").
-        check: one attempt; returns None or the problem, never raises.
-        thread: the name of the check's thread (docs/ARCHITECTURE.md, "Threads").
+        check: one attempt; returns None or the problem, never raises. It runs on a
+            thread named `probe` (docs/ARCHITECTURE.md, "Threads").
         monotonic: the clock freshness is measured on (tests move it).
     """
 
@@ -39,14 +39,12 @@ class Probe:
         what: str,
         check: Callable[[], str | None],
         *,
-        thread: str,
         fresh: float = FRESH,
         wait: float = WAIT,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._what = what
         self._check = check
-        self._thread_name = thread
         self._fresh = fresh
         self._wait = wait
         self._monotonic = monotonic
@@ -65,7 +63,7 @@ class Probe:
             if not (thread is not None and thread.is_alive()) and age > self._fresh / 2:
                 self._started = now
                 thread = self._thread = threading.Thread(
-                    target=self._run, args=(now,), name=self._thread_name, daemon=True
+                    target=self._run, args=(now,), name="probe", daemon=True
                 )
                 thread.start()
             if age <= self._fresh:

@@ -44,7 +44,7 @@ def imds_probe(
             imds.close()
         return None
 
-    return Probe("IMDS", get, thread="readyz-probe", monotonic=monotonic)
+    return Probe("IMDS", get, monotonic=monotonic)
 
 
 class ReadyCheck:

@@ -12,14 +12,13 @@ notice can never reach was said in its first message (Transition.unreachable).
 
 A round reads the events, records every lead that came, and says when the
 next comes. The daemon runs rounds on a thread of their own, the kernel's
-worker named `reminders`, asleep until the next lead or until woken: the
-document changed, or an approval's outcome was recorded (held: reminded from
-now; engine/wakeups.py). Without threads (`sebridge once`, tests) the tick
-asks `due()` (no store access until a lead comes) and runs the round itself.
-What a round learnt (the next lead, what was said) is kept only once the store
-answered: a StoreError leaves it as it was, and the same lead is tried again
-(after the worker's back-off, or at the next tick). See docs/ARCHITECTURE.md,
-"Reminders".
+worker named `reminders`, asleep until the next lead or until woken by a write
+to its tables (WAKES_ON: the document changed, or an approval's outcome was
+recorded: held, reminded from now; kernel/subscriptions.py). `sebridge once`
+and the tests run a round on theirs (run_once). What a round learnt (the next
+lead, what was said) is kept only once the store answered: a StoreError leaves
+it as it was, and the same lead is tried again (after the worker's back-off,
+or at the next run_once). See docs/ARCHITECTURE.md, "Reminders".
 """
 
 from __future__ import annotations
@@ -66,8 +65,8 @@ class ReminderStore(Protocol):
 
 
 class Reminders:
-    """Records `reminder` transitions when their lead comes: on the `reminders` thread once
-    started, else on the tick's.
+    """Records `reminder` transitions when their lead comes, on the `reminders` thread (or a
+    round on the caller's: run_once).
 
     Args:
         sinks_for: the sinks an event's transitions go to, by its decision (its
@@ -92,8 +91,7 @@ class Reminders:
         self._clock = clock
         self._on_recorded = on_recorded
         self._said: set[tuple[str, Lead]] = set()
-        # When the next round is due: at start at once, then at the next lead (None: none
-        # to come until the document changes).
+        # When the next round is due: at the next lead (None: none to come until woken).
         self._next: datetime | None = AT_ONCE
         self._worker = Worker(
             "reminders", self._look, expected=(StoreError,), logger=log, clock=clock
@@ -107,24 +105,28 @@ class Reminders:
         """Stop the thread, waiting up to `timeout` s for a round under way; True once ended."""
         return self._worker.stop(timeout)
 
+    # Woken by these tables' writes (kernel/subscriptions.py): new events and ended ones
+    # (their leads), an approval's outcome, recorded with its transition (held: reminded
+    # from now; carried out: no more). Not a new approval: its carrier goes first.
+    WAKES_ON = frozenset(("events", "transitions"))
+
     def wake(self) -> None:
-        """Events changed (new ones, ones that ended) or an approval's outcome was recorded
-        (held, carried out): look at the store again, on our thread now, else at the next
-        tick."""
-        if self._worker.started:
-            self._worker.wake()
-        else:
-            self._next = AT_ONCE
+        """Look at the store again, on our thread now."""
+        self._worker.wake()
+
+    def on_own_thread(self) -> bool:
+        """Whether the caller is our thread (its own writes do not wake it)."""
+        return self._worker.on_own_thread()
 
     @property
     def rounds(self) -> int:
         """How many rounds our thread finished, failed ones included."""
         return self._worker.rounds
 
-    def due(self, now: datetime) -> bool:
-        """Without our thread: whether the tick should run a round now (cheap: no store
-        access). With it, never: the worker keeps its own time."""
-        return not self._worker.started and self._next is not None and now >= self._next
+    def run_once(self) -> int:
+        """One round on the caller's thread, as of now (`sebridge once`, tests); how many
+        reminders were new."""
+        return self.record_due(self._clock())
 
     def record_due(self, now: datetime) -> int:
         """Record every reminder whose lead has come; returns how many were new. Raises

@@ -1,9 +1,10 @@
 """The daemon's life from first poll to exit (`sebridge run`): parts, jobs, stop.
 
-The scheduler (engine/schedule.py) polls and runs the heartbeat, pruning and the
-integrations' jobs, single-holder ones only on the agent that holds their duty. The
-dispatcher, the hook worker, the carrier, the duties board, the services (the HTTP server,
-Slack's Socket Mode), the recorder and the scheduler are started in that order by one
+The scheduler (engine/schedule.py, APScheduler) polls and runs the heartbeat, pruning and
+the integrations' jobs, single-holder ones only on the agent that holds their duty. The
+dispatcher, the reminders, the carrier, the hook worker, the store's listener, the duties
+board, the services (the HTTP server, Slack's Socket Mode), the recorder and the
+scheduler are started in that order by one
 Supervisor (kernel/worker.py) and stopped in reverse against one deadline: SIGTERM/SIGINT
 stop it all within the shutdown grace (plus a second), whatever IMDS or a sink does (how
 they are heard: engine/stop_signals.py). See docs/ARCHITECTURE.md, "Threads".
@@ -57,6 +58,7 @@ class Runner:
         heartbeat: timedelta = HEARTBEAT,
     ) -> None:
         self.daemon = daemon
+        self.store = daemon.store
         self._services = list(services)
         self._jobs = list(jobs)
         self._poll_interval = poll_interval
@@ -74,6 +76,11 @@ class Runner:
     def store_error(self) -> str | None:
         """Why the store does not answer, while it does not (for /healthz, /readyz)."""
         return self.outage.error
+
+    def store_waiting(self) -> float:
+        """Seconds the store's statement in flight has waited for an answer (for /healthz
+        and /readyz)."""
+        return self.store.waiting_for()
 
     def stopped_parts(self) -> list[str]:
         """The daemon's main parts that do not run now (for /livez): `poll`, the loop that
@@ -159,18 +166,19 @@ class Runner:
         """The daemon's parts in start order. They stop in reverse, each waited for before
         the next is told, within the shutdown grace (plus a second), whatever IMDS or a
         sink does: the scheduler (a poll waiting for IMDS cut short), the recorder, the
-        services, the duties, the carrier, the hook worker, the reminders, and last the
+        services, the duties, the hook worker, the carrier, the reminders, and last the
         dispatcher, which delivers what the others recorded."""
         d = self.daemon
         parts = Supervisor()
         # Delivers what is due until the grace ends, then has half a second for its workers.
         parts.add("dispatcher", _Part(d.dispatcher.start, d.dispatcher.stop, least=0.1, extra=0.5))
-        # Records the reminders that come due; wakes the dispatcher, so it stops before it.
+        # Records the reminders that come due; its writes wake the dispatcher, so it stops
+        # before it.
         parts.add("reminders", _Part(d.reminders.start, d.reminders.stop, least=0.1))
-        # A hook in progress is not waited for: it runs again at the next start.
-        parts.add("hooks", _Part(d.hooks.worker.start, d.hooks.worker.stop, least=0.1, most=0.1))
         # A POST in flight ends at IMDS's timeout at worst; what it recorded is delivered.
         parts.add("carrier", _Part(d.carrier.start, d.carrier.stop, least=0.1))
+        # A hook in progress is not waited for: it runs again at the next start.
+        parts.add("hooks", _Part(d.hook_worker.start, d.hook_worker.stop, least=0.1, most=0.1))
         # Other processes' commits wake the parts above (the listener ends with the store).
         parts.add("store-watch", _Part(d.watch_store, lambda _: None))
         parts.add("duties", _Part(duties.start, _unbounded(duties.stop)))
@@ -240,6 +248,10 @@ class _Part:
     def start(self) -> None:
         """Start the part."""
         self._start()
+
+    def run_once(self) -> None:
+        """Nothing: the runner runs parts on their threads (a tick runs their rounds:
+        Daemon.tick)."""
 
     def stop(self, timeout: float = 0.0) -> bool:
         """Stop it, waiting as bounded; True unless it says it still runs (a stop that

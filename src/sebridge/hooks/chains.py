@@ -27,12 +27,13 @@ class Chains:
         self._groups: dict[int, int] = {}  # thread ident -> the process group it runs now
         self._stopping = False
 
-    def begin(self, event_id: str, chain: Callable[[], object]) -> bool:
-        """Run `chain` on a thread of its own unless this event's chain runs already."""
+    def begin(self, event_id: str, chain: Callable[[], object]) -> threading.Thread | None:
+        """Run `chain` on a thread of its own unless this event's chain runs already; its
+        thread (None: not begun)."""
         with self._lock:
             running = self._threads.get(event_id)
             if self._stopping or (running is not None and running.is_alive()):
-                return False
+                return None
             thread = threading.Thread(
                 target=self._run, args=(event_id, chain), name="hook-chain", daemon=True
             )
@@ -40,7 +41,7 @@ class Chains:
             # The thread's own end waits for the lock, so it finds itself registered.
             thread.start()
             self._threads[event_id] = thread
-        return True
+        return thread
 
     def started(self, pgid: int) -> None:
         """The calling thread's hook began its process group (ended at once if stopping

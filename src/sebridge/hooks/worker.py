@@ -10,16 +10,18 @@ For each event that lists this VM and whose policy decision names hooks:
   if its prepare hooks began here (or it had none).
 Each run is begun and ended in the store with its transition (hook_started,
 hook_succeeded, hook_failed), at most once per event, hook and VM; a run a
-crash cut short runs again at the next start. In the daemon, each event's
-chain runs on a thread of its own (chains.py), so one event's long drain never
-keeps another's hooks waiting: a Preempt has 30 s. Dry run runs nothing. After
-each run the carrier and the dispatcher are woken. See docs/ARCHITECTURE.md,
-"Readiness hooks".
+crash cut short runs again at the next start. Each event's chain runs on a
+thread of its own (chains.py), so one event's long drain never keeps another's
+hooks waiting: a Preempt has 30 s; `sebridge once` waits for the chains a round
+began (run_once). Dry run runs nothing. Each run's writes wake the carrier and
+the dispatcher (kernel/subscriptions.py). See docs/ARCHITECTURE.md, "Readiness
+hooks".
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -60,7 +62,7 @@ class HookPlan(Protocol):
 
 
 class HookWorker:
-    """Runs this VM's hooks on a thread of its own (or a round on the caller's: `once`).
+    """Runs this VM's hooks on a thread of its own (or a round on the caller's: run_once).
 
     Args:
         hooks: the configured hooks by name ([hooks.<name>]).
@@ -137,42 +139,40 @@ class HookWorker:
         """Run hooks on a thread of our own from now on (the daemon)."""
         self._worker.start()
 
-    def stop(self, timeout: float) -> None:
+    def stop(self, timeout: float = 0.0) -> bool:
         """Stop now: a hook in progress is ended (its process group) and runs again at the
-        next start, as after a crash."""
+        next start, as after a crash. True once the worker's thread ended."""
         deadline = time.monotonic() + max(0.0, timeout)
         self._worker.stop()  # told first: a chain ended below begins no next hook
         self._chains.stop(deadline)
-        self._worker.join(deadline - time.monotonic())
+        return self._worker.join(deadline - time.monotonic())
 
-    @property
-    def threaded(self) -> bool:
-        """Whether the worker runs on its own thread (the daemon), not the caller's."""
-        return self._worker.started
+    # Woken by these tables' writes (kernel/subscriptions.py): an approval (prepare now),
+    # the document (new events, ended ones: recover), a person's `sebridge hooks retry`.
+    WAKES_ON = frozenset(("approvals", "events", "sightings", "hook_retries"))
 
     def wake(self) -> None:
         """Look now (an approval was recorded, the document changed, an event ended)."""
-        if self._worker.started:
-            self._worker.wake()
-        else:
-            self.run_due()
+        self._worker.wake()
 
-    def poke(self, now: datetime) -> None:
-        """From every tick: wake only when a prepare lead is due (cheap, no store access)."""
-        if self._next_due is not None and now >= self._next_due:
-            self._next_due = None
-            self.wake()
+    def on_own_thread(self) -> bool:
+        """Whether the caller is our thread (its own writes do not wake it)."""
+        return self._worker.on_own_thread()
 
-    def due(self, now: datetime) -> bool:
-        """Whether poke(now) would wake us (a prepare lead has come); changes nothing."""
-        next_due = self._next_due  # set by the worker's thread: read once
-        return next_due is not None and now >= next_due
+    def run_once(self) -> int:
+        """One round on the caller's thread, then wait for the chains it began to end
+        (`sebridge once`, tests: each hook has its timeout); returns how many began."""
+        began: list[threading.Thread] = []
+        ran = self.run_due(began)
+        for chain in began:
+            chain.join()
+        return ran
 
-    def run_due(self) -> int:
-        """Run every hook that is due now; returns how many ran."""
+    def run_due(self, began: list[threading.Thread] | None = None) -> int:
+        """Begin every chain of hooks that is due now, each on its thread (added to
+        `began`); returns how many began."""
         if self._dry_run or not self._hooks:
-            # Nothing ever comes due: left at its start value, _idle_wait() was 0 and the
-            # loop spun (a core's worth) until a tick's poke() happened to clear it.
+            # Nothing ever comes due: left at its start value, the worker would spin.
             self._next_due = None
             return 0
         now = self._clock()
@@ -195,8 +195,11 @@ class HookWorker:
             gone = not record.present or record.event.event_id in left
             stage, names = self._due(record, plan, now, gone=gone)
             if stage:
-                began, retry_at = self._begin_chain(record, stage, names, vm, now)
-                ran += began
+                chain, retry_at = self._begin_chain(record, stage, names, vm, now)
+                if chain is not None:
+                    ran += 1
+                    if began is not None:
+                        began.append(chain)
                 if retry_at is not None:  # a failed prepare hook runs again then
                     next_due = retry_at if next_due is None else min(next_due, retry_at)
             elif (
@@ -234,17 +237,15 @@ class HookWorker:
 
     def _begin_chain(
         self, record: EventRecord, stage: str, names: Sequence[str], vm: str, now: datetime
-    ) -> tuple[int, datetime | None]:
-        """Run what is left of the chain here (`once`) or on a thread of its own (the daemon),
-        unless this event's chain runs already; returns how many hooks or chains began, and
-        when a failed prepare hook's retry comes (None: none waits)."""
+    ) -> tuple[threading.Thread | None, datetime | None]:
+        """Run what is left of the chain on a thread of its own, unless this event's chain
+        runs already; returns the chain's thread (None: none began), and when a failed
+        prepare hook's retry comes (None: none waits)."""
         left, retry_at = self._left(record, stage, names, vm, now)
         if not left:
-            return 0, retry_at
+            return None, retry_at
         args = (record, stage, left, vm)
-        if not self._worker.started:
-            return self._run_chain(*args), None
-        return int(self._chains.begin(record.event.event_id, lambda: self._run_chain(*args))), None
+        return self._chains.begin(record.event.event_id, lambda: self._run_chain(*args)), None
 
     def _wait_again(self, event_id: str, vm: str) -> None:
         """This VM's prepare chain ended while the event's approval is held (its agent was

@@ -20,10 +20,15 @@ and the worker runs it on a thread named for the part:
   unexpected error its stack without the message) and tried again after an
   exponential back-off (kernel/backoff.py) that a wake does not cut short;
 - `stop()` is safe before start (the worker never starts), during a round
-  (it ends after that round) and twice.
+  (it ends after that round) and twice;
+- `run_once()` runs one round on the caller's thread (`sebridge once`, tests),
+  never at the same time as a round of the worker's thread.
 
 `Supervisor` starts a set of them in order and stops them in reverse, each
-waited for before the next is told, against one deadline.
+waited for before the next is told, against one deadline; its `run_once()`
+runs each part's round once on the caller's thread, in the order they stop: a
+part started later feeds the ones started before it (the poll records what the
+carrier carries out, and the dispatcher, first to start, delivers last).
 """
 
 from __future__ import annotations
@@ -109,6 +114,8 @@ class Worker:
         self._thread: threading.Thread | None = None
         self._rounds = 0
         self._round_done = threading.Condition()
+        # One round at a time, the thread's or a caller's (run_once).
+        self._turn = threading.Lock()
 
     # -- life ----------------------------------------------------------------------------------
 
@@ -144,6 +151,21 @@ class Worker:
         if thread is not threading.current_thread():
             thread.join(max(0.0, timeout))
         return not thread.is_alive()
+
+    def run_once(self) -> datetime | None:
+        """One round on the caller's thread, after any round under way on the worker's;
+        returns its due time. Its errors are the caller's."""
+        try:
+            with self._turn:
+                return self._round()
+        finally:
+            self._ended()
+
+    def on_own_thread(self) -> bool:
+        """Whether the caller is the worker's thread (a round's own writes wake nobody
+        of its part: kernel/subscriptions.py)."""
+        thread = self._thread
+        return thread is not None and thread is threading.current_thread()
 
     @property
     def started(self) -> bool:
@@ -185,7 +207,8 @@ class Worker:
             # round may not have seen, and makes the wait below return at once.
             self._woken.clear()
             try:
-                due = self._round()
+                with self._turn:
+                    due = self._round()
             except Exception as exc:  # a bug or an outage must not end the thread
                 delay = backoff_delay(
                     failures, base=self._base, cap=self._cap, jitter=self._jitter()
@@ -233,6 +256,10 @@ class Supervised(Protocol):
         """Start its threads."""
         ...
 
+    def run_once(self) -> object:
+        """One round of its work on the caller's thread (`sebridge once`, tests)."""
+        ...
+
     def stop(self, timeout: float = 0.0) -> bool:
         """Tell its threads to end; wait up to `timeout` s; True when they have."""
         ...
@@ -261,6 +288,12 @@ class Supervisor:
         """Start every part, in order."""
         for _, part in self._parts:
             part.start()
+
+    def run_once(self) -> None:
+        """Each part's round once on the caller's thread, last started first (the order
+        they stop in): what `sebridge once` and the tests run instead of the threads."""
+        for _, part in reversed(self._parts):
+            part.run_once()
 
     def stop(self, timeout: float) -> list[str]:
         """Stop every part, last started first, all within `timeout` seconds (a part met

@@ -33,7 +33,12 @@ log = logging.getLogger(__name__)
 Row = tuple[Any, ...]
 
 # The table a statement writes (INSERT INTO t, UPDATE t, DELETE FROM t), if it writes one.
-_WRITES = re.compile(r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNORECASE)
+# The statement's own write, after the queries of a WITH if any (lazily: the first of its
+# closing parentheses that a write follows).
+_WRITES = re.compile(
+    r"^\s*(?:WITH\b.*?\)\s*)?(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)",
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 def written_table(sql: str) -> str | None:
