@@ -7,7 +7,7 @@
   allowed values and meaning, from the configuration's own schema (reference_config.py).
 - cli.md: every command, subcommand and option of the argument parser (cli/main.py).
 - metrics.md: every family the daemon's /metrics registry shows, with its labels and
-  their values (engine/metrics.py, web/metrics_export.py, engine/store_gauges.py).
+  their values (engine/metrics.py, web/metrics_export.py, web/store_gauges.py).
 
 The output is deterministic: the code's order, no timestamps.
 """
@@ -168,10 +168,10 @@ def metrics() -> str:
     from prometheus_client import Metric
 
     from sebridge.engine.metrics import OTHER_VIA, Metrics
-    from sebridge.engine.store_gauges import StoreGauges
     from sebridge.integrations.registry import REGISTRY
     from sebridge.store.tallies import Tallies
     from sebridge.web.metrics_export import registry_of
+    from sebridge.web.store_gauges import StoreGauges
 
     sinks = [i.name for i in REGISTRY if i.outbound]
     daemon = Metrics(sinks)

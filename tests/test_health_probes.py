@@ -1,4 +1,4 @@
-"""/healthz and /readyz tell the truth within 2 s of being asked (engine/probe.py).
+"""/healthz and /readyz tell the truth within 2 s of being asked (web/probe.py).
 
 Each cause on each store: a store that refuses writes or is stopped (503 at the first
 answer whose probe began after it), one that is frozen or locked (503 once the probe
@@ -20,11 +20,11 @@ import pytest
 import pg
 from sebridge.cli.runtime import build_daemon, build_imds
 from sebridge.engine.daemon import Daemon
-from sebridge.engine.health import Health, store_probe
-from sebridge.engine.readyz import ReadyCheck, imds_probe
 from sebridge.engine.runner import Runner
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping
+from sebridge.web.health import Health, store_probe
+from sebridge.web.readyz import ReadyCheck, imds_probe
 
 
 class Clock:

@@ -295,7 +295,7 @@ def test_healthz_of_a_running_daemon(tmp_path: Path, sim: Simulator) -> None:
 
 
 def test_healthz_fails_when_imds_has_not_answered_for_long(tmp_path: Path) -> None:
-    from sebridge.engine.health import Health
+    from sebridge.web.health import Health
 
     daemon = build_daemon(config_for(tmp_path, "http://127.0.0.1:9"))
     try:
@@ -314,7 +314,7 @@ def test_healthz_fails_when_imds_has_not_answered_for_long(tmp_path: Path) -> No
 
 
 def test_healthz_fails_when_the_store_cannot_be_written(tmp_path: Path, sim: Simulator) -> None:
-    from sebridge.engine.health import Health
+    from sebridge.web.health import Health
 
     daemon = build_daemon(config_for(tmp_path, sim.url))
     try:
@@ -331,7 +331,7 @@ def test_healthz_fails_when_the_store_cannot_be_written(tmp_path: Path, sim: Sim
 
 
 def test_healthz_after_imds_is_gone_longer_than_ten_polls(tmp_path: Path, sim: Simulator) -> None:
-    from sebridge.engine.health import Health
+    from sebridge.web.health import Health
 
     daemon = build_daemon(config_for(tmp_path, sim.url))
     try:

@@ -18,7 +18,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from sebridge.config.loader import from_mapping
 from sebridge.engine.daemon import Daemon
 from sebridge.engine.metrics import REQUEST_OUTCOMES, Metrics
-from sebridge.engine.store_gauges import StoreGauges
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.jsonl.sink import JsonlSink
@@ -27,6 +26,7 @@ from sebridge.policy.compile import build_policy
 from sebridge.store import Store
 from sebridge.store.tallies import Tallies, read_tallies
 from sebridge.web.metrics_export import registry_of
+from sebridge.web.store_gauges import StoreGauges
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 

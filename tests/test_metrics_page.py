@@ -20,11 +20,11 @@ from prometheus_client.openmetrics.exposition import (
 from prometheus_client.registry import Collector
 
 from sebridge.engine.metrics import Metrics
-from sebridge.engine.store_gauges import StoreGauges
 from sebridge.store import Store
 from sebridge.store.tallies import Tallies, read_tallies
 from sebridge.web.metrics_export import registry_of
 from sebridge.web.metrics_page import MetricsPage
+from sebridge.web.store_gauges import StoreGauges
 
 
 class Clock:

@@ -41,9 +41,9 @@ from sebridge.engine.metrics import (
     REQUEST_OUTCOMES,
     VIAS,
 )
-from sebridge.engine.store_gauges import EVENT_STATES
 from sebridge.imds.simulator import Simulator
 from sebridge.model import TransitionKind
+from sebridge.web.store_gauges import EVENT_STATES
 
 # one real `sebridge run` process through a whole scenario: about 15 s for the module
 pytestmark = pytest.mark.slow

@@ -21,11 +21,11 @@ from prometheus_client import generate_latest
 from sebridge.cli.main import main
 from sebridge.config.instances import INSTANCE_KEYS
 from sebridge.engine.metrics import Metrics
-from sebridge.engine.store_gauges import StoreGauges
 from sebridge.integrations.registry import REGISTRY, config_from_mapping
 from sebridge.kernel.errors import ConfigError
 from sebridge.store.tallies import Tallies
 from sebridge.web.metrics_export import registry_of
+from sebridge.web.store_gauges import StoreGauges
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "reference.py"

@@ -39,8 +39,8 @@ NEVER = {
     "smtplib": "[email]",
     # sebridge's own
     "sebridge.web": "an HTTP server, approval links",
-    "sebridge.engine.health": "/healthz",
-    "sebridge.engine.readyz": "/readyz",
+    "sebridge.web.health": "/healthz",
+    "sebridge.web.readyz": "/readyz",
     "sebridge.hooks.process": "the first hook run",
     "sebridge.store.postgres": "a PostgreSQL store",
     "sebridge.store.pg_listen": "a PostgreSQL store",

@@ -102,7 +102,7 @@ _JSON_FIELDS = {
 }
 
 
-# /readyz's IMDS GET gives up after this (its asker waits 2 s, engine/probe.py): past
+# /readyz's IMDS GET gives up after this (its asker waits 2 s, web/probe.py): past
 # IMDS's first answer a healthy GET takes milliseconds.
 PROBE_TIMEOUT = 5.0
 
@@ -447,8 +447,8 @@ def _serve(
     """The HTTP server for `routes`, with /healthz, /readyz and /metrics beside them (when
     routes need it or `[http] listen` is set), and the probe listener on `[http]
     probe_listen` (when set): /livez, /readyz and /healthz on a server of its own."""
-    from sebridge.engine.health import Health, liveness, store_probe
-    from sebridge.engine.readyz import ReadyCheck, imds_probe
+    from sebridge.web.health import Health, liveness, store_probe
+    from sebridge.web.readyz import ReadyCheck, imds_probe
     from sebridge.web.server import CORE_PATHS, HttpServer
 
     for path, owner in owners.items():
@@ -488,9 +488,9 @@ def _metrics_route(daemon: Daemon, runner: Runner) -> WsgiApp:
     and shared by the scrapes of that second (web/metrics_page.py). prometheus_client is
     imported here: a daemon that serves no HTTP never loads it (docs/ARCHITECTURE.md,
     "Metrics and probes")."""
-    from sebridge.engine.store_gauges import StoreGauges
     from sebridge.web.metrics_export import registry_of
     from sebridge.web.metrics_page import MetricsPage
+    from sebridge.web.store_gauges import StoreGauges
 
     metrics = daemon.metrics
     store = daemon.store

@@ -9,7 +9,7 @@ lookups); web/metrics_export.py turns them into Prometheus families at
 scrape time (`registry_of`), and is imported, with prometheus_client, only by
 the /metrics route (and tests): a daemon that serves no HTTP never loads it.
 Each daemon has its own registry: nothing is registered globally. The gauges
-read from the store are collected by engine/store_gauges.py. See docs/ARCHITECTURE.md, "Metrics".
+read from the store are collected by web/store_gauges.py. See docs/ARCHITECTURE.md, "Metrics".
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Counts for /metrics: events by lifecycle state, undelivered outbox rows by sink.
 
 One statement, one round trip: the scrape reads it off the daemon's threads
-(engine/store_gauges.py), so a slow database delays only the figures.
+(web/store_gauges.py), so a slow database delays only the figures.
 """
 
 from __future__ import annotations

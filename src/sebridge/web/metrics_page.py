@@ -1,7 +1,7 @@
 """GET /metrics at a bounded cost, however many scrapes come at once.
 
 Rendering the page collects every figure (a store read among them,
-engine/store_gauges.py) and formats some hundred samples: a few
+web/store_gauges.py) and formats some hundred samples: a few
 milliseconds. A thousand scrapes at once each doing so took 20 s of CPU
 and starved /healthz and the poll. Here the figures are collected at most
 once per `max_age` (1 s): the scrapes of that second share one collection,

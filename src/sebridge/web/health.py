@@ -3,7 +3,7 @@
 Failing (503): IMDS has not answered for longer than `STALE_POLLS` poll
 intervals (or never has), or the store cannot be written: the last tick
 failed on it, or the store probe did (a write begun at most 2 s before, at
-most one in flight, engine/probe.py), or it has not answered within 2 s (a
+most one in flight, web/probe.py), or it has not answered within 2 s (a
 stopped or frozen database is 503 within 2 s of being asked). /readyz asks
 the same probe. The store part also names this agent and the single-holder
 duties it holds (fleet mode). A sink that is
@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sebridge.engine.probe import WAIT, Probe
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import StoreError
+from sebridge.web.probe import WAIT, Probe
 
 if TYPE_CHECKING:
     from sebridge.engine.runner import Runner

@@ -1,7 +1,7 @@
 """GET /readyz: is this daemon able to do its job now? 200 when it is, 503 and why otherwise.
 
 Ready: IMDS has answered at least once since the daemon started and answers now,
-and the store answers. Both are asked through probes (engine/probe.py): a GET of
+and the store answers. Both are asked through probes (web/probe.py): a GET of
 the Scheduled Events document on a connection of its own, and the store probe
 /healthz shares; each finding is at most 2 s old, and one that has not come within
 2 s is "has not answered for N s". So an IMDS that fails or cannot be reached, and a
@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sebridge.engine.health import store_finding, store_probe
-from sebridge.engine.probe import Probe
 from sebridge.kernel.errors import ImdsError
+from sebridge.web.health import store_finding, store_probe
+from sebridge.web.probe import Probe
 
 if TYPE_CHECKING:
     from sebridge.engine.runner import Runner
