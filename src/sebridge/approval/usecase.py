@@ -42,6 +42,9 @@ DEFAULT_WAIT = 10.0
 # While no local carrier can say a round ended (another process or agent carries it
 # out), the store is looked at this often.
 _LOOK_EVERY = 0.05
+# How long past its wait a request looks again at an approval a round holds at that instant
+# (a POST to IMDS under way takes its timeout at most; a look at the VMs, milliseconds).
+_CLAIM_GRACE = 2.0
 
 
 class Approvals:
@@ -206,12 +209,19 @@ class Approvals:
             # waiting for the VMs' prepare hooks (minutes, not seconds: say so now).
             put_back = approval.state == ApprovalState.PENDING and approval.attempts > 0
             waiting = approval.state == ApprovalState.WAITING and not anyway
-            if not approval.open or put_back or waiting or left <= 0:
+            if not approval.open or put_back or waiting:
                 return approval
+            # Past the deadline: as it stands, unless a round holds it this instant (claimed
+            # to POST, or to look at its VMs again): its outcome is a moment away, and the
+            # claim itself would tell the person nothing ("recorded (posting)").
+            claimed = approval.state == ApprovalState.POSTING and left > -_CLAIM_GRACE
+            if left <= 0 and not claimed:
+                return approval
+            pause = min(left, _LOOK_EVERY) if left > 0 else _LOOK_EVERY
             if self._carrier is not None:
-                self._carrier.wait_round(rounds, min(left, _LOOK_EVERY))
+                self._carrier.wait_round(rounds, pause)
             else:
-                time.sleep(min(left, _LOOK_EVERY))
+                time.sleep(pause)
 
 
 def _outcome(event_id: str, approval: ApprovalRecord, record: EventRecord) -> Outcome:

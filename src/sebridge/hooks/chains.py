@@ -49,7 +49,8 @@ class Chains:
         with self._lock:
             self._groups[threading.get_ident()] = pgid
             stopping = self._stopping
-        if stopping:
+        if stopping:  # its process began as stop() ended the others: said the same way
+            log.warning("stopping: hook in progress ended; it runs again at the next start")
             _end_group(pgid)
 
     def ended(self) -> None:
