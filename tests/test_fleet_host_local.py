@@ -27,6 +27,7 @@ from helpers import (
     event_gets,
     lines_of,
     read_jsonl,
+    wait_polls,
     wait_until,
     write_config,
 )
@@ -100,7 +101,7 @@ def test_a_line_written_by_an_agent_killed_before_its_ack_is_repeated_only_marke
             2 * HEARTBEAT.total_seconds(),
             message="the taken-over line",
         )
-        time.sleep(1.0)  # nothing more follows
+        wait_polls(sims[survivor], 5)  # nothing more follows: the survivor polled on
         first, again = lines_of(files[victim], killed), lines_of(files[survivor], killed)
         assert [line["maybe_repeat"] for line in first] == [False]
         assert [line["maybe_repeat"] for line in again] == [True]
