@@ -222,7 +222,10 @@ class Runner:
             return
         try:
             removed = self.daemon.store.history.prune(self.daemon.clock() - self._retention)
-        except Exception:
+        except StoreError as exc:  # an outage, said once as the heartbeat says it; next time
+            self.outage.failed(exc)
+            return
+        except Exception:  # a bug must not stop the jobs
             log.exception("pruning history failed")
             return
         if removed:
