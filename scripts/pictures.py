@@ -178,7 +178,11 @@ def play(folder: Path) -> Iterator[tuple[str, Delivered]]:
             raise SystemExit(f"pictures: approving through the link answered {answer.status_code}")
         store = bridge.daemon.store
         _wait(lambda: (a := store.approvals.get(event_id)) and a.state == "held", "the hold")
-        blocks = _wait(lambda: _blocks(slack, event_id, "Held"), "the held Slack message")
+        # The hold's own update ("Held: Approval by ..."): a message sent meanwhile (the failed
+        # drain's) says only "Held: a listed VM is not ready" once the approval is held.
+        blocks = _wait(
+            lambda: _blocks(slack, event_id, "Held: Approval by"), "the held Slack message"
+        )
         cards = teams.wait_shown(2, WAIT)
         bridge.schedule("Redeploy", event_id=SECOND_ID, resources=[THIS_VM, "web4"], notice=NOTICE)
         fleet = bridge.base + "/fleet"
