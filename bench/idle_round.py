@@ -199,8 +199,8 @@ def rig(url: str, past: int, now: datetime, *, vacuum: bool = True) -> Rig:
 
 PARTS: tuple[tuple[str, Callable[[Rig, datetime], object]], ...] = (
     ("carrier round", lambda r, now: r.daemon.carrier.run_once()),
-    ("hook-worker round", lambda r, now: r.daemon.hook_worker.run_once()),
-    ("reminders round", lambda r, now: r.daemon.reminders.record_due(now)),
+    ("hook-worker round", lambda r, now: r.daemon.parts.hook_worker.run_once()),
+    ("reminders round", lambda r, now: r.daemon.parts.reminders.record_due(now)),
     ("Jira: open events", lambda r, now: r.daemon.approvals.open_events()),
     ("dispatcher claim", lambda r, now: r.store.outbox.claim("jsonl", now, now + LEASE)),
     ("dispatcher next_due", lambda r, now: r.store.outbox.next_due("jsonl")),

@@ -122,8 +122,8 @@ def rounds(d: Daemon, document: Document) -> dict[str, Callable[[], object]]:
     changed = replace(document, incarnation="changed", events=(*document.events, flip))
     return {
         "carrier": d.carrier.run_once,
-        "hook worker": d.hook_worker.run_once,
-        "reminders": lambda: d.reminders.record_due(NOW),
+        "hook worker": d.parts.hook_worker.run_once,
+        "reminders": lambda: d.parts.reminders.record_due(NOW),
         "jira search": d.approvals.open_events,
         "dispatcher claim": lambda: store.outbox.claim("jsonl", NOW, NOW + timedelta(minutes=2)),
         "dispatcher next_due": lambda: store.outbox.next_due("jsonl"),
