@@ -1,9 +1,10 @@
-"""Builds the daemon's parts from a Config: IMDS client, store, integrations, HTTP server.
+"""Builds the daemon from a Config: IMDS client, store, sinks, then the daemon and its runner.
 
 The composition root beside the registry: it turns the configuration into
-a Daemon (the tick), a Runner (its life, with what the integrations bring
-inbound) or an approval desk for a process that is not the daemon (the CLI).
-See docs/ARCHITECTURE.md.
+a Daemon (the tick, its parts built by cli/assembly.py), a Runner (their life,
+given the same record of parts, with what the integrations bring inbound:
+cli/serving.py) or an approval desk for a process that is not the daemon (the
+CLI). See docs/ARCHITECTURE.md, "Composition root".
 """
 
 from __future__ import annotations
