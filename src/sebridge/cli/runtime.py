@@ -305,6 +305,7 @@ def build_runner(config: Config, stdout: TextIO | None = None) -> Runner:
     runner.after_start(renderer.warm)
     if config.hooks or os.getpid() == 1:
         _adopt_orphans(runner)
+    # Imported here: cli/serving.py imports this module's link key and IMDS client.
     from sebridge.cli.serving import attach_inbound
 
     try:
