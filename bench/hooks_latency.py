@@ -28,6 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import ms, percentile
+from sebridge.cli.assembly import compose_daemon
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
@@ -43,7 +44,7 @@ def build(sim: Simulator, folder: Path, rules: list[dict[str, Any]]) -> Daemon:
     config = config_from_mapping(
         {"policy": {"rules": rules}, "hooks": {"trivial": {"command": ["true"]}}}
     )
-    return Daemon(
+    return compose_daemon(
         ImdsClient(sim.url, timeout=2.0, first_timeout=5.0),
         Store(f"sqlite:///{folder}/state.db", agent="vm0"),
         {},
@@ -63,7 +64,7 @@ def approval_latencies(rules: list[dict[str, Any]], events: int) -> list[float]:
     ):
         d = build(sim, Path(folder), rules)
         d.carrier.start()
-        d.hook_worker.start()
+        d.parts.hook_worker.start()
         took = []
         try:
             for _ in range(events):  # recorded as the daemon's recorder does (act)
@@ -81,7 +82,7 @@ def approval_latencies(rules: list[dict[str, Any]], events: int) -> list[float]:
                 sim.complete(event_id)
                 d.act(d.poll())
         finally:
-            d.hook_worker.stop(1.0)
+            d.parts.hook_worker.stop(1.0)
             d.carrier.stop(1.0)
             d.imds.close()
             d.store.close()
@@ -112,13 +113,13 @@ def reminder_lateness(count: int, poll: float, *, own_thread: bool) -> list[floa
             ids.append(sim.schedule("Reboot", notice=900 + i * 0.37))
         d.tick()
         if own_thread:
-            d.reminders.start()
+            d.parts.reminders.start()
         poller = threading.Thread(target=poll_loop, daemon=True)
         poller.start()
         time.sleep(3 + count * 0.37 + 2 * poll + 1)
         stop.set()
         poller.join()
-        d.reminders.stop(1.0)
+        d.parts.reminders.stop(1.0)
         late = []
         for event_id in ids:
             record = d.store.events.get(event_id)

@@ -58,6 +58,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests"), str(ROOT)]
 
 import harness  # noqa: E402
 import pg  # noqa: E402
+from sebridge.cli.assembly import compose_daemon  # noqa: E402
 from sebridge.engine.daemon import Daemon  # noqa: E402
 from sebridge.hooks.process import HookSpec  # noqa: E402
 from sebridge.imds import ImdsClient  # noqa: E402
@@ -183,7 +184,7 @@ class Rig:
 def rig(url: str, past: int, now: datetime, *, vacuum: bool = True) -> Rig:
     store = Store(url, "vm0", exclusive=True)
     fill(store, past, now, vacuum=vacuum)
-    daemon = Daemon(
+    daemon = compose_daemon(
         ImdsClient("http://127.0.0.1:9", retries=0),  # never asked: nothing to approve
         store,
         {name: QuietSink() for name in SINKS},
@@ -199,8 +200,8 @@ def rig(url: str, past: int, now: datetime, *, vacuum: bool = True) -> Rig:
 
 PARTS: tuple[tuple[str, Callable[[Rig, datetime], object]], ...] = (
     ("carrier round", lambda r, now: r.daemon.carrier.run_once()),
-    ("hook-worker round", lambda r, now: r.daemon.hook_worker.run_once()),
-    ("reminders round", lambda r, now: r.daemon.reminders.record_due(now)),
+    ("hook-worker round", lambda r, now: r.daemon.parts.hook_worker.run_once()),
+    ("reminders round", lambda r, now: r.daemon.parts.reminders.record_due(now)),
     ("Jira: open events", lambda r, now: r.daemon.approvals.open_events()),
     ("dispatcher claim", lambda r, now: r.store.outbox.claim("jsonl", now, now + LEASE)),
     ("dispatcher next_due", lambda r, now: r.store.outbox.next_due("jsonl")),

@@ -192,12 +192,12 @@ if stub:
         module = types.ModuleType("sebridge." + name)
         setattr(module, attr, value)
         sys.modules["sebridge." + name] = module
-from sebridge.cli import main as cli, runtime
+from sebridge.cli import main as cli, serving
 if stub:
     def app(environ, start_response):
         start_response("200 OK", [("Content-Type", "text/plain")])
         return [b"stubbed"]
-    runtime._metrics_route = lambda daemon, runner: app
+    serving._metrics_route = lambda runner: app
     assert "prometheus_client" not in sys.modules, "prometheus_client was imported anyway"
 sys.exit(cli.main(["run", "--config", sys.argv[2]]))
 """

@@ -161,7 +161,7 @@ def scenario(dsn: str, work: Path, action: str = "ask") -> dict[str, list[str]]:
         return kinds
     finally:
         for d in daemons:
-            d.dispatcher.stop(0.0)
+            d.parts.dispatcher.stop(0.0)
             d.imds.close()
             d.store.close()
         sim.stop()

@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sebridge.engine.daemon import Daemon
+from sebridge.cli.assembly import compose_daemon
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
 from sebridge.model import Receipt
@@ -70,7 +70,9 @@ def main() -> None:
         tap = pg.RoundTripTap()
         sink = NullSink()
         imds = ImdsClient(sim.url, timeout=2.0)
-        daemon = Daemon(imds, Store(tap.url(url), exclusive=True), {"null": sink}, vm_name="vm0")
+        daemon = compose_daemon(
+            imds, Store(tap.url(url), exclusive=True), {"null": sink}, vm_name="vm0"
+        )
         try:
             for _ in range(3):  # first poll, the name from IMDS, our own first commits
                 daemon.tick()
@@ -88,7 +90,7 @@ def main() -> None:
                 recorded.append(cost(daemon.tick))
                 time.sleep(0.05)  # a tick is a poll interval later: our NOTIFY has arrived
                 follow.append(cost(daemon.tick))
-                deliver.append(cost(lambda: daemon.dispatcher.deliver_due("null")))
+                deliver.append(cost(lambda: daemon.parts.dispatcher.deliver_due("null")))
                 time.sleep(0.05)
                 after.append(cost(daemon.tick))
             baseline = cost(

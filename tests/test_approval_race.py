@@ -16,6 +16,7 @@ from contextlib import ExitStack
 
 import pytest
 
+from sebridge.cli.assembly import compose_daemon
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
@@ -28,7 +29,7 @@ ROUNDS = 8
 
 def _daemon(sim: Simulator, url: str, agent: str) -> Daemon:
     store = Store(url, agent=agent, exclusive=True)
-    daemon = Daemon(ImdsClient(sim.url, timeout=5.0), store, {}, vm_name=agent)
+    daemon = compose_daemon(ImdsClient(sim.url, timeout=5.0), store, {}, vm_name=agent)
     daemon.carrier.start()
     daemon.watch_store()  # PostgreSQL: another agent's approval is heard at once
     return daemon

@@ -126,8 +126,8 @@ class Bridge:
 
     def deliver(self) -> None:
         self.daemon.tick()
-        for name in self.daemon.dispatcher.sinks:
-            self.daemon.dispatcher.deliver_due(name)
+        for name in self.daemon.parts.dispatcher.sinks:
+            self.daemon.parts.dispatcher.deliver_due(name)
 
     def local(self, url: str) -> str:
         """The mail's public link as a URL of this server (what the TLS proxy does)."""
@@ -139,7 +139,7 @@ class Bridge:
         self.http.close()
         self.server.stop()
         self.daemon.carrier.stop(5.0)
-        self.daemon.dispatcher.stop(0.0)
+        self.daemon.parts.dispatcher.stop(0.0)
         self.daemon.imds.close()
         self.daemon.store.close()
 
@@ -193,7 +193,7 @@ def test_each_event_reaches_exactly_its_instances_and_the_mail_link_approves_onc
     smtp: FakeSmtp,
 ) -> None:
     daemon = bridge.daemon
-    assert sorted(daemon.dispatcher.sinks) == [
+    assert sorted(daemon.parts.dispatcher.sinks) == [
         "console",
         "email.oncall",
         "slack",

@@ -362,8 +362,8 @@ def test_imds_down_for_a_minute_invents_no_transition(tmp_path: Path) -> None:
     daemon = build_daemon(config)
 
     def deliver() -> None:
-        for name in daemon.dispatcher.sinks:
-            daemon.dispatcher.deliver_due(name)
+        for name in daemon.parts.dispatcher.sinks:
+            daemon.parts.dispatcher.deliver_due(name)
 
     def history() -> list[tuple[int, str, str]]:
         return [

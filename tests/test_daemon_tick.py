@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import pytest
 
 from helpers import ListSink, wait_until
+from sebridge.cli.assembly import compose_daemon
 from sebridge.config.core import PolicyConfig
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
@@ -60,7 +61,7 @@ class Harness:
     def _daemon(self) -> Daemon:
         imds = ImdsClient(self.sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None)
         store = Store(self.url, agent="vm0")
-        daemon = Daemon(
+        daemon = compose_daemon(
             imds, store, {"list": self.sink}, vm_name="vm0", clock=self.clock.now, **self.options
         )  # type: ignore[arg-type]
         daemon.carrier.start()  # as in `sebridge run`: a person's approval is carried out
@@ -68,7 +69,7 @@ class Harness:
 
     def tick(self) -> None:
         self.daemon.tick()
-        self.daemon.dispatcher.deliver_due(self.sink.name)
+        self.daemon.parts.dispatcher.deliver_due(self.sink.name)
 
     def restart(self) -> None:
         self.daemon.carrier.stop(5.0)
@@ -282,7 +283,7 @@ def test_an_approval_imds_refuses_is_reported(h: Harness) -> None:
     h.sim.complete(eid)  # gone from IMDS, but the daemon has not polled since
     refused = h.daemon.approvals.request(ApprovalRequest(eid, "alice", "cli"))
     assert refused.kind == OutcomeKind.REFUSED and "IMDS refused it" in refused.reason
-    h.daemon.dispatcher.deliver_due(h.sink.name)
+    h.daemon.parts.dispatcher.deliver_due(h.sink.name)
     approval = h.daemon.store.approvals.get(eid)
     assert approval is not None and approval.state == "failed"
     problem = h.sink.sent[-1].transition

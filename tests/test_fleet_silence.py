@@ -31,6 +31,7 @@ from helpers import (
     wait_until,
     write_config,
 )
+from sebridge.cli.assembly import compose_daemon
 from sebridge.cli.runtime import build_runner
 from sebridge.config.core import HEARTBEAT_SECONDS
 from sebridge.config.loader import from_mapping
@@ -70,7 +71,7 @@ def agents_on(sim: Simulator, url: str, tmp_path: Path, made: list[Daemon]) -> M
         clock: Callable[[], datetime] = utcnow,
     ) -> Daemon:
         config = from_mapping({"policy": {"rules": rules}, "hooks": hook(tmp_path)})
-        d = Daemon(
+        d = compose_daemon(
             ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
             Store(url, agent=vm),
             {"list": sink},
@@ -109,7 +110,7 @@ def fleet_agent(sim: Simulator, pg_url: str, tmp_path: Path) -> Iterator[MakeAge
 def deliver(d: Daemon) -> None:
     d.tick()
     d.carrier.run_once()
-    d.dispatcher.deliver_due("list")
+    d.parts.dispatcher.deliver_due("list")
 
 
 # ------------------------------------------------------------------ [fleet] silent_after
@@ -249,7 +250,7 @@ def test_an_agent_that_goes_quiet_while_awaited_holds_at_its_beat_plus_silent_af
     assert vm0.carrier.carry_out_due() == t0 + 2 * HEARTBEAT  # when vm2 turns silent
     now[0] = t0 + 2 * HEARTBEAT
     vm0.carrier.carry_out_due()
-    vm0.dispatcher.deliver_due("list")
+    vm0.parts.dispatcher.deliver_due("list")
     assert sim.start_requests == []
     (held,) = sink.of(event_id, "held")
     assert f"vm2: agent silent since {t0:%H:%M} UTC" in held.transition.note
@@ -291,7 +292,7 @@ def test_a_stopped_agent_is_silent_at_once_and_holds_until_it_comes_back_and_pre
         assert stopped.stopped
 
         sink = ListSink()
-        vm0 = Daemon(
+        vm0 = compose_daemon(
             ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
             Store(pg_url, agent="vm0"),
             {"list": sink},

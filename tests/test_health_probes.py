@@ -63,7 +63,7 @@ def running(sim: Simulator) -> Iterator[Callable[[str], tuple[Daemon, Runner]]]:
         daemon = build_daemon(config_for(store_url, sim.url))
         made.append(daemon)
         assert daemon.tick().polled
-        return daemon, Runner(daemon)
+        return daemon, Runner(daemon, daemon.parts)
 
     yield make
     for daemon in made:

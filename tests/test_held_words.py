@@ -25,6 +25,7 @@ from fakes.jira import FakeJira
 from fakes.slack import FakeSlack
 from fakes.teams import FakeTeams
 from helpers import carried, cli_main, write_config
+from sebridge.cli.assembly import compose_daemon
 from sebridge.config.loader import from_mapping
 from sebridge.config.secrets import Secret
 from sebridge.engine.daemon import Daemon
@@ -116,7 +117,7 @@ def daemon(
         }
     )
     channels = Channels(tmp_path, *fakes)
-    d = Daemon(
+    d = compose_daemon(
         ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
         Store(store_url, agent="vm0"),
         channels.sinks,
@@ -132,8 +133,8 @@ def daemon(
 
 def tick(d: Daemon) -> None:
     d.tick()
-    for name in d.dispatcher.sinks:
-        d.dispatcher.deliver_due(name)
+    for name in d.parts.dispatcher.sinks:
+        d.parts.dispatcher.deliver_due(name)
 
 
 def test_the_decision_the_link_and_a_hold_are_said_in_every_channel(
@@ -259,7 +260,7 @@ def test_an_unanswered_reminder_says_when_azure_starts_it_and_how_to_approve(
     config = from_mapping(
         {"policy": {"rules": [{"name": "ask me", "action": "ask", "remind": [300]}]}}
     )
-    d = Daemon(
+    d = compose_daemon(
         ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
         Store(store_url, agent="vm0"),
         {"console": ConsoleSink(Renderer(), console, clock=clock)},

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from helpers import ListSink, carried, wait_until
+from sebridge.cli.assembly import compose_daemon
 from sebridge.config.loader import from_mapping
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
@@ -110,7 +111,7 @@ def make_daemon(sim: Simulator, store_url: str, tmp_path: Path) -> Iterator[Make
                 "hooks": hooks,
             }
         )
-        d = Daemon(
+        d = compose_daemon(
             ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
             Store(store_url, agent=vm),
             {"list": sink},
@@ -131,7 +132,7 @@ def make_daemon(sim: Simulator, store_url: str, tmp_path: Path) -> Iterator[Make
 
 def tick(d: Daemon) -> None:
     d.tick()
-    d.dispatcher.deliver_due("list")
+    d.parts.dispatcher.deliver_due("list")
 
 
 def test_an_approve_rule_posts_only_after_its_prepare_hooks_succeeded(
@@ -175,7 +176,7 @@ def test_one_events_long_drain_does_not_keep_anothers_hooks_waiting(
     d = make_daemon(rules, sink)
     # As in `sebridge run`: the worker and the carrier on threads of their own, the
     # document recorded as the recorder does (no round run by the caller).
-    d.hook_worker.start()
+    d.parts.hook_worker.start()
     d.carrier.start()
     try:
         reboot = sim.schedule("Reboot", notice=900)
@@ -200,7 +201,7 @@ def test_one_events_long_drain_does_not_keep_anothers_hooks_waiting(
         wait_until(reboot_released, 15)
     finally:
         (tmp_path / "release").touch()
-        d.hook_worker.stop(5.0)
+        d.parts.hook_worker.stop(5.0)
         d.carrier.stop(5.0)
     assert sim.start_requests.count(reboot) == sim.start_requests.count(preempt) == 1
 
@@ -217,7 +218,7 @@ def test_a_store_that_refuses_a_hook_run_is_not_asked_again_in_a_loop(
         raise StoreError("the store does not answer")
 
     monkeypatch.setattr(d.store.hook_runs, "begin", refuse)
-    d.hook_worker.start()  # as in `sebridge run`: the worker on threads of its own
+    d.parts.hook_worker.start()  # as in `sebridge run`: the worker on threads of its own
     try:
         sim.schedule("Reboot")
         d.act(d.poll())  # recorded; the worker's thread is woken, not run here
@@ -225,7 +226,7 @@ def test_a_store_that_refuses_a_hook_run_is_not_asked_again_in_a_loop(
         wait_until(lambda: asked, 10)
         time.sleep(1.0)
     finally:
-        d.hook_worker.stop(5.0)
+        d.parts.hook_worker.stop(5.0)
     # Looked at again by a wake or the heartbeat, not at once: a failed chain must not spin.
     assert len(asked) <= 2, len(asked)
     assert ran(tmp_path) == []
@@ -488,7 +489,7 @@ def fleet(sim: Simulator, pg_url: str, tmp_path: Path) -> Iterator[Callable[...,
 
     def agent(vm: str, sink: ListSink, rules: list[dict[str, Any]]) -> Daemon:
         config = from_mapping({"policy": {"rules": rules}, "hooks": hooks})
-        d = Daemon(
+        d = compose_daemon(
             ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
             Store(pg_url, agent=vm),
             {"list": sink},
@@ -517,7 +518,7 @@ def test_a_fleet_posts_once_every_listed_vm_with_an_agent_is_ready(
     vm2.tick()
     outcome = carried(vm0, ApprovalRequest(event_id, "U1", "slack"), wait=1.0)
     assert outcome.kind == OutcomeKind.HELD
-    vm0.hook_worker.run_once()  # vm0 is ready; vm2 has not prepared yet
+    vm0.parts.hook_worker.run_once()  # vm0 is ready; vm2 has not prepared yet
     vm0.carrier.run_once()
     assert sim.start_requests == []
     lines = [v.line() for v in vm0.hooks.shown(event_id)[0]]
@@ -526,7 +527,7 @@ def test_a_fleet_posts_once_every_listed_vm_with_an_agent_is_ready(
         "vm2: waiting (check not started)",
         "vm9: no agent: sebridge cannot drain it",
     ]
-    vm2.hook_worker.run_once()
+    vm2.parts.hook_worker.run_once()
     vm0.carrier.run_once()
     assert sim.start_requests == [event_id]
     assert sorted(ran(tmp_path)) == ["check:prepare:vm0", "check:prepare:vm2"]
@@ -542,9 +543,9 @@ def test_one_failed_vm_holds_the_fleets_approval(
     vm1.tick()  # vm1's hook fails at once (the policy approved)
     vm0.tick()
     for d in (vm0, vm1, vm0):
-        d.hook_worker.run_once()
+        d.parts.hook_worker.run_once()
         d.carrier.run_once()
-    vm0.dispatcher.deliver_due("list")
+    vm0.parts.dispatcher.deliver_due("list")
     assert sim.start_requests == []
     held = sink.of(event_id, "held")
     assert len(held) == 1 and "check failed (exit 1) on vm1" in held[0].transition.note
@@ -607,7 +608,7 @@ def test_approve_anyway_carries_out_a_held_approval_and_the_start_is_an_alarm(
     for _ in range(2):
         outcome = carried(d, ApprovalRequest(event_id, "carol", "cli"), wait=1.0)
         assert outcome.kind == OutcomeKind.HELD
-    d.dispatcher.deliver_due("list")
+    d.parts.dispatcher.deliver_due("list")
     (note,) = sink.of(event_id, "problem")
     assert note.transition.actor == "carol"
     assert "Approval by carol not carried out: held: fails failed (exit 1) on vm0" in (
@@ -623,7 +624,7 @@ def test_approve_anyway_carries_out_a_held_approval_and_the_start_is_an_alarm(
     outcome = carried(d, ApprovalRequest(event_id, "carol", "cli", anyway=True), wait=1.0)
     assert outcome.kind == OutcomeKind.APPROVED
     assert sim.start_requests == [event_id]
-    d.dispatcher.deliver_due("list")
+    d.parts.dispatcher.deliver_due("list")
     (approved,) = sink.of(event_id, "approved")
     assert (approved.transition.actor, approved.transition.via) == ("carol", "cli")
     assert approved.transition.note == (
@@ -697,7 +698,7 @@ def test_a_held_event_that_azure_starts_at_not_before_is_an_alarm_once_across_a_
     tick(d)
     tick(e)
     tick(d)
-    e.dispatcher.deliver_due("list")
+    e.parts.dispatcher.deliver_due("list")
     alarms = sink.of(event_id, "started_unready") + other.of(event_id, "started_unready")
     assert len(alarms) == 1
     assert "vm0: failed: fails exit 1" in alarms[0].transition.note
@@ -785,7 +786,7 @@ def test_a_hooks_retry_runs_again_on_the_agent_where_it_failed_only(
     event_id = sim.schedule("Reboot", resources=["vm0", "vm1"], notice=1800)
     for d in (vm1, vm0, vm1, vm0):
         d.tick()
-    vm0.dispatcher.deliver_due("list")
+    vm0.parts.dispatcher.deliver_due("list")
     assert len(sink.of(event_id, "held")) == 1
     assert sorted(ran(tmp_path)) == ["check:prepare:vm0", "check:prepare:vm1"]
     # What `sebridge hooks retry` records (tests/test_hooks_retry.py runs the command).
@@ -796,8 +797,8 @@ def test_a_hooks_retry_runs_again_on_the_agent_where_it_failed_only(
     vm0.heard(frozenset({"hook_retries"}))  # vm0 has nothing to run again
     vm1.heard(frozenset({"hook_retries"}))  # its listener hears the request: check runs again
     for d in (vm0, vm1):  # the rounds the wake asked for, run once (hooks, then the carrier)
-        d.parts.run_once()
-    vm0.dispatcher.deliver_due("list")
+        d.rounds.run_once()
+    vm0.parts.dispatcher.deliver_due("list")
     assert sorted(ran(tmp_path)) == ["check:prepare:vm0", "check:prepare:vm1", "check:prepare:vm1"]
     # It failed again on vm1: held again, and said again (a new attempt, a new hold).
     assert sim.start_requests == []

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ListSink
+from sebridge.cli.assembly import compose_daemon
 from sebridge.config.loader import from_mapping
 from sebridge.engine.daemon import Daemon
 from sebridge.hooks.readiness import SILENT_MARGIN
@@ -63,7 +64,7 @@ def agents(
         }
     )
     made = {
-        vm: Daemon(
+        vm: compose_daemon(
             ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
             Store(pg_url, agent=vm),
             {"list": SINKS.setdefault(vm, ListSink())},
@@ -88,7 +89,7 @@ def sink_of(d: Daemon) -> ListSink:
 def look(d: Daemon) -> None:
     """A round of vm0's carrier (its heartbeat or due time would start one) and deliveries."""
     d.carrier.run_once()
-    d.dispatcher.deliver_due("list")
+    d.parts.dispatcher.deliver_due("list")
 
 
 def test_an_agent_that_dies_mid_hook_is_waited_for_until_its_timeout_plus_the_margin(

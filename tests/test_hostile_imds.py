@@ -53,7 +53,7 @@ def daemon_for(
 
 def deliver(daemon: Daemon) -> None:
     for sink in ("console", "jsonl"):
-        daemon.dispatcher.deliver_due(sink)
+        daemon.parts.dispatcher.deliver_due(sink)
 
 
 def test_hostile_text_is_delivered_to_every_sink_once(tmp_path: Path, sim: Simulator) -> None:
@@ -135,7 +135,7 @@ def test_an_unreadable_event_is_announced_once_to_every_sink(
                 for _ in range(2):
                     assert daemon.tick().error is None
                     for sink in ("console", "jsonl", "slack", "teams", "jira"):
-                        daemon.dispatcher.deliver_due(sink)
+                        daemon.parts.dispatcher.deliver_due(sink)
                 refused = daemon.approvals.request(ApprovalRequest(stand_in, "U1", "cli"))
                 assert refused.kind == OutcomeKind.REFUSED
             finally:

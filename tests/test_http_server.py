@@ -299,12 +299,12 @@ def test_healthz_fails_when_imds_has_not_answered_for_long(tmp_path: Path) -> No
 
     daemon = build_daemon(config_for(tmp_path, "http://127.0.0.1:9"))
     try:
-        status, body = Health(Runner(daemon), poll_interval=1.0).report()
+        status, body = Health(Runner(daemon, daemon.parts), poll_interval=1.0).report()
         assert status == 503  # never polled
         assert body["status"] == "failing"
         assert body["imds"]["last_good_poll_age_seconds"] is None
         daemon.tick()  # refused: IMDS unreachable
-        status, body = Health(Runner(daemon), poll_interval=1.0).report()
+        status, body = Health(Runner(daemon, daemon.parts), poll_interval=1.0).report()
         assert status == 503
         assert body["imds"]["reachable"] is False
         assert "127.0.0.1:9" in body["imds"]["error"]
@@ -319,9 +319,9 @@ def test_healthz_fails_when_the_store_cannot_be_written(tmp_path: Path, sim: Sim
     daemon = build_daemon(config_for(tmp_path, sim.url))
     try:
         assert daemon.tick().polled
-        assert Health(Runner(daemon), poll_interval=1.0).report()[0] == 200
+        assert Health(Runner(daemon, daemon.parts), poll_interval=1.0).report()[0] == 200
         daemon.store.db.execute("PRAGMA query_only = ON")  # every write now fails
-        status, body = Health(Runner(daemon), poll_interval=1.0).report()
+        status, body = Health(Runner(daemon, daemon.parts), poll_interval=1.0).report()
         assert status == 503
         assert body["store"]["writable"] is False
         assert "readonly" in body["store"]["error"] or "query_only" in body["store"]["error"]
@@ -337,7 +337,7 @@ def test_healthz_after_imds_is_gone_longer_than_ten_polls(tmp_path: Path, sim: S
     try:
         assert daemon.tick().polled
         later = [daemon.poll_state.last_ok]
-        health = Health(Runner(daemon), poll_interval=1.0, clock=lambda: later[0])
+        health = Health(Runner(daemon, daemon.parts), poll_interval=1.0, clock=lambda: later[0])
         assert health.report()[0] == 200
         later[0] = later[0].__class__.fromtimestamp(time.time() + 31, later[0].tzinfo)
         status, body = health.report()

@@ -15,8 +15,8 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from sebridge.cli.assembly import compose_daemon
 from sebridge.config.loader import from_mapping
-from sebridge.engine.daemon import Daemon
 from sebridge.engine.metrics import REQUEST_OUTCOMES, Metrics
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
@@ -206,7 +206,7 @@ def test_hook_runs_and_held_approvals_are_counted(sim: Simulator, tmp_path: Path
             },
         }
     )
-    daemon = Daemon(
+    daemon = compose_daemon(
         ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
         Store(f"sqlite:///{tmp_path}/state.db", agent="vm0"),
         {"jsonl": JsonlSink(str(tmp_path / "events.jsonl"))},
@@ -219,7 +219,7 @@ def test_hook_runs_and_held_approvals_are_counted(sim: Simulator, tmp_path: Path
             sim.schedule(event_type)
         for _ in range(3):
             daemon.tick()
-            daemon.dispatcher.deliver_due("jsonl")
+            daemon.parts.dispatcher.deliver_due("jsonl")
         found = samples(daemon.metrics)
     finally:
         daemon.imds.close()
@@ -237,7 +237,7 @@ def test_hook_runs_and_held_approvals_are_counted(sim: Simulator, tmp_path: Path
 def test_imds_attempts_are_counted_apart_from_polls(sim: Simulator, tmp_path: Path) -> None:
     """Five 500s and five 429s (with Retry-After) end two polls in error; the attempts
     behind them show each retry and each 429, and add up to what IMDS received."""
-    daemon = Daemon(
+    daemon = compose_daemon(
         ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
         Store(f"sqlite:///{tmp_path}/state.db", agent="vm0"),
         {},

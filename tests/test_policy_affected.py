@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from helpers import ListSink, run_cli
+from sebridge.cli.assembly import compose_daemon
 from sebridge.cli.runtime import record_tags
-from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
 from sebridge.imds.simulator.compute import compute_document
@@ -62,7 +62,7 @@ def test_each_agent_records_its_vms_tags_and_every_agent_matches_them(
 
     # web1's agent decides an event listing web1 and web2: web2's tags match the rule.
     sink = ListSink()
-    daemon = Daemon(
+    daemon = compose_daemon(
         ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
         store,
         {"list": sink},

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from helpers import ListSink, carried
+from sebridge.cli.assembly import compose_daemon
 from sebridge.config.loader import from_mapping
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
@@ -45,7 +46,7 @@ def sink() -> ListSink:
 @pytest.fixture
 def daemon(sim: Simulator, store_url: str, sink: ListSink) -> Iterator[Daemon]:
     config = from_mapping({"policy": {"rules": RULES}, "hooks": {"check": {"command": ["true"]}}})
-    d = Daemon(
+    d = compose_daemon(
         ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
         Store(store_url, agent="vm0"),
         {"list": sink},
@@ -61,7 +62,7 @@ def daemon(sim: Simulator, store_url: str, sink: ListSink) -> Iterator[Daemon]:
 def tick(d: Daemon) -> None:
     d.tick()
     d.carrier.run_once()
-    d.dispatcher.deliver_due("list")
+    d.parts.dispatcher.deliver_due("list")
 
 
 def test_each_action_reaches_sinks_and_imds_as_its_rule_says(
@@ -124,7 +125,9 @@ def test_an_event_keeps_the_decision_it_was_first_recorded_with(
     # Restarted with rules that would ignore everything: the known event stays "ask".
     ignore_all = build_policy(from_mapping({"policy": {"rules": [{"action": "ignore"}]}}).policy)
     daemon.store = Store(store_url, agent="vm0")
-    again = Daemon(daemon.imds, daemon.store, {"list": sink}, policy=ignore_all, vm_name="vm0")
+    again = compose_daemon(
+        daemon.imds, daemon.store, {"list": sink}, policy=ignore_all, vm_name="vm0"
+    )
     sim.start_event(eid)
     tick(again)
     assert [m.transition.kind for m in sink.by_event(eid)] == ["scheduled", "started"]

@@ -67,8 +67,8 @@ class Bridge:
         self.http.trust_env = False
 
     def deliver(self) -> None:
-        for name in self.daemon.dispatcher.sinks:
-            self.daemon.dispatcher.deliver_due(name)
+        for name in self.daemon.parts.dispatcher.sinks:
+            self.daemon.parts.dispatcher.deliver_due(name)
 
     def tick(self) -> None:
         self.daemon.tick()
@@ -92,7 +92,7 @@ class Bridge:
         self.http.close()
         self.server.stop()
         self.watcher.stop()
-        self.daemon.dispatcher.stop(0.0)
+        self.daemon.parts.dispatcher.stop(0.0)
         self.daemon.imds.close()
         self.daemon.store.close()
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ListSink, wait_until
+from sebridge.cli.assembly import compose_daemon
 from sebridge.config.loader import from_mapping
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
@@ -31,7 +32,9 @@ from sebridge.web.metrics_export import registry_of
 
 def _daemon(sim: Simulator, url: str, **options: object) -> Daemon:
     imds = ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None)
-    return Daemon(imds, Store(url, agent="vm0"), {"list": ListSink()}, vm_name="vm0", **options)  # type: ignore[arg-type]
+    return compose_daemon(
+        imds, Store(url, agent="vm0"), {"list": ListSink()}, vm_name="vm0", **options
+    )  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -111,7 +114,7 @@ def test_another_process_write_is_handed_on_and_acted_on(
     else:
         pytest.fail("another process's write was never handed on")
     daemon.act(polled)  # every part is woken (what the other process wrote is unknown)
-    daemon.parts.run_once()  # the rounds their threads would run now
+    daemon.rounds.run_once()  # the rounds their threads would run now
     assert sim.start_requests == [eid]
 
 
@@ -140,11 +143,11 @@ def test_a_due_prepare_lead_needs_no_poll_handed_on(
         while not _step(d):
             pass
         event_id = d.store.events.current()[0].event.event_id
-        d.hook_worker.run_once()  # before the lead: nothing runs
+        d.parts.hook_worker.run_once()  # before the lead: nothing runs
         assert d.store.hook_runs.of_event(event_id) == []
         offset = timedelta(minutes=10, seconds=1)
         assert _step(d)  # quiet: the recorder is not woken for a timer
-        d.hook_worker.run_once()  # the round the worker's own due time brings
+        d.parts.hook_worker.run_once()  # the round the worker's own due time brings
         assert [run.run.hook for run in d.store.hook_runs.of_event(event_id)] == ["drain"]
     finally:
         d.imds.close()

@@ -46,7 +46,7 @@ def daemon(sim: Simulator, store_url: str, tmp_path: Path) -> Iterator[Daemon]:
     }
     d = build_daemon(config_from_mapping(data, environ={}))
     yield d
-    d.dispatcher.stop(0.0)
+    d.parts.dispatcher.stop(0.0)
     d.imds.close()
     d.store.close()
 
@@ -65,8 +65,8 @@ def test_each_instance_hears_what_its_route_says(
     other = sim.schedule("Redeploy")
     ignored = sim.schedule("Freeze", duration=5)
     daemon.tick()
-    for name in daemon.dispatcher.sinks:
-        daemon.dispatcher.deliver_due(name)
+    for name in daemon.parts.dispatcher.sinks:
+        daemon.parts.dispatcher.deliver_due(name)
 
     # "all": every event whatever its rule names; never an ignored one (recorded, sent nowhere).
     assert heard(tmp_path / "journal.jsonl") == {db, other}

@@ -94,15 +94,15 @@ def daemon(
     }
     d = build_daemon(config_from_mapping(data, environ={}))
     yield d
-    d.dispatcher.stop(0.0)
+    d.parts.dispatcher.stop(0.0)
     d.imds.close()
     d.store.close()
 
 
 def deliver(d: Daemon) -> None:
     d.tick()
-    for name in d.dispatcher.sinks:
-        d.dispatcher.deliver_due(name)
+    for name in d.parts.dispatcher.sinks:
+        d.parts.dispatcher.deliver_due(name)
 
 
 def in_channel(slack: FakeSlack, channel: str, event_id: str) -> list[str]:
@@ -127,7 +127,7 @@ def test_each_event_reaches_exactly_the_instances_its_rule_names(
     teams_ops: FakeTeams,
     teams_web: FakeTeams,
 ) -> None:
-    assert list(daemon.dispatcher.sinks) == ["slack", "slack.dba", "teams", "teams.web"]
+    assert list(daemon.parts.dispatcher.sinks) == ["slack", "slack.dba", "teams", "teams.web"]
     db = sim.schedule("Reboot", description="db maintenance")
     web = sim.schedule("Redeploy")
     other = sim.schedule("Freeze", duration=5)
@@ -188,9 +188,9 @@ def test_later_transitions_and_reminders_follow_the_event_and_thread_per_instanc
 
     # A reminder of the routed event goes where the event went, and nowhere else.
     before = {k: on_card(t, db) for k, t in (("ops", teams_ops), ("web", teams_web))}
-    assert daemon.reminders.record_due(daemon.clock() + timedelta(minutes=2)) == 1
-    for name in daemon.dispatcher.sinks:
-        daemon.dispatcher.deliver_due(name)
+    assert daemon.parts.reminders.record_due(daemon.clock() + timedelta(minutes=2)) == 1
+    for name in daemon.parts.dispatcher.sinks:
+        daemon.parts.dispatcher.deliver_due(name)
     rows = daemon.store.db.all(
         "SELECT o.sink FROM outbox o JOIN transitions t ON t.id = o.transition_id "
         "WHERE o.event_id = ? AND t.kind = 'reminder'",

@@ -411,6 +411,8 @@ def test_approvers_are_named_in_every_channel_and_mentioned_in_slack(
     wait_until(lambda: lines_of(bridge.jsonl, event_id, "approved"), 5, message="approved")
     (approved,) = lines_of(bridge.jsonl, event_id, "approved")
     assert (approved["actor"], approved["approved_by"], approved["anyway"]) == ("bob", "bob", True)
+    # The JSON lines sink delivers on its own worker: Slack's reply may come first.
+    wait_until(lambda: lines_of(bridge.jsonl, other, "taken"), 5, message="taken")
     (taken,) = lines_of(bridge.jsonl, other, "taken")
     assert taken["actor"] == "bob"
 

@@ -16,7 +16,7 @@ import pytest
 
 import pg
 from helpers import wait_until
-from sebridge.engine.daemon import Daemon
+from sebridge.cli.assembly import compose_daemon
 from sebridge.engine.runner import Runner
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
@@ -332,10 +332,11 @@ def test_a_dead_agents_sightings_stop_counting_a_beating_ones_do_not(store_url: 
 def test_the_daemon_beats_while_it_runs(store_url: str) -> None:
     with Simulator(vm_name="vm0") as sim:
         store = Store(store_url, agent="vm0")
-        d = Daemon(ImdsClient(sim.url, timeout=2.0), store, {}, vm_name="vm0")
+        d = compose_daemon(ImdsClient(sim.url, timeout=2.0), store, {}, vm_name="vm0")
         stop = threading.Event()
         runner = threading.Thread(
-            target=Runner(d, poll_interval=0.2, heartbeat=timedelta(seconds=0.2)).run, args=(stop,)
+            target=Runner(d, d.parts, poll_interval=0.2, heartbeat=timedelta(seconds=0.2)).run,
+            args=(stop,),
         )
         runner.start()
         try:

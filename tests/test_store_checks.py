@@ -121,7 +121,7 @@ def test_a_jsonl_path_that_became_a_folder_fails_for_good(tmp_path: Path) -> Non
             sim.schedule("Reboot")
             assert daemon.tick().transitions
             os.mkdir(out)
-            daemon.dispatcher.deliver_due("jsonl")
+            daemon.parts.dispatcher.deliver_due("jsonl")
         finally:
             daemon.imds.close()
             daemon.store.close()

@@ -16,6 +16,7 @@ import pytest
 
 import pg
 from helpers import ListSink, free_port, wait_until
+from sebridge.cli.assembly import compose_daemon
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
@@ -78,7 +79,7 @@ def ticks(d: Daemon) -> bool:
 
 def delivered(d: Daemon, sink: ListSink) -> list[tuple[str, str]]:
     """Deliver what is due; (kind, event id) of everything the sink got."""
-    d.dispatcher.deliver_due(sink.name)
+    d.parts.dispatcher.deliver_due(sink.name)
     return sink.pairs()
 
 
@@ -88,7 +89,9 @@ def scheduled(e: ScheduledEvent) -> Transition:
 
 def daemon(sim: Simulator, url: str, sink: ListSink) -> Daemon:
     imds = ImdsClient(sim.url, timeout=2.0, sleep=lambda s: None)
-    return Daemon(imds, Store(url, agent="vm0", exclusive=True), {sink.name: sink}, vm_name="vm0")
+    return compose_daemon(
+        imds, Store(url, agent="vm0", exclusive=True), {sink.name: sink}, vm_name="vm0"
+    )
 
 
 def test_agents_starting_at_once_migrate_once(pg_url: str) -> None:
@@ -247,7 +250,7 @@ def test_an_unchanged_document_costs_no_round_trip_and_an_approval_elsewhere_wak
     try:
         event_id = sim.schedule("Reboot")
         d.tick()
-        d.dispatcher.deliver_due(sink.name)
+        d.parts.dispatcher.deliver_due(sink.name)
         for _ in range(3):  # settles: the ticks that hear our own commits
             d.tick()
         before = tap.round_trips
@@ -303,9 +306,9 @@ def test_one_commit_of_outbox_rows_and_an_approval_wakes_the_dispatcher_too(
     try:
         d.tick()
         # As `sebridge run` does; no tick from here on.
-        d.dispatcher.start()
+        d.parts.dispatcher.start()
         d.carrier.start()
-        d.hook_worker.start()
+        d.parts.hook_worker.start()
         d.watch_store()
         e = ScheduledEvent("E7", "Reboot", "Scheduled", ("vm1",))
         now = datetime.now(UTC)
@@ -321,8 +324,8 @@ def test_one_commit_of_outbox_rows_and_an_approval_wakes_the_dispatcher_too(
         ]
     finally:
         d.carrier.stop(5.0)
-        d.hook_worker.stop(1.0)
-        d.dispatcher.stop(5.0)
+        d.parts.hook_worker.stop(1.0)
+        d.parts.dispatcher.stop(5.0)
         d.imds.close()
         d.store.close()
         other.close()

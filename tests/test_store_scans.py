@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from helpers import ListSink
+from sebridge.cli.assembly import compose_daemon
 from sebridge.engine.daemon import Daemon, Polled, TickResult
 from sebridge.hooks.process import HookSpec
 from sebridge.imds import ImdsClient
@@ -44,7 +45,7 @@ HISTORY = ("events", "approvals", "sightings", "outbox", "transitions", "receipt
 
 def daemon(store: Store) -> Daemon:
     """A daemon over the store, without threads: each round runs on the caller's."""
-    return Daemon(
+    return compose_daemon(
         ImdsClient("http://127.0.0.1:9", retries=0),  # never asked: nothing is approved
         store,
         {name: ListSink() for name in SINKS},
@@ -122,8 +123,8 @@ def rounds(d: Daemon, document: Document) -> dict[str, Callable[[], object]]:
     changed = replace(document, incarnation="changed", events=(*document.events, flip))
     return {
         "carrier": d.carrier.run_once,
-        "hook worker": d.hook_worker.run_once,
-        "reminders": lambda: d.reminders.record_due(NOW),
+        "hook worker": d.parts.hook_worker.run_once,
+        "reminders": lambda: d.parts.reminders.record_due(NOW),
         "jira search": d.approvals.open_events,
         "dispatcher claim": lambda: store.outbox.claim("jsonl", NOW, NOW + timedelta(minutes=2)),
         "dispatcher next_due": lambda: store.outbox.next_due("jsonl"),

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from helpers import ListSink, carried, run_cli
+from sebridge.cli.assembly import compose_daemon
 from sebridge.engine.daemon import Daemon
 from sebridge.imds import ImdsClient
 from sebridge.imds.simulator import Simulator
@@ -76,7 +77,7 @@ def fleet(
         store = Store(store_url, agent=vm)
         store.outbox.deliver_only(wanted(config))  # as cli/runtime.py's open_store does
         daemons.append(
-            Daemon(
+            compose_daemon(
                 ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
                 store,
                 sinks,
@@ -96,12 +97,12 @@ def rounds(daemons: list[Daemon], n: int = 4) -> None:
         for d in daemons:
             d.tick()
         for d in daemons:
-            d.hook_worker.run_once()
+            d.parts.hook_worker.run_once()
         for d in daemons:
             d.carrier.run_once()
         for d in daemons:
             for name in SINKS:
-                d.dispatcher.deliver_due(name)
+                d.parts.dispatcher.deliver_due(name)
 
 
 def test_mail_and_teams_get_a_handful_and_one_readiness_message(
@@ -161,7 +162,7 @@ def test_a_failure_for_good_before_any_approval_is_one_readiness_message(
     teams = ListSink()
     store = Store(store_url, agent="web1")
     store.outbox.deliver_only(wanted(config))
-    daemon = Daemon(
+    daemon = compose_daemon(
         ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
         store,
         {"teams": teams},
@@ -174,8 +175,8 @@ def test_a_failure_for_good_before_any_approval_is_one_readiness_message(
         event = sim.schedule("Reboot", resources=["web1"], notice=900)
         for _ in range(3):
             daemon.tick()
-            daemon.hook_worker.run_once()
-            daemon.dispatcher.deliver_due("teams")
+            daemon.parts.hook_worker.run_once()
+            daemon.parts.dispatcher.deliver_due("teams")
     finally:
         daemon.imds.close()
         store.close()
@@ -197,7 +198,7 @@ def test_a_failed_recover_hook_reaches_mail_as_one_message(sim: Simulator, store
     mail = ListSink()
     store = Store(store_url, agent="web1")
     store.outbox.deliver_only(wanted(config))
-    daemon = Daemon(
+    daemon = compose_daemon(
         ImdsClient(sim.url, timeout=2.0, first_timeout=5.0, sleep=lambda s: None),
         store,
         {"email": mail},
@@ -213,8 +214,8 @@ def test_a_failed_recover_hook_reaches_mail_as_one_message(sim: Simulator, store
         sim.complete(event)
         for _ in range(3):
             daemon.tick()
-            daemon.hook_worker.run_once()
-            daemon.dispatcher.deliver_due("email")
+            daemon.parts.hook_worker.run_once()
+            daemon.parts.dispatcher.deliver_due("email")
     finally:
         daemon.imds.close()
         store.close()

@@ -1,2 +1,3 @@
 """The command line: argument parsing (main.py), one module per command family, and the
-composition root that builds a daemon from a configuration (cli/runtime.py)."""
+composition root: the daemon's parts (cli/assembly.py), the daemon and the runner from a
+configuration (cli/runtime.py), what `run` serves (cli/serving.py)."""

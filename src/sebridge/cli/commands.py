@@ -55,9 +55,10 @@ def once(config: Config, *, as_json: bool, out: TextIO | None = None) -> int:
     try:
         daemon.take_back_claims()
         result = daemon.tick()
-        daemon.dispatcher.start()
+        dispatcher = daemon.parts.dispatcher
+        dispatcher.start()
         # Delivers what is due within the grace (its flush), then stops its workers.
-        daemon.dispatcher.stop(timeout=config.dispatch.shutdown_grace_seconds + 1.0)
+        dispatcher.stop(timeout=config.dispatch.shutdown_grace_seconds + 1.0)
     finally:
         daemon.imds.close()
         daemon.store.close()

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -55,7 +55,7 @@ def run_demo(time_scale: float = 60.0, assume_yes: bool = False) -> int:
         )
         config = load_config(config_path)
         runner = build_runner(config)
-        daemon = runner.daemon
+        daemon, dispatcher = runner.daemon, runner.parts.dispatcher
         stop = threading.Event()
         worker = threading.Thread(target=runner.run, args=(stop,), daemon=True)
         print(f"sebridge demo: IMDS simulator at {sim.url}, {time_scale:g}x real time")
@@ -64,7 +64,15 @@ def run_demo(time_scale: float = 60.0, assume_yes: bool = False) -> int:
         started = utcnow()
         event_ids = sim.load_scenario(demo_scenario())
         try:
-            finished = _follow(daemon, sim, started, event_ids, config_path, assume_yes=assume_yes)
+            finished = _follow(
+                daemon,
+                sim,
+                started,
+                event_ids,
+                config_path,
+                flush=dispatcher.flush,
+                assume_yes=assume_yes,
+            )
         finally:
             stop.set()
             worker.join(timeout=15)
@@ -79,6 +87,7 @@ def _follow(
     event_ids: list[str],
     config_path: Path,
     *,
+    flush: Callable[[float], object],
     assume_yes: bool,
 ) -> bool:
     asked = False
@@ -92,7 +101,7 @@ def _follow(
             r.event.event_id: r for r in daemon.store.events.current(include_gone_since=started)
         }
         if played_out and not any(r.present for r in records.values()):
-            daemon.dispatcher.flush(2.0)
+            flush(2.0)  # what the dispatcher has due is delivered before the summary
             return True
         redeploy = _waiting_redeploy(records.values())
         if redeploy and not asked:

@@ -1,9 +1,10 @@
-"""Builds the daemon's parts from a Config: IMDS client, store, integrations, HTTP server.
+"""Builds the daemon from a Config: IMDS client, store, sinks, then the daemon and its runner.
 
 The composition root beside the registry: it turns the configuration into
-a Daemon (the tick), a Runner (its life, with what the integrations bring
-inbound) or an approval desk for a process that is not the daemon (the CLI).
-See docs/ARCHITECTURE.md.
+a Daemon (the tick, its parts built by cli/assembly.py), a Runner (their life,
+given the same record of parts, with what the integrations bring inbound:
+cli/serving.py) or an approval desk for a process that is not the daemon (the
+CLI). See docs/ARCHITECTURE.md, "Composition root".
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from sebridge.approval.assembly import assemble
 from sebridge.approval.usecase import Approvals
+from sebridge.cli.assembly import compose_daemon
 from sebridge.config.loader import Config
 from sebridge.config.masked import secret_values
 from sebridge.engine.daemon import Daemon
@@ -35,7 +37,6 @@ from sebridge.kernel.errors import (
 )
 from sebridge.kernel.redact import Masker
 from sebridge.kernel.text import VisibleFormatter
-from sebridge.kernel.wsgi import WsgiApp
 from sebridge.model.message import Sink
 from sebridge.policy.compile import build_policy, uses_tags
 from sebridge.store import Store
@@ -263,7 +264,7 @@ def build_daemon(
 
         generated = store.settings.get(LINK_KEY_SETTING) or ""
     mask = Masker((*secret_values(config), generated))
-    return Daemon(
+    return compose_daemon(
         build_imds(config),
         store,
         sinks,
@@ -296,6 +297,7 @@ def build_runner(config: Config, stdout: TextIO | None = None) -> Runner:
     daemon = build_daemon(config, stdout, renderer=renderer)
     runner = Runner(
         daemon,
+        daemon.parts,  # the record the composition root built (cli/assembly.py)
         poll_interval=config.imds.poll_interval,
         shutdown_grace=config.dispatch.shutdown_grace_seconds,
         retention=timedelta(days=config.store.retention_days),
@@ -303,8 +305,11 @@ def build_runner(config: Config, stdout: TextIO | None = None) -> Runner:
     runner.after_start(renderer.warm)
     if config.hooks or os.getpid() == 1:
         _adopt_orphans(runner)
+    # Imported here: cli/serving.py imports this module's link key and IMDS client.
+    from sebridge.cli.serving import attach_inbound
+
     try:
-        _attach_inbound(config, renderer, runner)
+        attach_inbound(config, renderer, runner)
     except BaseException:
         daemon.imds.close()
         daemon.store.close()
@@ -399,103 +404,3 @@ def link_key(config: Config, store: Store) -> str:
 
     key = config.http.link_secret.reveal() or store.settings.get(LINK_KEY_SETTING)
     return key or store.settings.remember_first(LINK_KEY_SETTING, new_link_key())
-
-
-def _attach_inbound(config: Config, renderer: Renderer, runner: Runner) -> None:
-    daemon = runner.daemon
-    sinks = daemon.dispatcher.sinks
-    routes: dict[str, WsgiApp] = {}
-    owners: dict[str, str] = {}  # a route's path -> the instance that serves it
-    signer = link_signer(config, daemon.store)
-    if signer is not None:  # approval links are the core's, whichever sink carries them
-        from sebridge.web.approval_page import PREFIX, ApprovalPage
-
-        page = ApprovalPage(
-            signer,
-            daemon,
-            renderer,
-            dry_run=config.policy.dry_run,
-            readiness_of=daemon.hooks.shown,
-            mask=daemon.hook_mask,
-        )
-        page.check_templates()
-        routes[PREFIX] = page
-    if config.web.page:  # the fleet page and its calendar feed (docs/fleet-page.md)
-        from sebridge.web.fleet_wiring import fleet_routes
-
-        routes.update(fleet_routes(config, renderer, daemon, link_key(config, daemon.store)))
-    jobs = []
-    for instance in registry.enabled(config):
-        ctx = registry.context(instance, config, renderer)
-        inbound = instance.integration.inbound(ctx, daemon, sinks.get(instance.name))
-        for path, app in inbound.routes.items():
-            if path in routes:
-                raise ConfigError(f"{instance.name}: HTTP path {path} is already served")
-            routes[path] = app
-            owners[path] = instance.name
-        for service in inbound.services:
-            runner.add_service(service)
-        jobs.extend(inbound.jobs)
-    runner.add_jobs(jobs)
-    if routes or "http.listen" in config.given or config.http.probe_listen:
-        _serve(config, runner, routes, owners)
-
-
-def _serve(
-    config: Config, runner: Runner, routes: dict[str, WsgiApp], owners: dict[str, str]
-) -> None:
-    """The HTTP server for `routes`, with /healthz, /readyz and /metrics beside them (when
-    routes need it or `[http] listen` is set), and the probe listener on `[http]
-    probe_listen` (when set): /livez, /readyz and /healthz on a server of its own."""
-    from sebridge.web.health import Health, liveness, store_probe
-    from sebridge.web.readyz import ReadyCheck, imds_probe
-    from sebridge.web.server import CORE_PATHS, HttpServer
-
-    for path, owner in owners.items():
-        if path in CORE_PATHS:
-            raise ConfigError(f"{owner}: HTTP path {path} is already served")
-    http = config.http
-    # One store probe for both: a write at most every 2 s however often they are asked.
-    store = store_probe(runner)
-    health = Health(runner, config.imds.poll_interval, store=store)
-    imds = imds_probe(lambda: build_imds(config, timeout=PROBE_TIMEOUT))
-    ready = ReadyCheck(runner, imds, store).report
-    if http.probe_listen:  # its own port, loop and threads: a crowd on `listen` never delays it
-        runner.add_service(
-            HttpServer(
-                http.probe_host,
-                http.probe_port,
-                {},
-                health.report,
-                ready=ready,
-                live=lambda: liveness(runner),
-                key="http.probe_listen",
-                threads=2,
-            )
-        )
-    if not (routes or "http.listen" in config.given):
-        return
-    routes["/metrics"] = _metrics_route(runner.daemon, runner)
-    # Last to start, first to stop: no request reaches a part that has stopped.
-    runner.add_service(
-        HttpServer(http.listen_host, http.listen_port, routes, health.report, ready=ready)
-    )
-
-
-def _metrics_route(daemon: Daemon, runner: Runner) -> WsgiApp:
-    """GET /metrics: the daemon's registry, with the store's figures read at scrape time
-    (by a reader the runner stops with the services), collected at most once a second
-    and shared by the scrapes of that second (web/metrics_page.py). prometheus_client is
-    imported here: a daemon that serves no HTTP never loads it (docs/ARCHITECTURE.md,
-    "Metrics and probes")."""
-    from sebridge.web.metrics_export import registry_of
-    from sebridge.web.metrics_page import MetricsPage
-    from sebridge.web.store_gauges import StoreGauges
-
-    metrics = daemon.metrics
-    store = daemon.store
-    gauges = StoreGauges(lambda: store.tallies(metrics.sinks), metrics.sinks)
-    registry = registry_of(metrics)
-    registry.register(gauges)
-    runner.add_service(gauges)
-    return MetricsPage(registry)

@@ -6,10 +6,10 @@ written) -> diff against the previous document -> one store transaction
 carrier when approvals may wait -> wake the dispatcher. A failed poll is not
 an empty document: no transition is ever invented from an IMDS outage.
 
-The Daemon holds the parts a tick drives (the carrier, the dispatcher, the
-approval use case the channels call), each subscribed to the tables whose
-writes wake it (kernel/subscriptions.py); engine/runner.py owns their life
-(threads, scheduler, signals, stop). `sebridge once` and the tests call tick():
+The Daemon is given the parts (engine/parts.py, built by the composition root
+cli/assembly.py) and uses those a tick drives (the hooks, the carrier, the
+subscriptions that wake the others); engine/runner.py, given the same record,
+owns their life (threads, scheduler, signals, stop). `sebridge once` and the tests call tick():
 the poll, then each part's round once (Supervisor.run_once). See
 docs/ARCHITECTURE.md, "Poll".
 """
@@ -17,36 +17,22 @@ docs/ARCHITECTURE.md, "Poll".
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from datetime import datetime
 
-from sebridge.approval.assembly import assemble
-from sebridge.config.core import PolicyConfig
-from sebridge.engine.dispatch import Dispatcher
-from sebridge.engine.metrics import Metrics
+from sebridge.engine.parts import Parts
 from sebridge.engine.poll import Polled, PollState, TickResult
-from sebridge.engine.reminders import Reminders
-from sebridge.hooks.agent import AgentHooks
-from sebridge.hooks.gate import KNOWN_FOR, SILENT_AFTER
 from sebridge.imds import ImdsClient
 from sebridge.kernel.clock import Clock, utcnow
 from sebridge.kernel.errors import ImdsError
-from sebridge.kernel.redact import Masker
-from sebridge.kernel.subscriptions import Subscriptions
 from sebridge.kernel.worker import Supervisor
-from sebridge.model import Approval, Document, ScheduledEvent, Transition, TransitionKind
-from sebridge.model.decision import APPROVE, NO_MATCH, UNREADABLE, Decision, sinks_for
+from sebridge.model import Approval, Document, Transition, TransitionKind
+from sebridge.model.decision import APPROVE, NO_MATCH, UNREADABLE, Decision
 from sebridge.model.diff import diff
 from sebridge.model.leads import unreachable
-from sebridge.model.message import Sink
 from sebridge.policy import Policy, decide
-from sebridge.policy.compile import build_policy
 from sebridge.store import Store
-
-if TYPE_CHECKING:
-    from sebridge.hooks.process import HookCommand
 
 __all__ = ["Daemon", "PollState", "Polled", "TickResult"]
 
@@ -56,113 +42,51 @@ log = logging.getLogger("sebridge.daemon")  # the name operators filter on, kept
 class Daemon:
     """Polls IMDS, records transitions, hands approvals to the carrier, feeds the dispatcher.
 
+    Built by the composition root (cli/assembly.py: compose_daemon), which builds its
+    parts too; the tick uses the hooks, the carrier and the subscriptions of them.
+
     Args:
-        sinks: each sink by its integration's name (the outbox key).
-        vm_name: this VM's name as Resources list it, known before the store was opened
-            (cli/runtime.py: vm_name); the agent's identity, never a host name.
-        approve_url: an event's signed approval link, for messages (None: links are off).
-        hooks: the configured readiness hooks ([hooks.<name>]) by name.
-        policy: the rules that decide each new event (policy/compile.py: build_policy);
-            None: built-in rules with the default keys.
-        metrics: what the daemon counts (default: a registry of its own).
-        hook_mask: the secrets hooks' output must not show (config/masked.py).
-        routes: each sink's route where not "default" (model/decision.py: sinks_for).
-        fleet: [fleet] known_for and silent_after (hooks/gate.py).
+        parts: the daemon's parts (engine/parts.py).
+        vm_name: this VM's name as Resources list it (cli/runtime.py: vm_name).
+        sinks_for: the sinks an event with a decision is delivered to (model/decision.py).
+        policy: the rules that decide each new event (policy/compile.py: build_policy).
     """
 
     def __init__(
         self,
         imds: ImdsClient,
         store: Store,
-        sinks: Mapping[str, Sink],
+        parts: Parts,
         *,
         vm_name: str,
-        policy: Policy | None = None,
-        dry_run: bool = False,
-        retry_for: timedelta = timedelta(hours=1),
-        max_backoff: float = 300.0,
+        sinks_for: Callable[[Decision], tuple[str, ...]],
+        policy: Policy,
         clock: Clock = utcnow,
-        approve_url: Callable[[ScheduledEvent], str] | None = None,
-        hooks: Mapping[str, HookCommand] | None = None,
-        metrics: Metrics | None = None,
-        hook_mask: Masker | None = None,
-        routes: Mapping[str, str] | None = None,
-        fleet: tuple[timedelta, timedelta] = (KNOWN_FOR, SILENT_AFTER),
     ) -> None:
         self.imds = imds
         self.store = store
-        self.metrics = metrics or Metrics(tuple(sinks))
-        store.transitions.on_recorded(self.metrics.transition_recorded)
-        imds.on_request(self.metrics.imds_requested)  # each attempt, retries apart
-        self._sink_names = tuple(sinks)
-        self._routes = dict(routes or {})
-        self.policy = policy or build_policy(PolicyConfig())
-        if not vm_name:
-            raise ValueError("the daemon needs this VM's name (cli/runtime.py: vm_name)")
+        self.parts = parts
+        self.metrics = parts.metrics
+        self.policy = policy
         self._vm_name = vm_name
+        self._sinks_for = sinks_for
         self.clock = clock
-        self.hook_mask = hook_mask or Masker()
-        # Who is woken by which table's writes: each part says (its WAKES_ON); this
-        # process's commits and, on PostgreSQL, every process's (watch_store) publish.
-        self.subscriptions = Subscriptions()
-        self.hooks = AgentHooks(
-            store,
-            hooks or {},
-            self.vm_name,
-            sinks_for=self.sinks_for,
-            prepare_lead=timedelta(seconds=self.policy.prepare_lead_seconds),
-            dry_run=dry_run,
-            clock=clock,
-            on_ended=self.metrics.hook_finished,
-            mask=self.hook_mask,
-            fleet=fleet,
-        )
-        self.dispatcher = Dispatcher(
-            store,
-            sinks,
-            vm_name=self.vm_name,
-            dry_run=dry_run,
-            retry_for=retry_for,
-            max_backoff=max_backoff,
-            clock=clock,
-            approve_url=approve_url,
-            readiness_of=self.hooks.shown,
-            metrics=self.metrics,
-        )
-        self.reminders = Reminders(
-            store,
-            self.sinks_for,
-            clock=clock,
-            holding=self.hooks.holding,
-        )
-        self.approvals, carrier = assemble(
-            store,
-            imds,
-            self.sinks_for,
-            carries=True,
-            dry_run=dry_run,
-            clock=clock,
-            gate=self.hooks.gate,
-            batch=self.subscriptions.batch,
-            metrics=self.metrics,
-            readiness_of=lambda record: self.hooks.gate.readiness(record).vms,
-        )
-        assert carrier is not None  # carries=True
-        self.carrier = carrier
-        self.hook_worker = self.hooks.worker
-        for part, wake in (
-            (self.carrier, self.carrier.look),  # its first round waits for the first tick
-            (self.hook_worker, self.hook_worker.wake),
-            (self.reminders, self.reminders.wake),
-            (self.dispatcher, self.dispatcher.wake),
-        ):
-            self.subscriptions.subscribe(part.WAKES_ON, wake, own=part.on_own_thread)
-        store.db.on_commit(self.subscriptions.publish)
-        # The parts woken by events, in start order (the runner starts them after the
-        # dispatcher); run_once() runs them last started first: the hooks an approval
-        # waits for, then the carrier, then the reminders.
-        self.parts = Supervisor(
-            [("reminders", self.reminders), ("carrier", self.carrier), ("hooks", self.hook_worker)]
+        # What the integrations' inbound side and the pages are offered (integrations/base.py:
+        # Host): the approval use case, and what hooks' output must not show.
+        self.approvals = parts.approvals
+        self.hook_mask = parts.hook_mask
+        self.hooks = parts.hooks
+        self.carrier = parts.carrier
+        self.subscriptions = parts.subscriptions
+        # The parts woken by events whose rounds a tick runs (the runner runs them on their
+        # threads): last started first, the hooks an approval waits for, then the carrier,
+        # then the reminders.
+        self.rounds = Supervisor(
+            [
+                ("reminders", parts.reminders),
+                ("carrier", parts.carrier),
+                ("hooks", parts.hook_worker),
+            ]
         )
         self._acted = False  # the first act wakes the carrier (see act)
         self._previous: Document | None = store.documents.last()
@@ -189,7 +113,7 @@ class Daemon:
 
     def sinks_for(self, decision: Decision) -> tuple[str, ...]:
         """The sinks an event with this decision is delivered to (model/decision.py)."""
-        return sinks_for(decision, self._sink_names, self._routes)
+        return self._sinks_for(decision)
 
     def tick(self) -> TickResult:
         """One poll end to end on the caller's thread (`sebridge once`, tests): poll,
@@ -197,7 +121,7 @@ class Daemon:
         rows it queued wait for the dispatcher."""
         result = self.act(self.poll())
         settled = self.carrier.settled
-        self.parts.run_once()
+        self.rounds.run_once()
         result.approvals_done = self.carrier.settled - settled
         return result
 

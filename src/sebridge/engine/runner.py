@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from sebridge.engine.daemon import Daemon
+from sebridge.engine.parts import Parts
 from sebridge.engine.record import Recorder
 from sebridge.engine.schedule import Schedule
 from sebridge.engine.stop_signals import stop_waiter
@@ -41,6 +42,7 @@ class Runner:
     """Runs a Daemon until it is told to stop.
 
     Args:
+        parts: the daemon's parts (engine/parts.py), started and stopped here.
         services: run beside the polling, started in order, stopped in reverse.
         jobs: integrations' scheduler jobs.
         retention: how long history of gone events is kept.
@@ -49,6 +51,7 @@ class Runner:
     def __init__(
         self,
         daemon: Daemon,
+        parts: Parts,
         *,
         services: Sequence[Service] = (),
         jobs: Sequence[Job] = (),
@@ -58,6 +61,7 @@ class Runner:
         heartbeat: timedelta = HEARTBEAT,
     ) -> None:
         self.daemon = daemon
+        self.parts = parts
         self.store = daemon.store
         self._services = list(services)
         self._jobs = list(jobs)
@@ -122,7 +126,7 @@ class Runner:
         schedule = self._schedule = Schedule(self._poll, self._poll_interval, d.imds.interrupt)
         # Single-holder duties: one agent of a fleet prunes, runs each such job and
         # service; on SQLite this daemon holds them all (store/duties.py).
-        duties = self.duties = d.store.duties()
+        duties = self.duties = self.store.duties()
         prune = duties.duty("prune")
         prune.on_change(lambda _: self._prune_if_held(prune))  # at once when taken
         schedule.every(Job("prune", 6 * 3600.0, lambda: self._prune_if_held(prune)))
@@ -151,14 +155,14 @@ class Runner:
         if not {"scheduler", "recorder"} & set(left):
             self._say_stopped()
             d.imds.close()
-            d.store.close()
+            self.store.close()
         return 0
 
     def _say_stopped(self) -> None:
         """Tell the fleet this agent stopped (nothing of ours writes after this): its VM is
         silent at once, and an approval listing it is held, not released un-drained."""
         try:
-            self.daemon.store.agents.stopped(self.daemon.clock())
+            self.store.agents.stopped(self.daemon.clock())
         except StoreError as exc:  # it goes silent after [fleet] silent_after instead
             log.warning("could not tell the fleet this agent stopped: %s", exc)
 
@@ -168,17 +172,18 @@ class Runner:
         sink does: the scheduler (a poll waiting for IMDS cut short), the recorder, the
         services, the duties, the hook worker, the carrier, the reminders, and last the
         dispatcher, which delivers what the others recorded."""
-        d = self.daemon
+        d, p = self.daemon, self.parts
         parts = Supervisor()
         # Delivers what is due until the grace ends, then has half a second for its workers.
-        parts.add("dispatcher", _Part(d.dispatcher.start, d.dispatcher.stop, least=0.1, extra=0.5))
+        parts.add("dispatcher", _Part(p.dispatcher.start, p.dispatcher.stop, least=0.1, extra=0.5))
         # Records the reminders that come due; its writes wake the dispatcher, so it stops
         # before it.
-        parts.add("reminders", _Part(d.reminders.start, d.reminders.stop, least=0.1))
+        parts.add("reminders", _Part(p.reminders.start, p.reminders.stop, least=0.1))
         # A POST in flight ends at IMDS's timeout at worst; what it recorded is delivered.
-        parts.add("carrier", _Part(d.carrier.start, d.carrier.stop, least=0.1))
+        parts.add("carrier", _Part(p.carrier.start, p.carrier.stop, least=0.1))
         # A hook in progress is not waited for: it runs again at the next start.
-        parts.add("hooks", _Part(d.hook_worker.start, d.hook_worker.stop, least=0.1, most=0.1))
+        hooks = p.hook_worker
+        parts.add("hooks", _Part(hooks.start, hooks.stop, least=0.1, most=0.1))
         # Other processes' commits wake the parts above (the listener ends with the store).
         parts.add("store-watch", _Part(d.watch_store, lambda _: None))
         parts.add("duties", _Part(duties.start, _unbounded(duties.stop)))
@@ -209,7 +214,7 @@ class Runner:
 
     def _beat(self) -> None:
         try:
-            waiting = self.daemon.store.agents.heartbeat(self.daemon.clock())
+            waiting = self.store.agents.heartbeat(self.daemon.clock())
         except StoreError as exc:  # an outage is said once (kernel/outage.py), without a traceback
             self.outage.failed(exc)
             return
@@ -221,7 +226,7 @@ class Runner:
         if not duty.held():
             return
         try:
-            removed = self.daemon.store.history.prune(self.daemon.clock() - self._retention)
+            removed = self.store.history.prune(self.daemon.clock() - self._retention)
         except StoreError as exc:  # an outage, said once as the heartbeat says it; next time
             self.outage.failed(exc)
             return

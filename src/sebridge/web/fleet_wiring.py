@@ -1,6 +1,6 @@
 """The fleet page's routes, put together from the configuration and the daemon's parts.
 
-Imported by cli/runtime.py only when `[web] page = true`: a daemon without the
+Imported by cli/serving.py only when `[web] page = true`: a daemon without the
 page loads none of it (nor icalendar). See docs/fleet-page.md.
 """
 

@@ -81,6 +81,7 @@ class Health:
     ) -> None:
         self._runner = runner
         self._daemon = runner.daemon
+        self._dispatcher = runner.parts.dispatcher
         self._stale_after = max(MIN_STALE_SECONDS, STALE_POLLS * poll_interval)
         self._clock = clock
         self._store = store or store_probe(runner)
@@ -99,7 +100,7 @@ class Health:
                 "at": o.at.isoformat(),
                 **({"error": o.error} if o.error else {}),
             }
-            for name, o in self._daemon.dispatcher.outcomes().items()
+            for name, o in self._dispatcher.outcomes().items()
         }
         ok = imds_ok and store_error is None
         body: dict[str, Any] = {

@@ -1,6 +1,6 @@
 """A daemon's figures (engine/metrics.py) as Prometheus families, made at scrape time.
 
-Imported only by the /metrics route (cli/runtime.py) and tests, so
+Imported only by the /metrics route (cli/serving.py) and tests, so
 prometheus_client and what it pulls in (http.server, urllib.request, wsgiref, gzip...)
 stay out of a daemon that serves no HTTP. The names, HELP texts, labels and sample
 order are those the counters had when prometheus_client kept them (docs/reference/metrics.md);
