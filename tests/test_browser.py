@@ -209,6 +209,7 @@ def _rgb(css: str) -> tuple[int, int, int]:
     return r, g, b
 
 
+@pytest.mark.slow  # a daemon, a failing drain, the held page at 390 px: about 3 s
 def test_the_held_page_fits_a_phone_and_approve_anyway_looks_dangerous(
     tmp_path: Path,
 ) -> None:
