@@ -8,7 +8,8 @@ from typing import Any
 import requests
 
 from helpers import RunnerThread, wait_until
-from sebridge.cli.runtime import build_runner, link_signer
+from sebridge.cli.link_keys import link_signer
+from sebridge.cli.runtime import build_runner
 from sebridge.config.loader import Config
 from sebridge.imds.simulator import Simulator
 from sebridge.integrations.registry import config_from_mapping as from_mapping

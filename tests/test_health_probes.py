@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 import pg
-from sebridge.cli.runtime import build_daemon, build_imds
+from sebridge.cli.imds_client import build_imds
+from sebridge.cli.runtime import build_daemon
 from sebridge.engine.daemon import Daemon
 from sebridge.engine.runner import Runner
 from sebridge.imds.simulator import Simulator

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sebridge.cli.runtime import link_signer
+from sebridge.cli.link_keys import link_signer
 from sebridge.integrations.registry import config_from_mapping as from_mapping
 from sebridge.kernel.errors import ConfigError
 from sebridge.model import ScheduledEvent

@@ -16,11 +16,8 @@ from typing import TextIO
 from sebridge.approval.usecase import DEFAULT_WAIT
 from sebridge.cli.exits import FAILED, HELD, OK, REFUSED
 from sebridge.cli.format import as_stored, not_yet
-from sebridge.cli.runtime import (
-    build_desk,
-    build_imds,
-    missing_store,
-)
+from sebridge.cli.imds_client import build_imds
+from sebridge.cli.runtime import build_desk, missing_store
 from sebridge.config.loader import Config
 from sebridge.kernel.text import visible
 from sebridge.model.approval import ApprovalState, OutcomeKind

@@ -12,7 +12,8 @@ import sys
 from typing import TextIO
 
 from sebridge.cli.exits import FAILED, OK, USAGE
-from sebridge.cli.runtime import link_key, missing_store, open_store
+from sebridge.cli.link_keys import link_key
+from sebridge.cli.runtime import missing_store, open_store
 from sebridge.config.loader import Config
 from sebridge.kernel.errors import StoreError
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sebridge.cli.runtime import build_imds, vm_name
+from sebridge.cli.imds_client import build_imds
+from sebridge.cli.runtime import vm_name
 from sebridge.config.loader import Config
 from sebridge.imds.vm_name import BRIEF_WAIT
 from sebridge.integrations.base import Finding

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, TextIO
 from sebridge.approval.assembly import assemble
 from sebridge.approval.usecase import Approvals
 from sebridge.cli.assembly import compose_daemon
+from sebridge.cli.imds_client import build_imds
+from sebridge.cli.link_keys import link_signer
 from sebridge.config.loader import Config
 from sebridge.config.masked import secret_values
 from sebridge.engine.daemon import Daemon
@@ -43,7 +45,6 @@ from sebridge.store import Store
 
 if TYPE_CHECKING:
     from sebridge.hooks.gate import ReadinessGate
-    from sebridge.web.links import LinkSigner
 
 # What only some configurations use (the HTTP server, approval links, /metrics, the CLI's
 # approval desk) is imported where it is used: `run` loads what it runs
@@ -54,12 +55,9 @@ log = logging.getLogger(__name__)
 __all__ = [
     "build_daemon",
     "build_desk",
-    "build_imds",
     "build_runner",
     "build_sinks",
     "configure_logging",
-    "link_key",
-    "link_signer",
     "missing_store",
     "open_store",
     "template_problems",
@@ -101,27 +99,6 @@ _JSON_FIELDS = {
     "message": "msg",
     "exc_info": "exception",
 }
-
-
-# /readyz's IMDS GET gives up after this (its asker waits 2 s, web/probe.py): past
-# IMDS's first answer a healthy GET takes milliseconds.
-PROBE_TIMEOUT = 5.0
-
-
-def build_imds(config: Config, *, timeout: float | None = None) -> ImdsClient:
-    """The IMDS client from [imds]; `timeout`: every call's (first included), and one
-    retry at most (a probe's client)."""
-    if timeout is None:
-        return ImdsClient(
-            config.imds.endpoint, config.imds.api_version, timeout=config.imds.timeout
-        )
-    return ImdsClient(
-        config.imds.endpoint,
-        config.imds.api_version,
-        timeout=timeout,
-        first_timeout=timeout,
-        retries=1,
-    )
 
 
 def vm_name(config: Config, *, wait: float | None = None) -> str:
@@ -305,7 +282,7 @@ def build_runner(config: Config, stdout: TextIO | None = None) -> Runner:
     runner.after_start(renderer.warm)
     if config.hooks or os.getpid() == 1:
         _adopt_orphans(runner)
-    # Imported here: cli/serving.py imports this module's link key and IMDS client.
+    # Imported here: the HTTP wiring is loaded only when a daemon serves (test_run_imports).
     from sebridge.cli.serving import attach_inbound
 
     try:
@@ -385,22 +362,3 @@ def build_desk(
         return approvals, store, gate, lambda: None
     carrier.start()  # the same carrier as the daemon's, on its thread
     return approvals, store, gate, lambda: carrier.stop(config.imds.timeout)
-
-
-def link_signer(config: Config, store: Store) -> LinkSigner | None:
-    """The approval links' signer when `[http] public_url` is set: under `link_secret`, else
-    under a key generated once and kept in the store (a fleet sharing the store shares it)."""
-    if not config.http.public_url:
-        return None
-    from sebridge.web.links import LinkSigner
-
-    return LinkSigner(link_key(config, store))
-
-
-def link_key(config: Config, store: Store) -> str:
-    """The link key: `[http] link_secret`, else the key generated once and kept in the store
-    (made now when there is none yet). It signs approval links and the fleet page's tokens."""
-    from sebridge.web.links import LINK_KEY_SETTING, new_link_key
-
-    key = config.http.link_secret.reveal() or store.settings.get(LINK_KEY_SETTING)
-    return key or store.settings.remember_first(LINK_KEY_SETTING, new_link_key())

@@ -9,7 +9,8 @@ build_runner only. See docs/ARCHITECTURE.md, "Composition root".
 
 from __future__ import annotations
 
-from sebridge.cli.runtime import PROBE_TIMEOUT, build_imds, link_key, link_signer
+from sebridge.cli.imds_client import PROBE_TIMEOUT, build_imds
+from sebridge.cli.link_keys import link_key, link_signer
 from sebridge.config.loader import Config
 from sebridge.engine.runner import Runner
 from sebridge.integrations import registry
