@@ -23,7 +23,7 @@ __all__ = ["Events"]
 # An event's columns, then its approval's (NULL when none). The approval's event_id is left
 # out (the event's stands for it): no two result columns share a name the ORDER BY uses.
 _APPROVAL = ", ".join(f"a.{c}" for c in APPROVAL_COLUMNS.split(", ")[1:])
-_COLUMNS = (
+EVENT_COLUMNS = (
     "e.event_id, e.data, e.state, e.policy, e.present, e.first_seen, e.last_seen, e.gone_at, "
     f"e.decision, {_APPROVAL}"
 )
@@ -60,7 +60,7 @@ class Events:
     def get(self, event_id: str) -> EventRecord | None:
         """One event by id; ids match case-insensitively (people type GUIDs in lower case)."""
         row = self._db.one(
-            f"SELECT {_COLUMNS} {_FROM} WHERE lower(e.event_id) = lower(?)", (event_id,)
+            f"SELECT {EVENT_COLUMNS} {_FROM} WHERE lower(e.event_id) = lower(?)", (event_id,)
         )
         if row is None:
             return None
@@ -69,7 +69,7 @@ class Events:
             "WHERE event_id = ? ORDER BY id",
             (row[0],),
         )
-        return _record(row, _summaries(deliveries).get(row[0], ()))
+        return event_record(row, _summaries(deliveries).get(row[0], ()))
 
     def current(self, *, include_gone_since: datetime | None = None) -> list[EventRecord]:
         """Events in the latest document, plus those gone since the given time."""
@@ -79,7 +79,7 @@ class Events:
             arms.append(_GONE_SINCE)
             params = (iso(include_gone_since),)
         rows = self._db.all(
-            " UNION ALL ".join(f"SELECT {_COLUMNS} {_FROM} WHERE {arm}" for arm in arms)
+            " UNION ALL ".join(f"SELECT {EVENT_COLUMNS} {_FROM} WHERE {arm}" for arm in arms)
             + " ORDER BY 6, 1",  # first_seen, event_id (a compound SELECT's: by position)
             params,
         )
@@ -98,10 +98,11 @@ class Events:
             params,
         )
         summaries = _summaries([d[1:] for d in deliveries])
-        return [_record(row, summaries.get(row[0], ())) for row in rows]
+        return [event_record(row, summaries.get(row[0], ())) for row in rows]
 
 
-def _record(row: Row, deliveries: tuple[DeliveryStatus, ...]) -> EventRecord:
+def event_record(row: Row, deliveries: tuple[DeliveryStatus, ...] = ()) -> EventRecord:
+    """An event read with EVENT_COLUMNS (its approval's joined), with its deliveries."""
     approval = row[_APPROVAL_AT:]
     return EventRecord(
         event=event_from_dict(json.loads(row[1])),

@@ -11,14 +11,15 @@ docs/ARCHITECTURE.md, "The fleet page".
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sebridge.model import HookRun, TransitionKind
-from sebridge.model.records import ApprovalRecord, EventRecord, HookRunRecord
-from sebridge.store.codec import decision_from_db, event_from_dict, from_iso, iso
+from sebridge.model import TransitionKind
+from sebridge.model.records import EventRecord, HookRunRecord
+from sebridge.store.codec import from_iso, iso
 from sebridge.store.database import Database, Row
+from sebridge.store.events import EVENT_COLUMNS, event_record
+from sebridge.store.hook_runs import RUN_COLUMNS, hook_run_record
 from sebridge.store.store import AgentSeen
 
 __all__ = ["Changes", "FleetRead", "FleetView"]
@@ -29,19 +30,12 @@ _SHOWN = (
     "SELECT event_id FROM events WHERE present = 1 "
     "UNION ALL SELECT event_id FROM events WHERE present = 0 AND gone_at >= ?"
 )
-_APPROVAL = (
-    "a.actor, a.via, a.at, a.state, a.attempts, a.last_error, a.done_at, a.unanswered, "
-    "a.anyway_by, a.anyway_via, a.actor_id, a.anyway_id"
-)
 _EVENTS = (
-    "SELECT e.event_id, e.data, e.state, e.policy, e.present, e.first_seen, e.last_seen, "
-    f"e.gone_at, e.decision, {_APPROVAL} FROM events e "
+    f"SELECT {EVENT_COLUMNS} FROM events e "
     "LEFT JOIN approvals a ON a.event_id = e.event_id WHERE {arm}"
 )
 _HOOK_RUNS = (
-    "SELECT h.event_id, h.vm, h.stage, h.hook, h.attempt, h.state, h.started_at, "
-    "h.finished_at, h.exit_code, h.timed_out, h.seconds, h.output, h.why, h.tries, "
-    "h.retry_at, CASE WHEN r.seq > h.retry_asked THEN 1 ELSE 0 END "
+    f"SELECT {RUN_COLUMNS} "
     "FROM hook_runs h LEFT JOIN hook_retries r ON r.event_id = h.event_id "
     f"WHERE h.event_id IN ({_SHOWN}) ORDER BY h.started_at, h.vm, h.hook"
 )
@@ -96,7 +90,7 @@ class FleetView:
         )
         runs: dict[str, list[HookRunRecord]] = {}
         for row in self._db.all(_HOOK_RUNS, since):
-            runs.setdefault(str(row[0]), []).append(_run(row))
+            runs.setdefault(str(row[0]), []).append(hook_run_record(row))
         changes = {
             str(r[0]): Changes(int(r[1]), from_iso(r[2]), from_iso(r[3]) if r[3] else None)
             for r in self._db.all(
@@ -116,65 +110,8 @@ class FleetView:
         before, parsed = self._parsed, {}
         for row in rows:
             kept = before.get(row[0])
-            parsed[row[0]] = kept if kept is not None and kept[0] == row else (row, _event(row))
+            parsed[row[0]] = (
+                kept if kept is not None and kept[0] == row else (row, event_record(row))
+            )
         self._parsed = parsed  # events no longer shown are let go
         return tuple(record for _, record in parsed.values())
-
-
-def _event(row: Row) -> EventRecord:
-    approval = row[9:]
-    return EventRecord(
-        event=event_from_dict(json.loads(row[1])),
-        state=row[2],
-        decision=decision_from_db(row[8], row[3]),
-        present=bool(row[4]),
-        first_seen=from_iso(row[5]),
-        last_seen=from_iso(row[6]),
-        gone_at=from_iso(row[7]) if row[7] else None,
-        approval=_approval(row[0], approval) if approval[0] is not None else None,
-    )
-
-
-def _approval(event_id: str, a: Row) -> ApprovalRecord:
-    return ApprovalRecord(
-        event_id=event_id,
-        actor=a[0],
-        via=a[1],
-        at=from_iso(a[2]),
-        state=a[3],
-        attempts=int(a[4]),
-        last_error=a[5],
-        done_at=from_iso(a[6]) if a[6] else None,
-        unanswered=int(a[7] or 0),
-        anyway_by=a[8],
-        anyway_via=a[9],
-        actor_id=a[10],
-        anyway_id=a[11],
-    )
-
-
-def _run(row: Row) -> HookRunRecord:
-    failed = row[5] == "failed"
-    tries = int(row[13])
-    run = HookRun(
-        hook=row[3],
-        stage=row[2],
-        vm=row[1],
-        attempt=int(row[4]),
-        exit_code=row[8],
-        timed_out=bool(row[9]),
-        seconds=row[10],
-        output=row[11],
-        why=row[12],
-        retry=max(0, tries - 1) if failed else tries,  # tries counts the failures
-        retry_at=row[14],
-    )
-    return HookRunRecord(
-        event_id=row[0],
-        run=run,
-        state=row[5],
-        started_at=from_iso(row[6]),
-        finished_at=from_iso(row[7]) if row[7] else None,
-        retry_at=from_iso(row[14]) if row[14] and failed else None,
-        asked=bool(row[15]) and failed,
-    )

@@ -25,13 +25,15 @@ from sebridge.store.database import Database, Row
 from sebridge.store.event_locks import lock_events
 from sebridge.store.transitions import Transitions
 
-__all__ = ["HookRuns"]
+__all__ = ["RUN_COLUMNS", "HookRuns", "hook_run_record"]
 
 RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
 _COLUMNS = (
     "h.event_id, h.vm, h.stage, h.hook, h.attempt, h.state, h.started_at, h.finished_at, "
     "h.exit_code, h.timed_out, h.seconds, h.output, h.why"
 )
+# A run as hook_run_record() reads it: whether it runs again needs hook_retries joined as `r`.
+RUN_COLUMNS = f"{_COLUMNS}, h.tries, h.retry_at, CASE WHEN r.seq > h.retry_asked THEN 1 ELSE 0 END"
 
 
 class HookRuns:
@@ -162,13 +164,12 @@ class HookRuns:
         """Every VM's runs for one event, in the order they began; a failed one says whether
         it runs again (its retry, or a person's `sebridge hooks retry` it has not run for)."""
         rows = self._db.all(
-            f"SELECT {_COLUMNS}, h.tries, h.retry_at, "
-            "CASE WHEN r.seq > h.retry_asked THEN 1 ELSE 0 END "
-            "FROM hook_runs h LEFT JOIN hook_retries r ON r.event_id = h.event_id "
+            f"SELECT {RUN_COLUMNS} FROM hook_runs h "
+            "LEFT JOIN hook_retries r ON r.event_id = h.event_id "
             "WHERE h.event_id = ? ORDER BY h.started_at, h.vm, h.hook",
             (event_id,),
         )
-        return [_record(r) for r in rows]
+        return [hook_run_record(r) for r in rows]
 
     def interrupted(self, vm: str) -> list[tuple[str, str, str]]:
         """(event id, stage, hook) of this VM's runs a crash left `running`."""
@@ -179,7 +180,8 @@ class HookRuns:
         return [(r[0], r[1], r[2]) for r in rows]
 
 
-def _record(row: Row) -> HookRunRecord:
+def hook_run_record(row: Row) -> HookRunRecord:
+    """A run read with RUN_COLUMNS."""
     run = HookRun(
         hook=row[3],
         stage=row[2],
