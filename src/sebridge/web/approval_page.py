@@ -65,7 +65,7 @@ OUTCOME = "web/outcome.html"
 _BUSY = (VmState.WAITING, VmState.PREPARING, VmState.SILENT)
 ANYWAY = "web/anyway.html"  # the confirmation of "Approve anyway" (the first of its two POSTs)
 TAIL_LINES, TAIL_LIMIT = 10, 2000  # a failed hook's output shown on the page: its tail
-MAX_FORM = 8 * 1024  # a name field and a button; anything bigger is not our form
+MAX_FORM = 8 * 1024  # a few short fields and a button; anything bigger is not our form
 MAX_NAME = 60
 HEADERS = [
     ("Content-Type", "text/html; charset=utf-8"),
@@ -167,7 +167,7 @@ class ApprovalPage:
         if record is None:
             return _answer(start_response, 403, b"Forbidden")
         if method == "POST":
-            form = self._form(environ)
+            form = read_form(environ)
             if form is None:
                 return _answer(start_response, 413, b"Content Too Large")
             status, body = self._post(record, form)
@@ -281,23 +281,6 @@ class ApprovalPage:
     def _tail(self, output: str) -> str:
         return last_lines(self._mask.mask(output), lines=TAIL_LINES, limit=TAIL_LIMIT)
 
-    @staticmethod
-    def _form(environ: dict[str, Any]) -> dict[str, str] | None:
-        """The form's fields (name, anyway, confirm), each its first value; None when the
-        body is too large."""
-        try:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            length = 0
-        if length > MAX_FORM:
-            return None
-        body = environ["wsgi.input"].read(length) if length > 0 else b""
-        try:
-            fields = parse_qs(body.decode("utf-8", "replace"), max_num_fields=20)
-        except ValueError:  # more fields than our form has: not our form
-            return {}
-        return {key: str(values[0]) for key, values in fields.items() if values}
-
 
 def _anyway(record: EventRecord, holding: bool) -> bool:
     """Whether the page offers "Approve anyway": the event's approval waits for its VMs'
@@ -322,3 +305,20 @@ def _answer(
         headers[0] = ("Content-Type", "text/plain; charset=utf-8")
     start_response(_STATUS[status], [*headers, ("Content-Length", str(len(body))), *(extra or [])])
     return [body]
+
+
+def read_form(environ: dict[str, Any]) -> dict[str, str] | None:
+    """A page's POSTed form, each field its first value; None when the body is over
+    MAX_FORM (the approval page's and the fleet page's forms are a few short fields)."""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length > MAX_FORM:
+        return None
+    body = environ["wsgi.input"].read(length) if length > 0 else b""
+    try:
+        fields = parse_qs(body.decode("utf-8", "replace"), max_num_fields=20)
+    except ValueError:  # more fields than our forms have: not our form
+        return {}
+    return {key: str(values[0]) for key, values in fields.items() if values}

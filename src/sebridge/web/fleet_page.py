@@ -32,7 +32,7 @@ from sebridge.model.approval import OutcomeKind
 from sebridge.model.approval_request import ApprovalRequest, Outcome
 from sebridge.store.fleet_view import FleetRead, FleetView
 from sebridge.store.hook_retries import RetryAnswer
-from sebridge.web.approval_page import HEADERS
+from sebridge.web.approval_page import HEADERS, read_form
 from sebridge.web.fleet_filters import STATES, bad_state, matches
 from sebridge.web.fleet_rows import FleetEvent, FleetRows
 from sebridge.web.fleet_tokens import FleetTokens
@@ -44,7 +44,6 @@ log = logging.getLogger(__name__)
 PAGE, PAGE_JSON = "/fleet", "/fleet.json"
 VIA = "page"  # the channel an approval from this page is recorded through
 TEMPLATE, DONE = "web/fleet.html", "web/fleet_done.html"
-MAX_FORM = 8 * 1024  # an event id, an action, a token: anything bigger is not our form
 MAX_PERSON = 200
 _NOT_PRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
 _STATUS = {
@@ -171,7 +170,7 @@ class FleetPage:
         return _answer(start_response, 400 if problem else 200, "" if method == "HEAD" else body)
 
     def _post(self, person: str, environ: dict[str, Any]) -> tuple[int, str]:
-        form = _form(environ)
+        form = read_form(environ)
         if form is None:
             return 413, "Content Too Large"
         if not self._tokens.csrf_ok(person, form.get("csrf_token", "")):
@@ -236,22 +235,6 @@ class FleetPage:
             vm=self._vm_name(),
             now=self._clock(),
         )
-
-
-def _form(environ: dict[str, Any]) -> dict[str, str] | None:
-    """The form's fields, each its first value; None when the body is too large."""
-    try:
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        length = 0
-    if length > MAX_FORM:
-        return None
-    body = environ["wsgi.input"].read(length) if length > 0 else b""
-    try:
-        fields = parse_qs(body.decode("utf-8", "replace"), max_num_fields=20)
-    except ValueError:  # more fields than our forms have: not our form
-        return {}
-    return {key: str(values[0]) for key, values in fields.items() if values}
 
 
 def _answer(start_response: StartResponse, status: int, body: str) -> list[bytes]:
